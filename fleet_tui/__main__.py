@@ -1,0 +1,3 @@
+from fleet_tui.cli import main
+
+raise SystemExit(main())

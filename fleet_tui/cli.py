@@ -1,0 +1,91 @@
+"""Command-line entry point.
+
+``fleet-tui`` with no subcommand opens the Textual app; subcommands are headless and print tables or
+JSON. Contract: exit 0 ok, 2 bad input (a ``UserError``: message, no traceback), 1 internal error.
+
+Start-up stays light: each command module registers its flags without importing the engine, and
+imports what it needs inside its handler, so ``--help`` and ``--version`` never import Textual or
+pydantic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fleet_tui import __version__
+
+# Each module defines ``register(subparsers)``; handlers are ``func(args) -> int`` set via
+# ``set_defaults(func=...)``.
+COMMAND_MODULES = (
+    "fleet_tui.commands.catalog",
+    "fleet_tui.commands.size",
+    "fleet_tui.commands.recommend",
+    "fleet_tui.commands.scenarios",
+    "fleet_tui.commands.monitor",
+    "fleet_tui.commands.fleet",
+)
+
+
+def add_app_args(parser: argparse.ArgumentParser) -> None:
+    """Flags of the interactive app (also accepted before a subcommand)."""
+    parser.add_argument("--source", default=None,
+                        help="where live readings come from: auto (default), nvml, hpu, neuron, "
+                             "sim[:N], replay:PATH, prometheus:URL")
+    parser.add_argument("--instance", default=None,
+                        help="catalog instance type this machine is (for cost of idle time), "
+                             "e.g. p5.48xlarge")
+    parser.add_argument("--theme", default=None, help="theme name (see themes/*.toml)")
+    parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
+                        help="extra catalog directory; overrides bundled entries with the same id "
+                             "(repeatable)")
+    parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                        help="monitor refresh interval in seconds (>= 0.25, default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fleet-tui",
+        description="GPU/accelerator fleets in the terminal: catalog, workload sizing, live monitor "
+                    "with bottleneck diagnosis, recommendations. Without a command, opens the app.",
+    )
+    parser.add_argument("--version", action="version", version=f"fleet-tui {__version__}")
+    add_app_args(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command not built yet must not break the others
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    from fleet_tui.ui.launch import run_app  # imported last: Textual is heavy
+
+    return run_app(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fleet_tui.core.errors import UserError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None) or _run_app
+    try:
+        return int(func(args) or 0)
+    except UserError as exc:
+        print(f"fleet-tui: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
