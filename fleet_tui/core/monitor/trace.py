@@ -1,0 +1,242 @@
+"""Read recorded traces as a stream of ``Snapshot``s (for ``replay:PATH``, ``analyze`` and tests).
+
+Two formats, told apart by their first line:
+
+* **raw capture** (``reference/ground-truth/h200/trace_labelled.jsonl``): a ``{"kind": "static"}``
+  line of device facts, then ``{"kind": "sample"}`` lines every 0.2 s with NVML/GPM readings named
+  after the NVML calls (``gpu_util``, ``power_mw``, ``pcie_rx_kb_s``, ``gpm_sm_util`` ...) and a
+  ground-truth ``phase`` label. Mapped here onto ``DeviceSnapshot`` fields with units converted.
+* **fleet-tui recording**: an optional header ``{"kind": "fleet-tui-recording"}`` then one
+  serialized ``Snapshot`` per line (``serialize.snapshot_to_dict``), as written by
+  ``RecordingWriter``.
+
+Timestamps of raw captures are seconds since the trace began (``base_time`` + ``t``): the capture
+stores no wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, snapshot_from_dict, snapshot_to_dict
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
+from fleet_tui.core.monitor.source import SourceUnavailable
+
+DEMO_TRACE = Path(__file__).resolve().parent.parent.parent / "demo" / "h200_trace_labelled.jsonl"
+
+# Keys in ``DeviceSnapshot.extra`` that analysis reads when present (sources set them where known).
+EXTRA_PCIE_GEN = "pcie_link_gen"
+EXTRA_PCIE_WIDTH = "pcie_link_width"
+EXTRA_PCIE_GEN_MAX = "pcie_link_gen_max"
+EXTRA_PCIE_WIDTH_MAX = "pcie_link_width_max"
+
+_MIB = 1024 * 1024
+# NVML reports PCIe throughput in "KB/s"; like nvitop we read KB as 1024 bytes.
+_NVML_KB = 1024
+
+
+def resolve_trace_path(spec: str | os.PathLike[str]) -> Path:
+    """``demo`` means the bundled labelled H200 trace; anything else is a file path."""
+    if str(spec) == "demo":
+        return DEMO_TRACE
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise SourceUnavailable(f"trace file {str(spec)!r} not found (give a path to a .jsonl "
+                                f"recording, or 'demo' for the bundled H200 trace)")
+    return path
+
+
+def _num(value: Any, scale: float = 1.0) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value) * scale
+    except (TypeError, ValueError):
+        return None
+
+
+def _static_device_kwargs(static: dict[str, Any]) -> dict[str, Any]:
+    power_limit = static.get("enforced_power_limit_mw", static.get("power_limit_mw"))
+    mig = static.get("mig_mode")
+    extra: list[tuple[str, float]] = []
+    for key, out in (("pcie_gen_cur", EXTRA_PCIE_GEN), ("pcie_width_cur", EXTRA_PCIE_WIDTH),
+                     ("pcie_gen_max", EXTRA_PCIE_GEN_MAX), ("pcie_width_max", EXTRA_PCIE_WIDTH_MAX)):
+        if static.get(key) is not None:
+            extra.append((out, float(static[key])))
+    return {
+        "name": static.get("name", "unknown"),
+        "uuid": static.get("uuid", ""),
+        "mem_total_bytes": static.get("memory_total_bytes"),
+        "power_limit_w": _num(power_limit, 1e-3),
+        "sm_clock_max_mhz": _num(static.get("max_sm_clock_mhz")),
+        "mem_clock_max_mhz": _num(static.get("max_mem_clock_mhz")),
+        "slowdown_temp_c": _num(static.get("slowdown_temp_c")),
+        "gpm_supported": static.get("gpm_supported"),
+        "mig_enabled": bool(mig[0]) if isinstance(mig, (list, tuple)) and mig else False,
+        "extra": tuple(extra),
+    }
+
+
+def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any], *,
+                           source: str, base_time: float = 0.0) -> Snapshot:
+    """One ``{"kind": "sample"}`` line of the raw capture format as a ``Snapshot``."""
+    t = base_time + float(sample.get("t", 0.0))
+    gpm = "gpm_sm_util" in sample
+    # Prefer GPM's PCIe counters (measured over the whole interval) over nvmlDeviceGetPcieThroughput
+    # (a 20 ms sample); keep the NVML reading as an extra for comparison.
+    if sample.get("gpm_pcie_rx_mib_s") is not None:
+        pcie_rx = _num(sample.get("gpm_pcie_rx_mib_s"), _MIB)
+        pcie_tx = _num(sample.get("gpm_pcie_tx_mib_s"), _MIB)
+    else:
+        pcie_rx = _num(sample.get("pcie_rx_kb_s"), _NVML_KB)
+        pcie_tx = _num(sample.get("pcie_tx_kb_s"), _NVML_KB)
+    extra = list(static_kwargs.get("extra", ()))
+    for key, out, scale in (("pcie_rx_kb_s", "nvml_pcie_rx_bytes_s", _NVML_KB),
+                            ("pcie_tx_kb_s", "nvml_pcie_tx_bytes_s", _NVML_KB),
+                            ("gpm_graphics_util", "gpm_graphics_util_pct", 1.0),
+                            ("gpm_hmma_tensor_util", "gpm_hmma_tensor_util_pct", 1.0),
+                            ("host_mem_pct", "host_mem_pct", 1.0)):
+        v = _num(sample.get(key), scale)
+        if v is not None:
+            extra.append((out, v))
+    procs = tuple(ProcessInfo(pid=int(p.get("pid", 0)), device_index=0,
+                              used_gpu_bytes=p.get("used_bytes"))
+                  for p in sample.get("procs") or ())
+    unsupported = frozenset() if gpm else frozenset(
+        {"sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
+         "fp32_active_pct", "fp16_active_pct"})
+    kw = dict(static_kwargs)
+    kw.update(
+        index=0,
+        timestamp=t,
+        gpu_util_pct=_num(sample.get("gpu_util")),
+        mem_util_pct=_num(sample.get("mem_util")),
+        mem_used_bytes=sample.get("mem_used_bytes"),
+        temp_c=_num(sample.get("temp_c")),
+        power_w=_num(sample.get("power_mw"), 1e-3),
+        sm_clock_mhz=_num(sample.get("sm_clock_mhz")),
+        mem_clock_mhz=_num(sample.get("mem_clock_mhz")),
+        clock_event_reasons=sample.get("clock_event_reasons"),
+        pstate=sample.get("pstate"),
+        pcie_rx_bytes_s=pcie_rx,
+        pcie_tx_bytes_s=pcie_tx,
+        nvlink_rx_bytes_s=_num(sample.get("gpm_nvlink_rx_mib_s"), _MIB),
+        nvlink_tx_bytes_s=_num(sample.get("gpm_nvlink_tx_mib_s"), _MIB),
+        sm_active_pct=_num(sample.get("gpm_sm_util")),
+        sm_occupancy_pct=_num(sample.get("gpm_sm_occupancy")),
+        tensor_active_pct=_num(sample.get("gpm_any_tensor_util")),
+        dram_active_pct=_num(sample.get("gpm_dram_bw_util")),
+        fp32_active_pct=_num(sample.get("gpm_fp32_util")),
+        fp16_active_pct=_num(sample.get("gpm_fp16_util")),
+        unsupported=unsupported,
+        processes=procs,
+        phase=sample.get("phase"),
+        extra=tuple(extra),
+    )
+    if not gpm:
+        kw["gpm_supported"] = False if kw.get("gpm_supported") is None else kw["gpm_supported"]
+    host = HostSnapshot(cpu_pct=_num(sample.get("host_cpu_pct")))
+    return Snapshot(timestamp=t, source=source, source_kind="replay",
+                    devices=(DeviceSnapshot(**kw),), host=host)
+
+
+def _bad_line(path: Path, lineno: int, why: str) -> SourceUnavailable:
+    return SourceUnavailable(f"{path}:{lineno}: {why} (expected JSON lines: a raw capture with a "
+                             f"'static' line then 'sample' lines, or a fleet-tui recording)")
+
+
+def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Iterator[Snapshot]:
+    """Snapshots of a trace file in order, in either format (see module doc). Streams the file."""
+    p = resolve_trace_path(path)
+    source = f"replay:{'demo' if p == DEMO_TRACE else p.name}"
+    static_kwargs: dict[str, Any] | None = None
+    fmt: str | None = None
+    with p.open("r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                # A recording cut by a crash may end in a partial line: stop there quietly.
+                if fmt == "recording" and not fh.readline():
+                    return
+                raise _bad_line(p, lineno, f"not valid JSON ({exc.msg})") from None
+            if not isinstance(data, dict):
+                raise _bad_line(p, lineno, "a line is not a JSON object")
+            kind = data.get("kind")
+            if fmt is None:
+                fmt = "raw" if kind in ("static", "sample") else "recording"
+            if fmt == "raw":
+                if kind == "static":
+                    static_kwargs = _static_device_kwargs(data)
+                elif kind == "sample":
+                    yield raw_sample_to_snapshot(data, static_kwargs or {"name": "unknown"},
+                                                 source=source, base_time=base_time)
+                # other kinds (notes, markers) are skipped
+            else:
+                if kind == "fleet-tui-recording":
+                    continue
+                if "devices" not in data:
+                    raise _bad_line(p, lineno, "a recording line has no 'devices'")
+                snap = snapshot_from_dict(data.get("snapshot", data))
+                yield snap
+
+
+def load_trace(path: str | os.PathLike[str]) -> list[Snapshot]:
+    return list(iter_trace(path))
+
+
+def dump_snapshot_line(snapshot: Snapshot) -> str:
+    return json.dumps(snapshot_to_dict(snapshot), separators=(",", ":"), allow_nan=False)
+
+
+class RecordingWriter:
+    """Append snapshots to a fleet-tui JSON lines recording (one flushed line per snapshot)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh = self.path.open("a", encoding="utf-8")
+        if new:
+            self._fh.write(json.dumps({"kind": "fleet-tui-recording", "format": RECORDING_FORMAT})
+                           + "\n")
+            self._fh.flush()
+
+    def write(self, snapshot: Snapshot) -> None:
+        self._fh.write(dump_snapshot_line(snapshot) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "RecordingWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_recording(path: str | os.PathLike[str], snapshots: Iterable[Snapshot]) -> Path:
+    """Write a whole recording atomically (temp file + rename)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=".rec-", suffix=".jsonl", dir=str(target.parent or "."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"kind": "fleet-tui-recording", "format": RECORDING_FORMAT}) + "\n")
+            for snap in snapshots:
+                fh.write(dump_snapshot_line(snap) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
