@@ -1,0 +1,199 @@
+"""The fleet-tui app: one Textual mode per pane over the engine in ``fleet_tui.core``.
+
+The app owns the long-lived engine objects (the catalog, the workload the builder edits, the monitor
+engine) and exposes them as reactive attributes the panes watch. It adds no logic of its own: panes
+call the core and show what it returns. Slow work (catalog load, sizing, ranking, sampling) runs in
+workers so the event loop only paints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import var
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from fleet_tui.ui.help import HelpScreen, bindings_markdown
+from fleet_tui.ui.state import CatalogStatus, SourceStatus
+from fleet_tui.ui.themes import LoadedTheme
+
+PANE_TITLES = {"catalog": "Catalog", "builder": "Workload builder", "monitor": "Monitor",
+               "recommend": "Recommendations", "fleet": "Fleet"}
+
+
+def pane_class(mode: str) -> type[Screen]:
+    """Import pane modules on first use: the first frame only pays for the pane it shows."""
+    if mode == "catalog":
+        from fleet_tui.ui.catalog import CatalogScreen as cls
+    elif mode == "builder":
+        from fleet_tui.ui.builder import BuilderScreen as cls
+    elif mode == "monitor":
+        from fleet_tui.ui.monitor import MonitorScreen as cls
+    elif mode == "recommend":
+        from fleet_tui.ui.recommend import RecommendScreen as cls
+    else:
+        from fleet_tui.ui.fleet import FleetScreen as cls
+    return cls
+
+
+def _screen(mode: str):
+    return lambda: pane_class(mode)()
+
+
+class FleetApp(App[int]):
+    TITLE = "fleet-tui"
+    CSS_PATH = "styles/app.tcss"
+    MODES = {mode: _screen(mode) for mode in PANE_TITLES}
+
+    BINDINGS = [
+        Binding("1", "switch_mode('catalog')", "Catalog", tooltip="Instances and prices"),
+        Binding("2", "switch_mode('builder')", "Workload", tooltip="Size a workload"),
+        Binding("3", "switch_mode('monitor')", "Monitor", tooltip="Live devices"),
+        Binding("4", "switch_mode('recommend')", "Recommend", tooltip="Ranked offers"),
+        Binding("5", "switch_mode('fleet')", "Fleet", tooltip="Nodes x devices (Prometheus)"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    source_status: var[SourceStatus] = var(SourceStatus())
+    catalog_status: var[CatalogStatus] = var(CatalogStatus())
+    catalog: var[Any] = var(None)  # fleet_tui.core.catalog.Catalog once loaded
+    workload: var[Any] = var(None)  # fleet_tui.core.workload.Workload the builder last produced
+    builder_context: var[Any] = var(None)  # BuilderChoice (accelerator, hours, spot, current)
+
+    def __init__(self, *, source_spec: str | None = None, source: Any = None,
+                 instance: str | None = None, theme: str = "fleet-dark",
+                 themes: Iterable[LoadedTheme] = (), catalog_dirs: Iterable[str | Path] = (),
+                 include_user_catalog: bool = True, interval_s: float = 1.0,
+                 start_mode: str | None = None, export_dir: str | Path | None = None) -> None:
+        super().__init__()
+        for loaded in themes:
+            self.register_theme(loaded.theme)
+        self.theme = theme
+        self.source_spec = source_spec
+        self.source = source  # an unopened core Source (or None: no monitor)
+        self.instance_type = instance
+        self.catalog_dirs = tuple(Path(d) for d in catalog_dirs)
+        self.include_user_catalog = include_user_catalog
+        self.interval_s = interval_s
+        self.export_dir = Path(export_dir) if export_dir else Path.cwd()
+        self.monitor = None  # fleet_tui.ui.monitor_link.MonitorLink once started
+        kind = getattr(source, "kind", "none") if source is not None else "none"
+        self.has_fleet = kind == "fleet"
+        self.source_status = SourceStatus(kind=kind, spec=source_spec or "", interval_s=interval_s,
+                                          message=None if source is not None else "no source")
+        self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
+
+    # ----- start-up -------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.switch_mode(self._start_mode)
+        self.load_catalog()
+        if self.source is not None:
+            from fleet_tui.ui.monitor_link import MonitorLink
+
+            self.monitor = MonitorLink(self, self.source, self.interval_s)
+            self.monitor.start()
+
+    def load_catalog(self) -> Worker:
+        self.catalog_status = CatalogStatus("loading")
+        return self.run_worker(self._load_catalog, thread=True, exclusive=True, group="catalog",
+                               name="load catalog", exit_on_error=False)
+
+    def _load_catalog(self):
+        from fleet_tui.core.catalog import load_catalog
+
+        return load_catalog(extra_dirs=self.catalog_dirs, include_user=self.include_user_catalog)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group != "catalog":
+            return
+        if event.state == WorkerState.SUCCESS:
+            catalog = worker.result
+            self.catalog = catalog
+            self.catalog_status = CatalogStatus("ready", instances=len(catalog.instances))
+            problems = list(getattr(catalog, "problems", ()) or ())
+            if problems:
+                self.notify("\n".join(problems[:5]) + ("\n…" if len(problems) > 5 else ""),
+                            title=f"{len(problems)} catalog problem(s), entries skipped",
+                            severity="warning", timeout=10)
+            if self.instance_type and not catalog.find_instance(self.instance_type):
+                self.notify(f"--instance {self.instance_type!r} is not in the catalog; the cost "
+                            "meter and savings need a known instance type.",
+                            title="Unknown instance", severity="warning", timeout=10)
+        elif event.state == WorkerState.ERROR:
+            error = worker.error
+            text = str(error) if error is not None else "unknown error"
+            self.catalog_status = CatalogStatus("error", message=text.splitlines()[0] if text else "")
+            self.notify(text, title="Catalog failed to load", severity="error", timeout=15)
+
+    # ----- actions ----------------------------------------------------------------------------
+    async def action_switch_mode(self, mode: str) -> None:
+        if mode == "fleet" and not self.has_fleet:
+            self.notify("The fleet pane needs a fleet source: start with --source prometheus:URL.",
+                        severity="warning")
+            return
+        await self.switch_mode(mode)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "switch_mode" and parameters and parameters[0] == "fleet" and not self.has_fleet:
+            return None  # hidden from the footer, still explains itself if pressed
+        return True
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.help_text()))
+
+    def help_text(self) -> str:
+        sections = [("Everywhere", [b for b in self._bindings_list(self.BINDINGS)])]
+        for mode, title in PANE_TITLES.items():
+            if mode == "fleet" and not self.has_fleet:
+                continue
+            sections.append((title, self._bindings_list(getattr(pane_class(mode), "BINDINGS", []))))
+        sections.append(("Command palette (ctrl+p)", [
+            Binding("ctrl+p", "command_palette", "Switch pane or theme, export the report, quit")]))
+        return bindings_markdown(sections)
+
+    @staticmethod
+    def _bindings_list(items) -> list[Binding]:
+        out = []
+        for b in items:
+            out.append(b if isinstance(b, Binding) else Binding(*b))
+        return out
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for mode, title in PANE_TITLES.items():
+            if mode == "fleet" and not self.has_fleet:
+                continue
+            yield SystemCommand(f"Pane: {title}", f"Switch to the {title} pane",
+                                lambda m=mode: self.run_action(f"switch_mode('{m}')"))
+        for name in sorted(self.available_themes):
+            if name.startswith("fleet-"):
+                yield SystemCommand(f"Theme: {name}", f"Use the {name} theme",
+                                    lambda n=name: setattr(self, "theme", n))
+        yield SystemCommand("Export report as Markdown",
+                            "Write the recommendations report (Markdown) to the current directory",
+                            lambda: self._export("markdown"))
+        yield SystemCommand("Export report as JSON",
+                            "Write the recommendations report (JSON) to the current directory",
+                            lambda: self._export("json"))
+        if self.monitor is not None:
+            yield SystemCommand("Monitor: pause/resume", "Pause or resume sampling",
+                                self.monitor.toggle_pause)
+
+    def _export(self, fmt: str) -> None:
+        from fleet_tui.ui.recommend import export_report
+
+        export_report(self, fmt)
+
+    async def on_unmount(self) -> None:
+        if self.monitor is not None:
+            await self.monitor.stop()

@@ -1,0 +1,56 @@
+"""The ``?`` help screen: every key of the app and of each pane, read from the bindings themselves."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+INTRO = """\
+# fleet-tui keys
+
+Switch panes with **1–5**, by clicking the pane bar, or from the command palette (**ctrl+p**).
+In a form field, keys type text: press **escape** to leave the field, then use the pane keys.
+The status line at the bottom says where monitor data comes from: **LIVE**, **REPLAY** (a recorded
+trace), **SIMULATED**, **FLEET** (Prometheus) or **NO DEVICE**.
+"""
+
+
+def _key_label(binding: Binding) -> str:
+    return binding.key_display or binding.key.replace("+", "+").replace("question_mark", "?")
+
+
+def bindings_markdown(sections: list[tuple[str, list[Binding]]]) -> str:
+    lines = [INTRO]
+    for title, bindings in sections:
+        rows = [b for b in bindings if b.description]
+        if not rows:
+            continue
+        lines.append(f"\n## {title}\n\n| key | action |\n|---|---|")
+        for b in rows:
+            keys = ", ".join(_key_label(Binding(k.strip(), b.action)) if not b.key_display else b.key_display
+                             for k in b.key.split(","))
+            lines.append(f"| `{keys}` | {b.description} |")
+    return "\n".join(lines) + "\n"
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close help")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90%; max-width: 100; height: 90%; border: round $primary;
+                                   background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(self._text, id="help-text")
+
+    def action_dismiss(self, result=None) -> None:
+        self.dismiss(None)

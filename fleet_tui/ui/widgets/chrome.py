@@ -1,0 +1,95 @@
+"""The frame around every pane: the pane bar (click or 1-5 to switch) and the status line."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Static
+
+from fleet_tui.ui.state import CatalogStatus, SourceStatus
+
+PANES = (
+    ("catalog", "1", "Catalog"),
+    ("builder", "2", "Workload"),
+    ("monitor", "3", "Monitor"),
+    ("recommend", "4", "Recommend"),
+    ("fleet", "5", "Fleet"),
+)
+
+
+class PaneBar(Horizontal):
+    """One clickable label per pane; the current one is highlighted."""
+
+    DEFAULT_CSS = """
+    PaneBar { height: 1; dock: top; background: $panel; }
+    PaneBar > .pane-tab { width: auto; padding: 0 1; color: $text-muted; }
+    PaneBar > .pane-tab:hover { background: $boost; color: $text; }
+    PaneBar > .pane-tab.-active { background: $primary; color: $text; text-style: bold; }
+    PaneBar > #pane-title { width: 1fr; content-align: right middle; color: $text-muted; padding: 0 1; }
+    """
+
+    def __init__(self, current: str, panes: tuple[tuple[str, str, str], ...]) -> None:
+        super().__init__()
+        self._current = current
+        self._panes = panes
+
+    def compose(self) -> ComposeResult:
+        for mode, key, label in self._panes:
+            tab = Static(f"{key} {label}", classes="pane-tab", id=f"tab-{mode}")
+            tab.set_class(mode == self._current, "-active")
+            tab.tooltip = f"Switch to the {label} pane (key {key})"
+            yield tab
+        yield Static("fleet-tui", id="pane-title")
+
+    def on_click(self, event) -> None:
+        widget = event.widget
+        if widget is not None and widget.id and widget.id.startswith("tab-"):
+            self.app.switch_mode(widget.id.removeprefix("tab-"))
+
+
+class StatusLine(Static):
+    """Source kind badge (LIVE / REPLAY / SIMULATED / FLEET / NO DEVICE), state and catalog state."""
+
+    DEFAULT_CSS = """
+    StatusLine { height: 1; dock: bottom; background: $panel; color: $text; padding: 0 1; }
+    """
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "source_status", self._refresh_text)
+        self.watch(self.app, "catalog_status", self._refresh_text)
+
+    def _refresh_text(self, _value=None) -> None:
+        self.update(render_status(self.app.source_status, self.app.catalog_status))
+
+
+def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
+    style = {"live": "$success", "replay": "$warning", "simulated": "$warning",
+             "fleet": "$primary", "none": "$error"}.get(src.kind, "$text")
+    parts = [f"[b reverse {style}] {src.badge} [/]"]
+    detail = src.spec or ""
+    if src.kind == "replay":
+        detail = f"recorded trace {src.spec}" + (f" ({src.replay_position})" if src.replay_position else "")
+    elif src.kind == "simulated":
+        detail = f"synthetic data {src.spec}"
+    if src.kind != "none" and src.devices:
+        detail += f" · {src.devices} device{'s' if src.devices != 1 else ''}"
+    if src.kind == "none":
+        detail = src.message or "no accelerator found"
+    elif src.message:
+        detail += f" · {src.message}"
+    parts.append(_escape(detail))
+    if src.kind != "none":
+        parts.append("[b $warning]PAUSED[/]" if src.paused else f"every {src.interval_s:g} s")
+    if cat.state == "loading":
+        parts.append("[$text-muted]catalog loading…[/]")
+    elif cat.state == "error":
+        parts.append(f"[$error]catalog: {_escape(cat.message)}[/]")
+    else:
+        parts.append(f"[$text-muted]catalog {cat.instances:,} offers[/]")
+    return "  │  ".join(parts)
+
+
+def _escape(text: str) -> str:
+    from textual.markup import escape
+
+    return escape(text)
