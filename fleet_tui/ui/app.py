@@ -143,7 +143,7 @@ class FleetApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch_mode" and parameters and parameters[0] == "fleet" and not self.has_fleet:
-            return None  # hidden from the footer, still explains itself if pressed
+            return False  # no fleet source: the key does nothing and is not in the footer
         return True
 
     def action_help(self) -> None:

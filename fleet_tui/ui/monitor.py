@@ -1,12 +1,225 @@
-"""Placeholder; replaced by the real pane."""
+"""Monitor pane: a card per device, host, processes, diagnoses, cost meter.
 
-from textual.widgets import Static
+The pane draws only while it is the current screen. The app's ``MonitorLink`` coalesces engine
+ticks and calls ``redraw`` at most a few times a second; when the pane is shown again it redraws
+from the latest tick and the core's history, so nothing is lost while it was hidden.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
+from textual.widgets import DataTable, Static
 
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.device_card import DeviceCard
+from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
+
+SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
+                  "warn": "$warning", "info": "$primary"}
 
 
 class MonitorScreen(PaneScreen):
     MODE = "monitor"
+    BINDINGS = [
+        Binding("p", "pause", "Pause/resume"),
+        Binding("plus,equals_sign", "interval(-1)", "Faster", key_display="+"),
+        Binding("minus", "interval(1)", "Slower", key_display="-"),
+        Binding("f", "focus_device", "Focus device"),
+        Binding("escape", "unfocus_device", "All devices", show=False),
+    ]
+    DEFAULT_CSS = """
+    MonitorScreen #mon-top { height: auto; padding: 0 1; }
+    MonitorScreen #mon-main { height: 1fr; }
+    MonitorScreen #cards { width: 1fr; layout: grid; grid-size: 2; grid-gutter: 0 1; grid-rows: auto; height: 1fr; }
+    MonitorScreen #cards.-narrow, MonitorScreen #cards.-focus { grid-size: 1; }
+    MonitorScreen #mon-side { width: 42; height: 1fr; }
+    MonitorScreen #mon-side.-narrow { display: none; }
+    MonitorScreen #diagnoses { height: 1fr; border: round $panel-lighten-2; padding: 0 1; }
+    MonitorScreen #cost { height: auto; border: round $panel-lighten-2; padding: 0 1; }
+    MonitorScreen #procs { height: 7; }
+    MonitorScreen #procs.-short { height: 4; }
+    MonitorScreen #mon-message { height: auto; color: $warning; padding: 0 1; }
+    """
 
-    def compose_body(self):
-        yield Static("monitor", classes="pane-body")
+    focused_key: str | None = None
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="mon-message")
+        yield Static("", id="mon-top")
+        with Horizontal(id="mon-main"):
+            yield VerticalScroll(id="cards")
+            with Vertical(id="mon-side"):
+                yield Static("", id="cost")
+                yield VerticalScroll(Static("", id="diagnoses-text"), id="diagnoses")
+        yield DataTable(id="procs", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#procs", DataTable)
+        for key, label in (("pid", "PID"), ("dev", "device"), ("mem", "GPU memory"),
+                           ("user", "user"), ("cmd", "command")):
+            table.add_column(label, key=key)
+        self.query_one("#diagnoses").border_title = "Diagnoses"
+        self.query_one("#cost").border_title = "Cost"
+        self._set_narrow(self.size.width, self.size.height)
+
+    def on_resize(self, event) -> None:
+        self._set_narrow(event.size.width, event.size.height)
+
+    def _set_narrow(self, width: int, height: int = 40) -> None:
+        self.query_one("#procs").set_class(height < 32, "-short")
+        self.query_one("#cards").set_class(width < 110, "-narrow")
+        self.query_one("#mon-side").set_class(width < 90, "-narrow")
+
+    def on_screen_resume(self) -> None:
+        link = self.app.monitor
+        if link is not None:
+            link.redraw_now()
+        else:
+            self.query_one("#mon-message", Static).update(
+                "No monitor source. Start with --source sim:8, --source replay:demo or on a GPU host.")
+
+    # ----- drawing (called by MonitorLink, only while this screen is shown) -----
+    def redraw(self, view) -> None:
+        """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history."""
+        snap = view.snapshot
+        message = snap.message or ""
+        if snap.source_kind == "replay":
+            message = f"REPLAY of a recorded trace ({snap.source}) — not live data."
+        elif snap.source_kind == "simulated":
+            message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
+        if snap.errors:
+            message += ("  " if message else "") + "; ".join(snap.errors)
+        self.query_one("#mon-message", Static).update(escape(message))
+        self._draw_host(snap)
+        self._draw_cards(view)
+        self._draw_processes(snap)
+        self._draw_diagnoses(view)
+        self._draw_cost(view)
+
+    def _draw_host(self, snap) -> None:
+        host = snap.host
+        if host is None:
+            self.query_one("#mon-top", Static).update("")
+            return
+        cpu = None if host.cpu_pct is None else host.cpu_pct / 100
+        mem = (host.mem_used_bytes / host.mem_total_bytes
+               if host.mem_used_bytes is not None and host.mem_total_bytes else None)
+        text = (gauge("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + "   "
+                + gauge("RAM", mem, f"{human_bytes(host.mem_used_bytes)} of "
+                                    f"{human_bytes(host.mem_total_bytes)}", 10, label_width=4))
+        if host.load_avg:
+            text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
+        self.query_one("#mon-top", Static).update(text)
+
+    def _draw_cards(self, view) -> None:
+        container = self.query_one("#cards")
+        devices = view.snapshot.devices
+        if self.focused_key is not None and not any(d.key == self.focused_key for d in devices):
+            self.focused_key = None
+        shown = [d for d in devices if self.focused_key in (None, d.key)]
+        container.set_class(self.focused_key is not None, "-focus")
+        cards = {c.device_key: c for c in container.query(DeviceCard)}
+        wanted = [d.key for d in shown]
+        if list(cards) != wanted:  # devices came or went: rebuild the cards once
+            container.remove_children()
+            cards = {d.key: DeviceCard(d.key) for d in shown}
+            container.mount_all(cards.values())
+        for dev in shown:
+            card = cards[dev.key]
+            card.set_class(self.focused_key == dev.key, "-focused")
+            card.show(dev, view, detailed=self.focused_key == dev.key)
+
+    def _draw_processes(self, snap) -> None:
+        table = self.query_one("#procs", DataTable)
+        rows = {}
+        for dev in snap.devices:
+            for proc in dev.processes:
+                rows[f"{dev.key}:{proc.pid}"] = (
+                    str(proc.pid), f"#{dev.index}",
+                    human_bytes(proc.used_gpu_bytes) if proc.used_gpu_bytes is not None else "N/A",
+                    proc.user or "", (proc.command or "")[:80])
+        existing = {str(k.value) for k in table.rows}
+        for key in existing - rows.keys():
+            table.remove_row(key)
+        columns = ("pid", "dev", "mem", "user", "cmd")
+        for key, values in rows.items():
+            if key in existing:  # update in place by key, no rebuild
+                for column, value in zip(columns, values):
+                    if table.get_cell(key, column) != value:
+                        table.update_cell(key, column, value)
+            else:
+                table.add_row(*values, key=key)
+        table.border_title = f"Processes ({len(rows)})"
+
+    def _draw_diagnoses(self, view) -> None:
+        lines = []
+        for diag in view.diagnoses:
+            style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
+            where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
+            title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
+            head = f"[b {style}]{escape(str(title))}[/]"
+            if where not in (None, ""):
+                head += f" [$text-muted]({escape(str(where))})[/]"
+            lines.append(head)
+            for item in _as_list(getattr(diag, "evidence", ())):
+                lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
+            for item in _as_list(getattr(diag, "actions", ())):
+                lines.append(f"  [$accent]→[/] {escape(str(item))}")
+        if not lines:
+            lines = ["[$success]No problems seen[/]" if view.analysis_available
+                     else "[$text-muted]Analysis not available in this build.[/]"]
+        self.query_one("#diagnoses-text", Static).update("\n".join(lines))
+
+    def _draw_cost(self, view) -> None:
+        cost = view.cost
+        if cost is None:
+            text = ("[$text-muted]Give --instance TYPE to price this machine.[/]"
+                    if not self.app.instance_type else "[$text-muted]Cost not available.[/]")
+        else:
+            text = "\n".join(f"[$text-muted]{escape(label)}[/] {escape(value)}" for label, value in cost)
+        self.query_one("#cost", Static).update(text)
+
+    # ----- actions -----
+    def action_pause(self) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.toggle_pause()
+
+    def action_interval(self, direction: int) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.step_interval(direction)
+
+    def action_focus_device(self) -> None:
+        link = self.app.monitor
+        if link is None or link.latest is None:
+            return
+        keys = [d.key for d in link.latest.snapshot.devices]
+        if not keys:
+            return
+        if self.focused_key not in keys:
+            self.focused_key = keys[0]
+        else:
+            i = keys.index(self.focused_key)
+            self.focused_key = keys[i + 1] if i + 1 < len(keys) else None
+        link.set_focus(self.focused_key)
+        link.redraw_now()
+
+    def action_unfocus_device(self) -> None:
+        if self.focused_key is not None:
+            self.focused_key = None
+            if self.app.monitor is not None:
+                self.app.monitor.set_focus(None)
+                self.app.monitor.redraw_now()
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+__all__ = ["MonitorScreen", "usd"]

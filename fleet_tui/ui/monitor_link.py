@@ -1,7 +1,199 @@
-"""Placeholder."""
+"""Glue between the core's MonitorEngine and the panes.
+
+The engine (``fleet_tui.core.monitor.engine``) samples, keeps history, analyses and raises alerts;
+this link only runs it on the app's event loop, keeps the latest immutable tick, turns new alerts
+into notifications, keeps the status line honest, and asks the visible pane to redraw at most
+``MAX_REDRAWS_PER_S`` times a second (faster ticks coalesce to the latest one). A hidden pane is
+not called at all; when it is shown again it redraws from the latest tick and the core's history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fleet_tui.core.monitor.snapshot import Snapshot
+
+MAX_REDRAWS_PER_S = 4.0
+INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorView:
+    """What the monitor and fleet panes draw: one tick of the engine, read-only."""
+
+    snapshot: Snapshot
+    diagnoses: tuple[Any, ...] = ()
+    cost: tuple[tuple[str, str], ...] | None = None  # (label, formatted value) lines
+    analysis_available: bool = False
+    tick: Any = None  # the engine's own tick object (fleet roll-ups read it)
+    history: Callable[[str, str], Sequence[float] | None] = field(default=lambda key, metric: None)
+
+    def util_history(self, key: str) -> Sequence[float] | None:
+        return self.history(key, "gpu_util_pct")
+
+
 class MonitorLink:
-    def __init__(self, app, source, interval_s):
-        pass
-    def start(self): pass
-    async def stop(self): pass
-    def toggle_pause(self): pass
+    def __init__(self, app, source, interval_s: float) -> None:
+        self.app = app
+        self.source = source
+        self.interval_s = interval_s
+        self.paused = False
+        self.focus_key: str | None = None
+        self.latest: MonitorView | None = None
+        self.engine = None
+        self._last_draw = 0.0
+        self._draw_pending = False
+        self._seen_alerts: set[Any] = set()
+
+    # ----- lifecycle -----
+    def start(self) -> None:
+        self.app.run_worker(self._run(), group="monitor", name="monitor engine", exit_on_error=False)
+
+    async def stop(self) -> None:
+        engine = self.engine
+        if engine is not None and hasattr(engine, "stop"):
+            result = engine.stop()
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def _run(self) -> None:
+        try:
+            from fleet_tui.core.monitor.engine import MonitorEngine
+        except ModuleNotFoundError:
+            MonitorEngine = None  # noqa: N806 - engine not in this build: plain sampling below
+        try:
+            if MonitorEngine is None:
+                await self._run_plain()
+                return
+            self.engine = MonitorEngine(self.source, interval_s=self.interval_s)
+            self.engine.subscribe(self._on_tick)
+            await self.engine.run()
+        except Exception as exc:  # a source that fails must not take the app down
+            self._report_failure(exc)
+
+    async def _run_plain(self) -> None:
+        """Sampling without analysis or history (only when the engine module is missing)."""
+        await self.source.open()
+        try:
+            while True:
+                if not self.paused:
+                    snap = await self.source.sample()
+                    self._publish(MonitorView(snapshot=snap))
+                await asyncio.sleep(self.interval_s)  # next poll after the previous finished
+        finally:
+            await self.source.close()
+
+    def _report_failure(self, exc: Exception) -> None:
+        from fleet_tui.core.errors import UserError
+
+        text = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        self.app.source_status = replace(self.app.source_status, kind="none", message=text)
+        self.app.notify(text, title="Monitor stopped", severity="error", timeout=15)
+
+    # ----- ticks -----
+    def _on_tick(self, tick) -> None:
+        self._publish(self._view_of(tick))
+
+    def _view_of(self, tick) -> MonitorView:
+        snapshot = getattr(tick, "snapshot", tick)
+        engine = self.engine
+        history = None
+        if engine is not None and hasattr(engine, "history"):
+            store = engine.history
+
+            def history(key: str, metric: str, _store=store):
+                try:
+                    return _store.series(key, metric)
+                except (KeyError, AttributeError):
+                    return None
+
+        for alert in getattr(tick, "new_alerts", ()) or ():
+            self._notify_alert(alert)
+        return MonitorView(
+            snapshot=snapshot,
+            diagnoses=tuple(getattr(tick, "diagnoses", ()) or ()),
+            cost=_cost_lines(getattr(tick, "cost", None)),
+            analysis_available=hasattr(tick, "diagnoses"),
+            tick=tick,
+            history=history or (lambda key, metric: None),
+        )
+
+    def _notify_alert(self, alert) -> None:
+        severity = str(getattr(alert, "severity", "warning"))
+        title = getattr(alert, "title", None) or getattr(alert, "rule", None) or "Alert"
+        message = getattr(alert, "message", None) or str(alert)
+        self.app.notify(str(message), title=str(title),
+                        severity="error" if severity in ("critical", "error") else "warning",
+                        timeout=8)
+
+    def _publish(self, view: MonitorView) -> None:
+        self.latest = view
+        snap = view.snapshot
+        status = self.app.source_status
+        new = replace(status, kind=snap.source_kind, devices=len(snap.devices),
+                      message=snap.message, paused=self.paused, interval_s=self.interval_s)
+        if new != status:
+            self.app.source_status = new
+        self._schedule_draw()
+
+    def _schedule_draw(self) -> None:
+        if self._draw_pending:
+            return  # a draw is already queued; it will use the latest view
+        wait = self._last_draw + 1.0 / MAX_REDRAWS_PER_S - time.monotonic()
+        self._draw_pending = True
+        if wait > 0:
+            self.app.set_timer(wait, self._draw)
+        else:
+            self.app.call_later(self._draw)
+
+    def _draw(self) -> None:
+        self._draw_pending = False
+        self._last_draw = time.monotonic()
+        view = self.latest
+        screen = self.app.screen
+        redraw = getattr(screen, "redraw", None)
+        if view is not None and redraw is not None:  # only the visible pane draws
+            redraw(view)
+
+    def redraw_now(self) -> None:
+        if self.latest is not None:
+            self._draw_pending = False
+            self._draw()
+
+    # ----- controls -----
+    def toggle_pause(self) -> None:
+        self.paused = not self.paused
+        engine = self.engine
+        if engine is not None:
+            (engine.pause if self.paused else engine.resume)()
+        self.app.source_status = replace(self.app.source_status, paused=self.paused)
+        self.app.notify("Monitor paused" if self.paused else "Monitor resumed", timeout=2)
+
+    def step_interval(self, direction: int) -> None:
+        steps = INTERVAL_STEPS_S
+        current = min(range(len(steps)), key=lambda i: abs(steps[i] - self.interval_s))
+        new = steps[min(max(current + direction, 0), len(steps) - 1)]
+        if new == self.interval_s:
+            return
+        self.interval_s = new
+        if self.engine is not None:
+            self.engine.set_interval(new)
+        self.app.source_status = replace(self.app.source_status, interval_s=new)
+
+    def set_focus(self, key: str | None) -> None:
+        self.focus_key = key
+        if self.engine is not None and hasattr(self.engine, "set_focus"):
+            self.engine.set_focus(key)
+
+
+def _cost_lines(cost) -> tuple[tuple[str, str], ...] | None:
+    if cost is None:
+        return None
+    lines = getattr(cost, "lines", None)
+    if callable(lines):
+        return tuple(lines())
+    return tuple((str(k), str(v)) for k, v in vars(cost).items()) if hasattr(cost, "__dict__") else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -18,7 +19,8 @@ class PaneScreen(Screen):
     def compose(self) -> ComposeResult:
         panes = tuple(p for p in PANES if p[0] != "fleet" or self.app.has_fleet)
         yield PaneBar(self.MODE, panes)
-        yield from self.compose_body()
+        with Vertical(classes="pane-body"):
+            yield from self.compose_body()
         yield StatusLine()
         yield Footer()
 

@@ -21,7 +21,7 @@ class PaneBar(Horizontal):
     """One clickable label per pane; the current one is highlighted."""
 
     DEFAULT_CSS = """
-    PaneBar { height: 1; dock: top; background: $panel; }
+    PaneBar { height: 1; background: $panel; }
     PaneBar > .pane-tab { width: auto; padding: 0 1; color: $text-muted; }
     PaneBar > .pane-tab:hover { background: $boost; color: $text; }
     PaneBar > .pane-tab.-active { background: $primary; color: $text; text-style: bold; }
@@ -51,7 +51,7 @@ class StatusLine(Static):
     """Source kind badge (LIVE / REPLAY / SIMULATED / FLEET / NO DEVICE), state and catalog state."""
 
     DEFAULT_CSS = """
-    StatusLine { height: 1; dock: bottom; background: $panel; color: $text; padding: 0 1; }
+    StatusLine { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
     def on_mount(self) -> None:
@@ -67,15 +67,13 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
              "fleet": "$primary", "none": "$error"}.get(src.kind, "$text")
     parts = [f"[b reverse {style}] {src.badge} [/]"]
     detail = src.spec or ""
-    if src.kind == "replay":
-        detail = f"recorded trace {src.spec}" + (f" ({src.replay_position})" if src.replay_position else "")
-    elif src.kind == "simulated":
-        detail = f"synthetic data {src.spec}"
+    if src.kind == "replay" and src.replay_position:
+        detail += f" ({src.replay_position})"
     if src.kind != "none" and src.devices:
         detail += f" · {src.devices} device{'s' if src.devices != 1 else ''}"
     if src.kind == "none":
         detail = src.message or "no accelerator found"
-    elif src.message:
+    elif src.message and src.kind in ("live", "fleet"):
         detail += f" · {src.message}"
     parts.append(_escape(detail))
     if src.kind != "none":

@@ -1,0 +1,111 @@
+"""One accelerator as a card: gauges for what the snapshot holds, a sparkline of the core's history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.markup import escape
+from textual.widgets import Sparkline, Static
+
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+from fleet_tui.ui.widgets.gauges import gauge, gib, pct
+
+
+def device_markup(dev: DeviceSnapshot, *, width: int = 12) -> str:
+    """The card body as markup. Only formats what the snapshot says; N/A stays N/A."""
+    node = f"{dev.node} · " if dev.node else ""
+    head = f"[b]{escape(node)}#{dev.index} {escape(dev.name)}[/b]"
+    if dev.phase:
+        head += f"  [$text-muted]phase: {escape(dev.phase)}[/]"
+    if dev.state != "ok":
+        return f"{head}\n[$error]{escape(dev.state.upper())}: {escape(dev.error or 'no reading')}[/]"
+    lines = [head]
+    util = dev.gpu_util_pct
+    lines.append(gauge("util", None if util is None else util / 100, pct(util), width))
+    mem_frac = dev.mem_used_frac
+    lines.append(gauge("mem", mem_frac, f"{gib(dev.mem_used_bytes)}/{gib(dev.mem_total_bytes)} GiB",
+                       width, warn=0.9, bad=0.97))
+    if dev.power_w is not None:
+        limit = dev.power_limit_w
+        frac = dev.power_w / limit if limit else None
+        text = f"{dev.power_w:.0f}/{limit:.0f} W" if limit else f"{dev.power_w:.0f} W"
+        lines.append(gauge("power", frac, text, width, warn=0.9, bad=0.98))
+    else:
+        lines.append(gauge("power", None, "N/A", width))
+    temp = "N/A" if dev.temp_c is None else f"{dev.temp_c:.0f} °C"
+    if dev.temp_c is not None and dev.slowdown_temp_c:
+        frac = dev.temp_c / dev.slowdown_temp_c
+        lines.append(gauge("temp", frac, f"{temp} (max {dev.slowdown_temp_c:.0f})", width,
+                           warn=0.9, bad=0.97))
+    else:
+        lines.append(f"[$text-muted]{'temp':<6}[/]{escape(temp)}")
+    if dev.sm_clock_mhz is not None:
+        clock = f"{dev.sm_clock_mhz:.0f}"
+        if dev.sm_clock_max_mhz:
+            clock += f"/{dev.sm_clock_max_mhz:.0f}"
+        reasons = [r for r in dev.throttle_reasons if r != "gpu_idle"]
+        why = f"  [$warning]throttle: {escape(', '.join(reasons))}[/]" if reasons else ""
+        lines.append(f"[$text-muted]{'clock':<6}[/]{clock} MHz{why}")
+    activity = []
+    for label, value in (("SM", dev.sm_active_pct), ("tensor", dev.tensor_active_pct),
+                         ("DRAM", dev.dram_active_pct)):
+        if value is not None:
+            activity.append(f"{label} {value:.0f}%")
+    if activity:
+        lines.append(f"[$text-muted]{'busy':<6}[/]" + "  ".join(activity))
+    if dev.xid_errors:
+        lines.append(f"[$error]XID {', '.join(map(str, dev.xid_errors))}[/]")
+    return "\n".join(lines)
+
+
+HISTORY_GRAPHS = (
+    ("gpu_util_pct", "util history", ""),
+    ("mem_used_bytes", "memory history", "detail"),
+    ("power_w", "power history", "detail"),
+)
+
+
+class DeviceCard(Vertical):
+    DEFAULT_CSS = """
+    DeviceCard { height: auto; border: round $panel-lighten-2; background: $surface; padding: 0 1;
+                 width: 1fr; }
+    DeviceCard.-focused { border: round $primary; }
+    DeviceCard > .card-text { height: auto; }
+    DeviceCard > Sparkline { height: 2; margin-top: 0; }
+    DeviceCard > .spark-label { height: 1; color: $text-muted; }
+    DeviceCard > .detail { display: none; }
+    DeviceCard.-detailed > .detail { display: block; }
+    DeviceCard > Sparkline > .sparkline--max-color { color: $accent; }
+    DeviceCard > Sparkline > .sparkline--min-color { color: $primary; }
+    """
+
+    def __init__(self, key: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.device_key = key
+        self._last_markup = ""
+        self._text = Static("", classes="card-text")
+        # metric name in the core's history -> sparkline; the extra ones show when focused
+        self._sparks = {metric: Sparkline([], summary_function=max, classes=css)
+                        for metric, _label, css in HISTORY_GRAPHS}
+
+    def compose(self) -> ComposeResult:
+        yield self._text
+        for metric, label, css in HISTORY_GRAPHS:
+            yield Static(label, classes=f"spark-label {css}")
+            yield self._sparks[metric]
+
+    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False) -> None:
+        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history)."""
+        markup = device_markup(dev)
+        if markup != self._last_markup:  # skip a repaint when nothing changed
+            self._last_markup = markup
+            self._text.update(markup)
+        self.set_class(detailed, "-detailed")
+        for metric, _label, css in HISTORY_GRAPHS:
+            if css and not detailed:
+                continue  # hidden graphs cost nothing
+            series = view.history(dev.key, metric)
+            if series is not None:
+                self._sparks[metric].data = list(series)
