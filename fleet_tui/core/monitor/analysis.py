@@ -1,0 +1,736 @@
+"""Bottleneck diagnosis: what limits each device over a window of samples, and what to do about it.
+
+Every rule reads what a signal *means* (NVML / GPM documentation), not numbers fitted to one trace:
+
+* ``gpu_util_pct`` (nvmlDeviceGetUtilizationRates.gpu) is the % of time *any* kernel or copy ran. It
+  says nothing about how much of the GPU the kernel used: on an H200 it read 99% during PCIe copies
+  with the SMs idle, and 31% while thousands of tiny kernels kept 0.1% of SMs busy.
+* ``sm_active_pct`` (GPM SM_UTIL / DCGM SM_ACTIVE) is the time-averaged fraction of SMs with at least
+  one warp resident. A kernel that fills the GPU keeps it close to ``gpu_util``; a kernel with a few
+  blocks leaves most SMs empty, so ``sm_active / gpu_util`` is how much of the GPU the kernels fill
+  while they run ("fill").
+* ``tensor_active_pct`` (GPM ANY_TENSOR_UTIL) is the fraction of cycles the tensor pipes were busy;
+  ``fp32_active_pct`` the same for the FP32 pipe.
+* ``dram_active_pct`` (GPM DRAM_BW_UTIL) is achieved HBM bandwidth as a fraction of peak.
+* PCIe throughput compared with the link's theoretical per-direction rate (generation x width).
+* Clock-event reasons (nvmlDeviceGetCurrentClocksEventReasons) say *why* clocks are below max.
+
+Without GPM (pre-Hopper, MIG, containers, Prometheus without profiling fields) the rules fall back
+to utilization, memory activity, power and PCIe, name the missing signals, and lower confidence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleet_tui.core.monitor.snapshot import (CLOCK_EVENT_HW_POWER_BRAKE, CLOCK_EVENT_HW_SLOWDOWN,
+                                             CLOCK_EVENT_HW_THERMAL, CLOCK_EVENT_SW_POWER_CAP,
+                                             CLOCK_EVENT_SW_THERMAL, DeviceSnapshot, Snapshot)
+
+# ---------------------------------------------------------------------------------------------
+# Thresholds. Each one is derived from what the signal means; none is fitted to a trace.
+# ---------------------------------------------------------------------------------------------
+# NVML utilization is reported in whole percent and GPM's SM activity reads ~0.0-0.01% on an idle
+# GPU, so a window mean under half a percent on both means no kernel ran in most samples.
+ACTIVITY_MIN_PCT = 0.5
+# "Busy": on average at least half the SMs hold a warp (GPM SM active). Below that, more of the
+# GPU waits than works, whatever the cause.
+BUSY_SM_MIN_PCT = 50.0
+# Kernel duty cycle (NVML gpu_util) under which the GPU waits more than it works.
+SPARSE_DUTY_MAX_PCT = 50.0
+# Launch-bound: kernels run a noticeable share of the time (>= 10% duty, well above noise) but fill
+# under a fifth of the SMs while they run (sm_active / gpu_util < 0.2), i.e. each kernel is a few
+# thread blocks on a GPU with over a hundred SMs.
+LAUNCH_MIN_DUTY_PCT = 10.0
+LAUNCH_MAX_FILL = 0.2
+# Tensor cores "busy": a quarter of cycles issue tensor instructions. A large bf16 GEMM reaches
+# 90%+; well-tuned LLM training runs at 40-60% (MFU-level); plain FP32 code is ~0.
+TENSOR_ACTIVE_MIN_PCT = 25.0
+# Tensor cores essentially unused (below a tenth of cycles) while SMs are busy and the FP32 pipe
+# is issuing on at least a fifth of cycles: the math runs on CUDA cores in FP32.
+TENSOR_UNUSED_MAX_PCT = 10.0
+FP32_ACTIVE_MIN_PCT = 20.0
+# HBM bandwidth bound: achieved bandwidth >= 60% of peak. Roofline practice (Nsight Compute
+# marks throughput over 60% of peak as high); a device-to-device copy on the H200 sustains ~88% of
+# peak, so 60% is within ~70% of what is attainable.
+DRAM_BOUND_PCT = 60.0
+# NVML mem_util is the % of *time* memory was read or written (not bandwidth), and overstates
+# bandwidth (98.6% time vs 87% bandwidth on a copy); the fallback rule asks more of it.
+MEM_UTIL_BOUND_PCT = 80.0
+# Host transfer bound: PCIe traffic in one direction >= 40% of the link's theoretical rate. Pinned
+# copies reach ~85-90% of it (TLP overhead), pageable ones roughly half: both are "saturated" for
+# what the software path allows. Busy time with no SM activity and >= 10% of the link is also
+# explained by copies rather than tiny kernels.
+PCIE_SATURATED_FRAC = 0.40
+PCIE_COPY_EXPLAINS_FRAC = 0.10
+# Per-lane rates (GT/s) and line-code efficiency by PCIe generation (PCI-SIG specifications).
+PCIE_GT_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+PCIE_ENCODING = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH = 5, 16  # when the source does not report the link
+# Memory capacity pressure: under 10% of device memory free. The caching allocator rounds and
+# fragments blocks, and activation/KV spikes are larger than that on a big model: the next one OOMs.
+MEM_PRESSURE_FRAC = 0.90
+# Memory growth: a robust (Theil-Sen) slope over a longer lookback, with at least 3 separate rises
+# and few falls (one allocation step is not a leak), growth of at least 1% of the device memory,
+# and memory full within a day at that rate.
+GROWTH_LOOKBACK_S = 60.0
+GROWTH_MIN_SPAN_S = 10.0
+GROWTH_MIN_RISES = 3
+GROWTH_MIN_FRAC_OF_TOTAL = 0.01
+GROWTH_HORIZON_S = 24 * 3600.0
+GROWTH_MAX_POINTS = 40  # Theil-Sen is O(n^2): subsample
+# A leak grows in many small steps; one allocation is one big step. Ignore changes under 1 MiB
+# (driver bookkeeping) and reject growth where one step makes up more than half of it.
+GROWTH_NOISE_BYTES = 2**20
+GROWTH_MAX_SINGLE_STEP_FRAC = 0.5
+# Power/thermal: the reason bit is set in at least half (power) / a third (thermal) of the samples
+# and the SM clock averages at least 5% below its maximum (otherwise the cap costs nothing).
+POWER_CAP_MIN_SHARE = 0.5
+THERMAL_MIN_SHARE = 0.3
+CLOCK_BELOW_MAX_FRAC = 0.95
+# Fallback power rule (no GPM): switching activity drives power, so a GPU kept "busy" by NVML's
+# measure at under 30% of its power limit does little work per unit time; above 50% it computes.
+POWER_LOW_FRAC = 0.30
+POWER_HIGH_FRAC = 0.50
+# Confidence multiplier when the signals a rule is designed around are missing.
+FALLBACK_CONFIDENCE = 0.6
+
+THERMAL_BITS = CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL | CLOCK_EVENT_HW_SLOWDOWN
+POWER_BITS = CLOCK_EVENT_SW_POWER_CAP | CLOCK_EVENT_HW_POWER_BRAKE
+
+GPM_SIGNALS = ("sm_active_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct")
+
+# Order of importance for ``primary``: alarms, then what limits a working GPU, then states.
+PRIORITY = {
+    "device_lost": 100, "xid": 95, "ecc_errors": 90, "thermal_throttled": 80,
+    "memory_capacity_pressure": 70, "host_transfer_bound": 60, "launch_bound": 58,
+    "input_starved": 56, "memory_bandwidth_bound": 54, "compute_no_tensor_cores": 52,
+    "memory_growth": 45, "healthy_compute": 40, "power_capped": 30, "idle": 10, "unknown": 0,
+}
+SEVERITY = {
+    "device_lost": "critical", "xid": "critical", "ecc_errors": "critical",
+    "thermal_throttled": "warning", "memory_capacity_pressure": "warning",
+    "memory_growth": "warning", "host_transfer_bound": "warning", "launch_bound": "warning",
+    "input_starved": "warning", "memory_bandwidth_bound": "info",
+    "compute_no_tensor_cores": "warning", "healthy_compute": "ok", "power_capped": "info",
+    "idle": "info", "unknown": "info",
+}
+KINDS = tuple(PRIORITY)
+
+ACTIONS = {
+    "idle": "Nothing runs on this GPU. Schedule work or stop the instance; if a process holds "
+            "memory without running kernels, end it to free the GPU.",
+    "healthy_compute": "Tensor cores are busy: the GPU does useful work. Further gains come from "
+                       "fused kernels (FlashAttention, torch.compile), FP8 where accuracy allows, "
+                       "or more GPUs.",
+    "compute_no_tensor_cores": "SMs are busy on plain FP32 math. Enable TF32 "
+                               "(torch.set_float32_matmul_precision('high')) or run in bf16 with "
+                               "torch.autocast so matmuls use tensor cores.",
+    "memory_bandwidth_bound": "HBM bandwidth is the limit: fuse element-wise ops "
+                              "(torch.compile), use FlashAttention, raise arithmetic intensity "
+                              "with larger batches, or move fewer bytes (bf16/FP8, quantized KV "
+                              "cache).",
+    "input_starved": "The GPU waits for work: raise DataLoader num_workers, set pin_memory=True "
+                     "and prefetch_factor, move preprocessing to the GPU, cache data on local "
+                     "NVMe, and avoid per-step host syncs (.item(), .cpu()).",
+    "launch_bound": "Kernels are too small to fill the GPU: capture steps with CUDA graphs "
+                    "(torch.compile mode='reduce-overhead'), fuse ops, and raise the batch size.",
+    "host_transfer_bound": "Host-device copies saturate PCIe: use pinned memory with "
+                           "non_blocking copies overlapped with compute, keep data resident on "
+                           "the GPU, and send compact dtypes (uint8) converted on the GPU.",
+    "memory_capacity_pressure": "Memory is nearly full; the next spike will run out. Lower batch "
+                                "or sequence length, enable activation checkpointing, shard "
+                                "optimizer states (FSDP/ZeRO), or quantize weights/KV cache.",
+    "memory_growth": "Memory grows steadily: look for tensors kept across steps (losses "
+                     "accumulated without .detach()/.item(), growing caches); "
+                     "torch.cuda.memory_summary() shows what holds it.",
+    "power_capped": "The board runs at its power limit with clocks below max. Expected for dense "
+                    "matmuls; check the enforced limit was not lowered (nvidia-smi -q -d POWER) "
+                    "and that cooling and power delivery are sound.",
+    "thermal_throttled": "The GPU slows down for heat: check fans, airflow and inlet temperature "
+                         "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE).",
+    "ecc_errors": "Uncorrectable ECC errors: checkpoint, drain the node and run diagnostics "
+                  "(dcgmi diag -r 3); retired pages need a GPU reset.",
+    "xid": "The driver reported XID errors: read the codes in dmesg (79: fell off the bus, "
+           "48/63/64: ECC, 13/31/43: application faults) and drain the node if they repeat.",
+    "device_lost": "The GPU stopped answering (fell off the bus): drain the node and reset or "
+                   "replace the GPU.",
+    "unknown": "Not enough signals to say what limits this device.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    kind: str
+    confidence: float  # 0-1
+    evidence: tuple[tuple[str, float | str | None], ...]  # signal -> value that triggered it
+    explanation: str  # a sentence with the numbers
+    action: str
+    severity: str = "info"  # ok | info | warning | critical
+
+    @property
+    def evidence_dict(self) -> dict[str, Any]:
+        return dict(self.evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "confidence": round(self.confidence, 3),
+                "evidence": self.evidence_dict, "explanation": self.explanation,
+                "action": self.action, "severity": self.severity}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAnalysis:
+    """The diagnoses of one device over one window, most important first."""
+
+    device_key: str
+    device_index: int
+    start: float
+    end: float
+    samples: int
+    diagnoses: tuple[Diagnosis, ...]
+    missing_signals: tuple[str, ...] = ()
+    phase: str | None = None  # ground-truth label of the window (most samples), replays only
+
+    @property
+    def primary(self) -> str:
+        return self.diagnoses[0].kind if self.diagnoses else "unknown"
+
+    @property
+    def primary_diagnosis(self) -> Diagnosis | None:
+        return self.diagnoses[0] if self.diagnoses else None
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(d.kind for d in self.diagnoses)
+
+    def get(self, kind: str) -> Diagnosis | None:
+        return next((d for d in self.diagnoses if d.kind == kind), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": round(self.start, 3), "end": round(self.end, 3), "phase": self.phase,
+                "device": self.device_index, "device_key": self.device_key,
+                "primary": self.primary, "samples": self.samples,
+                "missing_signals": list(self.missing_signals),
+                "diagnoses": [d.to_dict() for d in self.diagnoses]}
+
+
+# --------------------------------------------------------------------------------------------
+# Window statistics
+# --------------------------------------------------------------------------------------------
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    total = 0.0
+    n = 0
+    for v in values:
+        if v is not None:
+            total += v
+            n += 1
+    return total / n if n else None
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    if x is None or not math.isfinite(x):
+        return None
+    if x == 0:
+        return 0.0
+    return round(x, max(0, digits - 1 - int(math.floor(math.log10(abs(x))))))
+
+
+def pcie_link_bytes_s(gen: float | None, width: float | None) -> float:
+    """Theoretical per-direction PCIe rate in bytes/s for a generation and lane count."""
+    g = int(gen) if gen else PCIE_ASSUMED_GEN
+    w = int(width) if width else PCIE_ASSUMED_WIDTH
+    g = min(max(g, 1), 6)
+    return PCIE_GT_S[g] * 1e9 * PCIE_ENCODING[g] * w / 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    n: int
+    gpu_util: float | None
+    mem_util: float | None
+    sm: float | None
+    tensor: float | None
+    dram: float | None
+    fp32: float | None
+    fp16: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock: float | None
+    sm_clock_max: float | None
+    temp_c: float | None
+    slowdown_temp_c: float | None
+    pcie_rx: float | None
+    pcie_tx: float | None
+    link_bytes_s: float
+    link_known: bool
+    mem_used: float | None
+    mem_total: float | None
+    power_share: float | None
+    thermal_share: float | None
+    reasons_seen: int
+    procs: int
+    proc_bytes: int
+    ecc_uncorrected_delta: int
+    ecc_uncorrected_last: int | None
+    xids: tuple[int, ...]
+    lost: bool
+
+
+def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
+    last = samples[-1]
+    reasons = [s.clock_event_reasons for s in samples if s.clock_event_reasons is not None]
+    extra = dict(last.extra)
+    gen, width = extra.get("pcie_link_gen"), extra.get("pcie_link_width")
+    ecc = [s.ecc_uncorrected for s in samples if s.ecc_uncorrected is not None]
+    xids: list[int] = []
+    for s in samples:
+        for x in s.xid_errors:
+            if x not in xids:
+                xids.append(x)
+    mask = 0
+    for r in reasons:
+        mask |= r
+    return _Stats(
+        n=len(samples),
+        gpu_util=_mean(s.gpu_util_pct for s in samples),
+        mem_util=_mean(s.mem_util_pct for s in samples),
+        sm=_mean(s.sm_active_pct for s in samples),
+        tensor=_mean(s.tensor_active_pct for s in samples),
+        dram=_mean(s.dram_active_pct for s in samples),
+        fp32=_mean(s.fp32_active_pct for s in samples),
+        fp16=_mean(s.fp16_active_pct for s in samples),
+        power_w=_mean(s.power_w for s in samples),
+        power_limit_w=last.power_limit_w,
+        sm_clock=_mean(s.sm_clock_mhz for s in samples),
+        sm_clock_max=last.sm_clock_max_mhz,
+        temp_c=_mean(s.temp_c for s in samples),
+        slowdown_temp_c=last.slowdown_temp_c,
+        pcie_rx=_mean(s.pcie_rx_bytes_s for s in samples),
+        pcie_tx=_mean(s.pcie_tx_bytes_s for s in samples),
+        link_bytes_s=pcie_link_bytes_s(gen, width),
+        link_known=gen is not None and width is not None,
+        mem_used=_mean(s.mem_used_bytes for s in samples),
+        mem_total=last.mem_total_bytes,
+        power_share=(sum(1 for r in reasons if r & POWER_BITS) / len(reasons)) if reasons else None,
+        thermal_share=(sum(1 for r in reasons if r & THERMAL_BITS) / len(reasons))
+        if reasons else None,
+        reasons_seen=mask,
+        procs=len(last.processes),
+        proc_bytes=sum(p.used_gpu_bytes or 0 for p in last.processes),
+        ecc_uncorrected_delta=(max(ecc) - min(ecc)) if ecc else 0,
+        ecc_uncorrected_last=ecc[-1] if ecc else None,
+        xids=tuple(xids),
+        lost=last.state == "lost",
+    )
+
+
+def _gib(b: float | None) -> str:
+    return "?" if b is None else f"{b / 2**30:.1f} GiB"
+
+
+def _diag(kind: str, confidence: float, evidence: dict[str, Any], explanation: str,
+          action: str | None = None) -> Diagnosis:
+    ev = tuple((k, _r(v) if isinstance(v, float) else v) for k, v in evidence.items())
+    return Diagnosis(kind=kind, confidence=round(min(1.0, max(0.0, confidence)), 3), evidence=ev,
+                     explanation=explanation, action=action or ACTIONS[kind],
+                     severity=SEVERITY[kind])
+
+
+def _clamp(x: float, lo: float = 0.0, hi: float = 1.0) -> float:
+    return lo if x < lo else hi if x > hi else x
+
+
+# --------------------------------------------------------------------------------------------
+# Rules
+# --------------------------------------------------------------------------------------------
+
+def _alarms(st: _Stats) -> list[Diagnosis]:
+    out = []
+    if st.lost:
+        out.append(_diag("device_lost", 1.0, {"state": "lost"},
+                         "The device stopped answering (NVML: GPU is lost)."))
+    if st.xids:
+        out.append(_diag("xid", 1.0, {"xid_codes": ",".join(map(str, st.xids))},
+                         f"The driver reported XID error(s) {', '.join(map(str, st.xids))}."))
+    if st.ecc_uncorrected_delta > 0 or (st.ecc_uncorrected_last or 0) > 0:
+        rising = st.ecc_uncorrected_delta > 0
+        out.append(_diag("ecc_errors", 1.0 if rising else 0.7,
+                         {"ecc_uncorrected": st.ecc_uncorrected_last,
+                          "ecc_uncorrected_new": st.ecc_uncorrected_delta},
+                         f"{st.ecc_uncorrected_last} uncorrectable ECC error(s)"
+                         + (f", {st.ecc_uncorrected_delta} new in this window." if rising else ".")))
+    return out
+
+
+def _clock_rules(st: _Stats) -> list[Diagnosis]:
+    out = []
+    clock_frac = (st.sm_clock / st.sm_clock_max) if st.sm_clock and st.sm_clock_max else None
+    below = clock_frac is not None and clock_frac < CLOCK_BELOW_MAX_FRAC
+    if st.power_share is not None and st.power_share >= POWER_CAP_MIN_SHARE and below:
+        pct_below = (1 - clock_frac) * 100
+        ev = {"power_cap_share": st.power_share, "sm_clock_mhz": st.sm_clock,
+              "sm_clock_max_mhz": st.sm_clock_max, "clock_below_max_pct": pct_below,
+              "power_w": st.power_w, "power_limit_w": st.power_limit_w}
+        out.append(_diag(
+            "power_capped", _clamp(0.5 + st.power_share * 0.3 + pct_below / 100), ev,
+            f"Power cap (clock reason 0x4) in {st.power_share:.0%} of samples: SM clock "
+            f"{st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz ({pct_below:.0f}% below max), "
+            f"power {st.power_w or 0:.0f} of {st.power_limit_w or 0:.0f} W."))
+    hot = st.temp_c is not None and st.slowdown_temp_c is not None and \
+        st.temp_c >= st.slowdown_temp_c
+    if (st.thermal_share is not None and st.thermal_share >= THERMAL_MIN_SHARE) or hot:
+        ev = {"thermal_share": st.thermal_share, "temp_c": st.temp_c,
+              "slowdown_temp_c": st.slowdown_temp_c, "sm_clock_mhz": st.sm_clock,
+              "sm_clock_max_mhz": st.sm_clock_max}
+        share = st.thermal_share or 0.0
+        out.append(_diag(
+            "thermal_throttled", _clamp(0.6 + 0.4 * share + (0.2 if hot else 0.0)), ev,
+            f"Thermal slowdown (clock reasons 0x8/0x20/0x40) in {share:.0%} of samples at "
+            f"{st.temp_c or 0:.0f} C (slowdown at {st.slowdown_temp_c or 0:.0f} C)"
+            + (f", SM clock {st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz." if below else ".")))
+    return out
+
+
+def _memory_rules(st: _Stats) -> list[Diagnosis]:
+    if st.mem_used is None or not st.mem_total:
+        return []
+    frac = st.mem_used / st.mem_total
+    if frac < MEM_PRESSURE_FRAC:
+        return []
+    ev = {"mem_used_frac": frac, "mem_used_bytes": st.mem_used, "mem_total_bytes": st.mem_total}
+    return [_diag("memory_capacity_pressure", _clamp(0.7 + (frac - MEM_PRESSURE_FRAC) * 3), ev,
+                  f"{frac:.0%} of device memory in use ({_gib(st.mem_used)} of "
+                  f"{_gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.")]
+
+
+def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) -> list[Diagnosis]:
+    """Rules for devices with SM activity (GPM/DCGM profiling)."""
+    out: list[Diagnosis] = []
+    sm = st.sm or 0.0
+    util = st.gpu_util
+    tensor = st.tensor
+    dram = st.dram
+    duty = util if util is not None else sm
+    active = duty >= ACTIVITY_MIN_PCT or sm >= ACTIVITY_MIN_PCT
+    fill = (sm / duty) if duty and duty > 0 else None
+    pf = pcie_frac or 0.0
+    base_ev = {"gpu_util_pct": util, "sm_active_pct": sm}
+
+    if not active:
+        ev = dict(base_ev, processes=st.procs, process_gpu_bytes=st.proc_bytes)
+        held = (f"; {st.procs} process(es) hold {_gib(st.proc_bytes)} without running kernels"
+                if st.procs else "")
+        out.append(_diag("idle", 0.95 * conf_scale, ev,
+                         f"No kernels ran: GPU utilization {util or 0:.1f}%, SM active "
+                         f"{sm:.1f}%{held}."))
+        return out
+
+    if pf >= PCIE_SATURATED_FRAC and sm < BUSY_SM_MIN_PCT:
+        ev = dict(base_ev, pcie_rx_bytes_s=st.pcie_rx, pcie_tx_bytes_s=st.pcie_tx,
+                  pcie_link_bytes_s=st.link_bytes_s, pcie_link_frac=pf)
+        out.append(_diag("host_transfer_bound", _clamp((0.55 + 0.5 * pf) * conf_scale
+                                                       * (1.0 if st.link_known else 0.85)), ev,
+                         f"PCIe runs at {pf:.0%} of the link ({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}"
+                         f" of {_gbs(st.link_bytes_s)}) while SMs are {sm:.1f}% active: the GPU "
+                         f"waits on host transfers (GPU utilization {util or 0:.0f}% counts copies)."))
+    elif (duty >= LAUNCH_MIN_DUTY_PCT and fill is not None and fill < LAUNCH_MAX_FILL
+          and sm < BUSY_SM_MIN_PCT):
+        if pf >= PCIE_COPY_EXPLAINS_FRAC:
+            ev = dict(base_ev, pcie_link_frac=pf, pcie_rx_bytes_s=st.pcie_rx)
+            out.append(_diag("host_transfer_bound", 0.5 * conf_scale, ev,
+                             f"Busy {duty:.0f}% of the time with SMs {sm:.1f}% active and PCIe at "
+                             f"{pf:.0%} of the link: copies rather than kernels keep it busy."))
+        else:
+            ev = dict(base_ev, sm_fill=fill, sm_occupancy_pct=None)
+            out.append(_diag("launch_bound", _clamp((0.6 + 0.4 * (1 - fill / LAUNCH_MAX_FILL))
+                                                    * conf_scale), ev,
+                             f"Kernels run {duty:.0f}% of the time but SMs are only {sm:.1f}% "
+                             f"active (they fill {fill:.0%} of the GPU while running): many tiny "
+                             f"kernels, the CPU cannot launch them fast enough."))
+    elif duty < SPARSE_DUTY_MAX_PCT and sm < BUSY_SM_MIN_PCT:
+        ev = dict(base_ev, tensor_active_pct=tensor, processes=st.procs)
+        conf = 0.55 + 0.35 * (1 - duty / SPARSE_DUTY_MAX_PCT) + (0.05 if st.procs else 0.0)
+        out.append(_diag("input_starved", _clamp(conf * conf_scale), ev,
+                         f"Kernels run only {duty:.1f}% of the time (SM active {sm:.1f}%)"
+                         + (f" while {st.procs} process(es) hold the GPU" if st.procs else "")
+                         + ": the GPU waits for input between short bursts of work."))
+
+    if dram is not None and dram >= DRAM_BOUND_PCT:
+        ev = dict(base_ev, dram_active_pct=dram, tensor_active_pct=tensor)
+        out.append(_diag("memory_bandwidth_bound",
+                         _clamp((0.6 + (dram - DRAM_BOUND_PCT) / 100) * conf_scale), ev,
+                         f"HBM bandwidth at {dram:.0f}% of peak (SM active {sm:.0f}%, tensor "
+                         f"{tensor or 0:.0f}%): memory traffic, not math, sets the pace."))
+    if sm >= BUSY_SM_MIN_PCT and tensor is not None and tensor >= TENSOR_ACTIVE_MIN_PCT:
+        ev = dict(base_ev, tensor_active_pct=tensor, dram_active_pct=dram)
+        out.append(_diag("healthy_compute", _clamp((0.55 + tensor / 200) * conf_scale), ev,
+                         f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active: the GPU "
+                         f"computes at a good share of its peak."))
+    elif (sm >= BUSY_SM_MIN_PCT and (tensor is None or tensor < TENSOR_UNUSED_MAX_PCT)
+          and (dram is None or dram < DRAM_BOUND_PCT)):
+        fp32 = st.fp32
+        if fp32 is not None and fp32 >= FP32_ACTIVE_MIN_PCT:
+            ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32)
+            out.append(_diag("compute_no_tensor_cores", _clamp((0.6 + fp32 / 200) * conf_scale),
+                             ev, f"SMs {sm:.0f}% active, FP32 pipe {fp32:.0f}% but tensor cores "
+                                 f"only {tensor or 0:.0f}%: the math runs in plain FP32."))
+        else:
+            ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32)
+            out.append(_diag("compute_no_tensor_cores", 0.4 * conf_scale, ev,
+                             f"SMs {sm:.0f}% active with tensor cores {tensor or 0:.0f}% and no "
+                             f"clear FP32 load: integer, FP64 or special-function work that "
+                             f"tensor cores do not cover."))
+    if not out:
+        # Busy but none of the limits above: moderate tensor use (mixed workloads).
+        ev = dict(base_ev, tensor_active_pct=tensor, dram_active_pct=dram)
+        out.append(_diag("healthy_compute", 0.45 * conf_scale, ev,
+                         f"SMs {sm:.0f}% active, tensor cores {tensor or 0:.0f}%, HBM "
+                         f"{dram or 0:.0f}% of peak: busy, no single limit stands out."))
+    return out
+
+
+def _gbs(b: float | None) -> str:
+    return "?" if b is None else f"{b / 1e9:.1f} GB/s"
+
+
+def _activity_rules_fallback(st: _Stats, pcie_frac: float | None) -> list[Diagnosis]:
+    """Rules with only NVML utilization, memory activity, power and PCIe (no SM activity)."""
+    out: list[Diagnosis] = []
+    util = st.gpu_util
+    if util is None:
+        return out
+    pf = pcie_frac or 0.0
+    power_frac = (st.power_w / st.power_limit_w) if st.power_w and st.power_limit_w else None
+    ev = {"gpu_util_pct": util, "mem_util_pct": st.mem_util, "power_frac_of_limit": power_frac}
+    if util < ACTIVITY_MIN_PCT:
+        held = (f"; {st.procs} process(es) hold {_gib(st.proc_bytes)}" if st.procs else "")
+        out.append(_diag("idle", 0.85, dict(ev, processes=st.procs),
+                         f"No kernels ran (GPU utilization {util:.1f}%){held}."))
+        return out
+    if pf >= PCIE_SATURATED_FRAC:
+        out.append(_diag("host_transfer_bound", 0.7 * (1.0 if st.link_known else 0.85),
+                         dict(ev, pcie_link_frac=pf, pcie_rx_bytes_s=st.pcie_rx,
+                              pcie_tx_bytes_s=st.pcie_tx),
+                         f"PCIe at {pf:.0%} of the link ({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}); "
+                         f"GPU utilization {util:.0f}% likely counts the copies."))
+        return out
+    if util >= SPARSE_DUTY_MAX_PCT:
+        if st.mem_util is not None and st.mem_util >= MEM_UTIL_BOUND_PCT:
+            out.append(_diag("memory_bandwidth_bound", 0.5, ev,
+                             f"Memory read/written {st.mem_util:.0f}% of the time with kernels "
+                             f"running {util:.0f}%: likely HBM-bandwidth bound (no GPM to "
+                             f"confirm)."))
+        elif power_frac is not None and power_frac < POWER_LOW_FRAC:
+            out.append(_diag("launch_bound", 0.35, ev,
+                             f"Kernels or copies run {util:.0f}% of the time but the board draws "
+                             f"only {power_frac:.0%} of its power limit: little work per kernel "
+                             f"(tiny kernels or copies; SM activity unknown)."))
+        else:
+            out.append(_diag("healthy_compute", 0.4 if (power_frac or 0) >= POWER_HIGH_FRAC else 0.3,
+                             ev, f"Kernels run {util:.0f}% of the time"
+                                 + (f" at {power_frac:.0%} of the power limit" if power_frac else "")
+                                 + "; tensor-core use is unknown without GPM."))
+    else:
+        out.append(_diag("input_starved", 0.4, dict(ev, processes=st.procs),
+                         f"Kernels run only {util:.0f}% of the time: the GPU waits (input, host "
+                         f"or tiny kernels look alike without SM activity)."))
+    return out
+
+
+def _growth_rule(points: Sequence[tuple[float, float]], mem_total: float | None) -> Diagnosis | None:
+    """``points``: (timestamp, mem_used_bytes) over the growth lookback, in time order."""
+    if len(points) < GROWTH_MIN_RISES + 1 or not mem_total:
+        return None
+    span = points[-1][0] - points[0][0]
+    if span < GROWTH_MIN_SPAN_S:
+        return None
+    rises = falls = 0
+    biggest = 0.0
+    for (_, a), (_, b) in zip(points, points[1:]):
+        if b - a > GROWTH_NOISE_BYTES:
+            rises += 1
+            biggest = max(biggest, b - a)
+        elif a - b > GROWTH_NOISE_BYTES:
+            falls += 1
+    if rises < GROWTH_MIN_RISES or falls * 4 > rises:
+        return None
+    growth = points[-1][1] - points[0][1]
+    if growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth:
+        return None
+    slope = theil_sen_slope(points)
+    if slope <= 0:
+        return None
+    time_to_full = max(0.0, (mem_total - points[-1][1]) / slope)
+    if time_to_full > GROWTH_HORIZON_S:
+        return None
+    ev = {"slope_bytes_s": slope, "time_to_full_s": time_to_full, "rises": rises,
+          "span_s": span, "mem_used_bytes": points[-1][1], "mem_total_bytes": mem_total}
+    conf = _clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+    return _diag("memory_growth", conf, ev,
+                 f"Memory grew {_gib(growth)} over {span:.0f} s ({rises} rises, "
+                 f"{slope / 2**20:.1f} MiB/s): full in about {_duration(time_to_full)} at this rate.")
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float:
+    """Median of pairwise slopes: robust to single jumps and outliers (Theil 1950, Sen 1968)."""
+    if len(points) > GROWTH_MAX_POINTS:
+        step = len(points) / GROWTH_MAX_POINTS
+        idx = sorted({int(i * step) for i in range(GROWTH_MAX_POINTS)} | {len(points) - 1})
+        points = [points[i] for i in idx]
+    slopes = []
+    for i in range(len(points)):
+        ti, yi = points[i]
+        for j in range(i + 1, len(points)):
+            tj, yj = points[j]
+            if tj > ti:
+                slopes.append((yj - yi) / (tj - ti))
+    if not slopes:
+        return 0.0
+    slopes.sort()
+    mid = len(slopes) // 2
+    return slopes[mid] if len(slopes) % 2 else (slopes[mid - 1] + slopes[mid]) / 2
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+
+def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
+                          growth_points: Sequence[tuple[float, float]] | None = None,
+                          start: float | None = None, end: float | None = None) -> DeviceAnalysis:
+    """Diagnose one device from its samples over a window (oldest first).
+
+    ``growth_points`` are (timestamp, mem_used_bytes) over a longer lookback for the memory-growth
+    rule; by default the window's own samples are used.
+    """
+    if not samples:
+        raise ValueError("analyze_device_window needs at least one sample")
+    last = samples[-1]
+    st = _stats(samples)
+    missing = [name for name in GPM_SIGNALS if getattr(st, _STAT_OF[name]) is None]
+    if st.gpu_util is None:
+        missing.append("gpu_util_pct")
+    if st.pcie_rx is None and st.pcie_tx is None:
+        missing.append("pcie")
+    elif not st.link_known:
+        missing.append("pcie_link")
+    if not st.mem_total:
+        missing.append("mem_total_bytes")
+    pcie_frac = None
+    if st.pcie_rx is not None or st.pcie_tx is not None:
+        pcie_frac = max(st.pcie_rx or 0.0, st.pcie_tx or 0.0) / st.link_bytes_s
+
+    diags: list[Diagnosis] = []
+    diags += _alarms(st)
+    if not st.lost:
+        diags += _clock_rules(st)
+        diags += _memory_rules(st)
+        if st.sm is not None:
+            # Partial GPM (e.g. SM activity without tensor/DRAM) lowers confidence a little.
+            scale = 1.0 if st.tensor is not None and st.dram is not None else 0.8
+            diags += _activity_rules_gpm(st, pcie_frac, scale)
+        else:
+            diags += _activity_rules_fallback(st, pcie_frac)
+        if growth_points is None:
+            growth_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
+                             if s.mem_used_bytes is not None]
+        g = _growth_rule(growth_points, st.mem_total)
+        if g is not None:
+            diags.append(g)
+    if not diags:
+        diags.append(_diag("unknown", 0.2, {"missing": ",".join(missing)},
+                           "Not enough signals: " + (", ".join(missing) or "none") + "."))
+    diags.sort(key=lambda d: (PRIORITY.get(d.kind, 0), d.confidence), reverse=True)
+    counts: dict[str, int] = {}
+    for s in samples:
+        if s.phase:
+            counts[s.phase] = counts.get(s.phase, 0) + 1
+    phase = max(counts, key=counts.__getitem__) if counts else None
+    return DeviceAnalysis(
+        device_key=last.key, device_index=last.index,
+        start=samples[0].timestamp if start is None else start,
+        end=last.timestamp if end is None else end,
+        samples=len(samples), diagnoses=tuple(diags), missing_signals=tuple(missing),
+        phase=phase)
+
+
+_STAT_OF = {"sm_active_pct": "sm", "tensor_active_pct": "tensor", "dram_active_pct": "dram",
+            "fp32_active_pct": "fp32"}
+
+
+def device_series(snapshots: Iterable[Snapshot]) -> dict[str, list[DeviceSnapshot]]:
+    """Group a stream of snapshots into per-device sample lists (by device key), in time order."""
+    out: dict[str, list[DeviceSnapshot]] = {}
+    for snap in snapshots:
+        for d in snap.devices:
+            if d.timestamp == 0.0 and snap.timestamp:
+                # sources that leave the device timestamp unset use the snapshot's
+                from dataclasses import replace
+                d = replace(d, timestamp=snap.timestamp)
+            out.setdefault(d.key, []).append(d)
+    return out
+
+
+def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
+                  step_s: float | None = None,
+                  growth_lookback_s: float = GROWTH_LOOKBACK_S) -> list[DeviceAnalysis]:
+    """Diagnose every device over windows ``[start, start + window_s)`` stepped by ``step_s``
+    (default: the window, i.e. back-to-back windows). Windows are ordered by start, then device."""
+    if window_s <= 0:
+        raise ValueError("window_s must be positive")
+    step = window_s if step_s is None else step_s
+    if step <= 0:
+        raise ValueError("step_s must be positive")
+    per_device = device_series(snapshots)
+    results: list[DeviceAnalysis] = []
+    for samples in per_device.values():
+        times = [s.timestamp for s in samples]
+        mem_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
+                      if s.mem_used_bytes is not None]
+        mem_times = [p[0] for p in mem_points]
+        if not times:
+            continue
+        t0, t_last = times[0], times[-1]
+        k = 0
+        while True:
+            start = t0 + k * step
+            if start > t_last:
+                break
+            end = start + window_s
+            lo = bisect.bisect_left(times, start - 1e-9)
+            hi = bisect.bisect_left(times, end - 1e-9)
+            k += 1
+            if hi - lo < 1:
+                continue
+            g_lo = bisect.bisect_left(mem_times, end - growth_lookback_s)
+            g_hi = bisect.bisect_left(mem_times, end - 1e-9)
+            results.append(analyze_device_window(
+                samples[lo:hi], growth_points=mem_points[g_lo:g_hi], start=start, end=end))
+            if end >= t_last + 1e-9 and step >= window_s:
+                break
+    results.sort(key=lambda a: (a.start, a.device_index, a.device_key))
+    return results
+
+
+def analyze_snapshots(windows: dict[str, Sequence[DeviceSnapshot]], *,
+                      growth: dict[str, Sequence[tuple[float, float]]] | None = None
+                      ) -> dict[str, DeviceAnalysis]:
+    """Diagnose each device's recent samples (the engine's per-tick call)."""
+    out = {}
+    for key, samples in windows.items():
+        if samples:
+            out[key] = analyze_device_window(
+                samples, growth_points=(growth or {}).get(key))
+    return out
