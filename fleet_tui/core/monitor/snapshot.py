@@ -105,6 +105,8 @@ class DeviceSnapshot:
     processes: tuple[ProcessInfo, ...] = ()
     phase: str | None = None  # ground-truth label when replaying a labelled trace
     extra: tuple[tuple[str, float], ...] = ()  # vendor extras (e.g. per-NeuronCore utilization)
+    # fleet sources: seconds between the reading (its scrape) and the snapshot; None = just read
+    age_s: float | None = None
 
     @property
     def mem_used_frac(self) -> float | None:
