@@ -1,12 +1,339 @@
-"""Placeholder; replaced by the real pane."""
+"""Workload builder pane: a form, a live memory breakdown per component, the fit verdict against the
+chosen accelerator and the changes that would make it fit.
 
-from textual.widgets import Static
+Every keystroke starts an ``exclusive`` thread worker (the previous one is superseded and its result
+dropped), so typing never waits for sizing. The workload built here is published on
+``app.workload`` for the Recommendations pane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, VerticalScroll
+from textual.markup import escape
+from textual.widgets import Checkbox, Input, Select, Static
 
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.form import Field
+from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
+
+KINDS = ("inference", "training", "finetune", "lora", "qlora")
+PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "adafactor")
+SHARDING = ("data", "tensor", "fsdp")
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderChoice:
+    """What the builder adds around the workload for the Recommendations pane."""
+
+    accelerator: str | None = None
+    hours_per_month: float = 730.0
+    spot_allowed: bool = False
+    current_instance: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BuilderResult:
+    workload: object | None
+    choice: BuilderChoice
+    markup: str  # breakdown + verdict, ready to show
+    error: str | None = None
+
+
+def parse_count(text: str) -> int | None:
+    """'7B', '70b', '1.5e9', '405000000' -> int; '' -> None; ValueError for anything else."""
+    text = text.strip().lower().replace("_", "").replace(",", "")
+    if not text:
+        return None
+    factor = _SUFFIX.get(text[-1], 1.0)
+    if text[-1] in _SUFFIX:
+        text = text[:-1]
+    value = float(text) * factor
+    if value <= 0:
+        raise ValueError("must be positive")
+    return int(value)
 
 
 class BuilderScreen(PaneScreen):
     MODE = "builder"
+    BINDINGS = [
+        Binding("escape", "leave_field", "Leave field"),
+        Binding("ctrl+r", "recommend", "Recommend for this", priority=True),
+    ]
+    DEFAULT_CSS = """
+    BuilderScreen #b-form { grid-size: 6; grid-rows: 2; height: auto; padding: 0 1; }
+    BuilderScreen #b-form.-narrow { grid-size: 4; }
+    BuilderScreen #b-result { height: 1fr; border: round $panel-lighten-2; padding: 0 1; }
+    """
 
-    def compose_body(self):
-        yield Static("builder", classes="pane-body")
+    def __init__(self) -> None:
+        super().__init__()
+        self._generation = 0
+        self.last_result: BuilderResult | None = None
+
+    def compose_body(self) -> ComposeResult:
+        def sel(options, value, id_, blank=False, prompt="any"):
+            return Select([(o, o) for o in options], value=value, allow_blank=blank, id=id_,
+                          compact=True, prompt=prompt)
+
+        with Grid(id="b-form"):
+            yield Field("workload", sel(KINDS, "inference", "b-kind"))
+            yield Field("model preset", Select([], prompt="(custom)", id="b-model", compact=True))
+            yield Field("params (e.g. 7B)", Input(placeholder="or a preset", id="b-params",
+                                                 compact=True))
+            yield Field("config.json path", Input(placeholder="optional", id="b-config", compact=True))
+            yield Field("precision", sel(PRECISIONS, "bf16", "b-precision"))
+            yield Field("accelerator", Select([], prompt="(best)", id="b-accel", compact=True))
+            yield Field("batch", Input("1", id="b-batch", type="integer", compact=True))
+            yield Field("seq/prompt len", Input("2048", id="b-seq", type="integer", compact=True))
+            yield Field("gen len (infer)", Input("256", id="b-gen", type="integer", compact=True))
+            yield Field("optimizer", sel(OPTIMIZERS, "adamw", "b-optimizer"))
+            yield Field("devices", Input("1", id="b-gpus", type="integer", compact=True))
+            yield Field("sharding", sel(SHARDING, "data", "b-sharding"))
+            yield Field("LoRA rank", Input("16", id="b-lora-rank", type="integer", compact=True))
+            yield Field("hours/month", Input("730", id="b-hours", type="number", compact=True))
+            yield Field("current instance", Input(placeholder="e.g. p4d.24xlarge", id="b-current",
+                                                  compact=True))
+            yield Field("checkpointing", Checkbox("grad ckpt", id="b-ckpt", compact=True))
+            yield Field("spot", Checkbox("spot allowed", id="b-spot", compact=True))
+        yield VerticalScroll(Static("Choose a model preset or type a parameter count.",
+                                    id="b-result-text"), id="b-result")
+
+    def on_mount(self) -> None:
+        self.query_one("#b-result").border_title = "Memory and fit"
+        self.watch(self.app, "catalog", self._catalog_changed)
+        self.query_one("#b-form").set_class(self.size.width < 100, "-narrow")
+        if self.app.instance_type:
+            self.query_one("#b-current", Input).value = self.app.instance_type
+
+    def on_resize(self, event) -> None:
+        self.query_one("#b-form").set_class(event.size.width < 100, "-narrow")
+
+    def _catalog_changed(self, catalog) -> None:
+        if catalog is None:
+            return
+        models = sorted(catalog.models.values(), key=lambda m: m.id)
+        accels = sorted(catalog.accelerators.values(), key=lambda a: a.id)
+        with self.prevent(Select.Changed):
+            self.query_one("#b-model", Select).set_options(
+                (m.name or m.id, m.id) for m in models)
+            self.query_one("#b-accel", Select).set_options(
+                (f"{a.id} ({a.memory_gib:g} GiB)", a.id) for a in accels)
+        self.recompute()
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    @on(Checkbox.Changed)
+    def _changed(self, event) -> None:
+        event.stop()
+        self.recompute()
+
+    def form(self) -> dict:
+        """The raw form values (strings/bools); parsing happens in the worker."""
+        values = {}
+        for widget in self.query("#b-form Input").results(Input):
+            values[widget.id] = widget.value
+        for widget in self.query("#b-form Select").results(Select):
+            values[widget.id] = None if widget.value is Select.NULL else widget.value
+        for widget in self.query("#b-form Checkbox").results(Checkbox):
+            values[widget.id] = widget.value
+        return values
+
+    def recompute(self) -> None:
+        self._generation += 1
+        self._size_in_worker(self.app.catalog, self.form(), self._generation)
+
+    @work(thread=True, exclusive=True, group="builder-size", exit_on_error=False)
+    def _size_in_worker(self, catalog, form: dict, generation: int) -> None:
+        result = compute(catalog, form)
+        self.app.call_from_thread(self._show, result, generation)
+
+    def _show(self, result: BuilderResult, generation: int) -> None:
+        if generation != self._generation:
+            return  # superseded by a newer keystroke
+        self.last_result = result
+        text = self.query_one("#b-result-text", Static)
+        if result.error:
+            text.update(f"[$error]{escape(result.error)}[/]")
+            return
+        text.update(result.markup)
+        self.app.builder_context = result.choice
+        if result.workload is not None and result.workload != self.app.workload:
+            self.app.workload = result.workload
+
+    def action_leave_field(self) -> None:
+        self.set_focus(None)
+
+    def action_recommend(self) -> None:
+        self.app.run_action("switch_mode('recommend')")
+
+
+def build_workload(catalog, form: dict):
+    """The core ``Workload`` for the form, or raise ValueError/UserError with a sentence."""
+    from fleet_tui.core.workload import Workload
+
+    def integer(key: str, label: str) -> int | None:
+        text = (form.get(key) or "").strip()
+        if not text:
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{label}: {text!r} is not a whole number") from None
+        if value <= 0:
+            raise ValueError(f"{label}: must be at least 1")
+        return value
+
+    model = None
+    config = (form.get("b-config") or "").strip()
+    if config:
+        from fleet_tui.core.modelspec import load_model_config
+
+        model = load_model_config(config)
+    elif form.get("b-model") and catalog is not None:
+        model = catalog.model(form["b-model"])
+    params = None
+    if model is None:
+        try:
+            params = parse_count(form.get("b-params") or "")
+        except ValueError:
+            raise ValueError(f"params: {form.get('b-params')!r} is not a count like 7B, 70e9 "
+                             "or 405000000") from None
+        if params is None:
+            raise ValueError("Choose a model preset, a config.json path or type a parameter count.")
+    kind = form.get("b-kind") or "inference"
+    seq = integer("b-seq", "seq/prompt len")
+    gen = integer("b-gen", "gen len")
+    fields = dict(kind=kind, model=model, params=params, precision=form.get("b-precision") or "bf16",
+                  batch=integer("b-batch", "batch") or 1,
+                  optimizer=form.get("b-optimizer") or "adamw",
+                  grad_checkpointing=bool(form.get("b-ckpt")),
+                  gpus=integer("b-gpus", "devices") or 1,
+                  sharding=form.get("b-sharding") or "data")
+    if kind == "inference" and gen:
+        fields.update(prompt_len=seq, gen_len=gen)
+    else:
+        fields.update(seq_len=seq)
+    if kind in ("lora", "qlora"):
+        fields["lora_rank"] = integer("b-lora-rank", "LoRA rank") or 16
+    return Workload(**fields)
+
+
+def _choice(form: dict) -> BuilderChoice:
+    hours_text = (form.get("b-hours") or "").strip()
+    try:
+        hours = float(hours_text) if hours_text else 730.0
+    except ValueError:
+        raise ValueError(f"hours/month: {hours_text!r} is not a number") from None
+    if not 0 < hours <= 744:
+        raise ValueError("hours/month: must be between 0 and 744")
+    return BuilderChoice(accelerator=form.get("b-accel"), hours_per_month=hours,
+                         spot_allowed=bool(form.get("b-spot")),
+                         current_instance=(form.get("b-current") or "").strip() or None)
+
+
+def compute(catalog, form: dict) -> BuilderResult:
+    """Build the workload and size it (runs in a worker thread; never raises)."""
+    from pydantic import ValidationError
+
+    from fleet_tui.core.errors import UserError
+
+    try:
+        choice = _choice(form)
+        workload = build_workload(catalog, form)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "workload"
+        return BuilderResult(None, BuilderChoice(), "", error=f"{where}: {first.get('msg')}")
+    except (ValueError, UserError) as exc:
+        return BuilderResult(None, BuilderChoice(), "", error=str(exc))
+    try:
+        markup = sizing_markup(catalog, workload, choice)
+    except ImportError as exc:
+        markup = f"[$text-muted]Sizing is not available in this build ({escape(str(exc))}).[/]"
+    except UserError as exc:
+        return BuilderResult(workload, choice, "", error=str(exc))
+    except Exception as exc:  # an engine bug is shown, the form stays usable
+        return BuilderResult(workload, choice, "",
+                             error=f"internal error while sizing: {type(exc).__name__}: {exc}")
+    return BuilderResult(workload, choice, markup)
+
+
+def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
+    from fleet_tui.core.sizing import size_workload
+
+    accel = catalog.accelerator(choice.accelerator) if (catalog and choice.accelerator) else None
+    result = size_workload(workload, accel, gpus=workload.gpus)
+    return describe_sizing(result, accel)
+
+
+def describe_sizing(result, accel) -> str:
+    """Format a SizingResult (the core decides everything; this only lays it out)."""
+    lines: list[str] = []
+    breakdown = _breakdown(result)
+    capacity = _capacity_bytes(result, accel)
+    if breakdown:
+        lines.append("[b $primary]Memory per device[/]")
+        lines.append(memory_bar_markup(breakdown, capacity))
+    fit = getattr(result, "fit", None)
+    if fit is not None:
+        fits = getattr(fit, "fits", None)
+        verdict = getattr(fit, "verdict", None) or getattr(fit, "summary", None)
+        if fits is True:
+            lines.append(f"\n[b $success]✔ Fits[/] {escape(str(verdict or ''))}")
+        elif fits is False:
+            lines.append(f"\n[b $error]✘ Does not fit[/] {escape(str(verdict or ''))}")
+        elif verdict:
+            lines.append(f"\n{escape(str(verdict))}")
+        suggestions = getattr(fit, "suggestions", None) or ()
+        if suggestions:
+            lines.append("[b]Changes that would make it fit:[/]")
+            lines += [f"  [$accent]→[/] {escape(str(s))}" for s in suggestions]
+    elif accel is None:
+        lines.append("\n[$text-muted]Choose an accelerator to see whether it fits.[/]")
+    for label, attr in (("KV cache capacity", "kv_capacity"), ("Throughput", "throughput")):
+        value = getattr(result, attr, None)
+        if value is not None:
+            lines.append(f"\n[b $primary]{label}[/]\n  {escape(_summary(value))}")
+    notes = getattr(result, "notes", None) or ()
+    lines += [f"[$text-muted]{escape(str(n))}[/]" for n in notes]
+    return "\n".join(lines)
+
+
+def _breakdown(result) -> dict[str, float]:
+    for attr in ("breakdown", "memory"):
+        value = getattr(result, attr, None)
+        if value is None:
+            continue
+        if isinstance(value, dict):
+            return {k: float(v) for k, v in value.items() if isinstance(v, (int, float))}
+        for inner in ("components", "per_device", "bytes"):
+            comp = getattr(value, inner, None)
+            if isinstance(comp, dict):
+                return {k: float(v) for k, v in comp.items()}
+    return {}
+
+
+def _capacity_bytes(result, accel) -> float | None:
+    fit = getattr(result, "fit", None)
+    for obj, attr in ((fit, "capacity_bytes"), (result, "capacity_bytes")):
+        value = getattr(obj, attr, None) if obj is not None else None
+        if value:
+            return float(value)
+    return accel.memory_gib * 2**30 if accel is not None else None
+
+
+def _summary(value) -> str:
+    for attr in ("summary", "text"):
+        v = getattr(value, attr, None)
+        if callable(v):
+            v = v()
+        if isinstance(v, str):
+            return v
+    return str(value)

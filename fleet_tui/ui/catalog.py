@@ -1,12 +1,277 @@
-"""Placeholder; replaced by the real pane."""
+"""Catalog pane: every instance × region with filters, sorting, $/GPU-hour and a detail panel.
 
-from textual.widgets import Static
+Filtering and sorting run in the core (``query_instances``) in a thread worker; the table shows one
+bounded page (``PAGE_ROWS``) because Textual's DataTable measures every cell it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.markup import escape
+from textual.widgets import DataTable, Input, Select, Static
 
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.form import Field
+from fleet_tui.ui.widgets.gauges import usd
+
+PAGE_ROWS = 500  # rows handed to the DataTable at once (≈ 60 ms to lay out on this machine class)
+PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y")
+SORT_KEYS = (("$/GPU-hour", "usd_per_gpu_hour"), ("$/hour", "price"), ("memory/device", "memory"),
+             ("devices", "count"), ("cloud", "cloud"), ("instance", "instance_type"),
+             ("accelerator", "accelerator"), ("region", "region"))
+COLUMNS = (("cloud", "cloud"), ("instance", "instance"), ("region", "region"), ("acc", "accelerator"),
+           ("n", "n"), ("mem", "GiB/dev"), ("vcpu", "vCPU"), ("ram", "RAM GiB"),
+           ("price", "$/hour"), ("gpuh", "$/GPU-h"), ("flags", "flags"))
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogPage:
+    """One query's result, already formatted in the worker thread (the loop only adds rows)."""
+
+    rows: tuple[tuple[str, ...], ...]
+    instances: tuple  # the Instance objects, same order as rows
+    total: int
+    error: str | None = None
 
 
 class CatalogScreen(PaneScreen):
     MODE = "catalog"
+    BINDINGS = [
+        Binding("slash", "focus_filters", "Filter", key_display="/"),
+        Binding("t", "focus_table", "Table"),
+        Binding("r", "reset_filters", "Reset filters"),
+        Binding("o", "toggle_order", "Sort order"),
+        Binding("escape", "focus_table", "Leave field", show=False),
+    ]
+    DEFAULT_CSS = """
+    CatalogScreen #cat-filters { grid-size: 5; grid-rows: 2; height: 4; padding: 0 1; }
+    CatalogScreen #cat-count { height: 1; padding: 0 1; color: $text-muted; }
+    CatalogScreen #cat-main { height: 1fr; }
+    CatalogScreen #cat-table { width: 1fr; }
+    CatalogScreen #cat-detail { width: 44; border: round $panel-lighten-2; padding: 0 1; }
+    CatalogScreen #cat-detail.-narrow { display: none; }
+    """
 
-    def compose_body(self):
-        yield Static("catalog", classes="pane-body")
+    def __init__(self) -> None:
+        super().__init__()
+        self._page: CatalogPage | None = None
+        self._generation = 0
+
+    def compose_body(self) -> ComposeResult:
+        with Grid(id="cat-filters"):
+            yield Field("cloud", Select([], prompt="any", id="f-cloud", compact=True))
+            yield Field("region", Input(placeholder="any", id="f-region", compact=True))
+            yield Field("accelerator", Input(placeholder="e.g. H100", id="f-accelerator", compact=True))
+            yield Field("vendor", Select([], prompt="any", id="f-vendor", compact=True))
+            yield Field("pricing", Select([(p, p) for p in PRICING], value="on-demand",
+                                          allow_blank=False, id="f-pricing", compact=True))
+            yield Field("min GiB/device", Input(placeholder="any", id="f-min-mem", type="number",
+                                                compact=True))
+            yield Field("devices", Input(placeholder="any", id="f-count", type="integer", compact=True))
+            yield Field("max $/hour", Input(placeholder="any", id="f-max-price", type="number",
+                                            compact=True))
+            yield Field("sort by", Select(SORT_KEYS, value="usd_per_gpu_hour", allow_blank=False,
+                                          id="f-sort", compact=True))
+            yield Field("order", Select((("ascending", "asc"), ("descending", "desc")), value="asc",
+                                        allow_blank=False, id="f-order", compact=True))
+        yield Static("catalog loading…", id="cat-count")
+        with Horizontal(id="cat-main"):
+            yield DataTable(id="cat-table", cursor_type="row", zebra_stripes=True)
+            yield VerticalScroll(Static("", id="cat-detail-text"), id="cat-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#cat-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.query_one("#cat-detail").border_title = "Details"
+        self.watch(self.app, "catalog", self._catalog_changed)
+        self._set_narrow(self.size.width)
+
+    def on_resize(self, event) -> None:
+        self._set_narrow(event.size.width)
+
+    def _set_narrow(self, width: int) -> None:
+        self.query_one("#cat-detail").set_class(width < 110, "-narrow")
+
+    def _catalog_changed(self, catalog) -> None:
+        if catalog is None:
+            return
+        clouds = sorted({i.cloud for i in catalog.instances})
+        vendors = sorted({a.vendor for a in catalog.accelerators.values()})
+        self.query_one("#f-cloud", Select).set_options((c, c) for c in clouds)
+        self.query_one("#f-vendor", Select).set_options((v, v) for v in vendors)
+        self.refresh_query()
+
+    # ----- querying -----
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _filters_changed(self, event) -> None:
+        event.stop()
+        self.refresh_query()
+
+    def filters(self) -> dict:
+        """The filter form as ``query_instances`` keyword arguments (bad numbers are ignored and
+        marked invalid by the Input itself)."""
+
+        def text(id_: str) -> str | None:
+            value = self.query_one(id_, Input).value.strip()
+            return value or None
+
+        def number(id_: str, kind=float):
+            value = text(id_)
+            try:
+                return kind(value) if value is not None else None
+            except ValueError:
+                return None
+
+        def select(id_: str):
+            value = self.query_one(id_, Select).value
+            return None if value is Select.NULL else value
+
+        return dict(cloud=select("#f-cloud"), region=text("#f-region"),
+                    accelerator=text("#f-accelerator"), vendor=select("#f-vendor"),
+                    min_memory_gib=number("#f-min-mem"), count=number("#f-count", int),
+                    max_usd_per_hour=number("#f-max-price"), pricing=select("#f-pricing"),
+                    sort=select("#f-sort"), descending=select("#f-order") == "desc")
+
+    def refresh_query(self) -> None:
+        catalog = self.app.catalog
+        if catalog is None:
+            return
+        self._generation += 1
+        self._run_query(catalog, self.filters(), self._generation)
+
+    @work(thread=True, exclusive=True, group="catalog-query", exit_on_error=False)
+    def _run_query(self, catalog, filters: dict, generation: int) -> None:
+        page = query_page(catalog, filters)
+        self.app.call_from_thread(self._show_page, page, generation)
+
+    def _show_page(self, page: CatalogPage, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer query is on its way
+        self._page = page
+        count = self.query_one("#cat-count", Static)
+        table = self.query_one("#cat-table", DataTable)
+        table.clear()
+        if page.error:
+            count.update(f"[$error]{escape(page.error)}[/]")
+            return
+        table.add_rows(page.rows)
+        shown = len(page.rows)
+        if page.total > shown:
+            count.update(f"showing {shown:,} of {page.total:,} — refine filters")
+        else:
+            count.update(f"{page.total:,} offer{'s' if page.total != 1 else ''}")
+        self._show_detail(0)
+
+    @on(DataTable.RowHighlighted, "#cat-table")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+
+    def _show_detail(self, row: int) -> None:
+        page = self._page
+        text = self.query_one("#cat-detail-text", Static)
+        if page is None or not (0 <= row < len(page.instances)):
+            text.update("")
+            return
+        text.update(instance_detail(self.app.catalog, page.instances[row]))
+
+    # ----- actions -----
+    def action_focus_filters(self) -> None:
+        self.query_one("#f-accelerator", Input).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one("#cat-table", DataTable).focus()
+
+    def action_reset_filters(self) -> None:
+        with self.prevent(Input.Changed, Select.Changed):
+            for widget in self.query("#cat-filters Input").results(Input):
+                widget.value = ""
+            self.query_one("#f-cloud", Select).clear()
+            self.query_one("#f-vendor", Select).clear()
+        self.refresh_query()
+
+    def action_toggle_order(self) -> None:
+        order = self.query_one("#f-order", Select)
+        order.value = "desc" if order.value == "asc" else "asc"
+
+
+def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
+    """Run the core query and format one page (called in a worker thread)."""
+    from fleet_tui.core.errors import UserError
+
+    try:
+        from fleet_tui.core.catalog import query_instances
+    except ImportError:
+        return CatalogPage((), (), 0, error="catalog queries are not available in this build")
+
+    pricing = filters.get("pricing") or "on-demand"
+    try:
+        result = query_instances(catalog, limit=limit, **filters)
+    except UserError as exc:
+        return CatalogPage((), (), 0, error=str(exc))
+    except Exception as exc:  # an engine bug is shown, the pane stays usable
+        return CatalogPage((), (), 0, error=f"internal error in the catalog query: "
+                                            f"{type(exc).__name__}: {exc}")
+    rows = []
+    for inst in result.rows:
+        rows.append((
+            inst.cloud, inst.instance_type, inst.region, inst.accelerator,
+            f"{inst.accelerator_count:g}", f"{inst.accelerator_memory_gib:g}",
+            "" if inst.vcpus is None else f"{inst.vcpus:g}",
+            "" if inst.ram_gib is None else f"{inst.ram_gib:g}",
+            usd(inst.price(pricing), 3), usd(inst.usd_per_gpu_hour(pricing), 3),
+            ",".join(inst.flags) + (" excluded" if inst.excluded else ""),
+        ))
+    return CatalogPage(tuple(rows), tuple(result.rows), result.total)
+
+
+def instance_detail(catalog, inst) -> str:
+    lines = [f"[b]{escape(inst.instance_type)}[/b]  [$text-muted]{escape(inst.cloud)} "
+             f"{escape(inst.region)}[/]", ""]
+    lines.append(f"{inst.accelerator_count:g} × {escape(inst.accelerator)}, "
+                 f"{inst.accelerator_memory_gib:g} GiB each")
+    if inst.vcpus is not None or inst.ram_gib is not None:
+        lines.append(f"{inst.vcpus or 0:g} vCPU, {inst.ram_gib or 0:g} GiB RAM")
+    lines.append("")
+    lines.append("[b $primary]Prices (USD/hour)[/]")
+    for pricing in PRICING:
+        raw = inst.raw_price(pricing)
+        if raw is None:
+            continue
+        per_gpu = raw / inst.accelerator_count if inst.accelerator_count else None
+        note = "" if inst.price(pricing) is not None else "  [$warning](not ranked)[/]"
+        lines.append(f"  {pricing:<12} {usd(raw, 3):>10}  {usd(per_gpu, 3)}/GPU-h{note}")
+    lines.append(f"  [$text-muted]source: {escape(inst.source or 'unknown')}[/]")
+    lines.append(f"  [$text-muted]as of: {escape(inst.as_of or 'unknown')}[/]")
+    if inst.flags:
+        lines.append(f"  [$warning]flags: {escape(', '.join(inst.flags))}[/]")
+    if inst.excluded:
+        lines.append(f"  [$error]excluded: {escape(inst.excluded)}[/]")
+    acc = None
+    try:
+        acc = catalog.accelerator(inst.accelerator) if catalog is not None else None
+    except Exception:  # unknown accelerator id: the catalog already reported it
+        acc = None
+    if acc is not None:
+        lines += ["", f"[b $primary]{escape(acc.name or acc.id)}[/]",
+                  f"  {escape(acc.vendor)} · {escape(acc.software_stack)}"
+                  + (f" · {escape(acc.architecture)}" if acc.architecture else ""),
+                  f"  memory {acc.memory_gib:g} GiB"
+                  + (f", {acc.memory_bandwidth_gbs:g} GB/s" if acc.memory_bandwidth_gbs else "")]
+        if acc.peak_tflops:
+            peaks = ", ".join(f"{k} {v:g}" for k, v in acc.peak_tflops.items())
+            lines.append(f"  dense TFLOP/s: {escape(peaks)}")
+        if acc.tdp_w:
+            lines.append(f"  TDP {acc.tdp_w:g} W")
+        if acc.interconnect:
+            bw = f" {acc.interconnect_bandwidth_gbs:g} GB/s" if acc.interconnect_bandwidth_gbs else ""
+            lines.append(f"  {escape(acc.interconnect)}{bw}")
+        if acc.source:
+            lines.append(f"  [$text-muted]specs: {escape(acc.source)} ({escape(acc.as_of or '?')})[/]")
+    return "\n".join(lines)

@@ -1,12 +1,314 @@
-"""Placeholder; replaced by the real pane."""
+"""Recommendations pane: the ranked offers for the builder's workload, an explain view, right-sizing
+from the monitor's history, and export of the report to Markdown or JSON.
 
-from textual.widgets import Static
+Ranking runs in the core (``recommend``) in an exclusive thread worker whenever the builder
+publishes a new workload; this pane formats the result and writes files atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.markup import escape
+from textual.widgets import DataTable, Select, Static
 
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.gauges import usd
+
+TOP_OFFERS = 50
+REPORT_STEM = "fleet-tui-recommendations"
+PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
+COLUMNS = (("rank", "#"), ("offer", "offer"), ("gpus", "devices"), ("pricing", "pricing"),
+           ("unit", "cost/unit"), ("month", "$/month"), ("save", "savings"), ("speed", "speedup"),
+           ("head", "headroom"), ("risk", "risk"))
+
+
+@dataclass(frozen=True, slots=True)
+class RankingResult:
+    recommendation: object | None
+    rows: tuple[tuple[str, ...], ...] = ()
+    explain: tuple[str, ...] = ()
+    error: str | None = None
 
 
 class RecommendScreen(PaneScreen):
     MODE = "recommend"
+    BINDINGS = [
+        Binding("e", "toggle_explain", "Explain"),
+        Binding("m", "export('markdown')", "Export Markdown"),
+        Binding("j", "export('json')", "Export JSON"),
+        Binding("s", "rightsize", "Right-size"),
+        Binding("r", "rerank", "Re-rank"),
+    ]
+    DEFAULT_CSS = """
+    RecommendScreen #rec-bar { height: 2; padding: 0 1; }
+    RecommendScreen #rec-bar > Static { width: 1fr; height: 2; }
+    RecommendScreen #rec-bar > Select { width: 20; }
+    RecommendScreen #rec-main { height: 1fr; }
+    RecommendScreen #rec-table { width: 1fr; }
+    RecommendScreen #rec-side { width: 50; border: round $panel-lighten-2; padding: 0 1; }
+    RecommendScreen #rec-side.-hidden { display: none; }
+    """
 
-    def compose_body(self):
-        yield Static("recommend", classes="pane-body")
+    def __init__(self) -> None:
+        super().__init__()
+        self._generation = 0
+        self.result: RankingResult | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="rec-bar"):
+            yield Static("Describe a workload in the Workload pane (2).", id="rec-summary")
+            yield Select([(p, p) for p in PRICING_CHOICES], value="on-demand", allow_blank=False,
+                         id="rec-pricing", compact=True)
+        with Horizontal(id="rec-main"):
+            yield DataTable(id="rec-table", cursor_type="row", zebra_stripes=True)
+            yield VerticalScroll(Static("", id="rec-side-text"), id="rec-side")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#rec-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self.query_one("#rec-side").border_title = "Explain"
+        self.query_one("#rec-side").set_class(self.size.width < 100, "-hidden")
+        self.watch(self.app, "workload", self._inputs_changed)
+        self.watch(self.app, "catalog", self._inputs_changed)
+        self.watch(self.app, "builder_context", self._inputs_changed)
+
+    def _inputs_changed(self, _value=None) -> None:
+        self.rerank()
+
+    @on(Select.Changed, "#rec-pricing")
+    def _pricing_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        self.rerank()
+
+    def rerank(self) -> None:
+        workload, catalog = self.app.workload, self.app.catalog
+        if workload is None or catalog is None:
+            return
+        self._generation += 1
+        self.query_one("#rec-summary", Static).update("[$text-muted]ranking…[/]")
+        pricing = self.query_one("#rec-pricing", Select).value
+        self._rank(workload, catalog, self.app.builder_context, pricing, self._generation)
+
+    @work(thread=True, exclusive=True, group="recommend", exit_on_error=False)
+    def _rank(self, workload, catalog, choice, pricing, generation: int) -> None:
+        result = rank(workload, catalog, choice, pricing)
+        self.app.call_from_thread(self._show, result, generation)
+
+    def _show(self, result: RankingResult, generation: int) -> None:
+        if generation != self._generation:
+            return
+        self.result = result
+        table = self.query_one("#rec-table", DataTable)
+        table.clear()
+        summary = self.query_one("#rec-summary", Static)
+        if result.error:
+            summary.update(f"[$error]{escape(result.error)}[/]")
+            self.query_one("#rec-side-text", Static).update("")
+            return
+        rec = result.recommendation
+        table.add_rows(result.rows)
+        summary.update(
+            f"[b]{len(rec.offers)}[/] best of {rec.fitting_offers:,} fitting offers "
+            f"({rec.considered_rows:,} catalog rows) · ranked by [b]{escape(rec.unit)}[/]")
+        self._show_side(0)
+
+    @on(DataTable.RowHighlighted, "#rec-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_side(event.cursor_row)
+
+    def _show_side(self, row: int) -> None:
+        result = self.result
+        if result is None or result.recommendation is None:
+            return
+        lines = [escape(line) for line in result.explain]
+        offers = _table_offers(result.recommendation)
+        if 0 <= row < len(offers):
+            offer = offers[row]
+            lines += ["", f"[b $primary]{escape(offer.label)}[/]"]
+            if offer.reason:
+                lines.append(escape(offer.reason))
+            for risk in offer.risks:
+                lines.append(f"[$warning]⚠ {escape(risk)}[/]")
+        self.query_one("#rec-side-text", Static).update("\n".join(lines))
+
+    # ----- actions -----
+    def action_toggle_explain(self) -> None:
+        self.query_one("#rec-side").toggle_class("-hidden")
+
+    def action_rerank(self) -> None:
+        self.rerank()
+
+    def action_export(self, fmt: str) -> None:
+        export_report(self.app, fmt)
+
+    def action_rightsize(self) -> None:
+        show_rightsizing(self.app)
+
+
+def _table_offers(rec) -> list:
+    offers = list(rec.offers)
+    if rec.current is not None:
+        offers.insert(0, rec.current)
+    return offers
+
+
+def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
+    """Run the core ranking and format the table rows (worker thread; never raises)."""
+    from fleet_tui.core.errors import UserError
+
+    try:
+        from fleet_tui.core.recommend import explain, recommend
+    except ImportError as exc:
+        return RankingResult(None, error=f"Recommendations are not available in this build ({exc}).")
+    kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS)
+    if choice is not None:
+        kwargs.update(hours_per_month=choice.hours_per_month,
+                      spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))
+        if choice.current_instance:
+            kwargs["current"] = (choice.current_instance, 1)
+    try:
+        rec = recommend(workload, catalog, **kwargs)
+        explanation = tuple(explain(rec))
+    except UserError as exc:
+        return RankingResult(None, error=str(exc))
+    except Exception as exc:  # an engine bug must not leave the pane saying "ranking…" forever
+        return RankingResult(None, error=f"internal error while ranking: {type(exc).__name__}: {exc}")
+    rows = []
+    for offer in _table_offers(rec):
+        rows.append((
+            "now" if offer.is_current else str(offer.rank),
+            offer.label,
+            f"{offer.gpus}× {offer.accelerator}",
+            offer.pricing,
+            usd(offer.cost_per_unit, 4 if (offer.cost_per_unit or 0) < 1 else 2),
+            usd(offer.usd_per_month, 0),
+            "" if offer.savings_pct is None else f"{offer.savings_pct:+.0f}%",
+            "" if offer.speedup is None else f"{offer.speedup:.2f}×",
+            "" if offer.headroom_gib is None else f"{offer.headroom_gib:,.1f} GiB",
+            (offer.risks[0] if offer.risks else "") + (f" +{len(offer.risks) - 1}"
+                                                       if len(offer.risks) > 1 else ""),
+        ))
+    return RankingResult(rec, tuple(rows), explanation)
+
+
+# ----- export -----------------------------------------------------------------------------------
+def report_text(rec, fmt: str) -> str:
+    """The report in ``fmt`` using the core's own exporters where they exist."""
+    if fmt == "json":
+        return json.dumps(rec.to_dict(), indent=2) + "\n"
+    for module, name in (("fleet_tui.core.recommend", "to_markdown"),
+                         ("fleet_tui.core.recommend", "render_markdown"),
+                         ("fleet_tui.commands.recommend", "render_markdown"),
+                         ("fleet_tui.commands.recommend", "to_markdown")):
+        try:
+            mod = __import__(module, fromlist=[name])
+        except ImportError:
+            continue
+        func = getattr(mod, name, None)
+        if callable(func):
+            return func(rec)
+    return _markdown_fallback(rec)
+
+
+def _markdown_fallback(rec) -> str:
+    from fleet_tui.core.recommend import explain
+
+    lines = ["# fleet-tui recommendations", "", f"Ranked by {rec.unit}, pricing {rec.pricing}.", ""]
+    lines += [f"- {line}" for line in explain(rec)] + [""]
+    lines.append("| # | offer | devices | cost/unit | $/month | savings | risks |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for o in _table_offers(rec):
+        lines.append(f"| {'now' if o.is_current else o.rank} | {o.label} | {o.gpus}× {o.accelerator} "
+                     f"| {usd(o.cost_per_unit, 4)} | {usd(o.usd_per_month, 0)} | "
+                     f"{'' if o.savings_pct is None else f'{o.savings_pct:+.0f}%'} | "
+                     f"{'; '.join(o.risks)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
+    """Write the current recommendation report; notify where it went (or why not)."""
+    screen = _recommend_screen(app)
+    result = screen.result if screen is not None else None
+    if result is None or result.recommendation is None:
+        app.notify("Nothing to export yet: describe a workload in the Workload pane (2) and open "
+                   "Recommendations (4).", severity="warning")
+        return None
+    suffix = ".json" if fmt == "json" else ".md"
+    target = Path(path) if path else app.export_dir / f"{REPORT_STEM}{suffix}"
+    try:
+        write_atomic(target, report_text(result.recommendation, fmt))
+    except OSError as exc:
+        app.notify(f"Cannot write {target}: {exc.strerror or exc}", title="Export failed",
+                   severity="error")
+        return None
+    app.notify(str(target), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})")
+    return target
+
+
+def _recommend_screen(app):
+    stack = app._screen_stacks.get("recommend") if hasattr(app, "_screen_stacks") else None
+    return stack[0] if stack else None
+
+
+# ----- right-sizing -----------------------------------------------------------------------------
+def show_rightsizing(app) -> None:
+    """Right-size from the monitor's observed history (the core decides; we show its lines)."""
+    link = app.monitor
+    engine = getattr(link, "engine", None)
+    if engine is None or getattr(link, "latest", None) is None:
+        app.notify("Right-sizing needs monitor history: start with --source (a GPU host, "
+                   "replay:demo or sim:N) and let it run.", severity="warning")
+        return
+    screen = _recommend_screen(app)
+    app.run_worker(lambda: _rightsize_lines(app, engine), thread=True, group="rightsize",
+                   exclusive=True, exit_on_error=False, name="right-size")
+    if screen is not None:
+        screen.query_one("#rec-side").remove_class("-hidden")
+
+
+def _rightsize_lines(app, engine) -> None:
+    try:
+        from fleet_tui.core.monitor import rightsize
+    except ImportError:
+        app.call_from_thread(app.notify, "Right-sizing is not available in this build.",
+                             severity="warning")
+        return
+    try:
+        report = rightsize.rightsize_from_engine(engine, app.catalog)
+        lines = list(report.lines()) if hasattr(report, "lines") else [str(report)]
+    except Exception as exc:  # shown, not raised: the pane stays usable
+        lines = [f"Right-sizing failed: {exc}"]
+
+    def show() -> None:
+        screen = _recommend_screen(app)
+        if screen is not None:
+            screen.query_one("#rec-side-text", Static).update(
+                "[b $primary]Right-sizing from observed usage[/]\n" + "\n".join(map(escape, lines)))
+
+    app.call_from_thread(show)
