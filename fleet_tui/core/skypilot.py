@@ -118,14 +118,16 @@ def read_source_txt(csv_path: Path) -> SourceInfo:
     if not src.is_file():
         return info
     text = src.read_text(encoding="utf-8", errors="replace")
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    m = re.search(r"Source:\s*([\w.-]+/[\w.-]+)(?:\s*\([^)]*\))?,?\s*path\s+(\S+?),?\s", first + " ")
+    m = re.search(r"Source:\s*([\w.-]+/[\w.-]+).*?\bpath\s+(\S+?)[,\s]", text, re.S)
     if m:
         info.repo_path = f"{m.group(1)}:{m.group(2)}"
-    m = re.search(r"commit\s+([0-9a-f]{7,40})", first)
+    head = text.split("\n\n")[0]
+    m = re.search(r"\b([0-9a-f]{40})\b", head)
     if m:
         info.commit = m.group(1)
-    m = re.search(r"\((\d{4}-\d{2}-\d{2})[^)]*\)", first)
+    # the date of the snapshot: the first date written right after a commit hash, e.g.
+    # "commit 62ff0a9... (2026-05-20 04:50:10 +0000" or "in 4c06102..., 2026-05-07"
+    m = re.search(r"\b[0-9a-f]{40}\b[^0-9\n]{0,12}(\d{4}-\d{2}-\d{2})", head)
     if m:
         info.date = m.group(1)
     return info
@@ -383,11 +385,15 @@ def import_rows(cloud: str, rows: list[_Row], catalog, *, source: str, as_of: st
         if cloud == "gcp":
             mib = None  # GCP GpuInfo is synthesised from a name->size table, not measured
         mem_gib = None
-        if mib is not None and acc is not None and not (0.75 * acc.memory_gib <= mib / 1024 <= 1.1 * acc.memory_gib):
-            if not mflags:
+        if mib is not None and acc is not None and not mflags:
+            # never overstate memory: a smaller variant keeps its own size, a bigger one the nominal
+            if mib / 1024 > 1.1 * acc.memory_gib:
                 flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
                              "nominal used")
                 mib = None
+            elif mib / 1024 < 0.75 * acc.memory_gib:
+                flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
+                             "GpuInfo used (a smaller variant)")
         flags.extend(mflags)
         if mib is not None:
             mem_gib = round(mib / 1024, 3)
