@@ -356,7 +356,7 @@ def _read_file(path: Path) -> _FileResult:
             try:
                 obj = model.model_validate(item)
             except ValidationError as exc:
-                out.extend(pydantic_problems(doc, table, i, exc))
+                out.extend(pydantic_problems(doc, table, i, exc, model))
                 continue
             k = obj.id.lower()
             if k in seen:
@@ -437,6 +437,15 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
         for r in dropped:
             cat.problems.extend(r.problems)
         good = [r for r in good if r not in dropped]
+    # files already rejected: still report instances naming unknown accelerators (validate shows all)
+    for r in results:
+        if r.problems and r.doc is not None and r not in good:
+            for i, d in r.rows:
+                if cat.resolve_accelerator(d["accelerator"]) is None and "excluded" not in d:
+                    msg = problem(r.path, r.doc.line_of("instance", i, "accelerator"), f"instance[{i}].accelerator",
+                                  _unknown("accelerator", d["accelerator"], list(cat.accelerators)))
+                    if msg not in cat.problems:
+                        cat.problems.append(msg)
     merged: dict[tuple[str, str, str], Instance] = {}
     for r in good:
         for _, d in r.rows:

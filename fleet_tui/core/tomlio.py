@@ -120,12 +120,15 @@ def read_toml(path: Path) -> tuple[TomlDoc | None, list[str]]:
         line = int(m.group(1)) if m else getattr(exc, "lineno", None)
         msg = _SYNTAX_LINE.sub("", msg).strip()
         col = f" (column {m.group(2)})" if m else ""
-        return None, [problem(path, line, "", f"TOML syntax error: {msg}{col}")]
+        return None, [problem(path, line, "syntax", f"TOML syntax error: {msg}{col}")]
     return TomlDoc(path, text, data), []
 
 
-def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any) -> list[str]:
+def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any = None) -> list[str]:
     """Turn a pydantic ``ValidationError`` for ``table[index]`` into located problems."""
+    import difflib
+
+    known = list(getattr(model, "model_fields", {}) or {})
     out = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
@@ -134,7 +137,9 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any) -> list[st
         line = doc.line_of(table, index, key)
         kind = err.get("type", "")
         if kind == "extra_forbidden":
-            msg = f"unknown key '{loc[-1] if loc else '?'}'"
+            bad = loc[-1] if loc else "?"
+            near = difflib.get_close_matches(bad, known, n=1) if len(loc) == 1 else []
+            msg = f"unknown key '{bad}'" + (f"; did you mean '{near[0]}'?" if near else "")
         elif kind == "missing":
             msg = "required field is missing"
         else:
@@ -180,7 +185,7 @@ def load_entries(
         try:
             obj = model.model_validate(item)
         except ValidationError as exc:
-            problems.extend(pydantic_problems(doc, table, i, exc))
+            problems.extend(pydantic_problems(doc, table, i, exc, model))
             continue
         ident = getattr(obj, "id", None)
         if ident is not None:

@@ -1,0 +1,244 @@
+"""Catalog loading: bundled data, accelerator specs against the source CSV, user overrides, and
+every class of bad input reported as file:line: field: message with nothing half-loaded."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleet_tui.core.catalog import Instance, build_catalog, load_catalog, validate_paths
+from fleet_tui.core.errors import UserError
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "catalog"
+BAD = FIX / "bad"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dir(tmp_path, monkeypatch):
+    """Each test gets an empty XDG config dir so a developer's own catalogs never leak in."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "fleet-tui" / "catalogs"
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_catalog(include_user=False)
+
+
+def test_bundled_catalog_loads_without_problems(bundled):
+    assert bundled.problems == []
+    assert len(bundled.instances) > 1000
+    assert {"aws", "gcp", "azure", "lambda", "oci", "nebius"} <= set(bundled.clouds)
+
+
+def _csv_rows():
+    with open(FIX / "accelerators.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("row", _csv_rows(), ids=lambda r: r["accelerator"])
+def test_every_csv_accelerator_present_with_its_numbers(bundled, row):
+    acc = bundled.accelerator(row["accelerator"])  # the csv's own name resolves (name or alias)
+    assert acc.memory_gib == pytest.approx(float(row["memory_gib"]))
+    assert acc.source == row["source_url"]
+    pairs = {"bf16_dense_tflops": "bf16", "fp16_dense_tflops": "fp16", "fp8_dense_tflops": "fp8",
+             "int8_dense_tops": "int8", "fp32_tflops": "fp32"}
+    for col, prec in pairs.items():
+        if row[col].strip():
+            assert acc.peak_tflops[prec] == pytest.approx(float(row[col])), prec
+        else:
+            assert prec not in acc.peak_tflops, f"{prec} must stay absent when the source has no figure"
+    for col, attr in (("memory_bandwidth_gbs", "memory_bandwidth_gbs"), ("tdp_watts", "tdp_w"),
+                      ("interconnect_bandwidth_gbs", "interconnect_bandwidth_gbs")):
+        expected = float(row[col]) if row[col].strip() else None
+        assert getattr(acc, attr) == (pytest.approx(expected) if expected is not None else None)
+    assert acc.software_stack in ("CUDA", "ROCm", "Neuron", "SynapseAI", "XLA")
+    assert acc.as_of
+
+
+def test_every_bundled_instance_resolves_to_an_accelerator(bundled):
+    for inst in bundled.instances:
+        assert inst.accelerator in bundled.accelerators, inst
+        assert inst.accelerator_memory_gib > 0
+        assert inst.source and inst.as_of
+
+
+def test_every_bundled_offer_has_a_rankable_price_or_a_reason(bundled):
+    for inst in bundled.instances:
+        if inst.excluded is None:
+            assert any(inst.price(p) for p in ("on-demand", "spot")), inst
+        for p in ("on-demand", "spot", "reserved-1y", "reserved-3y"):
+            v = inst.price(p)
+            assert v is None or v > 0
+
+
+def test_lookup_by_alias_and_case(bundled):
+    assert bundled.accelerator("a100-80gb").id == "A100-80GB"
+    assert bundled.accelerator("H100-MEGA").id == "H100"
+    assert bundled.accelerator("tpu-v5litepod").id == "TPU-v5e"
+    with pytest.raises(UserError, match="did you mean.*H100"):
+        bundled.accelerator("H1000")
+
+
+def test_find_instance_and_suggestions(bundled):
+    rows = bundled.find_instance("P5.48XLARGE")
+    assert len(rows) > 10 and all(r.instance_type == "p5.48xlarge" for r in rows)
+    assert [r.region for r in bundled.find_instance("p5.48xlarge", "us-east-1")] == ["us-east-1"]
+    with pytest.raises(UserError, match="p5.48xlarge"):
+        bundled.find_instance("p5.48xlarg")
+    with pytest.raises(UserError, match="region"):
+        bundled.find_instance("p5.48xlarge", "mars-1")
+
+
+def test_instance_price_helpers():
+    inst = Instance(cloud="x", instance_type="t", region="r", accelerator="H100", accelerator_count=8,
+                    accelerator_memory_gib=80, on_demand_usd_per_hour=40.0, spot_usd_per_hour=50.0,
+                    excluded_pricing=("spot",))
+    assert inst.price("on-demand") == 40.0
+    assert inst.usd_per_gpu_hour("on-demand") == 5.0
+    assert inst.price("spot") is None and inst.raw_price("spot") == 50.0
+    assert inst.price("reserved-1y") is None
+    with pytest.raises(UserError, match="pricing"):
+        inst.price("monthly")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+OVERRIDE = """
+meta.cloud = "aws"
+instance = [
+  {instance_type = "p5.48xlarge", region = "us-east-1", accelerator = "H100", accelerator_count = 8, on_demand_usd_per_hour = 1.5},
+]
+
+[[accelerator]]
+id = "T4"
+name = "My T4"
+vendor = "NVIDIA"
+software_stack = "CUDA"
+memory_gib = 15
+
+[[model]]
+id = "tiny-test"
+layers = 2
+hidden = 64
+intermediate = 128
+heads = 4
+kv_heads = 2
+vocab = 1000
+"""
+
+
+def test_user_catalog_overrides_bundled_same_id(_isolated_user_dir):
+    _write(_isolated_user_dir / "mine.toml", OVERRIDE)
+    cat = load_catalog(reload=True)
+    assert cat.problems == []
+    (p5,) = cat.find_instance("p5.48xlarge", "us-east-1")
+    assert p5.on_demand_usd_per_hour == 1.5
+    assert len(cat.find_instance("p5.48xlarge")) > 1  # other regions still bundled
+    assert cat.accelerator("t4").name == "My T4" and cat.accelerator("T4").memory_gib == 15
+    assert cat.model("TINY-TEST").layers == 2
+    # an accelerator redefined by the user is what instances now point at
+    assert cat.find_instance("g4dn.xlarge")[0].accelerator == "T4"
+
+
+def test_catalog_dir_wins_over_user(_isolated_user_dir, tmp_path):
+    _write(_isolated_user_dir / "mine.toml", OVERRIDE)
+    extra = tmp_path / "extra"
+    _write(extra / "instances" / "aws.toml", OVERRIDE.split("[[accelerator]]")[0].replace("1.5", "2.5"))
+    cat = load_catalog([extra], reload=True)
+    assert cat.find_instance("p5.48xlarge", "us-east-1")[0].on_demand_usd_per_hour == 2.5
+    with pytest.raises(UserError, match="not a directory"):
+        load_catalog([tmp_path / "nope"])
+
+
+def test_broken_user_file_is_reported_and_skipped_whole(_isolated_user_dir):
+    _write(_isolated_user_dir / "good.toml", OVERRIDE)
+    # valid accelerator + a bad instance in the same file: nothing from it may load
+    _write(_isolated_user_dir / "broken.toml", """
+[[accelerator]]
+id = "ZZ-1"
+vendor = "NVIDIA"
+software_stack = "CUDA"
+memory_gib = 10
+
+[[instance]]
+cloud = "aws"
+instance_type = "zz.1"
+region = "us-east-1"
+accelerator = "ZZ-1"
+accelerator_count = 1
+on_demand_usd_per_hour = -3
+""")
+    cat = load_catalog(reload=True)
+    assert any("broken.toml:" in p and "on_demand_usd_per_hour" in p for p in cat.problems)
+    assert cat.resolve_accelerator("ZZ-1") is None
+    assert not [i for i in cat.instances if i.instance_type == "zz.1"]
+    assert cat.find_instance("p5.48xlarge", "us-east-1")[0].on_demand_usd_per_hour == 1.5  # the rest loads
+    assert len(cat.instances) > 1000
+
+
+def test_cache_reused_and_refreshed_on_edit(_isolated_user_dir):
+    f = _write(_isolated_user_dir / "mine.toml", OVERRIDE)
+    a = load_catalog()
+    assert load_catalog() is a
+    f.write_text(OVERRIDE.replace("1.5", "1.75") + "\n")
+    b = load_catalog()
+    assert b is not a and b.find_instance("p5.48xlarge", "us-east-1")[0].on_demand_usd_per_hour == 1.75
+    assert load_catalog(reload=True) is not b
+
+
+# -- each bad-input class gives the right file:line: field ------------------------------------
+
+@pytest.mark.parametrize("name, line, field, words", [
+    ("syntax.toml", 5, "syntax", "TOML syntax error"),
+    ("wrong_type.toml", 6, "accelerator[0].memory_gib", "valid number"),
+    ("unknown_key.toml", 6, "accelerator[0].memory_gb", "did you mean 'memory_gib'"),
+    ("duplicate_id.toml", 8, "accelerator[1].id", "duplicate id"),
+    ("missing_price.toml", 11, "instance[1].on_demand_usd_per_hour", "missing price"),
+    ("nonpositive_price.toml", 9, "instance[0].on_demand_usd_per_hour", "must be > 0"),
+    ("nonpositive_price.toml", 10, "instance[0].spot_usd_per_hour", "must be > 0"),
+    ("instance_problems.toml", 5, "instance[1].accelerator_count", "must be a number"),
+    ("instance_problems.toml", 6, "instance[2].colour", "unknown key"),
+    ("instance_problems.toml", 7, "instance[3].instance_type", "duplicate offer"),
+    ("instance_problems.toml", 8, "instance[4].accelerator", "unknown accelerator 'Z9000'"),
+])
+def test_bad_input_problem_names_file_line_field(name, line, field, words):
+    problems, _ = validate_paths([BAD / name])
+    prefix = f"{BAD / name}:{line}: {field}: "
+    hits = [p for p in problems if p.startswith(prefix)]
+    assert hits, f"no problem starting {prefix!r} in {problems}"
+    assert words in hits[0]
+
+
+def test_bad_files_load_nothing_and_good_ones_still_do(tmp_path):
+    d = tmp_path / "cat"
+    shutil.copytree(BAD, d)
+    _write(d / "ok.toml", OVERRIDE)
+    cat = load_catalog([d], include_user=False, reload=True)
+    assert len(cat.problems) >= 10
+    assert cat.resolve_accelerator("X1") is None  # from the broken accelerator files
+    assert not [i for i in cat.instances if i.cloud == "mycloud"]
+    assert cat.find_instance("p5.48xlarge", "us-east-1")[0].on_demand_usd_per_hour == 1.5
+
+
+def test_missing_required_instance_fields(tmp_path):
+    f = _write(tmp_path / "x.toml", '[[instance]]\ninstance_type = "a"\naccelerator_count = 1\n'
+                                    'on_demand_usd_per_hour = 1.0\n')
+    cat = build_catalog([f])
+    fields = {p.split(": ")[1] for p in cat.problems}
+    assert {"instance[0].cloud", "instance[0].region", "instance[0].accelerator"} <= fields
+    assert all(p.startswith(f"{f}:") for p in cat.problems)
+
+
+def test_unknown_top_level_table_and_meta_key(tmp_path):
+    f = _write(tmp_path / "x.toml", '[meta]\ncloud = "c"\nowner = "me"\n\n[[instanse]]\nid = "a"\n')
+    cat = build_catalog([f])
+    assert any(":3: meta.owner: unknown key" in p for p in cat.problems)
+    assert any(":5: instanse: unknown table" in p and "did you mean 'instance'" in p for p in cat.problems)
