@@ -1,0 +1,478 @@
+"""Fleet roll-ups: many nodes' devices as one view — per node, fleet-wide, and worst offenders first.
+
+``FleetView.from_snapshot(snapshot, diagnoses, instance_prices)`` turns one fleet ``Snapshot`` (any
+source; ``prometheus:URL`` is the usual one) plus the per-device diagnoses of
+``core.monitor.analysis`` into immutable, UI-free data: a nodes × devices grid, per-node roll-ups
+(mean utilization, memory, power, worst diagnosis, idle devices, idle $/h), fleet utilization and
+idle cost, every device ranked worst first, and ``node(name)`` for a drill-down. ``FleetAnalyzer``
+keeps a short window per device across refreshes and runs the analysis on it, so the CLI, the
+exporter and the app's fleet pane get the same view from the same code.
+
+Definitions (stated once here so every surface agrees):
+- *idle*: the device's primary diagnosis is ``idle`` (no kernels ran in the window); without a
+  diagnosis, NVML utilization and SM activity both under 1%.
+- *efficiency* (0-100): the share of the GPU doing work — SM activity (DCGM ``PROF_SM_ACTIVE`` /
+  GPM) where exported, else NVML utilization (which overstates: it counts any kernel as busy).
+- *device price*: the node's $/h divided by the node's device count (instance prices are per
+  instance; ``instance_prices`` maps node -> $/h, key ``"*"`` for every node not named).
+- *idle cost*: the price of idle devices; *waste*: price × (1 - efficiency), which ranks offenders.
+- *stale*: a device whose readings stopped (``state != "ok"`` from the source, e.g. its exporter
+  died); it is shown with the age of its last reading and ranks with the alarms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+
+SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
+STALE_KIND = "stale"  # fleet-level state: the source has no fresh reading for this device
+IDLE_UTIL_MAX_PCT = 1.0  # fallback idle test when no diagnosis is given (NVML reports whole %)
+
+Prices = Mapping[str, float] | float | None
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _diagnosis_dict(d: Any) -> dict[str, Any]:
+    """A diagnosis (analysis.Diagnosis, or any object/dict with kind/confidence/...) as JSON data."""
+    to_dict = getattr(d, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    evidence = _get(d, "evidence", {})
+    if not isinstance(evidence, Mapping):
+        evidence = dict(evidence or ())
+    return {"kind": _get(d, "kind", "unknown"), "confidence": _get(d, "confidence"),
+            "evidence": dict(evidence), "explanation": _get(d, "explanation", ""),
+            "action": _get(d, "action", ""), "severity": _get(d, "severity", "info")}
+
+
+def _diagnoses_of(entry: Any) -> list[dict[str, Any]]:
+    """Accepts an analysis.DeviceAnalysis, a sequence of diagnoses, or None."""
+    if entry is None:
+        return []
+    inner = _get(entry, "diagnoses", None)
+    if inner is not None and not isinstance(entry, (list, tuple)):
+        entry = inner
+    return [_diagnosis_dict(d) for d in entry]
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _r(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, digits)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetDevice:
+    key: str
+    node: str
+    index: int
+    name: str
+    uuid: str
+    vendor: str
+    state: str  # ok | lost | unavailable
+    age_s: float | None
+    gpu_util_pct: float | None
+    sm_active_pct: float | None
+    tensor_active_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    temp_c: float | None
+    primary: str  # primary diagnosis kind, "stale", or "unknown"
+    severity: str  # ok | info | warning | critical
+    confidence: float | None
+    diagnoses: tuple[dict[str, Any], ...]
+    idle: bool
+    efficiency_pct: float | None
+    usd_per_hour: float | None
+    idle_usd_per_hour: float
+    waste_usd_per_hour: float | None
+    error: str | None = None
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes
+
+    @property
+    def alarm(self) -> bool:
+        return self.severity == "critical" or self.state != "ok"
+
+    @property
+    def waste_frac(self) -> float:
+        if self.state != "ok":
+            return 1.0
+        return 1.0 - (self.efficiency_pct or 0.0) / 100.0
+
+    def offender_key(self) -> tuple:
+        """Sort key, worst first: alarms, then money wasted (or the wasted share when unpriced),
+        then severity, then lowest efficiency."""
+        waste = self.waste_usd_per_hour if self.waste_usd_per_hour is not None else self.waste_frac
+        return (not self.alarm, -waste, -SEVERITY_RANK.get(self.severity, 0),
+                self.efficiency_pct if self.efficiency_pct is not None else -1.0,
+                self.node, self.index)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key, "node": self.node, "index": self.index, "name": self.name,
+            "uuid": self.uuid, "vendor": self.vendor, "state": self.state, "error": self.error,
+            "age_s": _r(self.age_s, 1),
+            "gpu_util_pct": _r(self.gpu_util_pct), "sm_active_pct": _r(self.sm_active_pct),
+            "tensor_active_pct": _r(self.tensor_active_pct),
+            "mem_used_bytes": self.mem_used_bytes, "mem_total_bytes": self.mem_total_bytes,
+            "mem_used_pct": _r(self.mem_used_pct), "power_w": _r(self.power_w),
+            "power_limit_w": _r(self.power_limit_w), "temp_c": _r(self.temp_c),
+            "primary": self.primary, "severity": self.severity,
+            "confidence": _r(self.confidence, 3), "idle": self.idle,
+            "efficiency_pct": _r(self.efficiency_pct, 1),
+            "usd_per_hour": _r(self.usd_per_hour, 4),
+            "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+            "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
+            "diagnoses": list(self.diagnoses),
+        }
+
+
+def efficiency_of(d: DeviceSnapshot) -> float | None:
+    if d.state != "ok":
+        return None
+    value = d.sm_active_pct if d.sm_active_pct is not None else d.gpu_util_pct
+    return None if value is None else max(0.0, min(100.0, value))
+
+
+def fleet_device(d: DeviceSnapshot, diagnoses: Sequence[dict[str, Any]],
+                 usd_per_hour: float | None) -> FleetDevice:
+    efficiency = efficiency_of(d)
+    if d.state != "ok":
+        primary, severity, confidence = STALE_KIND, "warning", None
+        if d.state == "lost":
+            primary, severity = "device_lost", "critical"
+        idle = False
+    elif diagnoses:
+        top = diagnoses[0]
+        primary, severity, confidence = top["kind"], top.get("severity") or "info", top.get("confidence")
+        idle = primary == "idle"
+    else:
+        primary, severity, confidence = "unknown", "info", None
+        idle = (d.gpu_util_pct is not None and d.gpu_util_pct < IDLE_UTIL_MAX_PCT
+                and (d.sm_active_pct is None or d.sm_active_pct < IDLE_UTIL_MAX_PCT))
+        if idle:
+            primary = "idle"
+    if diagnoses and d.state == "ok":
+        worst = max(SEVERITY_RANK.get(x.get("severity") or "info", 0) for x in diagnoses)
+        severity = next(k for k, v in SEVERITY_RANK.items() if v == worst)
+    if idle:
+        efficiency = 0.0 if efficiency is None else min(efficiency, IDLE_UTIL_MAX_PCT)
+    waste = None
+    if usd_per_hour is not None:
+        waste = usd_per_hour * (1.0 if d.state != "ok" else 1.0 - (efficiency or 0.0) / 100.0)
+    return FleetDevice(
+        key=d.key, node=d.node, index=d.index, name=d.name, uuid=d.uuid, vendor=d.vendor,
+        state=d.state, age_s=d.age_s, gpu_util_pct=d.gpu_util_pct, sm_active_pct=d.sm_active_pct,
+        tensor_active_pct=d.tensor_active_pct, mem_used_bytes=d.mem_used_bytes,
+        mem_total_bytes=d.mem_total_bytes, power_w=d.power_w, power_limit_w=d.power_limit_w,
+        temp_c=d.temp_c, primary=primary, severity=severity, confidence=confidence,
+        diagnoses=tuple(diagnoses), idle=idle, efficiency_pct=efficiency,
+        usd_per_hour=usd_per_hour,
+        idle_usd_per_hour=(usd_per_hour or 0.0) if idle else 0.0,
+        waste_usd_per_hour=waste, error=d.error)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRollup:
+    node: str
+    devices: tuple[FleetDevice, ...]  # by device index (the grid row)
+    mean_gpu_util_pct: float | None
+    mean_sm_active_pct: float | None
+    mem_used_bytes: int
+    mem_total_bytes: int
+    power_w: float
+    worst: FleetDevice | None  # worst offender on this node
+    idle_devices: int
+    stale_devices: int
+    usd_per_hour: float | None
+    idle_usd_per_hour: float
+    waste_usd_per_hour: float | None
+    efficiency_pct: float | None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def device_count(self) -> int:
+        return len(self.devices)
+
+    @property
+    def worst_kind(self) -> str:
+        return self.worst.primary if self.worst else "unknown"
+
+    @property
+    def worst_severity(self) -> str:
+        return self.worst.severity if self.worst else "info"
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        return 100.0 * self.mem_used_bytes / self.mem_total_bytes if self.mem_total_bytes else None
+
+    def offender_key(self) -> tuple:
+        worst = self.worst.offender_key() if self.worst else (True,)
+        waste = (self.waste_usd_per_hour if self.waste_usd_per_hour is not None
+                 else sum(d.waste_frac for d in self.devices))
+        return (worst[0], -waste, -self.idle_devices, self.node)
+
+    def to_dict(self, *, with_devices: bool = True) -> dict[str, Any]:
+        out = {
+            "node": self.node, "devices": self.device_count,
+            "mean_gpu_util_pct": _r(self.mean_gpu_util_pct),
+            "mean_sm_active_pct": _r(self.mean_sm_active_pct),
+            "mem_used_bytes": self.mem_used_bytes, "mem_total_bytes": self.mem_total_bytes,
+            "mem_used_pct": _r(self.mem_used_pct), "power_w": _r(self.power_w),
+            "worst_kind": self.worst_kind, "worst_severity": self.worst_severity,
+            "worst_device": self.worst.key if self.worst else None,
+            "idle_devices": self.idle_devices, "stale_devices": self.stale_devices,
+            "usd_per_hour": _r(self.usd_per_hour, 4),
+            "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+            "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
+            "efficiency_pct": _r(self.efficiency_pct, 1), "errors": list(self.errors),
+        }
+        if with_devices:
+            out["device_list"] = [d.to_dict() for d in self.devices]
+        return out
+
+
+def _node_rollup(node: str, devices: list[FleetDevice], errors: Sequence[str]) -> NodeRollup:
+    devices.sort(key=lambda d: (d.index, d.uuid))
+    ok = [d for d in devices if d.state == "ok"]
+    priced = [d.usd_per_hour for d in devices if d.usd_per_hour is not None]
+    price = sum(priced) if priced else None
+    waste = (sum(d.waste_usd_per_hour or 0.0 for d in devices) if price is not None else None)
+    eff = _weighted_efficiency(devices)
+    return NodeRollup(
+        node=node, devices=tuple(devices),
+        mean_gpu_util_pct=_mean(d.gpu_util_pct for d in ok),
+        mean_sm_active_pct=_mean(d.sm_active_pct for d in ok),
+        mem_used_bytes=sum(d.mem_used_bytes or 0 for d in devices),
+        mem_total_bytes=sum(d.mem_total_bytes or 0 for d in devices),
+        power_w=sum(d.power_w or 0.0 for d in ok),
+        worst=min(devices, key=FleetDevice.offender_key) if devices else None,
+        idle_devices=sum(d.idle for d in devices),
+        stale_devices=sum(d.state != "ok" for d in devices),
+        usd_per_hour=price, idle_usd_per_hour=sum(d.idle_usd_per_hour for d in devices),
+        waste_usd_per_hour=waste, efficiency_pct=eff,
+        errors=tuple(e for e in errors if e.startswith(f"{node}:")))
+
+
+def _weighted_efficiency(devices: Sequence[FleetDevice]) -> float | None:
+    """Price-weighted mean efficiency (plain mean when unpriced); stale devices count as 0."""
+    num = den = 0.0
+    for d in devices:
+        weight = d.usd_per_hour if d.usd_per_hour else 1.0
+        eff = 0.0 if d.state != "ok" else d.efficiency_pct
+        if eff is None:
+            continue
+        num += weight * eff
+        den += weight
+    return num / den if den else None
+
+
+def node_prices(devices: Iterable[DeviceSnapshot], instance_prices: Prices) -> dict[str, float]:
+    """$/h per device by node, from per-node instance prices (or one price for every node)."""
+    if instance_prices is None:
+        return {}
+    counts: dict[str, int] = {}
+    for d in devices:
+        counts[d.node] = counts.get(d.node, 0) + 1
+    out = {}
+    for node, n in counts.items():
+        if isinstance(instance_prices, (int, float)):
+            price = float(instance_prices)
+        else:
+            price = instance_prices.get(node, instance_prices.get("*"))
+        if price is not None and n:
+            out[node] = float(price) / n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    timestamp: float
+    source: str
+    nodes: tuple[NodeRollup, ...]  # worst first
+    offenders: tuple[FleetDevice, ...]  # every device, worst first
+    utilization_pct: float | None  # mean NVML utilization of reporting devices
+    sm_active_pct: float | None
+    efficiency_pct: float | None
+    usd_per_hour: float | None
+    idle_usd_per_hour: float
+    waste_usd_per_hour: float | None
+    idle_devices: int
+    stale_devices: int
+    errors: tuple[str, ...] = ()
+    message: str | None = None
+    _by_node: dict[str, NodeRollup] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def device_count(self) -> int:
+        return len(self.offenders)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def node(self, name: str) -> NodeRollup:
+        """Drill-down; KeyError names the nearest node names."""
+        try:
+            return self._by_node[name]
+        except KeyError:
+            import difflib
+
+            near = difflib.get_close_matches(name, list(self._by_node), n=3)
+            hint = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise KeyError(f"no node {name!r} in the fleet{hint}") from None
+
+    def grid(self) -> list[tuple[str, tuple[FleetDevice, ...]]]:
+        """Rows of the nodes × devices grid, worst node first."""
+        return [(n.node, n.devices) for n in self.nodes]
+
+    def to_dict(self, *, devices: bool = True) -> dict[str, Any]:
+        return {
+            "timestamp": round(self.timestamp, 3), "source": self.source, "kind": "fleet",
+            "message": self.message, "errors": list(self.errors),
+            "fleet": {
+                "nodes": self.node_count, "devices": self.device_count,
+                "utilization_pct": _r(self.utilization_pct),
+                "sm_active_pct": _r(self.sm_active_pct),
+                "efficiency_pct": _r(self.efficiency_pct, 1),
+                "usd_per_hour": _r(self.usd_per_hour, 4),
+                "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+                "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
+                "idle_devices": self.idle_devices, "stale_devices": self.stale_devices,
+            },
+            "nodes": [n.to_dict(with_devices=devices) for n in self.nodes],
+            "offenders": [d.key for d in self.offenders],
+        }
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot, diagnoses: Mapping[str, Any] | None = None,
+                      instance_prices: Prices = None) -> "FleetView":
+        """``diagnoses`` maps ``DeviceSnapshot.key`` to an ``analysis.DeviceAnalysis`` (or a list
+        of diagnoses); ``instance_prices`` is $/h per node (``"*"`` = any node) or one number."""
+        diagnoses = diagnoses or {}
+        per_device_price = node_prices(snapshot.devices, instance_prices)
+        by_node: dict[str, list[FleetDevice]] = {}
+        for d in snapshot.devices:
+            fd = fleet_device(d, _diagnoses_of(diagnoses.get(d.key)), per_device_price.get(d.node))
+            by_node.setdefault(d.node, []).append(fd)
+        nodes = [_node_rollup(node, devs, snapshot.errors) for node, devs in by_node.items()]
+        nodes.sort(key=NodeRollup.offender_key)
+        devices = [fd for n in nodes for fd in n.devices]
+        ok = [d for d in devices if d.state == "ok"]
+        priced = [d.usd_per_hour for d in devices if d.usd_per_hour is not None]
+        price = sum(priced) if priced else None
+        return cls(
+            timestamp=snapshot.timestamp, source=snapshot.source, nodes=tuple(nodes),
+            offenders=tuple(sorted(devices, key=FleetDevice.offender_key)),
+            utilization_pct=_mean(d.gpu_util_pct for d in ok),
+            sm_active_pct=_mean(d.sm_active_pct for d in ok),
+            efficiency_pct=_weighted_efficiency(devices),
+            usd_per_hour=price,
+            idle_usd_per_hour=sum(d.idle_usd_per_hour for d in devices),
+            waste_usd_per_hour=(sum(d.waste_usd_per_hour or 0.0 for d in devices)
+                                if price is not None else None),
+            idle_devices=sum(d.idle for d in devices),
+            stale_devices=sum(d.state != "ok" for d in devices),
+            errors=snapshot.errors, message=snapshot.message,
+            _by_node={n.node: n for n in nodes},
+        )
+
+
+def fleet_json(snapshot: Snapshot, diagnoses: Mapping[str, Any] | None = None,
+               instance_prices: Prices = None, *, devices: bool = True) -> dict[str, Any]:
+    """The fleet view as JSON-ready data (``monitor --once --json`` for a fleet source)."""
+    return FleetView.from_snapshot(snapshot, diagnoses, instance_prices).to_dict(devices=devices)
+
+
+class FleetAnalyzer:
+    """Per-device windows across refreshes + the single-box analysis on each, for a whole fleet.
+
+    Prometheus data changes only when a scrape lands, so a refresh that returns the same reading
+    (same timestamp) does not add a sample: windows hold distinct readings. Devices unseen for
+    ``forget_after_s`` are dropped, so memory stays flat as nodes come and go.
+    """
+
+    def __init__(self, window_s: float = 30.0, max_samples: int = 32, forget_after_s: float = 900.0,
+                 growth_lookback_s: float = 600.0):
+        self.window_s = window_s
+        self.max_samples = max_samples
+        self.forget_after_s = forget_after_s
+        self.growth_lookback_s = growth_lookback_s
+        self._windows: dict[str, deque[DeviceSnapshot]] = {}
+        self._growth: dict[str, deque[tuple[float, float]]] = {}
+        self._last_seen: dict[str, float] = {}
+
+    def add(self, snapshot: Snapshot) -> None:
+        now = snapshot.timestamp
+        for d in snapshot.devices:
+            if d.state != "ok":
+                continue
+            window = self._windows.get(d.key)
+            if window is None:
+                window = self._windows[d.key] = deque(maxlen=self.max_samples)
+                self._growth[d.key] = deque(maxlen=64)
+            ts = d.timestamp or now
+            if window and window[-1].timestamp >= ts:
+                continue  # the same scrape again
+            window.append(d)
+            while window and ts - window[0].timestamp > self.window_s:
+                window.popleft()
+            if d.mem_used_bytes is not None:
+                growth = self._growth[d.key]
+                growth.append((ts, float(d.mem_used_bytes)))
+                while growth and ts - growth[0][0] > self.growth_lookback_s:
+                    growth.popleft()
+            self._last_seen[d.key] = now
+        for key in [k for k, t in self._last_seen.items() if now - t > self.forget_after_s]:
+            self._windows.pop(key, None)
+            self._growth.pop(key, None)
+            del self._last_seen[key]
+
+    def diagnose(self) -> dict[str, Any]:
+        from fleet_tui.core.monitor.analysis import analyze_device_window
+
+        out = {}
+        for key, window in self._windows.items():
+            if window:
+                out[key] = analyze_device_window(list(window), growth_points=list(self._growth[key]))
+        return out
+
+    def update(self, snapshot: Snapshot, instance_prices: Prices = None) -> FleetView:
+        """Add a refresh and return the fleet view with fresh diagnoses."""
+        self.add(snapshot)
+        return FleetView.from_snapshot(snapshot, self.diagnose(), instance_prices)
+
+
+def instance_price_usd_per_hour(instance_type: str, *, pricing: str = "on-demand",
+                                catalog_dirs: Sequence[str] = ()) -> float:
+    """The cheapest listed ``pricing`` price of an instance type across regions (UserError for an
+    unknown type, naming the nearest ones)."""
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.errors import UserError
+
+    offers = load_catalog(catalog_dirs).find_instance(instance_type)
+    prices = [p for p in (o.price(pricing) for o in offers) if p is not None]
+    if not prices:
+        raise UserError(f"--instance {instance_type}: the catalog lists no {pricing} price for it")
+    return min(prices)
