@@ -14,7 +14,8 @@ from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, Proces
 
 RECORDING_FORMAT = "fleet-tui-recording/1"
 
-_DEVICE_FIELDS = {f.name for f in dataclasses.fields(DeviceSnapshot)}
+_DEVICE_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(DeviceSnapshot))
+_DEVICE_FIELDS = set(_DEVICE_FIELD_ORDER)
 _HOST_FIELDS = {f.name for f in dataclasses.fields(HostSnapshot)}
 _PROCESS_FIELDS = {f.name for f in dataclasses.fields(ProcessInfo)}
 _SNAPSHOT_FIELDS = {f.name for f in dataclasses.fields(Snapshot)}
@@ -27,7 +28,7 @@ def process_to_dict(p: ProcessInfo) -> dict[str, Any]:
 
 def device_to_dict(d: DeviceSnapshot) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in _DEVICE_FIELDS:
+    for name in _DEVICE_FIELD_ORDER:
         value = getattr(d, name)
         if name == "processes":
             value = [process_to_dict(p) for p in value]

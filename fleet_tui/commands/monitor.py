@@ -1,0 +1,353 @@
+"""``fleet-tui monitor | analyze | record | rightsize``: the live monitor without the app.
+
+Engine imports happen inside handlers so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+_S = argparse.SUPPRESS  # re-declared app flags keep a value given before the subcommand
+
+
+def _app_flags(p: argparse.ArgumentParser, *, instance: bool = True, interval: bool = True) -> None:
+    p.add_argument("--source", default=_S,
+                   help="auto (default), nvml, hpu, neuron, sim[:N], replay:PATH, prometheus:URL")
+    if instance:
+        p.add_argument("--instance", default=_S, metavar="TYPE",
+                       help="catalog instance type this machine is, for cost (e.g. p5.48xlarge)")
+    if interval:
+        p.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+                       help="seconds between samples (>= 0.25, default 1)")
+    p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
+                   help="extra catalog directory (repeatable)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    m = subparsers.add_parser(
+        "monitor", help="live accelerator readings, diagnoses, cost and alerts without the app",
+        description="Sample accelerators and print readings with the bottleneck diagnosis. "
+                    "--once prints one reading (like gpustat --json); --headless prints one line "
+                    "per interval; --alerts prints only alerts, as JSON lines.")
+    mode = m.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="one reading, then exit")
+    mode.add_argument("--headless", action="store_true",
+                      help="one reading per interval until --count or Ctrl-C (the default)")
+    mode.add_argument("--alerts", action="store_true",
+                      help="only alerts, as JSON lines, until --count or Ctrl-C")
+    m.add_argument("--json", action="store_true", help="JSON (JSON lines when repeating)")
+    m.add_argument("--count", type=int, default=None, metavar="N", help="stop after N readings")
+    m.add_argument("--window", type=float, default=5.0, metavar="SECONDS",
+                   help="diagnosis window in seconds (default 5)")
+    m.add_argument("--rules", action="append", default=None, metavar="FILE",
+                   help="alert rules TOML instead of the bundled + user rules (repeatable)")
+    m.add_argument("--record", default=None, metavar="DB",
+                   help="also record samples to this SQLite history database")
+    _app_flags(m)
+    m.set_defaults(func=_cmd_monitor)
+
+    a = subparsers.add_parser(
+        "analyze", help="diagnose a recorded trace offline (window by window)",
+        description="Replay a trace (the raw H200 capture format or a fleet-tui recording; "
+                    "'demo' = the bundled labelled H200 trace) and diagnose each window.")
+    a.add_argument("trace", metavar="TRACE", help="path to a .jsonl trace, or 'demo'")
+    a.add_argument("--window", type=float, default=5.0, metavar="SECONDS",
+                   help="window length in seconds (default 5)")
+    a.add_argument("--step", type=float, default=None, metavar="SECONDS",
+                   help="start a window every SECONDS (default: back to back)")
+    a.add_argument("--json", action="store_true", help="JSON list of windows")
+    a.set_defaults(func=_cmd_analyze)
+
+    r = subparsers.add_parser(
+        "record", help="record samples to a SQLite history database (WAL, crash-safe)",
+        description="Sample a source and write every tick to SQLite in one transaction. Raw "
+                    "samples are kept 24 h, then folded into one-minute means kept 30 days.")
+    r.add_argument("--db", default=None, metavar="PATH",
+                   help="database file (default: ~/.local/share/fleet-tui/history.db)")
+    r.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds (default: until Ctrl-C)")
+    r.add_argument("--raw-retention", default="24h", metavar="DURATION",
+                   help="keep raw samples this long (default 24h)")
+    r.add_argument("--rollup-retention", default="30d", metavar="DURATION",
+                   help="keep one-minute means this long (default 30d)")
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON line per committed tick")
+    _app_flags(r, instance=False, interval=False)
+    r.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+                   help="seconds between samples (default 1; >= 0.01 for recording)")
+    r.set_defaults(func=_cmd_record)
+
+    z = subparsers.add_parser(
+        "rightsize", help="usage percentiles from recorded history and the cheaper instance "
+                          "that would have held them",
+        description="Per device mean/median/p95/p99 of utilization and memory from a history "
+                    "database, and the cheapest catalog instances that hold the observed p99 "
+                    "memory and compute (+10%), with monthly savings against --instance.")
+    z.add_argument("--db", default=None, metavar="PATH", help="history database (default: "
+                                                               "~/.local/share/fleet-tui/history.db)")
+    z.add_argument("--since", default="7d", metavar="DURATION",
+                   help="how far back from the newest sample (default 7d; e.g. 12h, 30m)")
+    z.add_argument("--pricing", default="on-demand",
+                   choices=("on-demand", "spot", "reserved-1y", "reserved-3y"))
+    z.add_argument("--top", type=int, default=5, metavar="N", help="candidates to list (default 5)")
+    z.add_argument("--json", action="store_true", help="JSON report")
+    _app_flags(z, interval=False)
+    z.set_defaults(func=_cmd_rightsize)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    v = getattr(args, name, None)
+    return default if v is None else v
+
+
+def _open(spec: str, interval: float):
+    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+
+    kind = parse_source_spec(spec).kind
+    if kind == "sim":
+        return open_source(spec, interval_s=interval)
+    return open_source(spec)
+
+
+def _catalog(args: argparse.Namespace):
+    from fleet_tui.core.catalog import load_catalog
+
+    return load_catalog(extra_dirs=_opt(args, "catalog_dir", []) or [])
+
+
+def _duration(flag: str, value: str) -> float:
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.alerts import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise UserError(f"{flag} {value!r}: {exc}") from None
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
+    if v is None:
+        return "N/A"
+    return f"{v:.{digits}f}{unit}"
+
+
+def _device_line(d, analysis) -> list[str]:
+    mem = "N/A"
+    if d.mem_used_bytes is not None and d.mem_total_bytes:
+        mem = f"{d.mem_used_bytes / 2**30:.1f}/{d.mem_total_bytes / 2**30:.0f} GiB"
+    primary = analysis.primary if analysis is not None else "-"
+    conf = analysis.primary_diagnosis.confidence if analysis is not None and analysis.diagnoses else None
+    return [str(d.index), d.name[:28], d.state, _fmt(d.gpu_util_pct, "%"),
+            _fmt(d.sm_active_pct, "%"), _fmt(d.tensor_active_pct, "%"), mem,
+            _fmt(d.temp_c, "C"), _fmt(d.power_w, "W"),
+            primary + (f" ({conf:.0%})" if conf is not None else "")]
+
+
+_HEADERS = ["gpu", "name", "state", "util", "sm", "tensor", "memory", "temp", "power", "diagnosis"]
+
+
+def _tick_json(tick) -> dict[str, Any]:
+    from fleet_tui.core.monitor.serialize import snapshot_to_dict
+
+    snap = snapshot_to_dict(tick.snapshot)
+    for dev, d in zip(snap["devices"], tick.snapshot.devices):
+        an = tick.analyses.get(d.key)
+        dev["diagnosis"] = an.to_dict() if an is not None else None
+    snap["cost"] = tick.cost.to_dict() if tick.cost is not None else None
+    snap["alerts"] = [a.to_dict() for a in tick.new_alerts]
+    return snap
+
+
+def _print_tick_text(tick, stream) -> None:
+    from fleet_tui.commands._output import format_table
+
+    snap = tick.snapshot
+    head = f"{snap.source} ({snap.source_kind})"
+    if snap.message:
+        head += f": {snap.message}"
+    stream.write(head + "\n")
+    if snap.devices:
+        rows = [_device_line(d, tick.analyses.get(d.key)) for d in snap.devices]
+        stream.write(format_table(_HEADERS, rows) + "\n")
+        for f in tick.diagnoses[:6]:
+            stream.write(f"  {f.device}: {f.kind} ({f.confidence:.0%}) {f.evidence[0]}\n")
+            stream.write(f"    -> {f.actions[0]}\n")
+    if tick.cost is not None:
+        stream.write("  cost: " + "; ".join(f"{k} {v}" for k, v in tick.cost.lines()) + "\n")
+    for a in tick.new_alerts:
+        stream.write(f"  ALERT [{a.severity}] {a.rule}: {a.message}\n")
+    stream.flush()
+
+
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.alerts import strict_rules
+    from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
+
+    spec = _opt(args, "source", "auto")
+    interval = _opt(args, "interval", 1.0)
+    if interval < MIN_INTERVAL_S:
+        raise UserError(f"--interval {interval:g}: must be at least {MIN_INTERVAL_S} seconds")
+    if args.count is not None and args.count < 1:
+        raise UserError(f"--count {args.count}: must be at least 1")
+    if args.window <= 0:
+        raise UserError(f"--window {args.window:g}: must be positive")
+    rules = strict_rules(args.rules) if args.rules else None
+    source = _open(spec, interval)
+    instance = _opt(args, "instance")
+    catalog = _catalog(args) if instance else None
+    if instance:
+        catalog.find_instance(instance)  # a wrong name fails now, with suggestions
+    recorder = None
+    if args.record:
+        from fleet_tui.core.monitor.recorder import Recorder
+
+        recorder = Recorder(args.record)
+    engine = MonitorEngine(source, interval=interval, window_s=args.window, instance=instance,
+                           alert_rules=rules, recorder=recorder, catalog=catalog)
+    for problem in engine.rule_problems:
+        print(f"fleet-tui: warning: alert rule skipped: {problem}", file=sys.stderr)
+    out = sys.stdout
+    count = 1 if args.once else args.count
+
+    def on_tick(tick) -> None:
+        if args.alerts:
+            for a in tick.new_alerts:
+                out.write(json.dumps(a.to_dict(), allow_nan=False) + "\n")
+            out.flush()
+        elif args.json:
+            indent = 2 if args.once else None
+            out.write(json.dumps(_tick_json(tick), allow_nan=False, indent=indent) + "\n")
+            out.flush()
+        else:
+            _print_tick_text(tick, out)
+
+    engine.subscribe(on_tick)
+    try:
+        asyncio.run(engine.run(count=count))
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return 0
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.analysis import analyze_trace
+    from fleet_tui.core.monitor.trace import iter_trace
+
+    if args.window <= 0:
+        raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
+    if args.step is not None and args.step <= 0:
+        raise UserError(f"--step {args.step:g}: must be a positive number of seconds")
+    windows = analyze_trace(iter_trace(args.trace), window_s=args.window, step_s=args.step)
+    if args.json:
+        print_json([w.to_dict() for w in windows])
+        return 0
+    rows = []
+    for w in windows:
+        d = w.primary_diagnosis
+        others = ", ".join(x.kind for x in w.diagnoses[1:])
+        rows.append([f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
+                     w.primary, f"{d.confidence:.2f}" if d else "", others])
+    print_table(["start", "end", "gpu", "phase", "primary", "conf", "also"], rows)
+    return 0
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    import asyncio
+    import time
+
+    from fleet_tui.core import paths
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.engine import MonitorEngine
+    from fleet_tui.core.monitor.recorder import Recorder
+
+    spec = _opt(args, "source", "auto")
+    interval = _opt(args, "interval", 1.0)
+    if not interval >= 0.01:
+        raise UserError(f"--interval {interval:g}: must be at least 0.01 seconds for recording")
+    if args.duration is not None and args.duration <= 0:
+        raise UserError(f"--duration {args.duration:g}: must be positive")
+    raw_s = _duration("--raw-retention", args.raw_retention)
+    roll_s = _duration("--rollup-retention", args.rollup_retention)
+    db = args.db or str(paths.default_history_db())
+    source = _open(spec, interval)
+    recorder = Recorder(db, raw_retention_s=raw_s, rollup_retention_s=roll_s)
+    engine = MonitorEngine(source, interval=interval, alert_rules=[], recorder=recorder,
+                           min_interval_s=0.01, usd_per_hour=None, instance=None)
+    started = time.monotonic()
+    no_device_said = False
+
+    def on_tick(tick) -> None:
+        nonlocal no_device_said
+        if args.json:
+            sys.stdout.write(json.dumps({"tick": tick.seq, "ts": tick.snapshot.timestamp,
+                                         "devices": len(tick.snapshot.devices)}) + "\n")
+            sys.stdout.flush()
+        if not tick.snapshot.devices and not no_device_said:
+            no_device_said = True
+            print(f"fleet-tui: {tick.snapshot.message or 'no devices'}; recording nothing",
+                  file=sys.stderr)
+        if args.duration is not None and time.monotonic() - started >= args.duration:
+            engine.stop()
+
+    engine.subscribe(on_tick)
+    print(f"recording {spec} every {interval:g} s to {db}", file=sys.stderr)
+    try:
+        asyncio.run(engine.run())
+    finally:
+        recorder.close()
+    return 0
+
+
+def _cmd_rightsize(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.core import paths
+    from fleet_tui.core.monitor.rightsize import rightsize
+
+    since = None if args.since in ("all", "") else _duration("--since", args.since)
+    db = args.db or str(paths.default_history_db())
+    report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
+                       pricing=args.pricing, top=args.top)
+    if args.json:
+        print_json(report.to_dict())
+        return 0
+    rows = []
+    for d in report.devices:
+        rows.append([str(d.index), d.name[:28], str(d.samples),
+                     *(_fmt(getattr(d.gpu_util_pct, k), "%") for k in ("mean", "median", "p95", "p99")),
+                     _fmt(d.sm_active_pct.p99, "%"),
+                     *(_fmt(getattr(d.mem_used_gib, k), "", 1) for k in ("mean", "p99")),
+                     _fmt(d.mem_total_gib, "", 0)])
+    print_table(["gpu", "name", "samples", "util mean", "median", "p95", "p99", "sm p99",
+                 "mem GiB mean", "p99", "total"], rows)
+    print()
+    if report.need_mem_per_device_gib is not None:
+        need = (f"needs (p99 + 10%): {report.need_mem_per_device_gib:.1f} GiB per device, "
+                f"{report.need_mem_total_gib:.1f} GiB total")
+        if report.need_bf16_tflops is not None:
+            need += f", {report.need_bf16_tflops:.0f} bf16 TFLOP/s"
+        print(need)
+    if report.current is not None:
+        c = report.current
+        print(f"current: {c.instance_type} ({c.cloud}, {c.region}) ${c.usd_per_hour:,.2f}/h = "
+              f"${c.usd_per_month:,.0f}/month")
+    if report.candidates:
+        print_table(["cloud", "instance", "region", "accelerator", "count", "$/h", "$/month",
+                     "saves $/month"],
+                    [[c.cloud, c.instance_type, c.region, c.accelerator, str(c.accelerator_count),
+                      f"{c.usd_per_hour:,.2f}", f"{c.usd_per_month:,.0f}",
+                      "" if c.savings_usd_per_month is None else f"{c.savings_usd_per_month:,.0f}"]
+                     for c in report.candidates])
+    for n in report.notes:
+        print(f"note: {n}")
+    return 0

@@ -1,0 +1,311 @@
+"""Alert rules (TOML) and their evaluation: threshold + duration, de-duplicated with a cooldown.
+
+Rules come from the bundled ``catalogs/monitor/alerts.toml`` and the user's
+``~/.config/fleet-tui/alerts.toml`` (same name = replace; ``enabled = false`` = off). A broken rule
+is reported as ``file:line: field: message`` and skipped; the others still load.
+
+A rule fires when its condition has held without interruption for ``duration``; while the condition
+lasts it fires again only after ``cooldown``. When the condition clears, the timer resets.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet_tui.core import paths
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis
+from fleet_tui.core.monitor.history import metric_value
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+
+SEVERITIES = ("info", "warning", "critical")
+OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+       "<=": lambda a, b: a <= b}
+MACHINE_METRICS = ("cost_usd_per_day", "cost_usd_per_hour", "cost_usd_so_far")
+DEVICE_METRICS = ("gpu_util_pct", "mem_util_pct", "mem_used_pct", "mem_used_bytes", "temp_c",
+                  "power_w", "power_pct", "sm_clock_mhz", "mem_clock_mhz", "sm_active_pct",
+                  "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct",
+                  "fp16_active_pct", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_bytes_s",
+                  "nvlink_rx_bytes_s", "nvlink_tx_bytes_s", "ecc_corrected", "ecc_uncorrected")
+_KEYS = ("name", "metric", "diagnosis", "op", "threshold", "duration", "severity", "cooldown",
+         "message", "min_confidence", "enabled")
+MACHINE_KEY = "machine"
+
+
+def bundled_rules_path() -> Path:
+    return paths.bundled_catalog_dir() / "monitor" / "alerts.toml"
+
+
+def user_rules_path() -> Path:
+    return paths.user_config_dir() / "alerts.toml"
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_S = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a number or a string like "30s", "10m", "2h", "1d"; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError("not a duration")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    m = _DURATION.match(str(value))
+    if not m:
+        raise ValueError(f"{value!r} is not a duration (use seconds, or '30s', '10m', '2h', '1d')")
+    unit = m.group(2).lower() if m.group(2) else None
+    return float(m.group(1)) * _UNIT_S[unit]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    name: str
+    severity: str
+    duration_s: float
+    cooldown_s: float
+    metric: str | None = None
+    diagnosis: str | None = None
+    op: str = ">"
+    threshold: float | None = None
+    min_confidence: float = 0.5
+    message: str | None = None
+    enabled: bool = True
+    source: str = ""  # file:line the rule came from
+
+    @property
+    def machine_wide(self) -> bool:
+        return self.metric in MACHINE_METRICS
+
+    def describe(self) -> str:
+        what = (f"{self.metric} {self.op} {self.threshold:g}" if self.metric
+                else f"diagnosis {self.diagnosis}")
+        return f"{what} for {self.duration_s:g} s"
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One alert event (immutable). ``since`` = when the condition started, ``at`` = when fired."""
+
+    rule: str
+    severity: str
+    message: str
+    device_key: str
+    device_index: int | None
+    at: float
+    since: float
+    value: float | str | None = None
+    threshold: float | None = None
+
+    @property
+    def title(self) -> str:
+        where = "" if self.device_index is None else f" (GPU {self.device_index})"
+        return f"{self.rule}{where}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "severity": self.severity, "message": self.message,
+                "device_key": self.device_key, "device": self.device_index, "at": self.at,
+                "since": self.since, "value": self.value, "threshold": self.threshold}
+
+
+def _problem(path: Path, line: int | None, field: str, msg: str) -> str:
+    from fleet_tui.core.tomlio import problem
+
+    return problem(path, line, field, msg)
+
+
+def parse_rules_file(path: Path) -> tuple[list[AlertRule], list[str]]:
+    """Rules of one file and the problems found; bad rules are skipped, good ones kept."""
+    from fleet_tui.core.tomlio import read_toml
+
+    doc, probs = read_toml(path)
+    if doc is None:
+        return [], probs
+    problems: list[str] = []
+    for key in doc.data:
+        if key != "rule":
+            problems.append(_problem(path, doc.line_of(None, key=key) or doc.line_of(key), key,
+                                     f"unknown table or key '{key}' (allowed: [[rule]])"))
+    entries = doc.data.get("rule", [])
+    if not isinstance(entries, list):
+        problems.append(_problem(path, doc.line_of(None, key="rule"), "rule",
+                                 "must be an array of tables: [[rule]]"))
+        return [], problems
+    rules = []
+    for i, entry in enumerate(entries):
+        rule, errs = _parse_rule(doc, i, entry)
+        problems += errs
+        if rule is not None:
+            rules.append(rule)
+    return rules, problems
+
+
+def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
+    path = doc.path
+    errs: list[str] = []
+    start = doc.line_of("rule", i)
+
+    def err(key: str | None, msg: str) -> None:
+        line = doc.line_of("rule", i, key) if key else start
+        errs.append(_problem(path, line or start, f"rule[{i}]" + (f".{key}" if key else ""), msg))
+
+    if not isinstance(entry, dict):
+        err(None, "each [[rule]] must be a table")
+        return None, errs
+    for key in entry:
+        if key not in _KEYS:
+            near = difflib.get_close_matches(key, _KEYS, n=1)
+            err(key, f"unknown key '{key}'" + (f"; did you mean '{near[0]}'?" if near else "")
+                + f" (allowed: {', '.join(_KEYS)})")
+    name = entry.get("name")
+    if not isinstance(name, str) or not name.strip():
+        err("name" if "name" in entry else None, "every rule needs a name (a non-empty string)")
+        name = None
+    metric, diagnosis = entry.get("metric"), entry.get("diagnosis")
+    if (metric is None) == (diagnosis is None):
+        err(None, "give exactly one of 'metric' or 'diagnosis'")
+    if metric is not None and metric not in DEVICE_METRICS + MACHINE_METRICS:
+        near = difflib.get_close_matches(str(metric), DEVICE_METRICS + MACHINE_METRICS, n=1)
+        err("metric", f"unknown metric {metric!r}" + (f"; did you mean {near[0]!r}?" if near else "")
+            + f" (allowed: {', '.join(DEVICE_METRICS + MACHINE_METRICS)})")
+    if diagnosis is not None and diagnosis not in KINDS:
+        near = difflib.get_close_matches(str(diagnosis), KINDS, n=1)
+        err("diagnosis", f"unknown diagnosis {diagnosis!r}"
+            + (f"; did you mean {near[0]!r}?" if near else "") + f" (allowed: {', '.join(KINDS)})")
+    op = entry.get("op", ">")
+    if op not in OPS:
+        err("op", f"unknown comparison {op!r} (allowed: {', '.join(OPS)})")
+    threshold = entry.get("threshold")
+    if metric is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            err("threshold" if "threshold" in entry else None,
+                "a metric rule needs a numeric 'threshold'")
+    severity = entry.get("severity", "warning")
+    if severity not in SEVERITIES:
+        err("severity", f"unknown severity {severity!r} (allowed: {', '.join(SEVERITIES)})")
+    durations = {}
+    for key, default in (("duration", 0), ("cooldown", 600)):
+        try:
+            durations[key] = parse_duration(entry.get(key, default))
+        except ValueError as exc:
+            err(key, str(exc))
+    min_conf = entry.get("min_confidence", 0.5)
+    if isinstance(min_conf, bool) or not isinstance(min_conf, (int, float)) or not 0 <= min_conf <= 1:
+        err("min_confidence", "must be a number between 0 and 1")
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):
+        err("enabled", "must be true or false")
+    message = entry.get("message")
+    if message is not None and not isinstance(message, str):
+        err("message", "must be a string")
+    if errs:
+        return None, errs
+    return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
+                     cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
+                     threshold=float(threshold) if threshold is not None else None,
+                     min_confidence=float(min_conf), message=message, enabled=enabled,
+                     source=f"{path}:{start}"), []
+
+
+def load_alert_rules(files: Sequence[Path] | None = None, *,
+                     include_user: bool = True) -> tuple[list[AlertRule], list[str]]:
+    """Bundled rules, then the user's (same name replaces). Returns (enabled rules, problems)."""
+    if files is None:
+        files = [bundled_rules_path()]
+        if include_user and user_rules_path().is_file():
+            files.append(user_rules_path())
+    by_name: dict[str, AlertRule] = {}
+    problems: list[str] = []
+    for f in files:
+        rules, probs = parse_rules_file(Path(f))
+        problems += probs
+        for r in rules:
+            by_name[r.name] = r
+    return [r for r in by_name.values() if r.enabled], problems
+
+
+def strict_rules(files: Sequence[Path]) -> list[AlertRule]:
+    """Like load_alert_rules but any problem is a UserError (for a file the user named)."""
+    rules, problems = load_alert_rules(files, include_user=False)
+    if problems:
+        raise UserError("bad alert rules:\n" + "\n".join(problems))
+    return rules
+
+
+@dataclass
+class _State:
+    since: float | None = None
+    last_fired: float | None = None
+
+
+class AlertEvaluator:
+    """Keeps each rule's timer per device and emits ``Alert`` events."""
+
+    def __init__(self, rules: Iterable[AlertRule]):
+        self.rules = [r for r in rules if r.enabled]
+        self._state: dict[tuple[str, str], _State] = {}
+
+    def _check(self, rule: AlertRule, key: str, index: int | None, now: float, held: bool,
+               value: float | str | None, name: str = "") -> Alert | None:
+        st = self._state.setdefault((rule.name, key), _State())
+        if not held:
+            st.since = None
+            return None
+        if st.since is None:
+            st.since = now
+        if now - st.since + 1e-9 < rule.duration_s:
+            return None
+        if st.last_fired is not None and now - st.last_fired + 1e-9 < rule.cooldown_s:
+            return None
+        st.last_fired = now
+        where = "" if index is None else f"GPU {index}{f' ({name})' if name else ''}: "
+        if rule.message:
+            msg = rule.message
+        elif rule.metric:
+            msg = (f"{rule.metric} {rule.op} {rule.threshold:g} for {now - st.since:.0f} s "
+                   f"(now {value:.4g})" if isinstance(value, (int, float)) else rule.describe())
+        else:
+            msg = f"diagnosis {rule.diagnosis} for {now - st.since:.0f} s"
+        return Alert(rule=rule.name, severity=rule.severity, message=where + msg, device_key=key,
+                     device_index=index, at=now, since=st.since, value=value,
+                     threshold=rule.threshold)
+
+    def evaluate(self, now: float, devices: Sequence[DeviceSnapshot],
+                 analyses: Mapping[str, DeviceAnalysis] | None = None,
+                 machine: Mapping[str, float | None] | None = None) -> list[Alert]:
+        out: list[Alert] = []
+        analyses = analyses or {}
+        machine = machine or {}
+        for rule in self.rules:
+            if rule.machine_wide:
+                v = machine.get(rule.metric)  # type: ignore[arg-type]
+                held = v is not None and OPS[rule.op](v, rule.threshold)
+                a = self._check(rule, MACHINE_KEY, None, now, held, v)
+                if a:
+                    out.append(a)
+                continue
+            for d in devices:
+                if rule.metric:
+                    v = metric_value(d, rule.metric)
+                    held = v is not None and OPS[rule.op](v, rule.threshold)
+                    a = self._check(rule, d.key, d.index, now, held, v, d.name)
+                else:
+                    an = analyses.get(d.key)
+                    diag = an.get(rule.diagnosis) if an is not None else None
+                    held = diag is not None and diag.confidence >= rule.min_confidence
+                    a = self._check(rule, d.key, d.index, now, held,
+                                    diag.explanation if diag else None, d.name)
+                if a:
+                    out.append(a)
+        return out
+
+    def evaluate_snapshot(self, snapshot: Snapshot,
+                          analyses: Mapping[str, DeviceAnalysis] | None = None,
+                          machine: Mapping[str, float | None] | None = None) -> list[Alert]:
+        return self.evaluate(snapshot.timestamp, snapshot.devices, analyses, machine)

@@ -1,0 +1,292 @@
+"""The monitor engine: sample, keep history, diagnose, alert, price; publish one immutable Tick.
+
+One facade for the app, ``fleet-tui monitor`` and scripts::
+
+    engine = MonitorEngine(open_source("sim:8"), interval=1.0, instance="p5.48xlarge")
+    engine.subscribe(lambda tick: print(tick.snapshot.timestamp, tick.primaries))
+    await engine.run(count=10)
+
+The next poll is scheduled after the previous one finished (a one-shot sleep of what is left of the
+interval), so slow sources never pile polls up. Blocking work (the recorder's SQLite writes) runs in
+a thread; the source's own ``sample`` keeps its blocking calls off the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.alerts import Alert, AlertEvaluator, AlertRule, load_alert_rules
+from fleet_tui.core.monitor.analysis import GROWTH_LOOKBACK_S, DeviceAnalysis, Diagnosis
+from fleet_tui.core.monitor.cost import CostMeter, CostState, InstanceChoice, choose_instance
+from fleet_tui.core.monitor.history import History
+from fleet_tui.core.monitor.snapshot import Snapshot
+from fleet_tui.core.monitor.source import Source
+
+MIN_INTERVAL_S = 0.25
+DEFAULT_HISTORY_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One diagnosis of one device, shaped for display (the app's diagnoses panel)."""
+
+    device_key: str
+    device: str  # "GPU 0 (NVIDIA H200)"
+    kind: str
+    severity: str
+    confidence: float
+    evidence: tuple[str, ...]  # the explanation sentence, then "signal = value" lines
+    actions: tuple[str, ...]
+    diagnosis: Diagnosis
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind.replace('_', ' ')} ({self.confidence:.0%})"
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Everything one refresh produced. Immutable; safe to hand to another task or thread."""
+
+    seq: int
+    snapshot: Snapshot
+    analyses: Mapping[str, DeviceAnalysis]  # by device key (read-only mapping)
+    diagnoses: tuple[Finding, ...]  # non-"ok" findings of all devices, most important first
+    new_alerts: tuple[Alert, ...]
+    cost: CostState | None
+    work_s: float  # the engine's own time for this tick (analysis, alerts, cost, history)
+    interval_s: float
+    paused: bool = False
+    focus: str | None = None
+
+    @property
+    def alerts(self) -> tuple[Alert, ...]:
+        return self.new_alerts
+
+    @property
+    def primaries(self) -> dict[str, str]:
+        return {k: a.primary for k, a in self.analyses.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        from fleet_tui.core.monitor.serialize import snapshot_to_dict
+
+        return {"seq": self.seq, "snapshot": snapshot_to_dict(self.snapshot),
+                "analysis": [a.to_dict() for a in self.analyses.values()],
+                "alerts": [a.to_dict() for a in self.new_alerts],
+                "cost": self.cost.to_dict() if self.cost is not None else None}
+
+
+EngineState = Tick
+
+Subscriber = Callable[[Tick], Any] | asyncio.Queue
+
+
+def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis]) -> tuple[Finding, ...]:
+    names = {d.key: f"GPU {d.index}" + (f" ({d.name})" if d.name else "") for d in snapshot.devices}
+    out = []
+    for key, an in analyses.items():
+        for diag in an.diagnoses:
+            if diag.severity == "ok":
+                continue
+            ev = (diag.explanation,) + tuple(f"{k} = {v}" for k, v in diag.evidence if v is not None)
+            out.append(Finding(key, names.get(key, key), diag.kind, diag.severity,
+                               diag.confidence, ev, (diag.action,), diag))
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    out.sort(key=lambda f: (rank.get(f.severity, 3), -f.confidence))
+    return tuple(out)
+
+
+class MonitorEngine:
+    def __init__(self, source: Source, interval: float = 1.0, window_s: float = 5.0,
+                 instance: str | InstanceChoice | None = None,
+                 alert_rules: Sequence[AlertRule] | None = None, recorder: Any = None, *,
+                 interval_s: float | None = None, history_s: float = DEFAULT_HISTORY_S,
+                 catalog: Any = None, growth_lookback_s: float = GROWTH_LOOKBACK_S * 5,
+                 usd_per_hour: float | None = None, min_interval_s: float = MIN_INTERVAL_S):
+        interval = float(interval_s if interval_s is not None else interval)
+        self.min_interval_s = float(min_interval_s)
+        _check_interval(interval, self.min_interval_s)
+        self.source = source
+        self.interval_s = interval
+        self.window_s = float(window_s)
+        self.growth_lookback_s = float(growth_lookback_s)
+        self.history = History(seconds=max(history_s, self.window_s, self.growth_lookback_s),
+                               interval_s=interval)
+        if alert_rules is None:
+            alert_rules, self.rule_problems = load_alert_rules()
+        else:
+            self.rule_problems = []
+        self.alerts = AlertEvaluator(alert_rules)
+        self.recorder = recorder
+        self._instance = instance
+        self._catalog = catalog
+        self._usd_per_hour = usd_per_hour
+        self._cost: CostMeter | None = None
+        self._subscribers: list[Subscriber] = []
+        self._paused = False
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._wake = asyncio.Event()
+        self._stop = False
+        self._seq = 0
+        self.focus: str | None = None
+        self.latest: Tick | None = None
+
+    # ----- subscribers -----
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Callback ``f(tick)`` (may be async) or an ``asyncio.Queue``; returns an unsubscribe."""
+        self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            if subscriber in self._subscribers:
+                self._subscribers.remove(subscriber)
+        return unsubscribe
+
+    async def _publish(self, tick: Tick) -> None:
+        for sub in list(self._subscribers):
+            if isinstance(sub, asyncio.Queue):
+                sub.put_nowait(tick)
+                continue
+            result = sub(tick)
+            if inspect.isawaitable(result):
+                await result
+
+    # ----- controls -----
+    def pause(self) -> None:
+        self._paused = True
+        self._resume.clear()
+
+    def resume(self) -> None:
+        self._paused = False
+        self._resume.set()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def set_interval(self, seconds: float) -> None:
+        _check_interval(seconds, self.min_interval_s)
+        self.interval_s = float(seconds)
+        self.history.set_interval(self.interval_s)
+        self._wake.set()  # re-plan the current sleep
+
+    def set_focus(self, device_key: str | None) -> None:
+        self.focus = device_key
+
+    def stop(self) -> None:
+        self._stop = True
+        self._resume.set()
+        self._wake.set()
+
+    # ----- cost -----
+    def _cost_meter(self, snapshot: Snapshot) -> CostMeter | None:
+        if self._cost is not None:
+            return self._cost
+        if self._usd_per_hour is not None:
+            self._cost = CostMeter(usd_per_hour=self._usd_per_hour,
+                                   instance_type=self._instance if isinstance(self._instance, str)
+                                   else None)
+            return self._cost
+        if isinstance(self._instance, InstanceChoice):
+            self._cost = CostMeter.from_choice(self._instance)
+            return self._cost
+        if not snapshot.devices:
+            return None
+        catalog = self._catalog
+        if catalog is None:
+            from fleet_tui.core.catalog import load_catalog
+
+            catalog = self._catalog = load_catalog()
+        names = {d.name for d in snapshot.devices}
+        choice = choose_instance(catalog, self._instance,
+                                 device_name=next(iter(names)) if len(names) == 1 else None,
+                                 device_count=len(snapshot.devices))
+        self._cost = CostMeter.from_choice(choice)
+        return self._cost
+
+    # ----- one tick -----
+    def process(self, snapshot: Snapshot) -> Tick:
+        """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
+        t0 = time.perf_counter()
+        self.history.add(snapshot)
+        analyses: dict[str, DeviceAnalysis] = {}
+        from fleet_tui.core.monitor.analysis import analyze_device_window
+
+        for d in snapshot.devices:
+            key = d.key
+            window = self.history.samples(key, self.window_s)
+            if not window:
+                continue
+            growth = [(s.timestamp, float(s.mem_used_bytes))
+                      for s in self.history.samples(key, self.growth_lookback_s)
+                      if s.mem_used_bytes is not None]
+            analyses[key] = analyze_device_window(window, growth_points=growth)
+        meter = self._cost_meter(snapshot)
+        cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
+        machine = {}
+        if cost is not None and cost.usd_per_hour is not None:
+            machine = {"cost_usd_per_day": cost.usd_per_day, "cost_usd_per_hour": cost.usd_per_hour,
+                       "cost_usd_so_far": cost.usd_so_far}
+        new_alerts = tuple(self.alerts.evaluate(snapshot.timestamp, snapshot.devices, analyses,
+                                                machine))
+        self._seq += 1
+        tick = Tick(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
+                    diagnoses=_findings(snapshot, analyses), new_alerts=new_alerts, cost=cost,
+                    work_s=time.perf_counter() - t0, interval_s=self.interval_s,
+                    paused=self._paused, focus=self.focus)
+        self.latest = tick
+        return tick
+
+    async def step(self) -> Tick:
+        """Sample once, process, record, publish."""
+        snapshot = await self.source.sample()
+        tick = self.process(snapshot)
+        if self.recorder is not None:
+            await asyncio.to_thread(self.recorder.write, snapshot, tick.primaries)
+        await self._publish(tick)
+        return tick
+
+    async def run(self, count: int | None = None) -> None:
+        """Sample until ``stop()`` (or ``count`` ticks). Opens and closes the source."""
+        await self.source.open()
+        done = 0
+        try:
+            while not self._stop and (count is None or done < count):
+                if self._paused:
+                    await self._resume.wait()
+                    continue
+                started = time.monotonic()
+                await self.step()
+                done += 1
+                if count is not None and done >= count:
+                    break
+                await self._sleep_rest(started)
+        finally:
+            await self.source.close()
+
+    async def _sleep_rest(self, started: float) -> None:
+        while not self._stop:
+            left = self.interval_s - (time.monotonic() - started)
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                return
+            # woken: interval changed, resumed or stopped; loop re-plans with the new interval
+
+
+def _check_interval(seconds: float, minimum: float = MIN_INTERVAL_S) -> None:
+    if not isinstance(seconds, (int, float)) or seconds != seconds or seconds < minimum:
+        raise UserError(f"--interval {seconds!r}: must be at least {minimum:g} seconds "
+                        f"(NVML utilization and PCIe counters sample over ~20 ms-1 s; faster "
+                        f"polling only repeats readings)")

@@ -1,0 +1,259 @@
+"""Record monitor samples to SQLite (stdlib, WAL) with retention and downsampling.
+
+* Each tick is one transaction: a crash (even SIGKILL) loses at most the tick being written, and
+  WAL keeps the database consistent (``PRAGMA integrity_check`` = ok).
+* ``synchronous=NORMAL`` in WAL mode: a committed tick survives a process crash; only a power loss
+  can drop the last commits (never corrupts).
+* Raw samples are kept for ``raw_retention_s`` (default 24 h); older ones are folded into one-minute
+  means (``samples_1m``, with their sample count) kept for ``rollup_retention_s`` (default 30 d).
+  Maintenance runs every ``maintain_every_s`` in its own transaction.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.snapshot import Snapshot
+
+SCHEMA_VERSION = 1
+RAW_RETENTION_S = 24 * 3600.0
+ROLLUP_RETENTION_S = 30 * 86400.0
+ROLLUP_S = 60.0
+MAINTAIN_EVERY_S = 60.0
+
+# (column, DeviceSnapshot attribute or derived name)
+METRIC_COLUMNS = (
+    "gpu_util_pct", "mem_util_pct", "mem_used_bytes", "mem_total_bytes", "temp_c", "power_w",
+    "power_limit_w", "sm_clock_mhz", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
+    "pcie_rx_bytes_s", "pcie_tx_bytes_s",
+)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS devices (
+    device_key TEXT PRIMARY KEY, device_index INTEGER, name TEXT, uuid TEXT, node TEXT,
+    source TEXT, first_ts REAL, last_ts REAL);
+CREATE TABLE IF NOT EXISTS samples (
+    ts REAL NOT NULL, device_key TEXT NOT NULL, primary_kind TEXT,
+    {", ".join(f"{c} REAL" for c in METRIC_COLUMNS)});
+CREATE INDEX IF NOT EXISTS samples_ts ON samples (ts);
+CREATE INDEX IF NOT EXISTS samples_dev_ts ON samples (device_key, ts);
+CREATE TABLE IF NOT EXISTS samples_1m (
+    ts REAL NOT NULL, device_key TEXT NOT NULL, n INTEGER NOT NULL,
+    {", ".join(f"{c} REAL" for c in METRIC_COLUMNS)},
+    PRIMARY KEY (device_key, ts));
+CREATE INDEX IF NOT EXISTS samples_1m_ts ON samples_1m (ts);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRow:
+    ts: float
+    device_key: str
+    weight: int  # 1 for a raw sample, n for a one-minute mean of n samples
+    values: tuple[tuple[str, float | None], ...]
+
+    def get(self, column: str) -> float | None:
+        for k, v in self.values:
+            if k == column:
+                return v
+        return None
+
+
+def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
+    p = Path(path).expanduser()
+    if readonly:
+        if not p.is_file():
+            raise UserError(f"--db {str(path)!r}: no such history database (record one with "
+                            f"'fleet-tui record --db PATH')")
+        uri = f"file:{p}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
+    else:
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(p), timeout=5.0, check_same_thread=False,
+                                   isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise UserError(f"--db {str(path)!r}: cannot open the history database ({exc})") from None
+    try:
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=5000")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise UserError(f"--db {str(path)!r}: not a fleet-tui history database ({exc})") from None
+    return conn
+
+
+class Recorder:
+    """Writes snapshots (and optionally each device's primary diagnosis) to SQLite."""
+
+    def __init__(self, path: str | Path, *, raw_retention_s: float = RAW_RETENTION_S,
+                 rollup_retention_s: float = ROLLUP_RETENTION_S,
+                 maintain_every_s: float = MAINTAIN_EVERY_S):
+        self.path = Path(path).expanduser()
+        self.raw_retention_s = raw_retention_s
+        self.rollup_retention_s = rollup_retention_s
+        self.maintain_every_s = maintain_every_s
+        self._lock = threading.Lock()
+        self._conn = connect(self.path)
+        self._last_maintain: float | None = None
+        try:
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    self._conn.execute(stmt)
+                self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                                   (str(SCHEMA_VERSION),))
+                self._conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            self._rollback()
+            self._conn.close()
+            raise UserError(f"--db {str(path)!r}: not a fleet-tui history database ({exc})") from None
+        self.ticks_written = 0
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def write(self, snapshot: Snapshot, primaries: Mapping[str, str] | None = None) -> int:
+        """Write one tick in one transaction; returns the number of device rows written."""
+        rows = []
+        for d in snapshot.devices:
+            ts = d.timestamp or snapshot.timestamp
+            rows.append((ts, d.key, (primaries or {}).get(d.key),
+                         *(_num(getattr(d, c)) for c in METRIC_COLUMNS)))
+        placeholders = ",".join("?" * (3 + len(METRIC_COLUMNS)))
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                if rows:
+                    self._conn.executemany(
+                        f"INSERT INTO samples (ts, device_key, primary_kind, "
+                        f"{', '.join(METRIC_COLUMNS)}) VALUES ({placeholders})", rows)
+                for d in snapshot.devices:
+                    ts = d.timestamp or snapshot.timestamp
+                    self._conn.execute(
+                        "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(device_key) DO "
+                        "UPDATE SET last_ts=excluded.last_ts, device_index=excluded.device_index,"
+                        " name=excluded.name", (d.key, d.index, d.name, d.uuid, d.node,
+                                                snapshot.source, ts, ts))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        self.ticks_written += 1
+        now = snapshot.timestamp
+        if self._last_maintain is None:
+            self._last_maintain = now
+        elif now - self._last_maintain >= self.maintain_every_s:
+            self.maintain(now)
+        return len(rows)
+
+    def maintain(self, now: float | None = None) -> tuple[int, int]:
+        """Fold raw samples older than the raw retention into one-minute means; drop expired
+        rollups. Returns (raw rows folded, rollup rows deleted)."""
+        now = time.time() if now is None else now
+        self._last_maintain = now
+        cutoff = math.floor((now - self.raw_retention_s) / ROLLUP_S) * ROLLUP_S  # whole minutes
+        means = ", ".join(f"avg({c})" for c in METRIC_COLUMNS)
+        cols = ", ".join(METRIC_COLUMNS)
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                # merge with a rollup row of the same minute (samples arriving late) by weight
+                cur = self._conn.execute(
+                    f"SELECT CAST(ts / {ROLLUP_S} AS INTEGER) * {ROLLUP_S} AS b, device_key, "
+                    f"count(*), {means} FROM samples WHERE ts < ? GROUP BY b, device_key",
+                    (cutoff,))
+                folded = 0
+                for b, key, n, *vals in cur.fetchall():
+                    old = self._conn.execute(
+                        f"SELECT n, {cols} FROM samples_1m WHERE device_key=? AND ts=?",
+                        (key, b)).fetchone()
+                    if old is not None:
+                        on = old[0]
+                        vals = [_wmean(ov, on, nv, n) for ov, nv in zip(old[1:], vals)]
+                        n = n + on
+                    self._conn.execute(
+                        f"INSERT OR REPLACE INTO samples_1m (ts, device_key, n, {cols}) "
+                        f"VALUES ({','.join('?' * (3 + len(METRIC_COLUMNS)))})", (b, key, n, *vals))
+                    folded += n if old is None else n - old[0]
+                self._conn.execute("DELETE FROM samples WHERE ts < ?", (cutoff,))
+                dropped = self._conn.execute("DELETE FROM samples_1m WHERE ts < ?",
+                                             (now - self.rollup_retention_s,)).rowcount
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return folded, dropped
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _wmean(a: float | None, na: int, b: float | None, nb: int) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return (a * na + b * nb) / (na + nb)
+
+
+def read_rows(path: str | Path, *, since: float | None = None,
+              columns: Iterable[str] = METRIC_COLUMNS) -> tuple[list[RecordedRow], dict[str, dict]]:
+    """Raw samples and one-minute means since ``since`` (epoch s), plus device info by key."""
+    cols = [c for c in columns if c in METRIC_COLUMNS]
+    conn = connect(path, readonly=True)
+    try:
+        since = -math.inf if since is None else since
+        rows: list[RecordedRow] = []
+        sel = ", ".join(cols)
+        try:
+            for ts, key, *vals in conn.execute(
+                    f"SELECT ts, device_key, {sel} FROM samples WHERE ts >= ? ORDER BY ts", (since,)):
+                rows.append(RecordedRow(ts, key, 1, tuple(zip(cols, vals))))
+            for ts, key, n, *vals in conn.execute(
+                    f"SELECT ts, device_key, n, {sel} FROM samples_1m WHERE ts >= ? ORDER BY ts",
+                    (since,)):
+                rows.append(RecordedRow(ts, key, int(n), tuple(zip(cols, vals))))
+            devices = {r[0]: {"device_key": r[0], "index": r[1], "name": r[2], "uuid": r[3],
+                              "node": r[4], "source": r[5], "first_ts": r[6], "last_ts": r[7]}
+                       for r in conn.execute("SELECT * FROM devices")}
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"--db {str(path)!r}: not a fleet-tui history database ({exc})") from None
+    finally:
+        conn.close()
+    rows.sort(key=lambda r: r.ts)
+    return rows, devices
