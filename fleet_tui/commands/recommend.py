@@ -1,0 +1,261 @@
+"""``fleet-tui recommend``: rank every catalog offer that fits a workload.
+
+Workload flags are the ones of ``fleet-tui size`` (shared in ``_workload_args``). The JSON output
+(``--json``) is ``Recommendation.to_dict()``, documented key by key in
+:mod:`fleet_tui.core.recommend`, plus ``"explain": [str]`` when ``--explain`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "recommend", help="rank catalog offers that fit a workload by cost per unit of work",
+        description="Rank every catalog offer (instance × region × pricing) that fits the workload "
+                    "by cost per unit of work: $/1M tokens for batch inference, $/run or $/1M "
+                    "training tokens for training, $/month for always-on interactive serving.",
+    )
+    try:
+        from fleet_tui.commands._workload_args import add_workload_args
+    except ModuleNotFoundError as exc:  # the sizing flags are another module's; keep --help alive
+        if exc.name != "fleet_tui.commands._workload_args":
+            raise
+        add_workload_args = None
+    if add_workload_args is not None:
+        add_workload_args(p)
+    cur = p.add_argument_group("current setup (for savings and speedup)")
+    cur.add_argument("--current", metavar="INSTANCE", help="instance type running it today, e.g. p5.48xlarge")
+    cur.add_argument("--current-count", type=int, default=1, metavar="N",
+                     help="how many of --current (default 1)")
+    cur.add_argument("--current-region", metavar="REGION",
+                     help="region of --current (default: its cheapest region)")
+    cur.add_argument("--current-pricing", choices=PRICING_CHOICES[:-1], metavar="PRICING",
+                     help="how --current is paid (default: --pricing, or on-demand for 'any')")
+    con = p.add_argument_group("constraints")
+    con.add_argument("--cloud", action="append", metavar="CLOUD",
+                     help="allowed cloud(s): repeat or comma-separate (aws,gcp,azure,...)")
+    con.add_argument("--region", action="append", metavar="REGION", help="allowed region(s)")
+    con.add_argument("--vendor", action="append", metavar="VENDOR",
+                     help="allowed accelerator vendor(s): NVIDIA, AMD, AWS, Intel, Google, ...")
+    con.add_argument("--stack", action="append", metavar="STACK",
+                     help="allowed software stack(s): CUDA, ROCm, Neuron, SynapseAI, XLA")
+    con.add_argument("--pricing", default="on-demand", metavar="PRICING",
+                     help="on-demand (default), spot, reserved-1y, reserved-3y or any")
+    con.add_argument("--no-spot", action="store_true", help="never rank spot offers (with --pricing any)")
+    sched = con.add_mutually_exclusive_group()
+    sched.add_argument("--hours-per-month", type=float, metavar="H",
+                       help="hours the instance runs per month (default 730 = always on)")
+    sched.add_argument("--schedule", metavar="HxD",
+                       help="hours/day x days/month, e.g. 8x22 for a dev box, or always-on")
+    con.add_argument("--latency-target-ms", type=float, metavar="MS",
+                     help="inference: max time per generated token (or per forward pass)")
+    con.add_argument("--budget", type=float, metavar="USD", help="max USD per month")
+    con.add_argument("--training-tokens", type=float, metavar="N",
+                     help="training: tokens of the whole run; ranks by USD per run")
+    con.add_argument("--checkpoint-interval-h", type=float, default=None, metavar="H",
+                     help="spot: hours between checkpoints (default 1)")
+    con.add_argument("--max-instances", type=int, default=None, metavar="N",
+                     help="most instances of an 8+-device type one offer may take (default 16)")
+    out = p.add_argument_group("output")
+    out.add_argument("--top", type=int, default=10, metavar="K", help="offers shown (default 10)")
+    out.add_argument("--explain", action="store_true",
+                     help="say why the top choice wins and why the current setup loses")
+    fmt = out.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="JSON on stdout")
+    fmt.add_argument("--markdown", action="store_true", help="Markdown table")
+    p.set_defaults(func=handler)
+
+
+def _split(values: Iterable[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for raw in values for v in raw.split(",") if v.strip()]
+
+
+def handler(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._output import print_json
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
+    from fleet_tui.core.recommend import DEFAULT_MAX_INSTANCES, explain, recommend
+
+    try:
+        from fleet_tui.commands._workload_args import workload_from_args
+    except ModuleNotFoundError:
+        raise UserError("workload flags are not available in this build") from None
+
+    pricing = args.pricing.strip().lower()
+    try:
+        check_pricing(pricing, allow_any=True)
+    except UserError:
+        raise UserError(f"--pricing {args.pricing!r}: allowed: {', '.join(PRICING_CHOICES)}") from None
+    if args.top < 1:
+        raise UserError(f"--top must be >= 1, got {args.top}")
+    if args.current_count < 1:
+        raise UserError(f"--current-count must be >= 1, got {args.current_count}")
+    if args.current is None and (args.current_region or args.current_pricing or args.current_count != 1):
+        raise UserError("--current-count/--current-region/--current-pricing need --current INSTANCE")
+    for flag, value in (("--hours-per-month", args.hours_per_month), ("--budget", args.budget),
+                        ("--latency-target-ms", args.latency_target_ms),
+                        ("--training-tokens", args.training_tokens),
+                        ("--checkpoint-interval-h", args.checkpoint_interval_h)):
+        if value is not None and not math.isfinite(value):
+            raise UserError(f"{flag} must be a finite number, got {value}")
+    if args.schedule is not None:
+        schedule = Schedule.parse(args.schedule)
+    elif args.hours_per_month is not None:
+        try:
+            schedule = Schedule(args.hours_per_month)
+        except UserError as exc:
+            raise UserError(f"--hours-per-month: {exc}") from None
+    else:
+        schedule = Schedule.always_on()
+    spot = None
+    if args.checkpoint_interval_h is not None:
+        spot = SpotAssumptions(checkpoint_interval_h=args.checkpoint_interval_h)
+
+    catalog = load_catalog(list(getattr(args, "catalog_dir", []) or []))
+    workload = workload_from_args(args, catalog)
+    rec = recommend(
+        workload, catalog,
+        current=(args.current, args.current_count) if args.current else None,
+        current_region=args.current_region, current_pricing=args.current_pricing,
+        clouds=_split(args.cloud), regions=_split(args.region), vendors=_split(args.vendor),
+        stacks=_split(args.stack), pricing=pricing, spot_allowed=not args.no_spot,
+        hours_per_month=schedule, latency_target_ms=args.latency_target_ms,
+        budget_usd_per_month=args.budget, top=args.top, training_tokens=args.training_tokens,
+        spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
+    )
+    lines = explain(rec) if args.explain else None
+    if args.json:
+        data = rec.to_dict()
+        if lines is not None:
+            data["explain"] = lines
+        print_json(data)
+    else:
+        sys.stdout.write(render_recommendation(rec, markdown=args.markdown, explain_lines=lines))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Rendering (shared with `scenarios`)
+
+
+def money(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 1000:
+        return f"${x:,.0f}"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    return f"${x:.4f}"
+
+
+def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
+    return "-" if x is None or not math.isfinite(x) else fmt.format(x)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return ("" if v is None else str(v)).replace("|", "\\|").replace("\n", " ")
+
+    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
+           "|" + "|".join("---" for _ in headers) + "|"]
+    out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+    return "\n".join(out)
+
+
+def _offer_row(o, with_current: bool, per_month: bool = False) -> list[str]:
+    row = [
+        "now" if o.is_current else str(o.rank),
+        (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,
+        o.cloud, o.region, o.pricing, o.devices,
+        money(o.usd_per_hour), money(o.usd_per_month),
+    ]
+    if not per_month:
+        row.append(money(o.cost_per_unit))
+    row += [_num(o.tokens_per_s), _num(o.headroom_gib, "{:.1f}")]
+    if with_current:
+        row.append("-" if o.savings_pct is None else f"{o.savings_pct:.0f}%")
+        row.append("-" if o.speedup is None else f"{o.speedup:.2f}x")
+    row.append(_short_notes(o))
+    return row
+
+
+def _short_notes(o) -> str:
+    notes = []
+    if not o.fits:
+        notes.append("DOES NOT FIT")
+    if o.pricing == "spot":
+        notes.append("spot")
+    if o.reserved_estimated:
+        notes.append("est. reserved")
+    if o.software_stack != "CUDA":
+        notes.append(o.software_stack)
+    if o.instances > 1:
+        notes.append("multi-node")
+    if o.flags:
+        notes.append("flagged")
+    return ", ".join(notes)
+
+
+def render_markdown(rec) -> str:
+    """Markdown report with the explanation (used by the app's export too)."""
+    from fleet_tui.core.recommend import explain
+
+    return render_recommendation(rec, markdown=True, explain_lines=explain(rec))
+
+
+def render_recommendation(rec, *, markdown: bool = False,
+                          explain_lines: Sequence[str] | None = None) -> str:
+    from fleet_tui.commands._output import format_table
+
+    with_current = rec.current is not None
+    per_month = rec.unit == "USD/month"
+    headers = ["#", "instance", "cloud", "region", "pricing", "devices", "$/h", "$/month"]
+    headers += [] if per_month else [rec.unit.replace("USD", "$")]
+    headers += ["tok/s", "free GiB"]
+    if with_current:
+        headers += ["savings", "speedup"]
+    headers.append("notes")
+    rows = [_offer_row(o, with_current, per_month) for o in rec.offers]
+    if rec.current is not None:
+        rows.insert(0, _offer_row(rec.current, with_current, per_month))
+    w = rec.workload
+    model = getattr(getattr(w, "model", None), "id", None) or f"{getattr(w, 'params', 0):,} params"
+    head = (f"{w.kind} of {model} ({w.precision}, batch {w.batch}"
+            + (f", {w.prompt_len}+{w.gen_len} tokens" if w.gen_len else
+               f", {w.seq_len} tokens" if w.seq_len else "")
+            + f"); {rec.schedule.label}; ranked by {rec.unit}")
+    count = (f"{rec.fitting_offers} fitting offers of {rec.considered_rows} catalog rows"
+             + (f", showing {len(rec.offers)}" if len(rec.offers) < rec.fitting_offers else ""))
+    out: list[str] = []
+    if markdown:
+        out.append(f"**{head}**\n")
+        out.append(markdown_table(headers, rows) if rows else "_no offer fits_")
+        out.append(f"\n{count}.")
+        if rec.offers:
+            out.append(f"\nTop choice: {rec.offers[0].reason}.")
+        out.extend(f"\n> {n}" for n in rec.notes)
+        if explain_lines:
+            out.append("\n### Why\n")
+            out.extend(f"- {line}" for line in explain_lines)
+    else:
+        out.append(head)
+        out.append(format_table([h.upper() for h in headers], rows) if rows else "no offer fits")
+        out.append(count + ".")
+        if rec.offers:
+            out.append(f"Top choice: {rec.offers[0].reason}.")
+        out.extend(f"note: {n}" for n in rec.notes)
+        if explain_lines:
+            out.append("")
+            out.extend(explain_lines)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,1060 @@
+"""Rank every catalog offer that fits a workload by what a unit of its work costs.
+
+An *offer* is one catalog row (instance type × region) under one pricing option (on-demand, spot,
+reserved 1y/3y). Each offer runs the workload on **all the devices of its instance**; an instance
+with 8 or more devices may also be taken several times (2, 4, 8 … up to ``max_instances``) when one
+is not enough, the way large models are trained and served across nodes. Smaller instances are
+never multiplied: spreading a model over many single-GPU boxes is not a sane deployment.
+
+How a workload is placed on ``G`` devices: the workload's own sharding first; when that does not
+fit and ``G > 1``, tensor parallelism for inference or FSDP/ZeRO-3 for training. The workload's
+``gpus`` describes the current setup only; each offer is sized on its own device count.
+
+The unit of work (what the ranking sorts by, cheapest first):
+
+* inference, ``serving="interactive"``: **USD per month** of the always-available server at the
+  schedule's hours (a chat endpoint is paid for whether it is busy or not);
+* inference, ``serving="batch"``: **USD per 1M tokens** (output tokens when generating, input
+  tokens for a forward pass), from the throughput model;
+* training, fine-tuning, LoRA, QLoRA: **USD per training run** when ``training_tokens`` is given,
+  else **USD per 1M training tokens**.
+
+Per offer: ``usd_per_hour`` is the effective cost of one used hour for the whole offer (all its
+instances), with spot's interruption overhead and a reservation's unused hours folded in (see
+:mod:`fleet_tui.core.pricing`); ``usd_per_month = usd_per_hour × hours_per_month``.
+
+Savings against the current setup are measured *for the current setup's monthly amount of work*:
+``savings_pct = 1 - cost_per_unit / current.cost_per_unit`` and
+``savings_usd_per_month = current.usd_per_month × savings_pct`` (for the $/month unit that is
+simply the difference of the monthly bills). ``speedup = tokens_per_s / current.tokens_per_s``.
+
+Nothing is ranked silently: catalog rows marked ``excluded`` are skipped and counted; rows with
+``flags`` (suspicious prices) are ranked but carry the flag in ``flags``, ``risks`` and ``reason``.
+
+Speed: sizing runs once per distinct (accelerator, devices per instance) pair; every offer is then
+priced with a handful of multiplications, and only the offers returned (``top``) are turned into
+:class:`RankedOffer` objects.
+
+JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)::
+
+    {"workload": {...}, "unit": str, "pricing": str, "schedule": {"hours_per_month", "label"},
+     "constraints": {...}, "current": OFFER | null, "offers": [OFFER, ...],
+     "fitting_offers": int, "considered_rows": int, "skipped": {reason: count}, "notes": [str]}
+
+    OFFER = {"rank", "cloud", "instance_type", "region", "accelerator", "vendor", "software_stack",
+             "accelerator_count", "instances", "gpus", "sharding", "pricing", "list_usd_per_hour",
+             "usd_per_hour", "usd_per_month", "usd_per_gpu_hour", "cost_per_unit", "unit",
+             "tokens_per_s", "latency_ms", "headroom_gib", "memory_used_pct", "fits",
+             "savings_usd_per_month", "savings_pct", "speedup", "spot_overhead_pct",
+             "reserved_estimated", "break_even_utilization", "risks", "flags", "reason",
+             "is_current", "misfit"}
+
+``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.pricing import (
+    HOURS_PER_MONTH,
+    PRICING_OPTIONS,
+    RESERVED_OPTIONS,
+    Schedule,
+    SpotAssumptions,
+    check_pricing,
+    spot_cost_multiplier,
+    spot_rate_source,
+)
+
+GIB = 1024**3
+UNIT_MONTH = "USD/month"
+UNIT_RUN = "USD/run"
+MULTI_INSTANCE_MIN_DEVICES = 8  # only HPC-class boxes (NVLink + EFA/InfiniBand) are multiplied
+DEFAULT_MAX_INSTANCES = 16
+LOW_HEADROOM_FRACTION = 0.05  # under 5% of device memory free is a risk worth naming
+# Leaving the CUDA ecosystem means porting kernels, compilers and serving engines.
+STACK_MIGRATION_NOTE = {
+    "Neuron": "AWS Neuron SDK (compile with neuronx; not every op/model is supported)",
+    "SynapseAI": "Intel Gaudi SynapseAI (HPU graph mode; custom CUDA kernels must be ported)",
+    "ROCm": "AMD ROCm (HIP; most PyTorch works, custom CUDA kernels and some engines need ports)",
+    "XLA": "XLA/TPU (JAX or PyTorch/XLA; static shapes)",
+    "CUDA": "NVIDIA CUDA",
+    "other": "a vendor-specific stack",
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True, slots=True)
+class RankedOffer:
+    """One offer, priced and sized for the workload. ``rank`` 0 is the current setup."""
+
+    rank: int
+    instance: Any  # the catalog Instance (not in JSON; its identifying fields are)
+    cloud: str
+    instance_type: str
+    region: str
+    accelerator: str
+    vendor: str
+    software_stack: str
+    accelerator_count: float  # devices per instance
+    instances: int  # how many instances the offer takes
+    gpus: int  # devices in total
+    sharding: str
+    pricing: str
+    list_usd_per_hour: float  # catalog price of one instance
+    usd_per_hour: float  # effective cost of one used hour, all instances
+    usd_per_month: float
+    usd_per_gpu_hour: float
+    cost_per_unit: float | None
+    unit: str
+    tokens_per_s: float | None
+    latency_ms: float | None
+    headroom_gib: float | None
+    memory_used_pct: float | None
+    fits: bool
+    savings_usd_per_month: float | None = None
+    savings_pct: float | None = None
+    speedup: float | None = None
+    spot_overhead_pct: float = 0.0
+    reserved_estimated: bool = False
+    break_even_utilization: float | None = None
+    risks: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    reason: str = ""
+    is_current: bool = False
+    misfit: str = ""  # why it does not fit ("" when it fits)
+    fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
+    throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
+
+    @property
+    def label(self) -> str:
+        n = f"{self.instances}× " if self.instances > 1 else ""
+        return f"{n}{self.instance_type} ({self.cloud} {self.region}, {self.pricing})"
+
+    @property
+    def devices(self) -> str:
+        return devices_label(self.accelerator_count, self.accelerator, self.instances)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _OFFER_KEYS}
+        out["risks"] = list(self.risks)
+        out["flags"] = list(self.flags)
+        return {k: (_clean(v) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+_OFFER_KEYS = (
+    "rank", "cloud", "instance_type", "region", "accelerator", "vendor", "software_stack",
+    "accelerator_count", "instances", "gpus", "sharding", "pricing", "list_usd_per_hour",
+    "usd_per_hour", "usd_per_month", "usd_per_gpu_hour", "cost_per_unit", "unit", "tokens_per_s",
+    "latency_ms", "headroom_gib", "memory_used_pct", "fits", "savings_usd_per_month",
+    "savings_pct", "speedup", "spot_overhead_pct", "reserved_estimated",
+    "break_even_utilization", "risks", "flags", "reason", "is_current", "misfit",
+)
+
+
+def _clean(x: float) -> float | None:
+    if not math.isfinite(x):
+        return None
+    return round(x, 6)
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    workload: Any
+    unit: str
+    pricing: str
+    schedule: Schedule
+    offers: tuple[RankedOffer, ...]
+    current: RankedOffer | None
+    fitting_offers: int  # offers that fit and meet every constraint (before ``top``)
+    considered_rows: int  # catalog rows looked at
+    skipped: tuple[tuple[str, int], ...]  # (reason, count), reasons in a fixed order
+    constraints: tuple[tuple[str, Any], ...]
+    notes: tuple[str, ...] = ()
+    cheapest_per_hour: RankedOffer | None = None  # fitting offer with the lowest $/h
+
+    @property
+    def best(self) -> RankedOffer | None:
+        return self.offers[0] if self.offers else None
+
+    @property
+    def skipped_counts(self) -> dict[str, int]:
+        return dict(self.skipped)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": workload_summary(self.workload),
+            "unit": self.unit,
+            "pricing": self.pricing,
+            "schedule": {"hours_per_month": self.schedule.hours_per_month,
+                         "label": self.schedule.label},
+            "constraints": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.constraints},
+            "current": self.current.to_dict() if self.current else None,
+            "offers": [o.to_dict() for o in self.offers],
+            "fitting_offers": self.fitting_offers,
+            "considered_rows": self.considered_rows,
+            "skipped": dict(self.skipped),
+            "notes": list(self.notes),
+        }
+
+
+def workload_summary(w: Any) -> dict[str, Any]:
+    model = getattr(w, "model", None)
+    return {
+        "kind": w.kind,
+        "model": getattr(model, "id", None),
+        "params": getattr(w, "params", None),
+        "precision": w.precision,
+        "batch": w.batch,
+        "seq_len": w.seq_len,
+        "prompt_len": w.prompt_len,
+        "gen_len": w.gen_len,
+        "serving": w.serving if w.kind == "inference" else None,
+        "gpus": w.gpus,
+        "sharding": w.sharding,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Sizing, once per (accelerator, devices) group
+
+
+@dataclass(frozen=True, slots=True)
+class _Sized:
+    fits: bool
+    instances: int
+    gpus: int
+    sharding: str
+    fit: Any
+    throughput: Any
+    tokens_per_s: float | None
+    latency_ms: float | None
+    run_seconds: float | None
+    units_per_hour: float | None  # work units per hour (1M tokens, or runs); None for $/month
+    headroom_gib: float | None
+    memory_used_pct: float | None
+    why_not: str = ""
+
+
+def _sharding_order(workload) -> tuple[str, ...]:
+    alt = "tensor" if workload.kind == "inference" else "fsdp"
+    return (workload.sharding,) if workload.sharding == alt else (workload.sharding, alt)
+
+
+def _fit_ok(fit) -> bool:
+    return bool(fit.fits) and getattr(fit, "precision_supported", True) is not False
+
+
+def _describe_misfit(fit, acc, gpus: int) -> str:
+    if getattr(fit, "precision_supported", True) is False:
+        return f"{acc.id} cannot run this precision"
+    cap = getattr(fit, "capacity_bytes", None)
+    head = getattr(fit, "headroom_bytes", None)
+    if cap and head is not None:
+        need = (cap - head) / GIB
+        return f"needs {need:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB (×{gpus})"
+    return f"does not fit {gpus}× {acc.id}"
+
+
+def slice_accelerator(acc, fraction: float):
+    """A fractional GPU (Azure NVads A10 v5 partitions): ``fraction`` of its memory and speed."""
+    bw = acc.memory_bandwidth_gbs
+    return acc.model_copy(update={
+        "id": f"{acc.id}[{fraction:g}]",
+        "memory_gib": acc.memory_gib * fraction,
+        "memory_bandwidth_gbs": bw * fraction if bw else bw,
+        "peak_tflops": {k: v * fraction for k, v in acc.peak_tflops.items()},
+    })
+
+
+class _Engine:
+    """Sizing and speed for one workload, memoised per (accelerator, devices, instances)."""
+
+    def __init__(self, workload, *, training_tokens: float | None, unit_kind: str,
+                 max_instances: int):
+        from fleet_tui.core import perf, sizing  # H2's modules; imported here to keep import light
+
+        self._sizing = sizing
+        self._perf = perf
+        self.workload = workload
+        self.training_tokens = training_tokens
+        self.unit_kind = unit_kind  # "month", "tokens", "run"
+        self.max_instances = max_instances
+        self._cache: dict[tuple[str, int, int | None], _Sized] = {}
+        self._variants: dict[tuple[int, str], Any] = {}
+
+    def _variant(self, gpus: int, sharding: str):
+        key = (gpus, sharding)
+        w = self._variants.get(key)
+        if w is None:
+            w = self.workload.model_copy(update={"gpus": gpus, "sharding": sharding})
+            self._variants[key] = w
+        return w
+
+    def size(self, acc, devices: int, instances: int | None = None) -> _Sized:
+        """Smallest placement that fits; ``instances`` fixed (current setup) or searched."""
+        key = (acc.id, devices, instances)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if instances is not None:
+            counts = (instances,)
+        elif devices >= MULTI_INSTANCE_MIN_DEVICES:
+            counts = tuple(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= self.max_instances) or (1,)
+        else:
+            counts = (1,)
+        first = None
+        chosen = None
+        for n in counts:
+            gpus = devices * n
+            for sharding in (_sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
+                w = self._variant(gpus, sharding)
+                fit = self._sizing.check_fit(w, acc, gpus)
+                if first is None:
+                    first = (w, fit, gpus, n, sharding)
+                if _fit_ok(fit):
+                    chosen = (w, fit, gpus, n, sharding)
+                    break
+            if chosen:
+                break
+        w, fit, gpus, n, sharding = chosen or first
+        result = self._finish(w, acc, gpus, n, sharding, fit, fits=chosen is not None)
+        self._cache[key] = result
+        return result
+
+    def _finish(self, w, acc, gpus, n, sharding, fit, *, fits: bool) -> _Sized:
+        cap = getattr(fit, "capacity_bytes", None)
+        head = getattr(fit, "headroom_bytes", None)
+        headroom_gib = head / GIB if head is not None else None
+        used_pct = 100.0 * (cap - head) / cap if cap and head is not None else None
+        if not fits and getattr(fit, "precision_supported", True) is False:
+            return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
+                          headroom_gib, used_pct, _describe_misfit(fit, acc, gpus))
+        try:
+            res = self._sizing.size_workload(w, acc, gpus=gpus)
+        except UserError as exc:  # e.g. a precision this device cannot run
+            return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
+                          headroom_gib, used_pct, str(exc))
+        tp = res.throughput
+        tps = getattr(tp, "tokens_per_s", None) if tp is not None else None
+        if tps is not None and not (tps > 0 and math.isfinite(tps)):
+            tps = None
+        step_s = getattr(tp, "step_s", None) if tp is not None else None
+        latency_ms = step_s * 1000.0 if step_s and w.kind == "inference" else None
+        run_seconds = None
+        units_per_hour = None
+        if self.unit_kind == "tokens" and tps:
+            units_per_hour = tps * 3600.0 / 1e6
+        elif self.unit_kind == "run" and self.training_tokens:
+            est = self._perf.training_run(w, acc, gpus, self.training_tokens)
+            run_seconds = float(est.seconds)
+            if run_seconds > 0 and math.isfinite(run_seconds):
+                units_per_hour = 3600.0 / run_seconds
+        why_not = "" if fits else _describe_misfit(fit, acc, gpus)
+        return _Sized(fits, n, gpus, sharding, fit, tp, tps, latency_ms, run_seconds,
+                      units_per_hour, headroom_gib, used_pct, why_not)
+
+
+# ------------------------------------------------------------------------------------------------
+# Input checking
+
+
+def _as_set(values, what: str, allowed: Iterable[str], flag: str) -> frozenset[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    items = [v.strip() for raw in values for v in str(raw).split(",") if v.strip()]
+    if not items:
+        return None
+    known = {a.lower(): a for a in allowed if a}
+    out = set()
+    for item in items:
+        if item.lower() not in known:
+            near = difflib.get_close_matches(item.lower(), list(known), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(known[n] for n in near)}?" if near else ""
+            listing = ", ".join(sorted(known.values())) if len(known) <= 40 else f"{len(known)} known"
+            raise UserError(f"{flag} {item!r}: unknown {what}{hint} (allowed: {listing})")
+        out.add(item.lower())
+    return frozenset(out)
+
+
+def _accelerator_index(catalog) -> dict[str, Any]:
+    accs = catalog.accelerators
+    values = accs.values() if isinstance(accs, dict) else accs
+    index: dict[str, Any] = {}
+    for a in values:
+        index[a.id] = a
+    for a in values:  # aliases never shadow an id
+        for alias in getattr(a, "aliases", ()) or ():
+            index.setdefault(alias, a)
+    return index
+
+
+def _unit_for(workload, training_tokens) -> tuple[str, str]:
+    """(unit_kind, unit name)."""
+    if workload.kind == "inference":
+        if workload.serving == "interactive":
+            return "month", UNIT_MONTH
+        return "tokens", ("USD/1M output tokens" if workload.gen_len else "USD/1M input tokens")
+    if training_tokens:
+        return "run", UNIT_RUN
+    return "tokens", "USD/1M training tokens"
+
+
+def _schedule(hours_per_month) -> Schedule:
+    if isinstance(hours_per_month, Schedule):
+        return hours_per_month
+    if hours_per_month is None:
+        return Schedule.always_on()
+    return Schedule(hours_per_month)
+
+
+class _Multipliers:
+    """Effective-price factor per (pricing, cloud): see ``pricing.cost_multiplier``."""
+
+    def __init__(self, schedule: Schedule, spot: SpotAssumptions, *, stateless: bool):
+        self.reserved = HOURS_PER_MONTH / schedule.hours_per_month
+        self.spot = spot
+        self.stateless = stateless
+        self._cache: dict[tuple[str, str], float] = {}
+
+    def __call__(self, p: str, cloud: str) -> float:
+        m = self._cache.get((p, cloud))
+        if m is None:
+            if p == "spot":
+                m = spot_cost_multiplier(self.spot.overhead_fraction(cloud, stateless=self.stateless))
+            elif p in RESERVED_OPTIONS:
+                m = self.reserved
+            else:
+                m = 1.0
+            self._cache[(p, cloud)] = m
+        return m
+
+
+def suggest_instance(catalog, instance_type: str) -> str:
+    names = sorted({i.instance_type for i in catalog.instances})
+    near = difflib.get_close_matches(instance_type, names, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return f"unknown instance type {instance_type!r}{hint} (see `fleet-tui catalog instances`)"
+
+
+# ------------------------------------------------------------------------------------------------
+# Ranking
+
+
+_SKIP_ORDER = (
+    "excluded_rows", "filtered_rows", "no_accelerator_spec_rows", "odd_device_count_rows",
+    "not_fitting_rows", "too_slow_rows", "unpriced_offers", "over_budget_offers",
+)
+
+
+def recommend(
+    workload,
+    catalog,
+    *,
+    current: tuple[str, int] | None = None,
+    current_region: str | None = None,
+    current_pricing: str | None = None,
+    clouds: Iterable[str] | str | None = None,
+    regions: Iterable[str] | str | None = None,
+    vendors: Iterable[str] | str | None = None,
+    stacks: Iterable[str] | str | None = None,
+    pricing: str = "on-demand",
+    spot_allowed: bool = True,
+    hours_per_month: float | Schedule | None = HOURS_PER_MONTH,
+    latency_target_ms: float | None = None,
+    budget_usd_per_month: float | None = None,
+    top: int | None = None,
+    training_tokens: float | None = None,
+    spot: SpotAssumptions | None = None,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+) -> Recommendation:
+    """Rank every catalog offer that fits ``workload``; see the module docstring for the rules."""
+    check_pricing(pricing, allow_any=True)
+    if pricing == "spot" and not spot_allowed:
+        raise UserError("--pricing spot contradicts spot_allowed=False (--no-spot)")
+    options = PRICING_OPTIONS if pricing == "any" else (pricing,)
+    if not spot_allowed:
+        options = tuple(p for p in options if p != "spot")
+    schedule = _schedule(hours_per_month)
+    spot = spot or SpotAssumptions()
+    if top is not None and (not isinstance(top, int) or top < 1):
+        raise UserError(f"--top must be a whole number >= 1, got {top!r}")
+    if latency_target_ms is not None:
+        if not (isinstance(latency_target_ms, (int, float)) and latency_target_ms > 0
+                and math.isfinite(latency_target_ms)):
+            raise UserError(f"--latency-target-ms must be a number > 0, got {latency_target_ms!r}")
+        if workload.kind != "inference":
+            raise UserError("--latency-target-ms applies to inference workloads only")
+    if budget_usd_per_month is not None and not (
+        isinstance(budget_usd_per_month, (int, float)) and budget_usd_per_month > 0
+        and math.isfinite(budget_usd_per_month)
+    ):
+        raise UserError(f"--budget must be a number of USD per month > 0, got {budget_usd_per_month!r}")
+    if training_tokens is not None:
+        if workload.kind == "inference":
+            raise UserError("--training-tokens applies to training workloads only")
+        if not (training_tokens > 0 and math.isfinite(training_tokens)):
+            raise UserError(f"--training-tokens must be > 0, got {training_tokens!r}")
+    if not isinstance(max_instances, int) or max_instances < 1:
+        raise UserError(f"max instances must be a whole number >= 1, got {max_instances!r}")
+
+    instances = catalog.instances
+    accs = _accelerator_index(catalog)
+    cloud_set = _as_set(clouds, "cloud", {i.cloud for i in instances}, "--cloud")
+    region_set = _as_set(regions, "region", {i.region for i in instances}, "--region")
+    vendor_set = _as_set(vendors, "vendor", {a.vendor for a in accs.values()}, "--vendor")
+    stack_set = _as_set(stacks, "software stack", {a.software_stack for a in accs.values()},
+                        "--stack")
+
+    unit_kind, unit = _unit_for(workload, training_tokens)
+    engine = _Engine(workload, training_tokens=training_tokens, unit_kind=unit_kind,
+                     max_instances=max_instances)
+    hours = schedule.hours_per_month
+    stateless = workload.kind == "inference"
+
+    mult = _Multipliers(schedule, spot, stateless=stateless)
+
+    skipped = dict.fromkeys(_SKIP_ORDER, 0)
+    groups: dict[tuple[str, int], _Sized] = {}
+    cands: list[tuple] = []
+    seq = 0
+    for inst in instances:
+        if inst.excluded:
+            skipped["excluded_rows"] += 1
+            continue
+        if cloud_set is not None and inst.cloud.lower() not in cloud_set:
+            skipped["filtered_rows"] += 1
+            continue
+        if region_set is not None and inst.region.lower() not in region_set:
+            skipped["filtered_rows"] += 1
+            continue
+        acc = accs.get(inst.accelerator)
+        if acc is None:
+            skipped["no_accelerator_spec_rows"] += 1
+            continue
+        if vendor_set is not None and acc.vendor.lower() not in vendor_set:
+            skipped["filtered_rows"] += 1
+            continue
+        if stack_set is not None and acc.software_stack.lower() not in stack_set:
+            skipped["filtered_rows"] += 1
+            continue
+        count = inst.accelerator_count
+        gkey = (acc.id, count)
+        sized = groups.get(gkey)
+        if sized is None:
+            if count >= 1:
+                devices = int(count)
+                if devices != count:  # 1.5 devices: not a real configuration
+                    skipped["odd_device_count_rows"] += 1
+                    continue
+                sized = engine.size(acc, devices)
+            else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
+                sized = engine.size(slice_accelerator(acc, count), 1)
+            groups[gkey] = sized
+        if not sized.fits:
+            skipped["not_fitting_rows"] += 1
+            continue
+        if latency_target_ms is not None and (
+            sized.latency_ms is None or sized.latency_ms > latency_target_ms
+        ):
+            skipped["too_slow_rows"] += 1
+            continue
+        uph = sized.units_per_hour
+        if unit_kind != "month" and uph is None:
+            skipped["not_fitting_rows"] += 1  # no speed estimate: cannot cost the work
+            continue
+        n = sized.instances
+        for p in options:
+            price = inst.price(p)
+            if price is None:
+                skipped["unpriced_offers"] += 1
+                continue
+            eff = price * n * mult(p, inst.cloud)
+            month = eff * hours
+            if budget_usd_per_month is not None and month > budget_usd_per_month:
+                skipped["over_budget_offers"] += 1
+                continue
+            cpu = month if unit_kind == "month" else eff / uph
+            cands.append((cpu, month, seq, inst, p, price, eff, sized, acc))
+            seq += 1
+
+    # cheapest unit first; at equal cost the faster offer, then catalog order (deterministic)
+    cands.sort(key=lambda c: (c[0], c[1], -(c[7].tokens_per_s or 0.0), c[2]))
+    fitting = len(cands)
+
+    cur = None
+    notes: list[str] = []
+    if current is not None:
+        cur, cur_notes = _current_offer(
+            engine, catalog, accs, current, current_region, current_pricing or (
+                pricing if pricing != "any" else "on-demand"),
+            mult=mult, schedule=schedule, unit=unit, unit_kind=unit_kind, spot=spot,
+        )
+        notes.extend(cur_notes)
+    cur_stack = cur.software_stack if cur else "CUDA"
+
+    chosen = cands if top is None else cands[:top]
+    offers = tuple(
+        _make_offer(rank, c, unit=unit, unit_kind=unit_kind, hours=hours, current=cur,
+                    current_stack=cur_stack, spot=spot, stateless=stateless, schedule=schedule)
+        for rank, c in enumerate(chosen, start=1)
+    )
+    cheapest = None
+    if cands:
+        ch = min(cands, key=lambda c: (c[6], c[2]))
+        if offers and ch[2] == chosen[0][2]:
+            cheapest = offers[0]
+        else:
+            rank = next((r for r, c in enumerate(cands, start=1) if c[2] == ch[2]), 0)
+            cheapest = _make_offer(rank, ch, unit=unit, unit_kind=unit_kind, hours=hours,
+                                   current=cur, current_stack=cur_stack, spot=spot,
+                                   stateless=stateless, schedule=schedule)
+    if skipped["excluded_rows"]:
+        notes.append(f"{skipped['excluded_rows']} catalog rows excluded by validation "
+                     "(placeholder/zero prices and similar) were not ranked")
+    if not cands:
+        notes.append("no offer fits under the given constraints")
+
+    constraints = (
+        ("clouds", tuple(sorted(cloud_set)) if cloud_set else None),
+        ("regions", tuple(sorted(region_set)) if region_set else None),
+        ("vendors", tuple(sorted(vendor_set)) if vendor_set else None),
+        ("stacks", tuple(sorted(stack_set)) if stack_set else None),
+        ("pricing", pricing),
+        ("spot_allowed", spot_allowed),
+        ("hours_per_month", hours),
+        ("latency_target_ms", latency_target_ms),
+        ("budget_usd_per_month", budget_usd_per_month),
+        ("training_tokens", training_tokens),
+        ("max_instances", max_instances),
+        ("top", top),
+    )
+    return Recommendation(
+        workload=workload, unit=unit, pricing=pricing, schedule=schedule, offers=offers,
+        current=cur, fitting_offers=fitting, considered_rows=len(instances),
+        skipped=tuple((k, skipped[k]) for k in _SKIP_ORDER), constraints=constraints,
+        notes=tuple(notes), cheapest_per_hour=cheapest,
+    )
+
+
+def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhead: float,
+           spot: SpotAssumptions) -> tuple[str, ...]:
+    risks = []
+    if p == "spot":
+        rate = spot.rate_for(inst.cloud)
+        risks.append(
+            f"spot: may be interrupted (~{rate * HOURS_PER_MONTH:.2g}/month; "
+            f"{spot_rate_source(inst.cloud)}), {spot_overhead:.1%} of time lost to restarts"
+        )
+    if p in RESERVED_OPTIONS:
+        term = "1-year" if p == "reserved-1y" else "3-year"
+        risks.append(f"{term} commitment: billed every hour of the term")
+        if getattr(inst, "reserved_estimated", False):
+            risks.append("reserved price estimated from a typical discount, not published")
+    if acc.software_stack != current_stack:
+        risks.append(f"software stack migration {current_stack} → "
+                     f"{STACK_MIGRATION_NOTE.get(acc.software_stack, acc.software_stack)}")
+    if sized.instances > 1:
+        risks.append(f"multi-node: {sized.instances} instances, depends on the inter-node network")
+    head = sized.headroom_gib
+    fit = sized.fit
+    cap = getattr(fit, "capacity_bytes", None)
+    if head is not None and cap and head * GIB < LOW_HEADROOM_FRACTION * cap:
+        risks.append(f"tight memory: {head:.1f} GiB free per device")
+    for flag in inst.flags or ():
+        risks.append(f"catalog flag: {flag}")
+    return tuple(risks)
+
+
+def _make_offer(rank: int, c: tuple, *, unit: str, unit_kind: str, hours: float, current,
+                current_stack: str, spot: SpotAssumptions, stateless: bool,
+                schedule: Schedule, is_current: bool = False) -> RankedOffer:
+    cpu, month, _seq, inst, p, price, eff, sized, acc = c
+    overhead = spot.overhead_fraction(inst.cloud, stateless=stateless) if p == "spot" else 0.0
+    break_even = None
+    if p in RESERVED_OPTIONS:
+        od = inst.price("on-demand")
+        if od:
+            break_even = price / od
+    savings_usd = savings_pct = speedup = None
+    if current is not None and not is_current:
+        if current.cost_per_unit and cpu is not None and current.fits:
+            frac = 1.0 - cpu / current.cost_per_unit
+            savings_pct = 100.0 * frac
+            savings_usd = current.usd_per_month * frac
+        if current.tokens_per_s and sized.tokens_per_s:
+            speedup = sized.tokens_per_s / current.tokens_per_s
+    risks = _risks(inst, acc, sized, p, current_stack=current_stack, spot_overhead=overhead,
+                   spot=spot)
+    gpus = sized.gpus
+    flags = tuple(inst.flags or ())
+    fits = sized.fits
+    if is_current:
+        reason = "current setup" + ("" if fits else f": does not fit ({sized.why_not})")
+    else:
+        reason = _reason(acc, inst, sized, cpu, unit, p, savings_pct, break_even, flags, schedule)
+    return RankedOffer(
+        rank=rank, instance=inst, cloud=inst.cloud, instance_type=inst.instance_type,
+        region=inst.region, accelerator=acc.id, vendor=acc.vendor,
+        software_stack=acc.software_stack, accelerator_count=inst.accelerator_count,
+        instances=sized.instances, gpus=gpus, sharding=sized.sharding, pricing=p,
+        list_usd_per_hour=price, usd_per_hour=eff, usd_per_month=month,
+        usd_per_gpu_hour=eff / (inst.accelerator_count * sized.instances), cost_per_unit=cpu,
+        unit=unit, tokens_per_s=sized.tokens_per_s, latency_ms=sized.latency_ms,
+        headroom_gib=sized.headroom_gib, memory_used_pct=sized.memory_used_pct,
+        fits=fits, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
+        speedup=speedup, spot_overhead_pct=100.0 * overhead,
+        reserved_estimated=p in RESERVED_OPTIONS and bool(getattr(inst, "reserved_estimated", False)),
+        break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
+        is_current=is_current, misfit=sized.why_not, fit=sized.fit, throughput=sized.throughput,
+    )
+
+
+def _money(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 100:
+        return f"${x:,.0f}"
+    if abs(x) >= 1:
+        return f"${x:,.2f}"
+    return f"${x:.4f}"
+
+
+def devices_label(count: float, accelerator: str, instances: int = 1) -> str:
+    """``8× H100``, ``2×8× H100`` (two instances), ``0.167× A10`` (a GPU slice)."""
+    n = f"{count:g}" if count != int(count) else f"{int(count)}"
+    return (f"{instances}×" if instances > 1 else "") + f"{n}× {accelerator}"
+
+
+def _reason(acc, inst, sized: _Sized, cpu, unit, p, savings_pct, break_even, flags,
+            schedule: Schedule) -> str:
+    parts = [f"{_money(cpu)} per {unit.removeprefix('USD/')}"]
+    if sized.tokens_per_s:
+        parts.append(f"{sized.tokens_per_s:,.0f} tok/s")
+    if sized.headroom_gib is not None:
+        parts.append(f"{sized.headroom_gib:.1f} GiB free/device")
+    if savings_pct is not None:
+        parts.append(f"{savings_pct:.0f}% cheaper than current" if savings_pct >= 0
+                     else f"{-savings_pct:.0f}% dearer than current")
+    if break_even:
+        side = "above" if schedule.utilization >= break_even else "below"
+        parts.append(f"use {side} the {break_even:.0%} break-even")
+    if p == "spot":
+        parts.append("spot")
+    if acc.software_stack != "CUDA":
+        parts.append(f"{acc.software_stack} stack")
+    if flags:
+        parts.append("flagged price: " + "; ".join(flags))
+    return devices_label(inst.accelerator_count, acc.id, sized.instances) + ": " + ", ".join(parts)
+
+
+def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, mult, schedule,
+                   unit, unit_kind, spot) -> tuple[RankedOffer, list[str]]:
+    try:
+        instance_type, count = current
+    except (TypeError, ValueError):
+        raise UserError("current setup must be (instance type, count)") from None
+    if not isinstance(count, int) or count < 1:
+        raise UserError(f"--current-count must be a whole number >= 1, got {count!r}")
+    rows = catalog.find_instance(instance_type)
+    if not rows:
+        raise UserError(f"--current: {suggest_instance(catalog, instance_type)}")
+    if region:
+        in_region = [r for r in rows if r.region.lower() == region.lower()]
+        if not in_region:
+            have = sorted({r.region for r in rows})
+            near = difflib.get_close_matches(region, have, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise UserError(f"--current-region {region!r}: {instance_type} is not offered there"
+                            f"{hint} (offered in: {', '.join(have)})")
+        rows = in_region
+    notes: list[str] = []
+    order = (pricing,) + tuple(p for p in ("on-demand", "reserved-1y", "reserved-3y", "spot")
+                               if p != pricing)
+    best = None
+    for p in order:
+        priced = [(r.price(p), r) for r in rows if r.price(p) is not None]
+        if priced:
+            price, row = min(priced, key=lambda t: (t[0], t[1].region))
+            best = (p, price, row)
+            break
+    if best is None:
+        row = rows[0]
+        p, price = pricing, math.nan
+        notes.append(f"current setup {instance_type}: no usable price in the catalog"
+                     + (f" (excluded: {row.excluded})" if getattr(row, "excluded", None) else ""))
+    else:
+        p, price, row = best
+        if p != pricing:
+            notes.append(f"current setup {instance_type}: no {pricing} price in the catalog; "
+                         f"priced {p} instead")
+        if not region and len({r.region for r in rows}) > 1:
+            notes.append(f"current setup priced in {row.region}, its cheapest region "
+                         "(give --current-region to choose)")
+    acc = accs.get(row.accelerator)
+    if acc is None:
+        raise UserError(f"--current {instance_type}: its accelerator {row.accelerator!r} has no "
+                        "spec in the catalog, so it cannot be sized")
+    devices = max(int(round(row.accelerator_count)), 1)
+    sized = engine.size(acc, devices, instances=count)
+    eff = price * count * mult(p, row.cloud)
+    month = eff * schedule.hours_per_month
+    if unit_kind == "month":
+        cpu = month
+    elif sized.units_per_hour and sized.fits:
+        cpu = eff / sized.units_per_hour
+    else:
+        cpu = None
+    if not math.isfinite(eff):
+        cpu = None
+    c = (cpu, month, -1, row, p, price, eff, sized, acc)
+    offer = _make_offer(0, c, unit=unit, unit_kind=unit_kind, hours=schedule.hours_per_month,
+                        current=None, current_stack=acc.software_stack, spot=spot,
+                        stateless=engine.workload.kind == "inference", schedule=schedule,
+                        is_current=True)
+    if not sized.fits:
+        notes.append(f"current setup {count}× {instance_type} cannot run this workload: "
+                     f"{sized.why_not}")
+    return offer, notes
+
+
+# ------------------------------------------------------------------------------------------------
+# Explanations and migration reports
+
+
+def explain(rec: Recommendation) -> list[str]:
+    """Why the top choice wins and why the current setup loses (memory, speed, price)."""
+    lines: list[str] = []
+    best = rec.best
+    cur = rec.current
+    per = rec.unit.removeprefix("USD").lstrip("/")
+    if best is None:
+        lines.append("No catalog offer fits this workload under the given constraints.")
+        for k, v in rec.skipped:
+            if v:
+                lines.append(f"  {k.replace('_', ' ')}: {v}")
+        if cur is not None and not cur.fits:
+            lines.append(f"The current setup cannot run it either: {cur.misfit}")
+        return lines
+    lines.append(
+        f"Best: {best.label}, {best.devices}: {_money(best.cost_per_unit)} per "
+        f"{per}, {_money(best.usd_per_hour)}/h, {_money(best.usd_per_month)}/month."
+    )
+    why = [f"lowest cost per {per} of {rec.fitting_offers} fitting offers"]
+    if best.tokens_per_s:
+        why.append(f"{best.tokens_per_s:,.0f} tokens/s")
+    if best.headroom_gib is not None:
+        why.append(f"{best.headroom_gib:.1f} GiB of device memory to spare")
+    lines.append("Why it wins: " + ", ".join(why) + ".")
+    runner = next((o for o in rec.offers[1:] if o.accelerator != best.accelerator
+                   or o.instance_type != best.instance_type), None)
+    if runner is not None and best.cost_per_unit and runner.cost_per_unit:
+        lines.append(
+            f"Next different choice: {runner.label} at {_money(runner.cost_per_unit)} per {per} "
+            f"({runner.cost_per_unit / best.cost_per_unit - 1:+.0%})."
+        )
+    ch = rec.cheapest_per_hour
+    if ch is not None and ch.instance_type != best.instance_type and best.cost_per_unit \
+            and ch.cost_per_unit:
+        lines.append(
+            f"The cheapest box per hour that fits, {ch.label} at {_money(ch.usd_per_hour)}/h, "
+            f"costs {ch.cost_per_unit / best.cost_per_unit:.1f}× more per {per}"
+            + (f" because it is slower ({ch.tokens_per_s:,.0f} vs {best.tokens_per_s:,.0f} tokens/s)"
+               if ch.tokens_per_s and best.tokens_per_s else "") + "."
+        )
+    if best.risks:
+        lines.append("Watch out: " + "; ".join(best.risks) + ".")
+    if cur is None:
+        return lines
+    lines.append(f"Current: {cur.label}, {cur.devices}: "
+                 f"{_money(cur.usd_per_hour)}/h, {_money(cur.usd_per_month)}/month.")
+    if cur.instance_type == best.instance_type and cur.region == best.region \
+            and cur.pricing == best.pricing and cur.instances == best.instances:
+        lines.append("The current setup is already the best choice.")
+        return lines
+    if cur.fits and cur.cost_per_unit is not None and best.cost_per_unit is not None \
+            and cur.cost_per_unit <= best.cost_per_unit:
+        lines.append(
+            f"Keep the current setup: at {_money(cur.cost_per_unit)} per {per} it costs "
+            f"{1 - cur.cost_per_unit / best.cost_per_unit:.0%} less than the best alternative "
+            f"ranked ({cur.pricing} vs {best.pricing})."
+        )
+        return lines
+    loses: list[str] = []
+    if not cur.fits:
+        what = "precision" if "precision" in cur.misfit else "memory"
+        loses.append(f"{what}: it cannot run the workload ({cur.misfit})")
+    else:
+        if cur.memory_used_pct is not None and cur.memory_used_pct < 50:
+            loses.append(f"memory: it uses only {cur.memory_used_pct:.0f}% of its "
+                         f"{cur.devices} memory — paying for capacity it does not need")
+        if cur.tokens_per_s and best.tokens_per_s:
+            ratio = cur.tokens_per_s / best.tokens_per_s
+            if ratio < 0.95:
+                loses.append(f"speed: {ratio:.2f}× the best choice's throughput")
+            elif ratio > 1.05:
+                loses.append(f"speed: {ratio:.1f}× faster, but the extra speed costs more than it "
+                             "is worth")
+        if cur.cost_per_unit and best.cost_per_unit:
+            loses.append(
+                f"price: {_money(cur.cost_per_unit)} vs {_money(best.cost_per_unit)} per {per} "
+                f"({cur.cost_per_unit / best.cost_per_unit:.1f}×), {_money(cur.usd_per_hour)}/h vs "
+                f"{_money(best.usd_per_hour)}/h"
+            )
+    if best.savings_usd_per_month is not None and best.savings_pct is not None:
+        loses.append(f"switching saves {_money(best.savings_usd_per_month)}/month "
+                     f"({best.savings_pct:.0f}%)")
+    lines.append("Why the current setup loses: " + "; ".join(loses) + "." if loses
+                 else "The current setup costs about the same.")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationReport:
+    """The old analyzer's migration report: current vs target for one workload."""
+
+    current: RankedOffer
+    target: RankedOffer
+    savings_usd_per_month: float | None
+    savings_pct: float | None
+    speedup: float | None
+    memory_check: str
+    risks: tuple[str, ...]
+    complexity: str  # low | medium | high
+    complexity_reasons: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "current": self.current.to_dict(),
+            "target": self.target.to_dict(),
+            "savings_usd_per_month": _opt(self.savings_usd_per_month),
+            "savings_pct": _opt(self.savings_pct),
+            "speedup": _opt(self.speedup),
+            "memory_check": self.memory_check,
+            "risks": list(self.risks),
+            "complexity": self.complexity,
+            "complexity_reasons": list(self.complexity_reasons),
+            "notes": list(self.notes),
+        }
+
+
+def _gib(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} GiB"
+
+
+def _opt(x: float | None) -> float | None:
+    return None if x is None else _clean(x)
+
+
+def migration_complexity(current: RankedOffer, target: RankedOffer) -> tuple[str, tuple[str, ...]]:
+    reasons = []
+    level = 0
+    if target.software_stack != current.software_stack:
+        reasons.append(f"software stack {current.software_stack} → {target.software_stack}")
+        level = 2
+    if target.cloud != current.cloud:
+        reasons.append(f"cloud {current.cloud} → {target.cloud} (data, IAM, networking)")
+        level = max(level, 1)
+    if target.instances > 1 and current.instances <= 1:
+        reasons.append("single node → multi-node")
+        level = max(level, 1)
+    if target.pricing == "spot" and current.pricing != "spot":
+        reasons.append("spot capacity: needs checkpoint/restart handling")
+        level = max(level, 1)
+    if not reasons:
+        reasons.append("same cloud and software stack")
+    return ("low", "medium", "high")[level], tuple(reasons)
+
+
+def migration_report(
+    workload,
+    catalog,
+    current: tuple[str, int],
+    target: tuple[str, int] | str,
+    *,
+    current_region: str | None = None,
+    target_region: str | None = None,
+    pricing: str = "on-demand",
+    hours_per_month: float | Schedule | None = HOURS_PER_MONTH,
+    training_tokens: float | None = None,
+) -> MigrationReport:
+    """Compare the current setup with one target (instance type, count), both sized and priced."""
+    if isinstance(target, str):
+        target = (target, 1)
+    kw = dict(pricing=pricing, hours_per_month=hours_per_month, training_tokens=training_tokens)
+    cur, cur_notes = evaluate_setup(workload, catalog, current, region=current_region, **kw)
+    tgt, tgt_notes = evaluate_setup(workload, catalog, target, region=target_region, **kw)
+    return report_between(cur, tgt, notes=tuple(dict.fromkeys(cur_notes + tgt_notes)))
+
+
+def evaluate_setup(
+    workload,
+    catalog,
+    setup: tuple[str, int],
+    *,
+    region: str | None = None,
+    pricing: str = "on-demand",
+    hours_per_month: float | Schedule | None = HOURS_PER_MONTH,
+    training_tokens: float | None = None,
+    spot: SpotAssumptions | None = None,
+) -> tuple[RankedOffer, tuple[str, ...]]:
+    """Size and price one setup (instance type, count) without ranking the catalog.
+
+    Returns the setup as a rank-0 ``RankedOffer`` (``fits`` may be False) and notes about how it
+    was priced (region chosen, pricing fallback).
+    """
+    check_pricing(pricing)
+    schedule = _schedule(hours_per_month)
+    spot = spot or SpotAssumptions()
+    unit_kind, unit = _unit_for(workload, training_tokens)
+    engine = _Engine(workload, training_tokens=training_tokens, unit_kind=unit_kind,
+                     max_instances=DEFAULT_MAX_INSTANCES)
+    stateless = workload.kind == "inference"
+    offer, notes = _current_offer(
+        engine, catalog, _accelerator_index(catalog), setup, region, pricing,
+        mult=_Multipliers(schedule, spot, stateless=stateless), schedule=schedule, unit=unit,
+        unit_kind=unit_kind, spot=spot,
+    )
+    return offer, tuple(notes)
+
+
+def report_between(cur: RankedOffer, tgt: RankedOffer, *, notes: Sequence[str] = ()) -> MigrationReport:
+    from dataclasses import replace
+
+    savings_usd = savings_pct = speedup = None
+    if cur.cost_per_unit and tgt.cost_per_unit is not None and cur.fits and tgt.fits:
+        frac = 1.0 - tgt.cost_per_unit / cur.cost_per_unit
+        savings_pct, savings_usd = 100.0 * frac, cur.usd_per_month * frac
+    if cur.tokens_per_s and tgt.tokens_per_s:
+        speedup = tgt.tokens_per_s / cur.tokens_per_s
+    if tgt.fits and cur.fits:
+        mem = (f"both fit: current {_gib(cur.headroom_gib)} free/device, target "
+               f"{_gib(tgt.headroom_gib)} free/device")
+    elif tgt.fits:
+        mem = f"target fits ({_gib(tgt.headroom_gib)} free/device); current does not: {cur.misfit}"
+    else:
+        mem = f"target does NOT fit: {tgt.misfit}"
+    level, reasons = migration_complexity(cur, tgt)
+    risks = list(tgt.risks)
+    if tgt.software_stack != cur.software_stack:
+        risks.insert(0, f"software stack migration {cur.software_stack} → "
+                        f"{STACK_MIGRATION_NOTE.get(tgt.software_stack, tgt.software_stack)}")
+    tgt = replace(tgt, is_current=False, savings_pct=savings_pct,
+                  savings_usd_per_month=savings_usd, speedup=speedup)
+    return MigrationReport(
+        current=cur, target=tgt, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
+        speedup=speedup, memory_check=mem, risks=tuple(dict.fromkeys(risks)), complexity=level,
+        complexity_reasons=reasons, notes=tuple(notes),
+    )
