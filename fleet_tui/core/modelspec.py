@@ -1,12 +1,24 @@
 """Model architectures: the published shape of a transformer, from models.toml or a config.json.
 
 Owned by the sizing code; the catalog loader validates ``catalogs/models.toml`` entries with
-``ModelArch``. Parameter counts are derived from the shape (``param_count``), never typed in.
+``ModelArch``. Parameter counts are derived from the shape (:func:`param_count`), never typed in.
+
+The shape covers decoder-only transformers of the Llama family and its relatives: grouped-query
+attention (``kv_heads`` < ``heads``), an explicit ``head_dim`` (Gemma-2, Qwen3), q/k/v biases
+(Qwen2), tied input/output embeddings (Llama-3.2-1B/3B, Gemma-2), sliding-window layers
+(Mistral-v0.1, Gemma-2) and mixture-of-experts feed-forward layers (Mixtral, Qwen-MoE) with optional
+shared experts. Multi-head latent attention (DeepSeek-V2/V3) is *not* modelled: its KV cache and
+projections differ, so such models are rejected by :func:`load_model_config` rather than mis-sized.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 
 class ModelArch(BaseModel):
@@ -30,6 +42,11 @@ class ModelArch(BaseModel):
     shared_experts: int = Field(default=0, ge=0)
     max_position: PositiveInt | None = None
     source: str = ""
+    # --- added by the sizing code (all optional, defaults = Llama-style) ---
+    attention_bias: bool = False  # q/k/v projections carry a bias (Qwen2)
+    gated_mlp: bool = True  # SwiGLU/GeGLU: gate, up and down projections (3 matrices)
+    sliding_window: PositiveInt | None = None  # tokens a local-attention layer keeps in its KV cache
+    sliding_window_layers: int = Field(default=0, ge=0)  # how many layers use the window (0 = none)
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -37,6 +54,10 @@ class ModelArch(BaseModel):
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.experts and not (0 < self.experts_per_token <= self.experts):
             raise ValueError("experts_per_token must be between 1 and experts for a MoE model")
+        if self.sliding_window_layers > self.layers:
+            raise ValueError("sliding_window_layers cannot exceed layers")
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise ValueError("sliding_window_layers needs sliding_window")
         return self
 
     @property
@@ -46,3 +67,226 @@ class ModelArch(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the attention output (heads × head_dim); differs from hidden for Gemma/Qwen3."""
+        return self.heads * self.dim_per_head
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V) per token per layer: kv_heads × head_dim."""
+        return self.kv_heads * self.dim_per_head
+
+    @property
+    def expert_intermediate(self) -> int:
+        return self.moe_intermediate or self.intermediate
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.gated_mlp else 2
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    """Parameter counts of a model, split the way memory and FLOPs need them."""
+
+    total: int  # every stored parameter (tied embeddings counted once)
+    active: int  # parameters touched per token (MoE: only the routed experts + shared ones)
+    embedding: int  # input embedding table
+    lm_head: int  # output projection (0 when tied to the embedding)
+    attention_per_layer: int
+    mlp_per_layer: int  # all experts for MoE
+    mlp_active_per_layer: int
+    norms: int
+
+    @property
+    def decoder(self) -> int:
+        """Parameters in the decoder layers (what int8/int4 quantizers convert)."""
+        return self.total - self.embedding - self.lm_head - self.norms
+
+    @property
+    def matmul_total(self) -> int:
+        """Parameters used as matmul weights (decoder linears + the output projection)."""
+        return self.decoder + (self.lm_head or self.embedding)
+
+    @property
+    def matmul_active(self) -> int:
+        """Matmul weights touched per token: 2 × this = forward FLOPs per token (without attention)."""
+        return self.active - self.embedding - self.lm_head - self.norms + (self.lm_head or self.embedding)
+
+
+def param_counts(arch: ModelArch) -> ParamCounts:
+    h, L = arch.hidden, arch.layers
+    attn = h * arch.q_dim + 2 * h * arch.kv_dim + arch.q_dim * h
+    if arch.attention_bias:
+        attn += arch.q_dim + 2 * arch.kv_dim
+    m = arch.mlp_matrices
+    if arch.is_moe:
+        expert = m * h * arch.expert_intermediate
+        shared = arch.shared_experts * m * h * arch.intermediate
+        router = h * arch.experts
+        mlp = arch.experts * expert + shared + router
+        mlp_active = arch.experts_per_token * expert + shared + router
+    else:
+        mlp = mlp_active = m * h * arch.intermediate
+    norms = (2 * L + 1) * h  # two RMSNorm/LayerNorm weights per layer + the final one
+    emb = arch.vocab * h
+    head = 0 if arch.tied_embeddings else arch.vocab * h
+    total = L * (attn + mlp) + norms + emb + head
+    active = L * (attn + mlp_active) + norms + emb + head
+    return ParamCounts(total, active, emb, head, attn, mlp, mlp_active, norms)
+
+
+def param_count(arch: ModelArch) -> int:
+    """Total stored parameters (tied embeddings once; MoE: all experts)."""
+    return param_counts(arch).total
+
+
+def active_param_count(arch: ModelArch) -> int:
+    """Parameters used per token (MoE: routed experts_per_token + shared experts)."""
+    return param_counts(arch).active
+
+
+def arch_for_params(params: int) -> ModelArch:
+    """A Llama-3-like shape with exactly ``params`` parameters, for ``--params`` without a model.
+
+    Layers and width follow the Llama aspect ratio (hidden ≈ 128 × layers, 128-wide heads, 8 KV
+    heads, vocab 128,256, untied); the FFN width absorbs the remainder so the count is exact.
+    """
+    if params < 10_000_000:
+        raise ValueError("params must be at least 1e7 to derive a transformer shape")
+    vocab = 128_256
+    hidden = max(256, int(round((10.7 * params) ** (1 / 3) / 128)) * 128)
+    while True:
+        layers = max(2, hidden // 128)
+        heads = max(2, hidden // 128)
+        kv = 8 if heads % 8 == 0 else heads
+        fixed = 2 * vocab * hidden + (2 * layers + 1) * hidden
+        attn = 2 * hidden * hidden + 2 * hidden * kv * 128
+        rest = params - fixed - layers * attn
+        inter = rest // (3 * hidden * layers)
+        if inter >= hidden or hidden <= 256:
+            break
+        hidden -= 128
+    inter = max(1, inter)
+    arch = ModelArch(id=f"params-{params}", name=f"{params / 1e9:.3g}B parameters (Llama-like shape)",
+                     family="synthetic", layers=layers, hidden=hidden, intermediate=inter, heads=heads,
+                     kv_heads=kv, head_dim=128 if hidden == heads * 128 else None, vocab=vocab,
+                     source="derived from --params")
+    return arch
+
+
+# --- Hugging Face config.json ------------------------------------------------------------------
+
+class ConfigFileError(ValueError):
+    """A config.json that cannot be turned into a ModelArch (message names the file and keys)."""
+
+
+def _user_error(msg: str) -> Exception:
+    from fleet_tui.core.errors import UserError
+
+    return UserError(msg)
+
+
+def _first(cfg: dict, *keys: str):
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return None
+
+
+def load_model_config(path: str | os.PathLike) -> ModelArch:
+    """Read a local Hugging Face ``config.json`` (offline) into a :class:`ModelArch`.
+
+    Understands the key names of Llama, Mistral, Qwen2/Qwen2-MoE/Qwen3(-MoE), Gemma/Gemma-2,
+    Mixtral and GPT-NeoX/GPT-2-style configs (``n_layer``/``n_embd``...), and multimodal wrappers
+    that nest the language model under ``text_config``. Raises ``UserError`` naming the file and
+    the missing or bad keys.
+    """
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _user_error(f"--model-config {path}: no such file (give a Hugging Face config.json or "
+                          "the folder holding one)") from None
+    except OSError as exc:
+        raise _user_error(f"--model-config {path}: cannot read it ({exc.strerror})") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _user_error(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(cfg, dict):
+        raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
+    if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers
+        inner = dict(cfg["text_config"])
+        for k in ("tie_word_embeddings", "_name_or_path"):
+            if k in cfg and k not in inner:
+                inner[k] = cfg[k]
+        cfg = inner
+    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
+        raise _user_error(f"{p}: multi-head latent attention (kv_lora_rank, DeepSeek-V2/V3 style) is "
+                          "not modelled by fleet-tui; its KV cache would be mis-sized")
+
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
+    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+    missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
+                                    ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
+    model_type = str(cfg.get("model_type", "")).lower()
+    gated = model_type not in ("gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi")
+    if inter is None and hidden is not None and not gated:
+        inter = 4 * int(hidden)  # GPT-2 style configs leave n_inner null = 4 × hidden
+    if inter is None:
+        missing.append("intermediate_size")
+    if missing:
+        raise _user_error(f"{p}: missing key(s) {', '.join(missing)} (a Hugging Face decoder config "
+                          "needs num_hidden_layers, hidden_size, num_attention_heads, "
+                          "intermediate_size and vocab_size)")
+    kv = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+    if kv is None:
+        kv = 1 if cfg.get("multi_query") else heads
+    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
+    per_tok = _first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k") or 0
+    moe_inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
+    shared = _first(cfg, "n_shared_experts", "num_shared_experts") or 0
+    if experts and not shared and cfg.get("shared_expert_intermediate_size"):
+        shared = 1  # Qwen2-MoE: one shared expert of its own width
+        inter = cfg["shared_expert_intermediate_size"]
+    window = cfg.get("sliding_window")
+    window_layers = 0
+    if window and cfg.get("use_sliding_window", True) is not False:
+        if model_type.startswith("gemma2") or model_type.startswith("gemma3"):
+            window_layers = int(layers) // 2 if model_type.startswith("gemma2") else int(layers) * 5 // 6
+        elif model_type.startswith("qwen2"):
+            window_layers = 0  # Qwen2 ships sliding_window but use_sliding_window false by default
+        else:
+            window_layers = int(layers)
+    if not window_layers:
+        window = None
+    name = str(cfg.get("_name_or_path") or p.parent.name or p.stem)
+    try:
+        return ModelArch(
+            id=name.split("/")[-1].lower() or "model-config",
+            name=name,
+            family=model_type,
+            layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
+            head_dim=cfg.get("head_dim"), vocab=vocab,
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith("gemma"))),
+            experts=int(experts) if per_tok else 0,
+            experts_per_token=int(per_tok) if experts else 0,
+            moe_intermediate=moe_inter if experts else None,
+            shared_experts=int(shared) if experts else 0,
+            max_position=_first(cfg, "max_position_embeddings", "n_positions", "seq_length"),
+            attention_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
+            gated_mlp=gated,
+            sliding_window=window, sliding_window_layers=window_layers,
+            source=str(p),
+        )
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise _user_error(f"{p}: {bad}") from None

@@ -1,0 +1,273 @@
+"""Speed of a workload on an accelerator: a roofline with measured and published efficiencies.
+
+Method
+------
+* **FLOPs.** A forward pass costs ``2 × N_matmul`` per token (N_matmul = matmul weights a token
+  touches: decoder linears of the *active* experts + the output head) plus causal attention
+  ``2 × context × heads·head_dim`` per token per layer (flash kernels skip the masked half).
+  Training = forward + backward = 3 × forward (6·N·D), 4 × with activation recompute (8·N·D). LoRA:
+  forward 2N, backward only through activations 2N (frozen weights need no weight gradient),
+  attention backward as usual -> 4·N·D (6·N·D with recompute), plus 6 × adapter parameters.
+* **Compute rate** = dense datasheet peak for the precision × large-GEMM efficiency of the
+  architecture × a step efficiency for everything that is not a big GEMM (norms, rotary, softmax,
+  launches). The H200 sustained 662 TFLOP/s on bf16 GEMMs at its 700 W cap (0.67 of the 989.5 dense
+  peak); Hugging Face eager prefill reached 0.74 and training 0.62 of that rate on the ground-truth
+  rows (one factor each, not per row).
+* **Memory-bound parts** of a training step: the optimizer update (fused AdamW reads and writes
+  parameters and both moments), AMP's fp32->bf16 weight casts each forward and gradient casts,
+  all at the measured copy bandwidth (0.885 of the datasheet HBM bandwidth).
+* **Decode** describes an optimized serving engine (vLLM/TensorRT-LLM class, continuous batching,
+  CUDA graphs), *not* Hugging Face eager generate, whose ground-truth decode speeds are
+  launch-bound (≈35 tokens/s for an 8B model at batch 1 on an H200, where weight streaming allows
+  ~200): per output step the GPU streams every weight it needs (MoE: the experts the batch routes
+  to) and the batch's KV cache at 0.75 of peak bandwidth, or is compute-bound at large batch.
+* **Several GPUs**: data-parallel replicas add up; FSDP/tensor parallel pay a documented
+  efficiency per doubling (:data:`calibration.SCALING_PER_DOUBLING`).
+
+Measured error on the H200 rows (``tests/core/test_perf_accuracy.py`` prints them): prefill
+tokens/s within ~9 % (median ~6 %), training within ~17 % (median ~8 %).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Literal
+
+from fleet_tui.core import calibration as cal
+from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.workload import Workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fleet_tui.core.specs import Accelerator
+
+ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"
+ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
+ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
+
+COPY_BANDWIDTH_EFFICIENCY = cal.COPY_BANDWIDTH_EFFICIENCY
+PREFILL_STEP_EFFICIENCY = cal.PREFILL_STEP_EFFICIENCY
+TRAINING_STEP_EFFICIENCY = cal.TRAINING_STEP_EFFICIENCY
+
+Phase = Literal["prefill", "decode", "training"]
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    tokens_per_s: float  # headline: training tokens/s, prefill tokens/s, or decode output tokens/s
+    phase: Phase
+    prefill_tokens_per_s: float | None = None
+    decode_tokens_per_s: float | None = None
+    time_per_output_token_s: float | None = None
+    step_s: float | None = None  # one training step / one forward pass / one decode step
+    engine: str = ""
+    bound: Literal["compute", "memory"] = "compute"
+    assumptions: list[str] = field(default_factory=list)
+    time_to_first_token_s: float | None = None
+    mfu: float | None = None  # model FLOPs utilisation of the dense peak (training/prefill)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEstimate:
+    seconds: float
+    gpu_hours: float
+    tokens: int = 0
+    tokens_per_s: float = 0.0
+    gpus: int = 1
+
+
+def matmul_efficiency(accelerator: "Accelerator") -> float:
+    arch = (accelerator.architecture or "").lower()
+    for key, eff in cal.MATMUL_EFFICIENCY.items():
+        if key != "default" and arch.startswith(key.lower()):
+            return eff
+    return cal.MATMUL_EFFICIENCY["default"]
+
+
+def peak_flops(accelerator: "Accelerator", precision: str) -> tuple[float, list[str]]:
+    """Achievable dense FLOP/s for ``precision`` (peak × efficiency) and notes on fallbacks."""
+    p = accelerator.peak_tflops
+    notes: list[str] = []
+    sixteen = p.get("bf16") or p.get("fp16")
+    if precision == "fp8" and "fp8" in p:
+        tflops = p["fp8"] * cal.FP8_EFFICIENCY_FACTOR
+    elif precision in ("int8", "int4"):
+        tflops = (sixteen or p.get("fp32", 1.0)) * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR
+        notes.append(f"{precision} weight-only quantization: matmuls run in 16-bit after de-quantizing")
+    elif precision == "fp32":
+        tflops = p.get("fp32") or (sixteen or 1.0) / 8
+        notes.append("fp32 matmuls at the fp32 (non-tensor-core) peak: PyTorch leaves TF32 off by default")
+    elif precision in p:
+        tflops = p[precision]
+    else:
+        tflops = sixteen or p.get("fp32") or 1.0
+        notes.append(f"{accelerator.id} has no {precision} peak listed; using its best 16-bit/fp32 peak")
+    return tflops * 1e12 * matmul_efficiency(accelerator), notes
+
+
+def bandwidth(accelerator: "Accelerator") -> tuple[float, list[str]]:
+    """Datasheet HBM bandwidth in bytes/s (or a stand-in from the compute peak when unknown)."""
+    if accelerator.memory_bandwidth_gbs:
+        return accelerator.memory_bandwidth_gbs * 1e9, []
+    best = max(accelerator.peak_tflops.values(), default=100.0)
+    return best * 1e12 / 300.0, [f"{accelerator.id} memory bandwidth unknown: assumed a 300 FLOP/byte ridge"]
+
+
+def _attn_flops_per_token(w: Workload, context: float) -> float:
+    """Forward attention FLOPs per token (QKᵀ and AV, causal: half the square)."""
+    a = w.arch
+    full = a.layers - a.sliding_window_layers
+    flops = full * 2 * context * a.q_dim
+    if a.sliding_window_layers:
+        flops += a.sliding_window_layers * 2 * min(context, a.sliding_window) * a.q_dim
+    return float(flops)
+
+
+def _scaling(sharding: str, gpus: int) -> float:
+    if gpus <= 1:
+        return 1.0
+    return cal.SCALING_PER_DOUBLING[sharding] ** math.log2(gpus)
+
+
+def _weight_stream_bytes(w: Workload, batch: int) -> float:
+    """Weight bytes one decode step reads: dense all; MoE the experts the batch routes to."""
+    from fleet_tui.core.sizing import _weight_bytes
+
+    a = w.arch
+    pc = param_counts(a)
+    total = _weight_bytes(w if not w.is_training else w.with_(kind="inference"), pc)
+    if not a.is_moe:
+        return total
+    # expected distinct experts per layer touched by `batch` tokens routing to k of E each
+    touched = a.experts * (1 - (1 - a.experts_per_token / a.experts) ** batch)
+    expert_params = a.layers * (pc.mlp_per_layer - pc.mlp_active_per_layer) / max(1, a.experts - a.experts_per_token)
+    untouched = (a.experts - touched) * expert_params
+    return total * (1 - untouched / pc.total)
+
+
+@lru_cache(maxsize=8192)
+def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
+    acc = _ACC_BY_KEY[acc_key]
+    a = w.arch
+    pc = param_counts(a)
+    rate, notes = peak_flops(acc, w.precision if w.kind != "qlora" else "bf16")
+    bw, bw_notes = bandwidth(acc)
+    notes = notes + bw_notes
+    sharding = w.sharding if gpus > 1 else "data"
+    scale = _scaling(sharding, gpus)
+    n_mat = pc.matmul_active
+    peak_dense = (acc.peak_tflops.get(w.precision) or acc.peak_tflops.get("bf16")
+                  or acc.peak_tflops.get("fp16") or 1.0) * 1e12
+
+    if w.is_training:
+        seq = w.seq_len or 2048
+        tokens = w.batch * seq
+        attn = _attn_flops_per_token(w, seq)  # causal mean: 2·seq·heads·head_dim per layer
+        if w.is_adapter:
+            from fleet_tui.core.sizing import _lora_params
+
+            lora = _lora_params(a, w)
+            fwd_passes = 2 if w.grad_checkpointing else 1
+            flops_tok = (2 * n_mat + attn) * fwd_passes + 2 * n_mat + 2 * attn + 6 * lora
+            trainable = lora
+        else:
+            fwd_passes = 2 if w.grad_checkpointing else 1
+            flops_tok = (2 * n_mat + attn) * (2 + fwd_passes)
+            trainable = pc.total
+        compute_s = tokens * flops_tok / (rate * TRAINING_STEP_EFFICIENCY)
+        # memory-bound: optimizer update and AMP casts
+        amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
+        state32 = amp or w.precision == "fp32" or w.is_adapter
+        opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "sgd": 20.0, "adafactor": 12.0}[w.optimizer]
+        if not state32:
+            opt_bytes /= 2
+        mem_bytes = trainable * opt_bytes
+        if amp:
+            mem_bytes += pc.matmul_total * 6.0 * fwd_passes + pc.total * 6.0  # weight casts, grad casts
+        mem_s = mem_bytes / (bw * COPY_BANDWIDTH_EFFICIENCY)
+        step_1 = compute_s + mem_s
+        tok_s = tokens / step_1 * gpus * scale
+        step = tokens / tok_s  # wall time of one step of the global batch on all GPUs
+        notes.append(f"training FLOPs {flops_tok / n_mat:.1f}·N per token (N = {n_mat / 1e9:.2f}B "
+                     "matmul parameters) incl. causal attention"
+                     + ("; recompute adds a forward" if w.grad_checkpointing else ""))
+        if gpus > 1:
+            notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
+        # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
+        model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
+        mfu = tokens * model_flops_tok / step_1 / peak_dense
+        return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
+                          bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
+                          mfu=mfu)
+
+    # inference
+    ctx_prefill = w.seq_len or w.prompt_len or 2048
+    prefill_flops_tok = 2 * n_mat + _attn_flops_per_token(w, ctx_prefill)
+    b = w.batch
+    prefill_tokens = b * ctx_prefill
+    weight_bytes = _weight_stream_bytes(w, max(1, prefill_tokens))
+    t_cmp = prefill_tokens * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY)
+    t_mem = weight_bytes / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+    prefill_s = max(t_cmp, t_mem) / (gpus * scale) if sharding == "tensor" else max(t_cmp, t_mem)
+    prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
+    ttft = (ctx_prefill * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY))
+    ttft = max(ttft, t_mem) / (gpus * scale if sharding == "tensor" else 1)
+
+    # decode, optimized engine: batch b sequences at the mean context
+    from fleet_tui.core.sizing import _kv_bytes_per_token
+
+    prompt = w.prompt_len or w.seq_len or 512
+    gen = w.gen_len or 128
+    ctx = prompt + gen / 2
+    per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
+    kv_read = per_gpu_b * ctx * _kv_bytes_per_token(a, w, 1, ctx)
+    bytes_step = _weight_stream_bytes(w, per_gpu_b) + kv_read
+    tp = gpus if sharding == "tensor" else 1
+    d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+    d_cmp = per_gpu_b * (2 * n_mat + 2 * _attn_flops_per_token(w, ctx)) / tp / rate
+    tpot = max(d_mem, d_cmp) / (scale if tp > 1 else 1.0)
+    replicas = 1 if sharding == "tensor" else gpus
+    decode_tok_s = per_gpu_b / tpot * replicas
+    bound_dec = "memory" if d_mem >= d_cmp else "compute"
+    if w.is_generation or w.seq_len is None:
+        notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
+                     + (" (experts the batch routes to)" if a.is_moe else "")
+                     + f" and KV streamed at {cal.DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+        notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
+                          decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
+                          engine=ENGINE_SERVING, bound=bound_dec, assumptions=notes,
+                          time_to_first_token_s=ttft)
+    notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
+    mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / (gpus if sharding == "tensor" else 1)
+    return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,
+                      decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=prefill_s,
+                      engine=ENGINE_FORWARD, bound="compute" if t_cmp >= t_mem else "memory",
+                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu)
+
+
+_ACC_BY_KEY: dict[tuple, "Accelerator"] = {}
+
+
+def _acc_key(acc: "Accelerator") -> tuple:
+    key = (acc.id, acc.architecture, acc.memory_bandwidth_gbs, tuple(sorted(acc.peak_tflops.items())))
+    _ACC_BY_KEY.setdefault(key, acc)
+    return key
+
+
+def estimate_throughput(workload: Workload, accelerator: "Accelerator", gpus: int | None = None) -> Throughput:
+    """Tokens/s of ``workload`` on ``gpus`` × ``accelerator`` (see the module docstring)."""
+    return _throughput(workload, _acc_key(accelerator), int(gpus or workload.gpus))
+
+
+def training_run(workload: Workload, accelerator: "Accelerator", gpus: int | None, tokens: int) -> RunEstimate:
+    """Wall time and GPU-hours to train on ``tokens`` tokens."""
+    n = int(gpus or workload.gpus)
+    if tokens <= 0:
+        raise ValueError("tokens must be positive")
+    w = workload if workload.is_training else workload.with_(kind="training")
+    thr = estimate_throughput(w, accelerator, n)
+    seconds = tokens / thr.tokens_per_s
+    return RunEstimate(seconds=seconds, gpu_hours=seconds * n / 3600.0, tokens=int(tokens),
+                       tokens_per_s=thr.tokens_per_s, gpus=n)
