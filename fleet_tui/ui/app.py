@@ -8,6 +8,7 @@ workers so the event loop only paints.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ class FleetApp(App[int]):
 
     # ----- start-up -------------------------------------------------------------------------
     def on_mount(self) -> None:
+        self.catalog_settled = asyncio.Event()  # set once the catalog loaded or failed
         self.switch_mode(self._start_mode)
         self.load_catalog()
         if self.source is not None:
@@ -114,6 +116,8 @@ class FleetApp(App[int]):
         worker = event.worker
         if worker.group != "catalog":
             return
+        if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            self.catalog_settled.set()
         if event.state == WorkerState.SUCCESS:
             catalog = worker.result
             self.catalog = catalog

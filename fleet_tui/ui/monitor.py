@@ -159,6 +159,9 @@ class MonitorScreen(PaneScreen):
         for diag in view.diagnoses:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
+            if self.focused_key is not None and getattr(diag, "device_key", None) not in (
+                    None, self.focused_key):
+                continue  # focused on one device: its diagnoses only
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
             head = f"[b {style}]{escape(str(title))}[/]"
             if where not in (None, ""):

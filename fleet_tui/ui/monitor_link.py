@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from textual.app import ScreenStackError
+
 from fleet_tui.core.monitor.snapshot import Snapshot
 
 MAX_REDRAWS_PER_S = 4.0
@@ -69,7 +71,11 @@ class MonitorLink:
             if MonitorEngine is None:
                 await self._run_plain()
                 return
-            self.engine = MonitorEngine(self.source, interval_s=self.interval_s)
+            # The engine prices this machine from the catalog; wait for the app's load (a thread)
+            # rather than let the engine load it again on the event loop.
+            await self.app.catalog_settled.wait()
+            self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
+                                        instance=self.app.instance_type, catalog=self.app.catalog)
             self.engine.subscribe(self._on_tick)
             await self.engine.run()
         except Exception as exc:  # a source that fails must not take the app down
@@ -154,7 +160,10 @@ class MonitorLink:
         self._draw_pending = False
         self._last_draw = time.monotonic()
         view = self.latest
-        screen = self.app.screen
+        try:
+            screen = self.app.screen
+        except ScreenStackError:  # the app is shutting down
+            return
         redraw = getattr(screen, "redraw", None)
         if view is not None and redraw is not None:  # only the visible pane draws
             redraw(view)

@@ -1,0 +1,53 @@
+"""Helpers for Pilot tests: build the app as ``fleet-tui`` would, isolated from the user's config."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    # No user themes/catalogs leak in; exports land in the test's directory.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+
+
+def app_args(**kw) -> argparse.Namespace:
+    base = dict(source=None, instance=None, theme=None, catalog_dir=[], interval=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.fixture
+def make_app():
+    from fleet_tui.ui.launch import build_app
+
+    def make(**kw):
+        overrides = kw.pop("overrides", {})
+        app = build_app(app_args(**kw), **overrides)
+        app.animation_level = "none"
+        return app
+
+    return make
+
+
+async def settle(app, pilot) -> None:
+    """Wait for every finished-able worker (catalog, queries, sizing), not the monitor loop."""
+    for _ in range(5):
+        workers = [w for w in app.workers if w.group != "monitor"]
+        await app.workers.wait_for_complete(workers)
+        await pilot.pause()
+        if all(w.is_finished for w in app.workers if w.group != "monitor"):
+            return
+
+
+async def wait_for(pilot, condition, what: str, steps: int = 200) -> None:
+    """Let the app run until ``condition()`` holds (monitor ticks arrive on their own schedule)."""
+    for _ in range(steps):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,90 @@
+"""The shell: panes by key and mouse, help lists every key, themes, status line, clean quit."""
+
+from __future__ import annotations
+
+from textual.widgets import Markdown
+
+from fleet_tui.ui.help import HelpScreen
+from fleet_tui.ui.widgets.chrome import StatusLine
+from tests.ui.conftest import settle
+
+
+async def test_number_keys_switch_panes(make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        assert app.current_mode == "catalog"
+        for key, mode in (("2", "builder"), ("3", "monitor"), ("4", "recommend"), ("1", "catalog")):
+            app.set_focus(None)
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.current_mode == mode
+        await pilot.press("5")  # no fleet source: the pane stays put
+        await pilot.pause()
+        assert app.current_mode == "catalog"
+
+
+async def test_clicking_the_pane_bar_switches(make_app):
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.click("#tab-recommend")
+        await pilot.pause()
+        assert app.current_mode == "recommend"
+
+
+async def test_help_lists_every_binding(make_app):
+    from fleet_tui.ui.app import PANE_TITLES, FleetApp, pane_class
+
+    app = make_app()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.help_text()
+        for mode in PANE_TITLES:
+            if mode == "fleet":
+                continue
+            for binding in pane_class(mode).BINDINGS:
+                if binding.description:
+                    assert binding.description in text, (mode, binding)
+        for binding in FleetApp.BINDINGS:
+            if binding.show:
+                assert binding.description in text
+        assert app.screen.query_one(Markdown)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_themes_registered_and_switchable(make_app):
+    app = make_app(theme="high-contrast")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert app.theme == "fleet-high-contrast"
+        assert {"fleet-dark", "fleet-light", "fleet-high-contrast"} <= set(app.available_themes)
+        app.theme = "fleet-light"
+        await pilot.pause()
+        assert app.current_theme.dark is False
+
+
+async def test_status_line_says_no_device_and_catalog_count(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        text = str(app.screen.query_one(StatusLine).render())
+        assert "NO DEVICE" in text
+        assert app.catalog_status.state == "ready"
+        assert f"{app.catalog_status.instances:,} offers" in text
+
+
+async def test_q_quits_cleanly(make_app):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.set_focus(None)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code in (0, None)
+    assert app._exception is None

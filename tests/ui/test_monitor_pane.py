@@ -1,0 +1,74 @@
+"""Monitor pane over the deterministic simulator and the bundled H200 replay."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+from fleet_tui.ui.widgets.chrome import StatusLine
+from fleet_tui.ui.widgets.device_card import DeviceCard
+from tests.ui.conftest import wait_for
+
+
+async def test_cards_per_device_and_simulated_label(make_app):
+    app = make_app(source="sim:3", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert app.current_mode == "monitor"
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 3, "three device cards")
+        status = str(app.screen.query_one(StatusLine).render())
+        assert "SIMULATED" in status and "LIVE" not in status
+        procs = app.screen.query_one("#procs", DataTable)
+        expected = sum(len(d.processes) for d in app.monitor.latest.snapshot.devices)
+        await wait_for(pilot, lambda: procs.row_count == sum(
+            len(d.processes) for d in app.monitor.latest.snapshot.devices), "process rows")
+        assert expected >= 0
+
+
+async def test_pause_interval_and_focus(make_app):
+    app = make_app(source="sim:2", interval=1.0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 2, "cards")
+        await pilot.press("p")
+        assert app.source_status.paused is True
+        await pilot.press("p")
+        assert app.source_status.paused is False
+        await pilot.press("minus")
+        assert app.source_status.interval_s == 2.0
+        await pilot.press("plus")
+        await pilot.press("plus")
+        assert app.source_status.interval_s == 0.5
+        await pilot.press("f")
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 1, "one focused card")
+        assert app.screen.query_one(DeviceCard).has_class("-detailed")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 2, "all cards back")
+
+
+async def test_hidden_pane_does_not_draw_and_catches_up(make_app):
+    app = make_app(source="sim:2", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.latest is not None, "first tick")
+        monitor_screen = app.screen
+        calls = []
+        original = monitor_screen.redraw
+        monitor_screen.redraw = lambda view: (calls.append(view), original(view))
+        await pilot.press("1")
+        first = app.monitor.latest
+        await wait_for(pilot, lambda: app.monitor.latest is not first, "ticks while hidden")
+        assert calls == []  # hidden: no drawing at all
+        at_switch = app.monitor.latest
+        await pilot.press("3")
+        await pilot.pause()
+        # drawn on return, from a tick no older than the newest one at the time of switching
+        assert calls and calls[0].snapshot.timestamp >= at_switch.snapshot.timestamp
+
+
+async def test_replay_is_labelled_as_replay(make_app):
+    app = make_app(source="replay:demo", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.source_status.kind == "replay", "replay status")
+        status = str(app.screen.query_one(StatusLine).render())
+        assert "REPLAY" in status and "LIVE" not in status
+        await wait_for(pilot, lambda: "REPLAY" in str(app.screen.query_one("#mon-message").render()),
+                       "replay banner")
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 1, "the H200 card")
+        assert "H200" in app.screen.query_one(DeviceCard)._last_markup
