@@ -276,64 +276,47 @@ def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
 def describe_sizing(result, accel) -> str:
     """Format a SizingResult (the core decides everything; this only lays it out)."""
     lines: list[str] = []
-    breakdown = _breakdown(result)
-    capacity = _capacity_bytes(result, accel)
-    if breakdown:
-        lines.append("[b $primary]Memory per device[/]")
-        lines.append(memory_bar_markup(breakdown, capacity))
-    fit = getattr(result, "fit", None)
-    if fit is not None:
-        fits = getattr(fit, "fits", None)
-        verdict = getattr(fit, "verdict", None) or getattr(fit, "summary", None)
-        if fits is True:
-            lines.append(f"\n[b $success]✔ Fits[/] {escape(str(verdict or ''))}")
-        elif fits is False:
-            lines.append(f"\n[b $error]✘ Does not fit[/] {escape(str(verdict or ''))}")
-        elif verdict:
-            lines.append(f"\n{escape(str(verdict))}")
-        suggestions = getattr(fit, "suggestions", None) or ()
-        if suggestions:
-            lines.append("[b]Changes that would make it fit:[/]")
-            lines += [f"  [$accent]→[/] {escape(str(s))}" for s in suggestions]
-    elif accel is None:
+    memory = result.memory
+    fit = result.fit
+    capacity = fit.capacity_bytes if fit is not None else (
+        accel.memory_gib * 2**30 if accel is not None else None)
+    where = f" — peak during {escape(memory.phase)}" if memory.phase else ""
+    lines.append(f"[b $primary]Memory per device[/] ({memory.gpus} device"
+                 f"{'s' if memory.gpus != 1 else ''}){where}")
+    lines.append(memory_bar_markup(memory.breakdown, capacity))
+    if fit is None:
         lines.append("\n[$text-muted]Choose an accelerator to see whether it fits.[/]")
-    for label, attr in (("KV cache capacity", "kv_capacity"), ("Throughput", "throughput")):
-        value = getattr(result, attr, None)
-        if value is not None:
-            lines.append(f"\n[b $primary]{label}[/]\n  {escape(_summary(value))}")
-    notes = getattr(result, "notes", None) or ()
-    lines += [f"[$text-muted]{escape(str(n))}[/]" for n in notes]
+    else:
+        head = (f"[b $success]✔ Fits[/] on {fit.gpus}× {escape(fit.accelerator)}: "
+                f"{fit.headroom_bytes / 2**30:,.1f} GiB headroom per device" if fit.fits else
+                f"[b $error]✘ Does not fit[/] on {fit.gpus}× {escape(fit.accelerator)}: short by "
+                f"{-fit.headroom_bytes / 2**30:,.1f} GiB per device")
+        lines.append("\n" + head)
+        if fit.message:
+            lines.append(escape(fit.message))
+        if not fit.precision_supported:
+            lines.append(f"[$warning]{escape(fit.accelerator)} has no native path for this "
+                         "precision.[/]")
+        if fit.suggestions:
+            lines.append("[b]Changes that would make it fit:[/]")
+            lines += [f"  [$accent]→[/] {escape(s.description)} "
+                      f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]"
+                      for s in fit.suggestions]
+    kv = result.kv_capacity
+    if kv is not None:
+        lines.append(f"\n[b $primary]KV cache[/]  {kv.tokens:,} tokens free → "
+                     f"{kv.concurrent_sequences:,} concurrent sequences of "
+                     f"{kv.sequence_tokens:,} tokens")
+    thr = result.throughput
+    if thr is not None:
+        parts = [f"{thr.tokens_per_s:,.0f} tokens/s ({escape(str(thr.phase))}, {thr.bound}-bound)"]
+        if thr.time_to_first_token_s is not None:
+            parts.append(f"first token {thr.time_to_first_token_s * 1000:,.0f} ms")
+        if thr.time_per_output_token_s is not None:
+            parts.append(f"{thr.time_per_output_token_s * 1000:,.1f} ms/token")
+        if thr.mfu is not None:
+            parts.append(f"MFU {thr.mfu:.0%}")
+        lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
+    for note in memory.assumptions:
+        lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)
-
-
-def _breakdown(result) -> dict[str, float]:
-    for attr in ("breakdown", "memory"):
-        value = getattr(result, attr, None)
-        if value is None:
-            continue
-        if isinstance(value, dict):
-            return {k: float(v) for k, v in value.items() if isinstance(v, (int, float))}
-        for inner in ("components", "per_device", "bytes"):
-            comp = getattr(value, inner, None)
-            if isinstance(comp, dict):
-                return {k: float(v) for k, v in comp.items()}
-    return {}
-
-
-def _capacity_bytes(result, accel) -> float | None:
-    fit = getattr(result, "fit", None)
-    for obj, attr in ((fit, "capacity_bytes"), (result, "capacity_bytes")):
-        value = getattr(obj, attr, None) if obj is not None else None
-        if value:
-            return float(value)
-    return accel.memory_gib * 2**30 if accel is not None else None
-
-
-def _summary(value) -> str:
-    for attr in ("summary", "text"):
-        v = getattr(value, attr, None)
-        if callable(v):
-            v = v()
-        if isinstance(v, str):
-            return v
-    return str(value)

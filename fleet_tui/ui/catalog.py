@@ -206,7 +206,7 @@ def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     from fleet_tui.core.errors import UserError
 
     try:
-        from fleet_tui.core.catalog import query_instances
+        from fleet_tui.core.query import query_instances
     except ImportError:
         return CatalogPage((), (), 0, error="catalog queries are not available in this build")
 
