@@ -75,6 +75,7 @@ class SimSource(Source):
         interval_s: float = 1.0,
         phase_ticks: int = 40,
         start_time: float | None = None,
+        **_ignored: object,
     ) -> None:
         if not 1 <= n <= 64:
             raise ValueError(f"sim device count must be 1-64, got {n}")
