@@ -80,3 +80,14 @@ async def test_missing_or_failing_hl_smi(tmp_path):
         await HpuSource(hl_smi=str(tmp_path / "no-such-hl-smi")).open()
     with pytest.raises(SourceUnavailable, match="no Gaudi device.*status 2"):
         await HpuSource(hl_smi=_fake_hl_smi(tmp_path, "gaudi2_na.csv", status=2)).open()
+
+
+async def test_hl_smi_that_hangs_times_out_and_keeps_the_device_list(tmp_path):
+    src = HpuSource(hl_smi=_fake_hl_smi(tmp_path, "gaudi2_na.csv"), timeout_s=0.3)
+    await src.open()
+    slow = tmp_path / "hl-smi"
+    slow.write_text("#!/bin/sh\nexec sleep 5\n")
+    snap = await src.sample()
+    await src.close()
+    assert "did not answer within 0.3 s" in snap.errors[0]
+    assert [d.state for d in snap.devices] == ["unavailable", "unavailable"]

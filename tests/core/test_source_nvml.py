@@ -217,3 +217,21 @@ async def test_no_gpu_is_unavailable():
     with pytest.raises(SourceUnavailable, match="no NVIDIA GPU"):
         await _source(fake).open()
     assert fake.initialised == 0
+
+
+async def test_processes_merge_compute_and_graphics_and_name_their_owner():
+    import getpass
+    import os
+
+    fake = FakeNvml.h200(devices=1)
+    me = os.getpid()
+    fake.gpus[0].rows = [dict(r, procs=[{"pid": me, "used_bytes": 3 * MIB}]) for r in fake.gpus[0].rows]
+    graphics = [type("P", (), {"pid": me, "usedGpuMemory": 5 * MIB})(), type("P", (), {"pid": 999999, "usedGpuMemory": None})()]
+    fake.module.nvmlDeviceGetGraphicsRunningProcesses = lambda h: graphics
+    async with _source(fake) as src:
+        snap = await src.sample()
+    procs = {p.pid: p for p in snap.devices[0].processes}
+    assert set(procs) == {me, 999999}
+    assert procs[me].used_gpu_bytes == 5 * MIB  # the larger of the two listings
+    assert procs[me].user == getpass.getuser() and "python" in procs[me].command.lower()
+    assert procs[999999].user is None and procs[999999].used_gpu_bytes is None  # not visible here
