@@ -1,0 +1,115 @@
+"""Catalog, workload builder and recommendations: the main interactions, asserted on app state."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import DataTable, Input, Select, Static
+
+from fleet_tui.ui.builder import BuilderScreen
+from fleet_tui.ui.catalog import PAGE_ROWS
+from tests.ui.conftest import settle
+
+
+async def test_catalog_filters_page_and_detail(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(130, 36)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#cat-table", DataTable)
+        total = len(app.catalog.instances)
+        assert table.row_count == min(total, PAGE_ROWS)
+        count = str(app.screen.query_one("#cat-count", Static).render())
+        if total > PAGE_ROWS:
+            assert f"showing {PAGE_ROWS:,} of {total:,}" in count
+        # type a filter: only that accelerator remains, cheapest $/GPU-hour first
+        app.screen.query_one("#f-accelerator", Input).focus()
+        await pilot.press(*"H100")
+        await settle(app, pilot)
+        page = app.screen._page
+        assert page.instances and all(i.accelerator == "H100" for i in page.instances)
+        prices = [i.usd_per_gpu_hour("on-demand") for i in page.instances]
+        known = [p for p in prices if p is not None]
+        assert known == sorted(known)
+        detail = str(app.screen.query_one("#cat-detail-text", Static).render())
+        assert page.instances[0].instance_type in detail and "as of" in detail
+        # descending order with the key
+        await pilot.press("escape", "o")
+        await settle(app, pilot)
+        known_desc = [p for p in (i.usd_per_gpu_hour("on-demand") for i in app.screen._page.instances)
+                      if p is not None]
+        assert known_desc == sorted(known_desc, reverse=True)
+
+
+async def test_catalog_unknown_accelerator_is_explained(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        app.screen.query_one("#f-accelerator", Input).value = "H1OO"
+        await settle(app, pilot)
+        assert app.screen.query_one("#cat-table", DataTable).row_count == 0
+        assert app.screen._page.error and "H1OO" in app.screen._page.error
+
+
+async def _open_builder(app, pilot):
+    app.set_focus(None)
+    await pilot.press("2")
+    await settle(app, pilot)
+    assert isinstance(app.screen, BuilderScreen)
+    return app.screen
+
+
+async def test_builder_sizes_as_you_type_and_publishes_workload(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-params", Input).focus()
+        await pilot.press(*"70B")
+        await settle(app, pilot)
+        assert app.workload is not None and app.workload.params == 70_000_000_000
+        screen.query_one("#b-accel", Select).value = "L4"
+        await settle(app, pilot)
+        text = str(screen.query_one("#b-result-text", Static).render())
+        assert "Does not fit" in text and "Changes that would make it fit" in text
+        screen.query_one("#b-params", Input).value = "1B"
+        await settle(app, pilot)
+        assert "Fits" in str(screen.query_one("#b-result-text", Static).render())
+        assert app.workload.params == 1_000_000_000
+
+
+async def test_builder_bad_input_is_a_sentence(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-params", Input).value = "lots"
+        await settle(app, pilot)
+        assert screen.last_result.error and "params" in screen.last_result.error
+        assert app.workload is None
+
+
+async def test_recommendations_rank_and_export(make_app, tmp_path):
+    app = make_app(overrides=dict(source=None, export_dir=tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-model", Select).value = "llama-3.1-8b"
+        await settle(app, pilot)
+        app.set_focus(None)
+        await pilot.press("4")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        rec_screen = app.screen
+        result = rec_screen.result
+        assert result is not None and result.error is None
+        offers = result.recommendation.offers
+        assert offers and rec_screen.query_one("#rec-table", DataTable).row_count == len(offers)
+        costs = [o.cost_per_unit for o in offers]
+        assert costs == sorted(costs)
+        await pilot.press("j")
+        await pilot.press("m")
+        data = json.loads((tmp_path / "fleet-tui-recommendations.json").read_text())
+        assert data["offers"][0]["instance_type"] == offers[0].instance_type
+        md = (tmp_path / "fleet-tui-recommendations.md").read_text()
+        assert offers[0].instance_type in md
+        assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
