@@ -93,6 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     z.add_argument("--pricing", default="on-demand",
                    choices=("on-demand", "spot", "reserved-1y", "reserved-3y"))
     z.add_argument("--top", type=int, default=5, metavar="N", help="candidates to list (default 5)")
+    z.add_argument("--cloud", action="append", default=None, metavar="NAME",
+                   help="only candidates of this cloud (repeatable; default: all clouds)")
     z.add_argument("--json", action="store_true", help="JSON report")
     _app_flags(z, interval=False)
     z.set_defaults(func=_cmd_rightsize)
@@ -283,7 +285,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     source = _open(spec, interval)
     recorder = Recorder(db, raw_retention_s=raw_s, rollup_retention_s=roll_s)
     engine = MonitorEngine(source, interval=interval, alert_rules=[], recorder=recorder,
-                           min_interval_s=0.01, usd_per_hour=None, instance=None)
+                           min_interval_s=0.01, price=False)
     started = time.monotonic()
     no_device_said = False
 
@@ -317,7 +319,7 @@ def _cmd_rightsize(args: argparse.Namespace) -> int:
     since = None if args.since in ("all", "") else _duration("--since", args.since)
     db = args.db or str(paths.default_history_db())
     report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
-                       pricing=args.pricing, top=args.top)
+                       pricing=args.pricing, top=args.top, clouds=args.cloud)
     if args.json:
         print_json(report.to_dict())
         return 0

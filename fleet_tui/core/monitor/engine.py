@@ -109,7 +109,8 @@ class MonitorEngine:
                  alert_rules: Sequence[AlertRule] | None = None, recorder: Any = None, *,
                  interval_s: float | None = None, history_s: float = DEFAULT_HISTORY_S,
                  catalog: Any = None, growth_lookback_s: float = GROWTH_LOOKBACK_S * 5,
-                 usd_per_hour: float | None = None, min_interval_s: float = MIN_INTERVAL_S):
+                 usd_per_hour: float | None = None, min_interval_s: float = MIN_INTERVAL_S,
+                 price: bool = True):
         interval = float(interval_s if interval_s is not None else interval)
         self.min_interval_s = float(min_interval_s)
         _check_interval(interval, self.min_interval_s)
@@ -128,6 +129,7 @@ class MonitorEngine:
         self._instance = instance
         self._catalog = catalog
         self._usd_per_hour = usd_per_hour
+        self._price = price  # False: no cost meter (e.g. the recorder)
         self._cost: CostMeter | None = None
         self._subscribers: list[Subscriber] = []
         self._paused = False
@@ -188,7 +190,7 @@ class MonitorEngine:
 
     # ----- cost -----
     def _cost_meter(self, snapshot: Snapshot) -> CostMeter | None:
-        if self._cost is not None:
+        if self._cost is not None or not self._price:
             return self._cost
         if self._usd_per_hour is not None:
             self._cost = CostMeter(usd_per_hour=self._usd_per_hour,

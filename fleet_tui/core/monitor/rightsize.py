@@ -17,7 +17,6 @@ older data flatten short peaks, so p99 over long windows is a lower bound.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,7 +185,7 @@ def usage_from_db(db: str | Path, since_s: float | None = None) -> tuple[list[De
 
 def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400.0,
               instance: str | None = None, pricing: str = "on-demand",
-              top: int = 5) -> RightsizeReport:
+              top: int = 5, clouds: Sequence[str] | None = None) -> RightsizeReport:
     from fleet_tui.core.monitor.cost import accelerator_id_for
 
     usage, start, end = usage_from_db(db, since_s)
@@ -229,7 +228,16 @@ def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400
         need_tflops = sum((d.busy_p99_pct or 0.0) / 100.0 * peak for d in usage) * (1 + HEADROOM)
     candidates = []
     current_month = current.usd_per_month if current else None
+    wanted = {c.lower() for c in clouds} if clouds else None
+    if wanted:
+        known = {i.cloud.lower() for i in catalog.instances}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise UserError(f"--cloud {unknown[0]!r}: not in the catalog (known: "
+                            f"{', '.join(sorted(known))})")
     for inst in catalog.instances:
+        if wanted and inst.cloud.lower() not in wanted:
+            continue
         price = inst.price(pricing)
         if price is None:
             continue
@@ -274,6 +282,3 @@ def _candidate(inst: Any, pricing: str, current_month: float | None) -> Candidat
                      usd_per_hour=price, usd_per_month=month,
                      savings_usd_per_month=None if current_month is None else current_month - month)
 
-
-def now() -> float:
-    return time.time()

@@ -1,0 +1,102 @@
+"""Alert rules: TOML parsing with file:line errors, duration, de-duplication with cooldown."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.alerts import (AlertEvaluator, AlertRule, load_alert_rules,
+                                           parse_duration, parse_rules_file, strict_rules)
+from fleet_tui.core.monitor.analysis import analyze_device_window
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+
+def _dev(util: float, t: float = 0.0, **kw) -> DeviceSnapshot:
+    return DeviceSnapshot(index=0, name="G", uuid="U", timestamp=t, gpu_util_pct=util, **kw)
+
+
+def test_bundled_rules_load_with_the_practice_defaults():
+    rules, problems = load_alert_rules(include_user=False)
+    assert problems == []
+    by = {r.name: r for r in rules}
+    assert by["gpu-util-high"].metric == "gpu_util_pct" and by["gpu-util-high"].threshold == 90
+    assert by["gpu-util-high"].duration_s == 600
+    assert by["memory-high"].threshold == 85 and by["memory-high"].duration_s == 300
+    assert by["cost-per-day"].machine_wide
+    assert any(r.diagnosis for r in rules)
+
+
+def test_durations():
+    assert parse_duration("10m") == 600 and parse_duration("1.5h") == 5400
+    assert parse_duration(30) == 30 and parse_duration("2d") == 172800
+    with pytest.raises(ValueError):
+        parse_duration("soon")
+
+
+def test_bad_rules_are_reported_with_file_line_and_skipped(tmp_path):
+    f = tmp_path / "alerts.toml"
+    f.write_text(
+        '[[rule]]\nname = "ok"\nmetric = "temp_c"\nthreshold = 80\nduration = "1m"\n\n'
+        '[[rule]]\nname = "bad-metric"\nmetric = "gpu_utl_pct"\nthreshold = 1\n\n'
+        '[[rule]]\nname = "bad-dur"\ndiagnosis = "idle"\nduration = "forever"\n\n'
+        '[[rule]]\nname = "bad-sev"\ndiagnosis = "idel"\nseverity = "loud"\n')
+    rules, problems = parse_rules_file(f)
+    assert [r.name for r in rules] == ["ok"]
+    text = "\n".join(problems)
+    assert f"{f}:9: rule[1].metric" in text and "gpu_util_pct" in text  # suggestion
+    assert f"{f}:15: rule[2].duration" in text
+    assert "rule[3].diagnosis" in text and "'idle'" in text
+    assert "rule[3].severity" in text
+    with pytest.raises(UserError, match="bad alert rules"):
+        strict_rules([f])
+
+
+def test_syntax_error_names_the_line(tmp_path):
+    f = tmp_path / "a.toml"
+    f.write_text('[[rule]]\nname = "x"\nmetric = \n')
+    rules, problems = parse_rules_file(f)
+    assert rules == [] and problems and f"{f}:3" in problems[0]
+
+
+def test_user_file_overrides_and_disables(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "fleet-tui").mkdir()
+    (tmp_path / "fleet-tui" / "alerts.toml").write_text(
+        '[[rule]]\nname = "gpu-util-high"\nmetric = "gpu_util_pct"\nthreshold = 50\n'
+        '[[rule]]\nname = "idle-gpu"\ndiagnosis = "idle"\nenabled = false\n')
+    rules, problems = load_alert_rules()
+    by = {r.name: r for r in rules}
+    assert problems == [] and by["gpu-util-high"].threshold == 50 and "idle-gpu" not in by
+
+
+def test_duration_then_cooldown_dedup_then_reset():
+    rule = AlertRule(name="hot", severity="warning", duration_s=10, cooldown_s=30,
+                     metric="gpu_util_pct", op=">", threshold=90)
+    ev = AlertEvaluator([rule])
+    fired = []
+    for t in range(0, 100):
+        fired += [(t, a) for a in ev.evaluate(float(t), [_dev(95.0, t)])]
+    # first after 10 s of holding, then once per 30 s cooldown while it holds
+    assert [t for t, _ in fired] == [10, 40, 70]
+    a = fired[0][1]
+    assert a.since == 0 and a.at == 10 and a.value == 95.0 and a.device_index == 0
+    assert a.to_dict()["rule"] == "hot"
+    # condition clears -> timer resets: needs another full duration
+    ev2 = AlertEvaluator([rule])
+    seq = [95.0] * 8 + [10.0] + [95.0] * 12
+    times = [t for t, u in enumerate(seq) for _ in ev2.evaluate(float(t), [_dev(u, t)])]
+    assert times == [19]
+
+
+def test_diagnosis_and_machine_rules():
+    rule = AlertRule(name="idle", severity="info", duration_s=2, cooldown_s=100, diagnosis="idle")
+    cost = AlertRule(name="cost", severity="info", duration_s=0, cooldown_s=100,
+                     metric="cost_usd_per_day", op=">", threshold=100)
+    ev = AlertEvaluator([rule, cost])
+    out = []
+    for t in range(5):
+        d = _dev(0.0, t, sm_active_pct=0.0)
+        an = analyze_device_window([d])
+        out += ev.evaluate(float(t), [d], {d.key: an}, {"cost_usd_per_day": 2000.0})
+    assert [a.rule for a in out] == ["cost", "idle"]
+    assert out[0].device_key == "machine" and out[1].at == 2

@@ -1,0 +1,137 @@
+"""MonitorEngine: one-shot scheduling, history, analysis, alerts and cost per tick, controls."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.alerts import AlertRule
+from fleet_tui.core.monitor.engine import MonitorEngine, Tick
+from fleet_tui.core.monitor.source import Source
+from fleet_tui.core.monitor.trace import load_trace
+
+
+class TraceSource(Source):
+    """Plays the labelled H200 trace as fast as asked (test-only stand-in for replay)."""
+
+    kind = "replay"
+
+    def __init__(self, snaps):
+        self.snaps = snaps
+        self.i = 0
+        self.opened = self.closed = 0
+        self.calls: list[float] = []
+
+    async def open(self):
+        self.opened += 1
+
+    async def sample(self):
+        self.calls.append(asyncio.get_running_loop().time())
+        s = self.snaps[self.i % len(self.snaps)]
+        self.i += 1
+        return s
+
+    async def close(self):
+        self.closed += 1
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load_trace("demo")
+
+
+def test_process_replays_the_trace_with_diagnoses_alerts_and_cost(trace):
+    rules = [AlertRule(name="starved", severity="warning", duration_s=3, cooldown_s=1000,
+                       diagnosis="input_starved")]
+    eng = MonitorEngine(TraceSource(trace), interval=0.25, window_s=5, alert_rules=rules,
+                        usd_per_hour=32.0)
+    ticks = [eng.process(s) for s in trace]
+    by_phase = {}
+    for t in ticks:
+        d = t.snapshot.devices[0]
+        by_phase.setdefault(d.phase, []).append(t.primaries[d.key])
+    assert by_phase["launch_bound"][-5:] == ["launch_bound"] * 5
+    assert by_phase["host_to_device_pcie"][-5:] == ["host_transfer_bound"] * 5
+    alerts = [a for t in ticks for a in t.new_alerts]
+    assert [a.rule for a in alerts] == ["starved"]  # once, thanks to the cooldown
+    cost = ticks[-1].cost
+    span = trace[-1].timestamp - trace[0].timestamp
+    assert cost.usd_so_far == pytest.approx(32.0 * span / 3600, rel=1e-6)
+    assert 0 < cost.usd_idle < cost.usd_so_far and cost.usd_waiting > 0
+    assert 0 < cost.efficiency < 1
+    assert len(eng.history.samples(trace[0].devices[0].key)) == eng.history.maxlen or \
+        len(eng.history.samples(trace[0].devices[0].key)) == len(trace)
+    t = ticks[100]
+    assert isinstance(t, Tick)
+    with pytest.raises(AttributeError):
+        t.seq = 5  # frozen
+    with pytest.raises(TypeError):
+        t.analyses["x"] = None  # read-only mapping
+    assert t.to_dict()["analysis"][0]["primary"] == t.primaries[t.snapshot.devices[0].key]
+
+
+async def test_run_publishes_to_callbacks_and_queues_and_closes_source(trace):
+    src = TraceSource(trace[:50])
+    eng = MonitorEngine(src, interval=0.25, alert_rules=[])
+    got, q = [], asyncio.Queue()
+    eng.subscribe(got.append)
+
+    async def async_cb(tick):
+        await asyncio.sleep(0)
+    eng.subscribe(async_cb)
+    unsub = eng.subscribe(q)
+    await eng.run(count=3)
+    assert [t.seq for t in got] == [1, 2, 3]
+    assert q.qsize() == 3
+    unsub()
+    assert src.opened == 1 and src.closed == 1
+    # polls are spaced by the interval (one-shot sleep after each finished poll)
+    gaps = [b - a for a, b in zip(src.calls, src.calls[1:])]
+    assert all(g >= 0.2 for g in gaps)
+
+
+async def test_pause_resume_interval_and_stop(trace):
+    src = TraceSource(trace)
+    eng = MonitorEngine(src, interval=10.0, alert_rules=[])
+    seen = asyncio.Queue()
+    eng.subscribe(seen)
+    task = asyncio.create_task(eng.run())
+    await asyncio.wait_for(seen.get(), 2)
+    eng.set_interval(0.25)  # wakes the 10 s sleep and re-plans
+    await asyncio.wait_for(seen.get(), 2)
+    eng.pause()
+    assert eng.paused
+    await asyncio.sleep(0.6)
+    while not seen.empty():
+        seen.get_nowait()
+    n = src.i
+    await asyncio.sleep(0.6)
+    assert src.i == n  # nothing sampled while paused
+    eng.resume()
+    await asyncio.wait_for(seen.get(), 2)
+    eng.set_focus("/x")
+    t = await asyncio.wait_for(seen.get(), 2)
+    assert t.focus == "/x"
+    eng.stop()
+    await asyncio.wait_for(task, 2)
+    assert src.closed == 1
+    with pytest.raises(UserError, match="0.25"):
+        eng.set_interval(0.1)
+    with pytest.raises(UserError):
+        MonitorEngine(src, interval=0.05)
+
+
+async def test_engine_with_sim_source_and_recorder(tmp_path):
+    from fleet_tui.core.monitor.recorder import Recorder, read_rows
+    from fleet_tui.core.monitor.sources import open_source
+
+    rec = Recorder(tmp_path / "h.db")
+    eng = MonitorEngine(open_source("sim:3", interval_s=0.25), interval=0.25, alert_rules=[],
+                        recorder=rec, usd_per_hour=10.0)
+    await eng.run(count=4)
+    rec.close()
+    rows, devices = read_rows(tmp_path / "h.db")
+    assert len(rows) == 12 and len(devices) == 3
+    assert eng.latest.cost.usd_so_far > 0
