@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
@@ -86,6 +87,14 @@ class ModelArch(BaseModel):
     def mlp_matrices(self) -> int:
         return 3 if self.gated_mlp else 2
 
+    def param_count(self) -> int:
+        """Total stored parameters (see :func:`param_count`)."""
+        return param_counts(self).total
+
+    def active_param_count(self) -> int:
+        """Parameters used per token (MoE: routed + shared experts)."""
+        return param_counts(self).active
+
 
 @dataclass(frozen=True, slots=True)
 class ParamCounts:
@@ -116,6 +125,7 @@ class ParamCounts:
         return self.active - self.embedding - self.lm_head - self.norms + (self.lm_head or self.embedding)
 
 
+@lru_cache(maxsize=1024)
 def param_counts(arch: ModelArch) -> ParamCounts:
     h, L = arch.hidden, arch.layers
     attn = h * arch.q_dim + 2 * h * arch.kv_dim + arch.q_dim * h

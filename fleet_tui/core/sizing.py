@@ -559,9 +559,10 @@ def check_fit(workload: Workload, accelerator: "Accelerator", gpus: int | None =
     supported, msg = precision_support(workload.precision, accelerator)
     suggestions = [] if fits else _suggest(workload, n, accelerator, cap)
     if fits:
-        message = f"fits: {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU"
+        message = (f"uses {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU "
+                   f"({(cap - mem.total_bytes) / cal.GiB:.1f} GiB free)")
     else:
-        message = (f"does not fit: needs {mem.total_bytes / cal.GiB:.1f} GiB per GPU, "
+        message = (f"needs {mem.total_bytes / cal.GiB:.1f} GiB per GPU, "
                    f"{accelerator.id} has {cap / cal.GiB:.1f} GiB usable")
     if not supported:
         message = msg + "; " + message

@@ -18,7 +18,7 @@ Semantics (the CLI documents the same):
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
@@ -79,14 +79,12 @@ class Workload(BaseModel):
     def is_adapter(self) -> bool:
         return self.kind in ("lora", "qlora")
 
-    @cached_property
+    @property
     def arch(self) -> ModelArch:
         """The model shape: the given one, or a Llama-like shape with ``params`` parameters."""
         if self.model is not None:
             return self.model
-        from fleet_tui.core.modelspec import arch_for_params
-
-        return arch_for_params(int(self.params))
+        return _arch_for_params(int(self.params))
 
     @property
     def tokens_per_step(self) -> int:
@@ -103,3 +101,10 @@ class Workload(BaseModel):
         data["model"] = self.model
         data.update(changes)
         return Workload(**data)
+
+
+@lru_cache(maxsize=256)
+def _arch_for_params(params: int) -> ModelArch:
+    from fleet_tui.core.modelspec import arch_for_params
+
+    return arch_for_params(params)

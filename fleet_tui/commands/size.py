@@ -1,0 +1,207 @@
+"""``fleet-tui size``: memory per GPU, fit, serving KV capacity and speed of one workload.
+
+JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes``, ``total_gib``,
+``per_gpu``, ``phase``, ``breakdown`` {component: bytes}, ``assumptions``}, ``accelerator``, ``gpus``,
+``fits`` (bool, or null without ``--gpu``), ``capacity_bytes``, ``headroom_bytes``,
+``precision_supported``, ``fit_message``, ``suggestions`` [{``description``, ``change``,
+``total_bytes``, ``gpus``}], ``kv_capacity`` {``tokens``, ``concurrent_sequences``,
+``bytes_per_token``, ``sequence_tokens``} (inference with ``--gpu``), ``throughput``
+{``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
+``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
+``accelerator``, ``assumptions``} and ``training_run`` {``tokens``, ``seconds``, ``gpu_hours``}
+(training with ``--tokens``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: Accelerator used for the speed estimate when no --gpu is given.
+REFERENCE_ACCELERATOR = "H100"
+
+
+def register(subparsers) -> None:
+    from fleet_tui.commands._workload_args import add_workload_args
+
+    p = subparsers.add_parser(
+        "size", help="memory per GPU, fit, KV capacity and speed of a workload",
+        description="Estimate per-GPU memory (weights, gradients, optimizer, activations, logits, KV "
+                    "cache, CUDA context, allocator slack), whether it fits an accelerator and the "
+                    "smallest changes that make it fit, the serving KV-cache capacity, and tokens/s. "
+                    "Memory is validated against 23 runs measured on an H200 (median error ~1 %).",
+        epilog="examples:\n"
+               "  fleet-tui size --model llama-3.1-8b --workload inference --seq-len 2048 --gpu H100\n"
+               "  fleet-tui size --model llama-3.1-70b --workload lora --batch 4 --seq-len 2048 --gpu A100-80GB\n"
+               "  fleet-tui size --params 7B --workload finetune --seq-len 4096 --gpu L40S --json\n"
+               "  fleet-tui size --model-config ./config.json --prompt-len 1024 --gen-len 256 --batch 32 --gpu H200",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_workload_args(p)
+    o = p.add_argument_group("size")
+    o.add_argument("--gpu", metavar="ACCELERATOR", help="accelerator to check the fit on, e.g. H100, "
+                   "L40S, A100-80GB (see `fleet-tui catalog accelerators`)")
+    o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
+                   "GPU-hours (e.g. 1e9, 20B)")
+    o.add_argument("--json", action="store_true", help="JSON on stdout")
+    p.set_defaults(func=handler)
+
+
+def _gib(b: float) -> str:
+    return f"{b / (1 << 30):,.2f}"
+
+
+def handler(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._workload_args import parse_params, workload_from_args
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.perf import training_run
+    from fleet_tui.core.sizing import precision_support, size_workload
+
+    catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
+    workload = workload_from_args(args, catalog)
+    acc = catalog.accelerator(args.gpu) if args.gpu else None
+    tokens = parse_params(args.tokens, "--tokens") if args.tokens else None
+    if tokens is not None and not workload.is_training:
+        raise UserError("--tokens (a training run's length) applies to training workloads")
+    if acc is not None:
+        ok, msg = precision_support(workload.precision, acc)
+        if not ok:
+            raise UserError(f"--precision {workload.precision}: {msg}")
+    res = size_workload(workload, acc, workload.gpus)
+    speed_acc = acc
+    thr = res.throughput
+    if thr is None:
+        try:
+            speed_acc = catalog.accelerator(REFERENCE_ACCELERATOR)
+        except UserError:
+            speed_acc = next(iter(catalog.accelerators.values()), None)
+        if speed_acc is not None:
+            from fleet_tui.core.perf import estimate_throughput
+
+            thr = estimate_throughput(workload, speed_acc, workload.gpus)
+    run = None
+    if tokens is not None and speed_acc is not None:
+        run = training_run(workload, speed_acc, workload.gpus, tokens)
+    data = _to_dict(res, thr, speed_acc, acc, run)
+    if args.json:
+        from fleet_tui.commands._output import print_json
+
+        print_json(data)
+    else:
+        print(_render(data))
+    return 0
+
+
+def _to_dict(res, thr, speed_acc, acc, run) -> dict:
+    from fleet_tui.core.modelspec import param_counts
+
+    w = res.workload
+    arch = w.arch
+    pc = param_counts(arch)
+    mem = res.memory
+    fit = res.fit
+    wd = {
+        "model": arch.id, "model_name": arch.name or arch.id, "params": pc.total,
+        "active_params": pc.active, "kind": w.kind, "precision": w.precision, "batch": w.batch,
+        "seq_len": w.seq_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
+        "sharding": w.sharding,
+    }
+    if w.is_training:
+        wd.update(optimizer=w.optimizer, master_weights=w.master_weights,
+                  grad_checkpointing=w.grad_checkpointing)
+    if w.is_adapter:
+        wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
+    out: dict = {
+        "workload": wd,
+        "memory": {"total_bytes": mem.total_bytes, "total_gib": round(mem.total_gib, 3), "per_gpu": mem.per_gpu,
+                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": list(mem.assumptions)},
+        "accelerator": acc.id if acc is not None else None,
+        "gpus": res.gpus,
+        "fits": fit.fits if fit is not None else None,
+        "capacity_bytes": fit.capacity_bytes if fit is not None else None,
+        "headroom_bytes": fit.headroom_bytes if fit is not None else None,
+        "precision_supported": fit.precision_supported if fit is not None else None,
+        "fit_message": fit.message if fit is not None else None,
+        "suggestions": [{"description": s.description, "change": s.change, "total_bytes": s.total_bytes,
+                         "gpus": s.gpus} for s in (fit.suggestions if fit is not None else [])],
+        "kv_capacity": None,
+        "throughput": None,
+        "training_run": None,
+    }
+    kv = res.kv_capacity
+    if kv is not None:
+        out["kv_capacity"] = {"tokens": kv.tokens, "concurrent_sequences": kv.concurrent_sequences,
+                              "bytes_per_token": kv.bytes_per_token, "sequence_tokens": kv.sequence_tokens}
+    if thr is not None:
+        assumptions = list(thr.assumptions)
+        if acc is None and speed_acc is not None:
+            assumptions.insert(0, f"no --gpu given: speed shown for {speed_acc.id}")
+        out["throughput"] = {
+            "tokens_per_s": thr.tokens_per_s, "phase": thr.phase,
+            "prefill_tokens_per_s": thr.prefill_tokens_per_s, "decode_tokens_per_s": thr.decode_tokens_per_s,
+            "time_per_output_token_s": thr.time_per_output_token_s,
+            "time_to_first_token_s": thr.time_to_first_token_s, "step_s": thr.step_s, "mfu": thr.mfu,
+            "engine": thr.engine, "bound": thr.bound,
+            "accelerator": speed_acc.id if speed_acc is not None else None, "assumptions": assumptions,
+        }
+    if run is not None:
+        out["training_run"] = {"tokens": run.tokens, "seconds": run.seconds, "hours": run.seconds / 3600,
+                               "gpu_hours": run.gpu_hours, "accelerator": speed_acc.id, "gpus": run.gpus}
+    return out
+
+
+def _render(d: dict) -> str:
+    from fleet_tui.commands._output import format_table
+    from fleet_tui.core.sizing import COMPONENT_HELP
+
+    w = d["workload"]
+    shape = ""
+    if w["seq_len"]:
+        shape = f", batch {w['batch']} × {w['seq_len']} tokens"
+    elif w["prompt_len"]:
+        shape = f", batch {w['batch']}, prompt {w['prompt_len']} + {w['gen_len']} generated tokens"
+    elif w["kind"] == "inference":
+        shape = ", model loaded"
+    active = f", {w['active_params'] / 1e9:.1f}B active" if w["active_params"] != w["params"] else ""
+    gpus = f", {w['gpus']} GPUs ({w['sharding']})" if w["gpus"] > 1 else ""
+    lines = [f"{w['model_name']} ({w['params'] / 1e9:.2f}B parameters{active}): {w['kind']}, "
+             f"{w['precision']}{shape}{gpus}"]
+    mem = d["memory"]
+    total = mem["total_bytes"] or 1
+    rows = [(k, _gib(v), f"{100 * v / total:.1f}%", COMPONENT_HELP.get(k, ""))
+            for k, v in mem["breakdown"].items()]
+    rows.append(("total", _gib(mem["total_bytes"]), "100.0%", f"peak: {mem['phase']}"))
+    lines += ["", "Memory per GPU (GiB):", format_table(("component", "GiB", "share", "what"), rows)]
+    if d["fits"] is not None:
+        verdict = "FITS" if d["fits"] else "DOES NOT FIT"
+        lines += ["", f"{verdict} on {d['gpus']}× {d['accelerator']}: {d['fit_message']}"]
+        if d["suggestions"]:
+            lines.append("Smallest changes that make it fit:")
+            for s in d["suggestions"]:
+                lines.append(f"  - {s['description']} -> {_gib(s['total_bytes'])} GiB per GPU")
+        elif not d["fits"]:
+            lines.append("No single change found that makes it fit; try a larger accelerator.")
+    kv = d["kv_capacity"]
+    if kv is not None:
+        lines += ["", f"Serving KV cache: {kv['tokens']:,} tokens ({kv['bytes_per_token']:,} B/token), "
+                      f"{kv['concurrent_sequences']:,} concurrent sequences of {kv['sequence_tokens']:,} tokens"]
+    t = d["throughput"]
+    if t is not None:
+        lines += ["", f"Speed on {t['accelerator']} ({t['engine']}, {t['bound']}-bound):"]
+        if t["phase"] == "training":
+            mfu = f", MFU {t['mfu']:.0%}" if t["mfu"] else ""
+            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s, step {t['step_s']:.3f} s{mfu}")
+        elif t["phase"] == "prefill":
+            lines.append(f"  forward pass {t['tokens_per_s']:,.0f} tokens/s ({t['step_s']:.3f} s per pass)")
+        else:
+            lines.append(f"  decode {t['tokens_per_s']:,.0f} output tokens/s, "
+                         f"{t['time_per_output_token_s'] * 1000:.1f} ms per token; prefill "
+                         f"{t['prefill_tokens_per_s']:,.0f} tokens/s, first token "
+                         f"{t['time_to_first_token_s'] * 1000:.0f} ms")
+    r = d["training_run"]
+    if r is not None:
+        lines.append(f"  run of {r['tokens']:,} tokens: {r['hours']:,.1f} h, {r['gpu_hours']:,.1f} GPU-hours")
+    notes = list(mem["assumptions"]) + (list(t["assumptions"]) if t else [])
+    if notes:
+        lines += ["", "Assumptions:"] + [f"  - {n}" for n in dict.fromkeys(notes)]
+    return "\n".join(lines)
