@@ -180,6 +180,7 @@ def query_instances(
 ) -> QueryResult:
     """Offers matching every filter, sorted by ``sort`` (rows without that value last).
 
+    ``region`` matches a region or its prefix ("us-east" matches us-east-1 and us-east4);
     ``accelerator`` takes ids or aliases (unknown → UserError with suggestions); ``vendor`` matches
     the start of the vendor name ("Intel" matches "Intel (Habana)"); ``min_memory_gib`` is per
     device; ``max_usd_per_hour`` drops rows without a usable price for ``pricing``.
@@ -214,7 +215,7 @@ def query_instances(
             continue
         if clouds and inst.cloud.lower() not in clouds:
             continue
-        if regions and inst.region.lower() not in regions:
+        if regions and not any(inst.region.lower().startswith(r) for r in regions):
             continue
         if accs and inst.accelerator not in accs:
             continue

@@ -36,6 +36,9 @@ def test_keyword_filters(cat):
     assert amd and {cat.accelerators[i.accelerator].vendor for i in amd} == {"AMD"}
     intel = query_instances(cat, vendor="Intel").rows
     assert all(cat.accelerators[i.accelerator].vendor.startswith("Intel") for i in intel)
+    east = query_instances(cat, region="us-east").rows
+    assert {r.region for r in east} >= {"us-east-1", "us-east4"}
+    assert all(r.region.startswith("us-east") for r in east)
     big = query_instances(cat, min_memory_gib=140).rows
     assert big and all(i.accelerator_memory_gib >= 140 for i in big)
 
