@@ -238,3 +238,16 @@ async def test_processes_merge_compute_and_graphics_and_name_their_owner():
     assert procs[me].used_gpu_bytes == 5 * MIB  # the larger of the two listings
     assert procs[me].user == getpass.getuser() and "python" in procs[me].command.lower()
     assert procs[999999].user is None and procs[999999].used_gpu_bytes is None  # not visible here
+
+
+async def test_clock_event_reasons_fall_back_to_the_throttle_name_on_older_drivers():
+    fake = FakeNvml.h200(devices=1)
+    fake.fail("nvmlDeviceGetCurrentClocksEventReasons", real.NVML_ERROR_FUNCTION_NOT_FOUND)
+    async with _source(fake) as src:
+        snaps = await _ticks(src, fake, 3, step=30)
+    assert fake.count("nvmlDeviceGetCurrentClocksEventReasons") == 1
+    assert fake.count("nvmlDeviceGetCurrentClocksThrottleReasons") == 3
+    assert [s.devices[0].clock_event_reasons for s in snaps] == [
+        fake.gpus[0].rows[k]["clock_event_reasons"] for k in (0, 30, 60)
+    ]
+    assert "clock_event_reasons" not in snaps[-1].devices[0].unsupported

@@ -70,6 +70,7 @@ FIELDS_OF = {
     "mem_clock": ("mem_clock_mhz",),
     "sm_clock_max": ("sm_clock_max_mhz",),
     "mem_clock_max": ("mem_clock_max_mhz",),
+    "clock_events_api": (),  # nvmlDeviceGetCurrentClocksEventReasons; falls back to the Throttle name
     "clock_event_reasons": ("clock_event_reasons",),
     "pstate": ("pstate",),
     "ecc": ("ecc_corrected", "ecc_uncorrected"),
@@ -185,6 +186,7 @@ class NvmlSource(Source):
         self._procs = ProcessResolver()
         self._tick_errors: list[str] = []
         self._reasons_fn: Any = None
+        self._throttle_fn: Any = None
         self._mem_v2: Any = None
         self._xids: dict[int, deque[int]] = {}
         self._xid_lock = threading.Lock()
@@ -230,9 +232,8 @@ class NvmlSource(Source):
             if count == 0:
                 self._shutdown_quietly()
                 raise SourceUnavailable("NVML found no NVIDIA GPU on this machine.")
-            self._reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-                nv, "nvmlDeviceGetCurrentClocksThrottleReasons"
-            )
+            self._reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            self._throttle_fn = getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
             try:
                 self.driver_version = _text(nv.nvmlSystemGetDriverVersion())
             except (nv.NVMLError, AttributeError):
@@ -446,7 +447,10 @@ class NvmlSource(Source):
         power_mw = get(d, "power", nv.nvmlDeviceGetPowerUsage)
         sm_clk = get(d, "sm_clock", nv.nvmlDeviceGetClockInfo, 1)
         mem_clk = get(d, "mem_clock", nv.nvmlDeviceGetClockInfo, 2)
-        reasons = get(d, "clock_event_reasons", self._reasons_fn)
+        if "clock_events_api" not in d.learned:
+            reasons = get(d, "clock_events_api", self._reasons_fn)
+        if "clock_events_api" in d.learned:  # driver older than the *ClocksEvent* names (< 535)
+            reasons = get(d, "clock_event_reasons", self._throttle_fn)
         pstate = get(d, "pstate", nv.nvmlDeviceGetPerformanceState)
         processes = self._processes(d) if self._want_processes else ()
         if now - d.slow_at >= self.slow_interval_s:
