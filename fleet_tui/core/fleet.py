@@ -476,3 +476,17 @@ def instance_price_usd_per_hour(instance_type: str, *, pricing: str = "on-demand
     if not prices:
         raise UserError(f"--instance {instance_type}: the catalog lists no {pricing} price for it")
     return min(prices)
+
+
+async def read_fleet_view(source, *, window_s: float = 30.0, instance_prices: Prices = None,
+                          analyzer: FleetAnalyzer | None = None) -> FleetView:
+    """One-shot fleet view (``monitor --once`` / ``fleet``): backfill ``window_s`` of history where
+    the source can (Prometheus range query), then read now, so diagnoses rest on a window rather
+    than one reading. ``source`` must be open."""
+    analyzer = analyzer or FleetAnalyzer(window_s=window_s)
+    history = getattr(source, "history", None)
+    if history is not None and window_s > 0:
+        for past in await history(window_s, step_s=max(1.0, window_s / 10.0)):
+            analyzer.add(past)
+    snapshot = await source.sample()
+    return analyzer.update(snapshot, instance_prices)

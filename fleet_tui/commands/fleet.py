@@ -1,0 +1,224 @@
+"""``fleet-tui fleet`` (one fleet summary) and ``fleet-tui export --prometheus`` (fleet-tui's own
+metrics for Grafana). Engine imports happen inside handlers so ``--help`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+_S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
+
+
+def _source_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", default=_S,
+                   help="where readings come from, usually prometheus:URL (a fleet); also auto, "
+                        "nvml, sim[:N], replay:PATH for this box")
+    p.add_argument("--instance", default=_S, metavar="TYPE",
+                   help="catalog instance type of every node, for cost (e.g. p5.48xlarge); the "
+                        "cheapest listed region's on-demand price is used")
+    p.add_argument("--node-price", type=float, default=None, metavar="USD_PER_HOUR",
+                   help="price of one node per hour (instead of --instance)")
+    p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
+                   help="extra catalog directory (repeatable)")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="Prometheus query timeout (default 5)")
+    p.add_argument("--insecure", action="store_true",
+                   help="do not verify the Prometheus server's TLS certificate")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    f = subparsers.add_parser(
+        "fleet", help="fleet summary from Prometheus: nodes worst first, idle cost, drill-down",
+        description="Read a fleet's DCGM / Gaudi / Neuron exporter metrics through Prometheus "
+                    "(--source prometheus:URL; token or basic auth from FLEET_TUI_PROM_TOKEN or "
+                    "FLEET_TUI_PROM_USER/FLEET_TUI_PROM_PASSWORD), diagnose every device over "
+                    "--window seconds of history, and print per-node roll-ups worst first.")
+    f.add_argument("--node", default=None, metavar="NAME", help="drill into one node's devices")
+    f.add_argument("--window", type=float, default=60.0, metavar="SECONDS",
+                   help="history used for the diagnoses (default 60; 0 = the current reading)")
+    f.add_argument("--top", type=int, default=20, metavar="N",
+                   help="nodes (or worst devices) shown in the table (default 20)")
+    f.add_argument("--json", action="store_true", help="the whole fleet view as JSON")
+    _source_flags(f)
+    f.set_defaults(func=_cmd_fleet)
+
+    e = subparsers.add_parser(
+        "export", help="serve fleet-tui's diagnoses, costs and alerts as Prometheus metrics",
+        description="Serve what fleet-tui derives (diagnosis per device, cost and idle cost per "
+                    "hour, efficiency score, active alerts) on /metrics for Prometheus and "
+                    "Grafana (dashboards/fleet-tui.grafana.json). Loopback only unless "
+                    "--allow-remote.")
+    e.add_argument("--prometheus", action="store_true", required=False,
+                   help="Prometheus text format on /metrics (the only format)")
+    e.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                   help="address to listen on (default 127.0.0.1)")
+    e.add_argument("--port", type=int, default=9877, help="port to listen on (default 9877)")
+    e.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --bind (anyone who reaches it reads hosts and costs)")
+    e.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+                   help="seconds between refreshes (default 2, at least 0.5)")
+    _source_flags(e)
+    e.set_defaults(func=_cmd_export)
+
+
+def _opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
+    v = getattr(args, name, None)
+    return default if v is None else v
+
+
+def _prices(args: argparse.Namespace):
+    from fleet_tui.core.errors import UserError
+
+    if args.node_price is not None:
+        if args.node_price < 0:
+            raise UserError(f"--node-price {args.node_price:g}: must be zero or more (USD per hour)")
+        if _opt(args, "instance"):
+            raise UserError("--node-price and --instance both set a price: give one of them")
+        return {"*": args.node_price}
+    instance = _opt(args, "instance")
+    if not instance:
+        return None
+    from fleet_tui.core.fleet import instance_price_usd_per_hour
+
+    return {"*": instance_price_usd_per_hour(instance,
+                                             catalog_dirs=_opt(args, "catalog_dir", []) or [])}
+
+
+def _open(args: argparse.Namespace, default: str):
+    from fleet_tui.core.errors import UserError
+
+    spec = _opt(args, "source", default)
+    if args.timeout <= 0:
+        raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    try:
+        from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+    except ImportError:  # the sources package is another part's; without it, Prometheus only
+        open_source = parse_source_spec = None
+    if parse_source_spec is None or parse_source_spec(spec).kind == "prometheus":
+        if not spec.startswith("prometheus:"):
+            raise UserError(f"--source {spec!r}: use prometheus:URL, e.g. "
+                            "prometheus:http://localhost:9090")
+        from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
+
+        return PrometheusSource(spec.partition(":")[2], timeout_s=args.timeout,
+                                verify_tls=False if args.insecure else None)
+    return open_source(spec)
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.fleet import read_fleet_view
+
+    if args.window < 0:
+        raise UserError(f"--window {args.window:g}: must be zero or more seconds")
+    if args.top < 1:
+        raise UserError(f"--top {args.top}: must be at least 1")
+    if _opt(args, "source") is None:
+        raise UserError("fleet needs --source prometheus:URL (the Prometheus that scrapes the "
+                        "nodes' exporters)")
+    prices = _prices(args)
+    source = _open(args, "auto")
+
+    async def once():
+        await source.open()
+        try:
+            return await read_fleet_view(source, window_s=args.window, instance_prices=prices)
+        finally:
+            await source.close()
+
+    view = asyncio.run(once())
+    if args.node is not None:
+        try:
+            node = view.node(args.node)
+        except KeyError as exc:
+            raise UserError(f"--node {args.node}: {exc.args[0]}") from None
+        if args.json:
+            print_json(node.to_dict())
+            return 0
+        _print_header(view)
+        print_table(["gpu", "name", "state", "util", "sm", "mem", "power", "diagnosis", "$/h",
+                     "waste $/h"], [_device_row(d) for d in node.devices])
+        for d in node.devices:
+            if d.diagnoses and d.primary not in ("healthy_compute", "idle"):
+                print(f"  gpu {d.index}: {d.primary}: {d.diagnoses[0].get('action', '')}")
+        return 0
+    if args.json:
+        print_json(view.to_dict())
+        return 0
+    _print_header(view)
+    rows = []
+    for n in view.nodes[: args.top]:
+        rows.append([n.node, str(n.device_count), _pct(n.mean_gpu_util_pct),
+                     _pct(n.mean_sm_active_pct), _pct(n.mem_used_pct), f"{n.power_w:.0f}W",
+                     n.worst_kind, str(n.idle_devices), str(n.stale_devices),
+                     _usd(n.idle_usd_per_hour if n.usd_per_hour is not None else None),
+                     _usd(n.waste_usd_per_hour)])
+    print_table(["node", "gpus", "util", "sm", "mem", "power", "worst", "idle", "stale",
+                 "idle $/h", "waste $/h"], rows)
+    if len(view.nodes) > args.top:
+        print(f"... {len(view.nodes) - args.top} more nodes (--top N, --json)")
+    return 0
+
+
+def _pct(v) -> str:
+    return "N/A" if v is None else f"{v:.0f}%"
+
+
+def _usd(v) -> str:
+    return "-" if v is None else f"${v:,.2f}"
+
+
+def _print_header(view) -> None:
+    cost = ""
+    if view.usd_per_hour is not None:
+        cost = (f", ${view.usd_per_hour:,.2f}/h, idle ${view.idle_usd_per_hour:,.2f}/h, "
+                f"waste ${view.waste_usd_per_hour or 0:,.2f}/h")
+    eff = "N/A" if view.efficiency_pct is None else f"{view.efficiency_pct:.0f}"
+    print(f"{view.source}: {view.node_count} nodes, {view.device_count} devices, "
+          f"utilization {_pct(view.utilization_pct)}, efficiency {eff}/100, "
+          f"{view.idle_devices} idle, {view.stale_devices} stale{cost}")
+    if view.message:
+        print(f"  {view.message}")
+    for err in view.errors[:10]:
+        print(f"  ! {err}", file=sys.stdout)
+
+
+def _device_row(d) -> list[str]:
+    mem = "N/A" if d.mem_used_pct is None else f"{d.mem_used_pct:.0f}%"
+    state = d.state if d.age_s is None or d.state == "ok" else f"{d.state} ({d.age_s:.0f}s)"
+    conf = "" if d.confidence is None else f" ({d.confidence:.0%})"
+    return [str(d.index), d.name[:24], state, _pct(d.gpu_util_pct), _pct(d.sm_active_pct), mem,
+            "N/A" if d.power_w is None else f"{d.power_w:.0f}W", d.primary + conf,
+            _usd(d.usd_per_hour), _usd(d.waste_usd_per_hour)]
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.exporter import FleetExporter, check_bind
+
+    if not args.prometheus:
+        raise UserError("export needs a format: --prometheus (serve /metrics for Prometheus)")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port}: must be 0-65535")
+    check_bind(args.bind, args.allow_remote)
+    interval = _opt(args, "interval", 2.0)
+    if interval < 0.5:
+        raise UserError(f"--interval {interval:g}: must be at least 0.5 seconds")
+    prices = _prices(args)
+    source = _open(args, "auto")
+    exporter = FleetExporter(source, instance_prices=prices, interval_s=interval)
+    port = exporter.serve(args.bind, args.port)
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    print(f"fleet-tui: serving metrics on http://{host}:{port}/metrics from "
+          f"{_opt(args, 'source', 'auto')} every {interval:g} s (Ctrl-C to stop)", file=sys.stderr)
+    import asyncio
+
+    try:
+        asyncio.run(exporter.loop())
+    finally:
+        exporter.stop()
+    return 0

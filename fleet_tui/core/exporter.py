@@ -1,0 +1,320 @@
+"""fleet-tui's own metrics for Prometheus/Grafana: what it derives and the exporters do not.
+
+dcgm-exporter already publishes raw readings; this publishes the *conclusions*: the diagnosis of
+each device (one series per active kind, with its confidence), efficiency, cost per hour, idle cost
+and waste, data age, and active alerts, per device, per node and fleet-wide. Served by
+prometheus-client on loopback by default (``fleet-tui export --prometheus``).
+
+A background loop samples the source (any ``--source``: a Prometheus fleet, or this box's NVML),
+updates the ``FleetAnalyzer`` and swaps in a new immutable ``FleetView``; scrapes read the latest
+view through a custom collector, so a scrape never waits for a refresh and never sees half of one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.fleet import FleetAnalyzer, FleetView, Prices
+
+PREFIX = "fleet_tui"
+DEVICE_LABELS = ("node", "gpu", "uuid", "name")
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(bind: str, allow_remote: bool) -> None:
+    """Loopback unless the user explicitly allows other interfaces (the metrics name hosts and
+    costs; anyone who can reach the port reads them)."""
+    if not is_loopback(bind) and not allow_remote:
+        raise UserError(f"--bind {bind}: not a loopback address. fleet-tui serves its metrics on "
+                        "127.0.0.1 (or ::1) by default; add --allow-remote to listen on "
+                        f"{bind} on purpose.")
+
+
+class FleetCollector:
+    """prometheus-client custom collector over the latest ``FleetView`` (and alerts)."""
+
+    def __init__(self, local_node: str | None = None):
+        self.view: FleetView | None = None
+        self.alerts: tuple[dict[str, Any], ...] = ()
+        self.refresh_seconds: float | None = None
+        self.refreshes = 0
+        self.idle_usd_total = 0.0
+        self.source_error: str | None = None
+        self.local_node = local_node or socket.gethostname()
+
+    # -- state updates (called by the refresh loop; each assignment is atomic) ----------------
+    def publish(self, view: FleetView, alerts: tuple[dict[str, Any], ...], refresh_s: float,
+                dt_s: float | None) -> None:
+        if dt_s and dt_s > 0 and self.view is not None:
+            # dollars spent while idle, integrated over time at the previous view's idle rate
+            self.idle_usd_total += self.view.idle_usd_per_hour * dt_s / 3600.0
+        self.view, self.alerts, self.refresh_seconds = view, alerts, refresh_s
+        self.refreshes += 1
+
+    def _node(self, node: str) -> str:
+        return node or self.local_node
+
+    def describe(self) -> list:  # no describe-time work: metrics come and go with the fleet
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        view = self.view
+
+        def g(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
+
+        up = g("source_up", "1 when the last refresh read the source without a source-level error")
+        up.add_metric([], 0.0 if view is None or (view.message and not view.device_count) else 1.0)
+        yield up
+        refreshes = CounterMetricFamily(f"{PREFIX}_refreshes", "Refreshes done since start")
+        refreshes.add_metric([], float(self.refreshes))
+        yield refreshes
+        if self.refresh_seconds is not None:
+            dur = g("refresh_duration_seconds", "Wall time of the last refresh (query+parse+analysis)")
+            dur.add_metric([], self.refresh_seconds)
+            yield dur
+        if view is None:
+            return
+        errors = g("source_errors", "Problems the last refresh reported (nodes down, ...)")
+        errors.add_metric([], float(len(view.errors)))
+        yield errors
+        last = g("last_refresh_timestamp_seconds", "When the shown data was read (unix time)")
+        last.add_metric([], view.timestamp)
+        yield last
+
+        diag = g("diagnosis", "1 for each active diagnosis kind of a device (see fleet-tui docs)",
+                 (*DEVICE_LABELS, "kind", "severity"))
+        conf = g("diagnosis_confidence", "Confidence 0-1 of each active diagnosis",
+                 (*DEVICE_LABELS, "kind"))
+        primary = g("device_primary_diagnosis", "1 for the device's most important diagnosis",
+                    (*DEVICE_LABELS, "kind"))
+        eff = g("device_efficiency_score", "Share of the device doing work, 0-100 (SM active, "
+                "else utilization)", DEVICE_LABELS)
+        cost = g("device_cost_usd_per_hour", "Device's share of its instance price", DEVICE_LABELS)
+        idle_cost = g("device_idle_cost_usd_per_hour", "Price of the device while it is idle",
+                      DEVICE_LABELS)
+        waste = g("device_waste_usd_per_hour", "Price x (1 - efficiency)", DEVICE_LABELS)
+        idle = g("device_idle", "1 when the device is idle", DEVICE_LABELS)
+        stale = g("device_stale", "1 when the source has no fresh reading for the device",
+                  DEVICE_LABELS)
+        age = g("device_data_age_seconds", "Age of the device's reading", DEVICE_LABELS)
+        for d in view.offenders:
+            labels = [self._node(d.node), str(d.index), d.uuid, d.name]
+            primary.add_metric([*labels, d.primary], 1.0)
+            if d.state != "ok":
+                diag.add_metric([*labels, d.primary, d.severity], 1.0)
+            for item in d.diagnoses:
+                kind = item.get("kind", "unknown")
+                diag.add_metric([*labels, kind, item.get("severity") or "info"], 1.0)
+                if item.get("confidence") is not None:
+                    conf.add_metric([*labels, kind], float(item["confidence"]))
+            if d.efficiency_pct is not None:
+                eff.add_metric(labels, d.efficiency_pct)
+            if d.usd_per_hour is not None:
+                cost.add_metric(labels, d.usd_per_hour)
+                idle_cost.add_metric(labels, d.idle_usd_per_hour)
+            if d.waste_usd_per_hour is not None:
+                waste.add_metric(labels, d.waste_usd_per_hour)
+            idle.add_metric(labels, 1.0 if d.idle else 0.0)
+            stale.add_metric(labels, 0.0 if d.state == "ok" else 1.0)
+            if d.age_s is not None:
+                age.add_metric(labels, d.age_s)
+        yield from (diag, conf, primary, eff, cost, idle_cost, waste, idle, stale, age)
+
+        n_eff = g("node_efficiency_score", "Price-weighted efficiency of the node, 0-100", ("node",))
+        n_cost = g("node_cost_usd_per_hour", "Instance price of the node", ("node",))
+        n_idle = g("node_idle_cost_usd_per_hour", "Price of the node's idle devices", ("node",))
+        n_waste = g("node_waste_usd_per_hour", "Price x (1 - efficiency) over the node", ("node",))
+        n_util = g("node_utilization_percent", "Mean NVML utilization of the node's devices",
+                   ("node",))
+        n_idle_dev = g("node_idle_devices", "Idle devices on the node", ("node",))
+        n_stale = g("node_stale_devices", "Devices without fresh readings on the node", ("node",))
+        for n in view.nodes:
+            node = [self._node(n.node)]
+            if n.efficiency_pct is not None:
+                n_eff.add_metric(node, n.efficiency_pct)
+            if n.usd_per_hour is not None:
+                n_cost.add_metric(node, n.usd_per_hour)
+                n_idle.add_metric(node, n.idle_usd_per_hour)
+            if n.waste_usd_per_hour is not None:
+                n_waste.add_metric(node, n.waste_usd_per_hour)
+            if n.mean_gpu_util_pct is not None:
+                n_util.add_metric(node, n.mean_gpu_util_pct)
+            n_idle_dev.add_metric(node, float(n.idle_devices))
+            n_stale.add_metric(node, float(n.stale_devices))
+        yield from (n_eff, n_cost, n_idle, n_waste, n_util, n_idle_dev, n_stale)
+
+        fleet = [
+            ("fleet_devices", "Devices in the fleet", float(view.device_count)),
+            ("fleet_nodes", "Nodes in the fleet", float(view.node_count)),
+            ("fleet_idle_devices", "Idle devices", float(view.idle_devices)),
+            ("fleet_stale_devices", "Devices without fresh readings", float(view.stale_devices)),
+            ("fleet_utilization_percent", "Mean NVML utilization", view.utilization_pct),
+            ("fleet_sm_active_percent", "Mean SM activity (DCGM PROF_SM_ACTIVE)", view.sm_active_pct),
+            ("fleet_efficiency_score", "Price-weighted efficiency, 0-100", view.efficiency_pct),
+            ("fleet_cost_usd_per_hour", "Price of the whole fleet", view.usd_per_hour),
+            ("fleet_idle_cost_usd_per_hour", "Price of idle devices", view.idle_usd_per_hour),
+            ("fleet_waste_usd_per_hour", "Price x (1 - efficiency), summed", view.waste_usd_per_hour),
+        ]
+        for name, doc, value in fleet:
+            if value is not None:
+                m = g(name, doc)
+                m.add_metric([], float(value))
+                yield m
+        total = CounterMetricFamily(f"{PREFIX}_idle_cost_usd",
+                                    "Dollars spent on idle devices since the exporter started")
+        total.add_metric([], self.idle_usd_total)
+        yield total
+
+        alerts = g("alert_active", "1 for each alert whose condition holds now",
+                   ("rule", "severity", "node", "gpu", "device_key"))
+        for a in self.alerts:
+            alerts.add_metric([a["rule"], a["severity"], self._node(a.get("node", "")),
+                               "" if a.get("device") is None else str(a["device"]),
+                               a["device_key"]], 1.0)
+        yield alerts
+
+
+class ActiveAlerts:
+    """Which alert rules hold now per device (the alert module's evaluator fires events with a
+    cooldown; a gauge needs the state in between)."""
+
+    def __init__(self, rules: list | None = None):
+        self.evaluator = None
+        try:
+            from fleet_tui.core.monitor.alerts import AlertEvaluator, load_alert_rules
+
+            if rules is None:
+                rules, _problems = load_alert_rules()
+            self.evaluator = AlertEvaluator(rules)
+        except Exception:  # noqa: BLE001 - alerts are optional; diagnoses still export
+            self.evaluator = None
+
+    def update(self, view: FleetView, snapshot, analyses) -> tuple[dict[str, Any], ...]:
+        by_key = {d.key: d for d in view.offenders}
+        if self.evaluator is None:
+            return tuple(
+                {"rule": f"diagnosis:{d.primary}", "severity": d.severity, "node": d.node,
+                 "device": d.index, "device_key": d.key}
+                for d in view.offenders if d.severity in ("warning", "critical"))
+        now = snapshot.timestamp
+        self.evaluator.evaluate(now, [d for d in snapshot.devices if d.state == "ok"], analyses)
+        rules = {r.name: r for r in self.evaluator.rules}
+        out = []
+        for (rule_name, key), state in getattr(self.evaluator, "_state", {}).items():
+            rule = rules.get(rule_name)
+            since = getattr(state, "since", None)
+            if rule is None or since is None or now - since + 1e-9 < rule.duration_s:
+                continue
+            d = by_key.get(key)
+            out.append({"rule": rule_name, "severity": rule.severity,
+                        "node": d.node if d else "", "device": d.index if d else None,
+                        "device_key": key})
+        return tuple(out)
+
+
+class FleetExporter:
+    """Refresh loop + HTTP endpoint. ``run_forever`` blocks; ``start``/``stop`` for tests."""
+
+    def __init__(self, source, *, instance_prices: Prices = None, interval_s: float = 2.0,
+                 analyzer: FleetAnalyzer | None = None, alert_rules: list | None = None):
+        from prometheus_client import CollectorRegistry
+
+        self.source = source
+        self.instance_prices = instance_prices
+        self.interval_s = interval_s
+        self.analyzer = analyzer or FleetAnalyzer()
+        self.alerts = ActiveAlerts(alert_rules)
+        self.collector = FleetCollector()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.port: int | None = None
+
+    async def refresh(self) -> FleetView:
+        started = time.perf_counter()
+        snapshot = await self.source.sample()
+        analyses_view = await asyncio.to_thread(self._analyse, snapshot)
+        view, analyses = analyses_view
+        active = self.alerts.update(view, snapshot, analyses)
+        previous = self.collector.view
+        dt = None if previous is None else view.timestamp - previous.timestamp
+        self.collector.publish(view, active, time.perf_counter() - started, dt)
+        return view
+
+    def _analyse(self, snapshot):
+        self.analyzer.add(snapshot)
+        analyses = self.analyzer.diagnose()
+        return FleetView.from_snapshot(snapshot, analyses, self.instance_prices), analyses
+
+    async def loop(self) -> None:
+        await self.source.open()
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                await self.refresh()
+                # schedule after the previous refresh finished: refreshes never pile up
+                delay = max(0.0, self.interval_s - (time.monotonic() - started))
+                await asyncio.to_thread(self._stop.wait, delay)
+        finally:
+            await self.source.close()
+
+    def serve(self, bind: str = "127.0.0.1", port: int = 9877) -> int:
+        """Start the HTTP endpoint in a daemon thread; returns the port (0 = pick a free one)."""
+        from prometheus_client import start_http_server
+
+        try:
+            result = start_http_server(port, addr=bind, registry=self.registry)
+        except OSError as exc:
+            raise UserError(f"--bind {bind} --port {port}: cannot listen there ({exc.strerror or exc})"
+                            "; pick another --port") from None
+        if isinstance(result, tuple):  # prometheus-client >= 0.19 returns (server, thread)
+            self._server, self._thread = result
+            self.port = self._server.server_address[1]
+        else:
+            self.port = port
+        return self.port
+
+    def start(self, bind: str = "127.0.0.1", port: int = 0) -> int:
+        """Serve and run the refresh loop in a background thread (tests, embedding)."""
+        port = self.serve(bind, port)
+        self._loop_thread = threading.Thread(target=lambda: asyncio.run(self.loop()), daemon=True,
+                                             name="fleet-tui-exporter")
+        self._loop_thread.start()
+        return port
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=10)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def run_forever(self, bind: str = "127.0.0.1", port: int = 9877) -> None:
+        self.serve(bind, port)
+        try:
+            asyncio.run(self.loop())
+        finally:
+            self.stop()
