@@ -91,7 +91,12 @@ class TomlDoc:
             if re.match(r"^\s*\[\[?\s*(?!" + re.escape(table) + r"\s*\.)", self._lines[j]):
                 end = j
                 break
-        found = self._find_key(key.split(".")[0], start, end)
+        parts = key.split(".")
+        found = self._find_key(parts[0], start, end)
+        if found and len(parts) > 1:  # a key inside a sub-table or inline table of the entry
+            line = self._lines[found - 1]
+            if not re.search(r"[{,]\s*\"?" + re.escape(parts[1]) + r"\"?\s*=", line):
+                found = self._find_key(parts[1], found, end) or found
         return found or start
 
     def _find_key(self, key: str, start: int, end: int) -> int | None:
@@ -131,9 +136,9 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
     known = list(getattr(model, "model_fields", {}) or {})
     out = []
     for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ())]
+        loc = [str(p) for p in err.get("loc", ()) if str(p) != "[key]"]
         field_name = ".".join(loc) if loc else table
-        key = loc[0] if loc else None
+        key = ".".join(loc[:2]) if loc else None
         line = doc.line_of(table, index, key)
         kind = err.get("type", "")
         if kind == "extra_forbidden":
