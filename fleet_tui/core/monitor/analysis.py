@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from operator import attrgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,6 +222,11 @@ class DeviceAnalysis:
 # Window statistics
 # --------------------------------------------------------------------------------------------
 
+def _mean_of(samples: Sequence[DeviceSnapshot], name: str) -> float | None:
+    vs = [v for v in map(attrgetter(name), samples) if v is not None]
+    return sum(vs) / len(vs) if vs else None
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     total = 0.0
     n = 0
@@ -296,24 +302,24 @@ def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
         mask |= r
     return _Stats(
         n=len(samples),
-        gpu_util=_mean(s.gpu_util_pct for s in samples),
-        mem_util=_mean(s.mem_util_pct for s in samples),
-        sm=_mean(s.sm_active_pct for s in samples),
-        tensor=_mean(s.tensor_active_pct for s in samples),
-        dram=_mean(s.dram_active_pct for s in samples),
-        fp32=_mean(s.fp32_active_pct for s in samples),
-        fp16=_mean(s.fp16_active_pct for s in samples),
-        power_w=_mean(s.power_w for s in samples),
+        gpu_util=_mean_of(samples, "gpu_util_pct"),
+        mem_util=_mean_of(samples, "mem_util_pct"),
+        sm=_mean_of(samples, "sm_active_pct"),
+        tensor=_mean_of(samples, "tensor_active_pct"),
+        dram=_mean_of(samples, "dram_active_pct"),
+        fp32=_mean_of(samples, "fp32_active_pct"),
+        fp16=_mean_of(samples, "fp16_active_pct"),
+        power_w=_mean_of(samples, "power_w"),
         power_limit_w=last.power_limit_w,
-        sm_clock=_mean(s.sm_clock_mhz for s in samples),
+        sm_clock=_mean_of(samples, "sm_clock_mhz"),
         sm_clock_max=last.sm_clock_max_mhz,
-        temp_c=_mean(s.temp_c for s in samples),
+        temp_c=_mean_of(samples, "temp_c"),
         slowdown_temp_c=last.slowdown_temp_c,
-        pcie_rx=_mean(s.pcie_rx_bytes_s for s in samples),
-        pcie_tx=_mean(s.pcie_tx_bytes_s for s in samples),
+        pcie_rx=_mean_of(samples, "pcie_rx_bytes_s"),
+        pcie_tx=_mean_of(samples, "pcie_tx_bytes_s"),
         link_bytes_s=pcie_link_bytes_s(gen, width),
         link_known=gen is not None and width is not None,
-        mem_used=_mean(s.mem_used_bytes for s in samples),
+        mem_used=_mean_of(samples, "mem_used_bytes"),
         mem_total=last.mem_total_bytes,
         power_share=(sum(1 for r in reasons if r & POWER_BITS) / len(reasons)) if reasons else None,
         thermal_share=(sum(1 for r in reasons if r & THERMAL_BITS) / len(reasons))

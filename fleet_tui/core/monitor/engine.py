@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -23,7 +24,8 @@ from typing import Any
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.alerts import Alert, AlertEvaluator, AlertRule, load_alert_rules
-from fleet_tui.core.monitor.analysis import GROWTH_LOOKBACK_S, DeviceAnalysis, Diagnosis
+from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
+                                             Diagnosis)
 from fleet_tui.core.monitor.cost import CostMeter, CostState, InstanceChoice, choose_instance
 from fleet_tui.core.monitor.history import History
 from fleet_tui.core.monitor.snapshot import Snapshot
@@ -138,6 +140,7 @@ class MonitorEngine:
         self._wake = asyncio.Event()
         self._stop = False
         self._seq = 0
+        self._memlog: dict[str, deque] = {}
         self.focus: str | None = None
         self.latest: Tick | None = None
 
@@ -214,6 +217,26 @@ class MonitorEngine:
         self._cost = CostMeter.from_choice(choice)
         return self._cost
 
+    def _growth_points(self, d) -> list[tuple[float, float]]:
+        """Memory change points over the growth lookback (only changes above the noise floor are
+        kept, so steady memory costs nothing), plus the newest reading."""
+        if d.mem_used_bytes is None:
+            return []
+        ts = d.timestamp or 0.0
+        mem = float(d.mem_used_bytes)
+        log = self._memlog.get(d.key)
+        if log is None:
+            log = self._memlog[d.key] = deque(maxlen=4096)
+        if not log or abs(mem - log[-1][1]) > GROWTH_NOISE_BYTES:
+            log.append((ts, mem))
+        cutoff = ts - self.growth_lookback_s
+        while len(log) > 1 and log[1][0] <= cutoff:
+            log.popleft()
+        points = list(log)
+        if points[-1][0] != ts:
+            points.append((ts, mem))
+        return points
+
     # ----- one tick -----
     def process(self, snapshot: Snapshot) -> Tick:
         """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
@@ -227,10 +250,7 @@ class MonitorEngine:
             window = self.history.samples(key, self.window_s)
             if not window:
                 continue
-            growth = [(s.timestamp, float(s.mem_used_bytes))
-                      for s in self.history.samples(key, self.growth_lookback_s)
-                      if s.mem_used_bytes is not None]
-            analyses[key] = analyze_device_window(window, growth_points=growth)
+            analyses[key] = analyze_device_window(window, growth_points=self._growth_points(d))
         meter = self._cost_meter(snapshot)
         cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
         machine = {}
