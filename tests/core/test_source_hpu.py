@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,48 @@ async def test_hl_smi_that_hangs_times_out_and_keeps_the_device_list(tmp_path):
     await src.close()
     assert "did not answer within 0.3 s" in snap.errors[0]
     assert [d.state for d in snap.devices] == ["unavailable", "unavailable"]
+
+
+# -- pyhlml backend -----------------------------------------------------------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.fakes.fake_pyhlml import FakeHlml  # noqa: E402
+
+
+async def test_pyhlml_backend_maps_devices_and_throttle_bits():
+    fake = FakeHlml()
+    async with HpuSource(hlml=fake.module, hl_smi="/nonexistent/hl-smi") as src:
+        snap = await src.sample()
+    assert len(snap.devices) == 8 and snap.errors == ()
+    d1 = snap.devices[1]
+    assert d1.name == "Intel Gaudi 3 (HL-325L)" and d1.uuid == "01P4-HL3090A0-18-U4V193-22-07-01"
+    assert d1.gpu_util_pct == 97 and d1.power_w == 612 and d1.power_limit_w == 850
+    assert d1.mem_used_bytes == 98304 * MIB and d1.mem_total_bytes == 131072 * MIB
+    assert d1.clock_event_reasons == 0x4 and d1.throttle_reasons == ("power_cap",)  # HLML power bit
+    assert d1.slowdown_temp_c == 95 and d1.sm_clock_max_mhz == 1600
+    assert snap.devices[3].ecc_corrected == 2
+
+
+async def test_pyhlml_not_supported_is_learned_and_lost_aip_marked():
+    fake = FakeHlml()
+    fake.fail("hlmlDeviceGetPowerUsage", 3, device=2)  # HLML_ERROR_NOT_SUPPORTED
+    async with HpuSource(hlml=fake.module) as src:
+        for _ in range(3):
+            snap = await src.sample()
+        fake.fail("hlmlDeviceGetMemoryInfo", 15, device=5)  # HLML_ERROR_AIP_IS_LOST
+        lost = await src.sample()
+        again = await src.sample()
+    assert fake.calls[("hlmlDeviceGetPowerUsage", 2)] == 1
+    assert snap.devices[2].power_w is None and "power_w" in snap.devices[2].unsupported
+    assert lost.devices[5].state == "lost" and again.devices[5].state == "lost"
+    assert fake.calls[("hlmlDeviceGetMemoryInfo", 5)] == 4  # not polled after it was lost
+    assert again.devices[4].state == "ok"
+
+
+async def test_pyhlml_failing_to_init_falls_back_to_hl_smi(tmp_path):
+    fake = FakeHlml(init_error=1)  # HLML_ERROR_UNINITIALIZED: libhlml.so missing
+    async with HpuSource(hlml=fake.module, hl_smi=_fake_hl_smi(tmp_path, "gaudi2_na.csv")) as src:
+        snap = await src.sample()
+    assert len(snap.devices) == 2 and snap.devices[0].name == "Intel Gaudi 2 (HL-225)"
+    with pytest.raises(SourceUnavailable, match="pyhlml could not initialise HLML"):
+        await HpuSource(hlml=fake.module, backend="pyhlml").open()

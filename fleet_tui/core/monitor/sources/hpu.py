@@ -6,11 +6,18 @@ their units (``131072 MiB``, ``226 W``, ``36 C``, ``0 %``) and ``N/A`` where a b
 hl-smi has no per-process utilization. hl-smi runs as an argv list (no shell) with a timeout, in a
 worker thread. The ``pyhlml`` bindings are not used yet (see the module's report): hl-smi is what
 every Gaudi host has.
+
+When the ``pyhlml`` bindings (PyPI ``habana-pyhlml``, import name ``pyhlml``; names checked in
+1.24.2.481 ``pyhlml/main.py``) import and ``hlmlInit`` succeeds, they are used instead (no process
+spawn per tick, and they add the SoC clock, slowdown temperature, throttle reasons and ECC counters).
+``backend="hl-smi"`` or ``"pyhlml"`` forces one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import re
 import shutil
 import subprocess
@@ -18,7 +25,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.snapshot import (
+    CLOCK_EVENT_SW_POWER_CAP,
+    CLOCK_EVENT_SW_THERMAL,
+    DeviceSnapshot,
+    Snapshot,
+)
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.sources.host import HostReader
 
@@ -118,6 +130,149 @@ def row_to_device(row: dict[str, Any], position: int, timestamp: float) -> Devic
     )
 
 
+# HLML return codes (pyhlml_types_generated.HLML_RETURN) and throttle bits (l.264-265)
+_HLML_NOT_SUPPORTED = 3
+_HLML_AIP_IS_LOST = 15
+_HLML_THROTTLE_POWER = 1 << 0
+_HLML_THROTTLE_THERMAL = 1 << 1
+_HLML_FIELDS_OF = {
+    "utilization": ("gpu_util_pct",), "memory": ("mem_used_bytes", "mem_total_bytes"),
+    "temperature": ("temp_c",), "slowdown": ("slowdown_temp_c",), "power": ("power_w",),
+    "power_limit": ("power_limit_w",), "clock": ("sm_clock_mhz",), "clock_max": ("sm_clock_max_mhz",),
+    "throttle": ("clock_event_reasons",), "ecc": ("ecc_corrected", "ecc_uncorrected"),
+}
+_HL_BASE_UNSUPPORTED = frozenset({"sm_active_pct", "tensor_active_pct", "dram_active_pct", "processes"})
+
+
+class _HlmlDevice:
+    __slots__ = ("index", "handle", "name", "uuid", "learned", "lost", "slowdown", "clock_max")
+
+    def __init__(self, index: int, handle: Any) -> None:
+        self.index, self.handle = index, handle
+        self.name, self.uuid = "Intel Gaudi", ""
+        self.learned: set[str] = set()
+        self.lost: str | None = None
+        self.slowdown = self.clock_max = None
+
+    @property
+    def unsupported(self) -> frozenset[str]:
+        return _HL_BASE_UNSUPPORTED | {f for k in self.learned for f in _HLML_FIELDS_OF.get(k, ())}
+
+
+class _AipLost(Exception):
+    pass
+
+
+class HlmlReader:
+    """Gaudi devices through ``pyhlml``: unsupported calls are learned once per device (like NVML's
+    NOT_SUPPORTED), a lost AIP is marked ``state="lost"`` and not polled again."""
+
+    def __init__(self, hlml: Any) -> None:
+        self.hl = hlml
+        self.devices: list[_HlmlDevice] = []
+        self.errors: list[str] = []
+
+    def open(self) -> None:
+        hl = self.hl
+        try:
+            hl.hlmlInit()
+            count = hl.hlmlDeviceGetCount()
+        except Exception as exc:  # noqa: BLE001 - pyhlml raises HLMLError (UNINITIALIZED when libhlml is missing)
+            raise SourceUnavailable(f"pyhlml could not initialise HLML: {exc}") from exc
+        if not count:
+            self.close()
+            raise SourceUnavailable("HLML found no Gaudi device.")
+        for i in range(count):
+            d = _HlmlDevice(i, None)
+            try:
+                d.handle = hl.hlmlDeviceGetHandleByIndex(i)
+                d.name = product_name(_decode(self._get(d, "name", hl.hlmlDeviceGetName)) or "")
+                d.uuid = _decode(self._get(d, "uuid", hl.hlmlDeviceGetUUID)) or ""
+                d.slowdown = _fnum(self._get(d, "slowdown", hl.hlmlDeviceGetTemperatureThreshold, 1))
+                d.clock_max = _fnum(self._get(d, "clock_max", hl.hlmlDeviceGetMaxClockInfo, 0))
+            except _AipLost:
+                d.lost = "Gaudi device is lost (HLML_ERROR_AIP_IS_LOST)."
+            except Exception as exc:  # noqa: BLE001
+                d.lost = f"HLML could not open device {i}: {exc}"
+            self.devices.append(d)
+
+    def close(self) -> None:
+        try:
+            self.hl.hlmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _get(self, d: _HlmlDevice, key: str, fn: Any, *args: Any) -> Any:
+        if key in d.learned:
+            return None
+        try:
+            return fn(d.handle, *args)
+        except Exception as exc:  # noqa: BLE001 - HLMLError carries .value
+            code = getattr(exc, "value", None)
+            if code == _HLML_NOT_SUPPORTED:
+                d.learned.add(key)
+            elif code == _HLML_AIP_IS_LOST:
+                raise _AipLost from exc
+            else:
+                self.errors.append(f"Gaudi {d.index}: {key}: {exc}")
+            return None
+
+    def read(self, now: float) -> tuple[DeviceSnapshot, ...]:
+        self.errors = []
+        out = []
+        for d in self.devices:
+            if d.lost is None:
+                try:
+                    out.append(self._read(d, now))
+                    continue
+                except _AipLost:
+                    d.lost = "Gaudi device is lost (HLML_ERROR_AIP_IS_LOST)."
+            out.append(DeviceSnapshot(index=d.index, name=d.name, uuid=d.uuid, vendor="intel", timestamp=now,
+                                      state="lost", error=d.lost, unsupported=d.unsupported))
+        return tuple(out)
+
+    def _read(self, d: _HlmlDevice, now: float) -> DeviceSnapshot:
+        hl, get = self.hl, self._get
+        util = get(d, "utilization", hl.hlmlDeviceGetUtilizationRates)
+        if util is not None and not isinstance(util, (int, float)):
+            util = util.aip  # struct in 1.24.x; the archived bindings returned the int
+        mem = get(d, "memory", hl.hlmlDeviceGetMemoryInfo)
+        temp = get(d, "temperature", hl.hlmlDeviceGetTemperature, 0)  # HLML_TEMPERATURE_ON_AIP
+        power_mw = get(d, "power", hl.hlmlDeviceGetPowerUsage)
+        limit_mw = get(d, "power_limit", hl.hlmlDeviceGetPowerManagementLimit)
+        clock = get(d, "clock", hl.hlmlDeviceGetClockInfo, 0)  # HLML_CLOCK_SOC
+        raw = get(d, "throttle", hl.hlmlDeviceGetCurrentClocksThrottleReasons)
+        corr = get(d, "ecc", hl.hlmlDeviceGetTotalECCErrors, 0, 0)  # CORRECTED, VOLATILE
+        unc = get(d, "ecc", hl.hlmlDeviceGetTotalECCErrors, 1, 0)
+        reasons = None
+        if raw is not None:  # Gaudi's own bits mapped onto the NVML meanings the analysis reads
+            reasons = (CLOCK_EVENT_SW_POWER_CAP if raw & _HLML_THROTTLE_POWER else 0) | (
+                CLOCK_EVENT_SW_THERMAL if raw & _HLML_THROTTLE_THERMAL else 0)
+        return DeviceSnapshot(
+            index=d.index, name=d.name, uuid=d.uuid, vendor="intel", timestamp=now,
+            gpu_util_pct=_fnum(util),
+            mem_used_bytes=int(mem.used) if mem is not None else None,
+            mem_total_bytes=int(mem.total) if mem is not None else None,
+            temp_c=_fnum(temp), slowdown_temp_c=d.slowdown,
+            power_w=power_mw / 1000 if power_mw is not None else None,
+            power_limit_w=limit_mw / 1000 if limit_mw is not None else None,
+            sm_clock_mhz=_fnum(clock), sm_clock_max_mhz=d.clock_max,
+            clock_event_reasons=reasons,
+            ecc_corrected=int(corr) if corr is not None else None,
+            ecc_uncorrected=int(unc) if unc is not None else None,
+            gpm_supported=False, unsupported=d.unsupported,
+            extra=(("hlml_throttle_reasons", float(raw)),) if raw is not None else (),
+        )
+
+
+def _decode(v: Any) -> str | None:
+    return v.decode(errors="replace") if isinstance(v, bytes) else (str(v) if v is not None else None)
+
+
+def _fnum(v: Any) -> float | None:
+    return float(v) if v is not None else None
+
+
 class HpuSource(Source):
     name = "hpu"
     kind = "live"
@@ -129,8 +284,15 @@ class HpuSource(Source):
         fields: Sequence[str] = DEFAULT_FIELDS,
         timeout_s: float = 5.0,
         host: bool = True,
+        backend: str = "auto",
+        hlml: Any = None,
         **_ignored: Any,
     ) -> None:
+        if backend not in ("auto", "hl-smi", "pyhlml"):
+            raise ValueError(f"hpu backend must be auto, hl-smi or pyhlml, got {backend!r}")
+        self.backend = backend
+        self._hlml_module = hlml
+        self._hlml: HlmlReader | None = None
         self.hl_smi = hl_smi
         self.fields = tuple(fields)
         self.timeout_s = timeout_s
@@ -142,6 +304,12 @@ class HpuSource(Source):
         return [self._exe or self.hl_smi, "-Q", ",".join(self.fields), "-f", "csv,noheader"]
 
     async def open(self) -> None:
+        if self.backend in ("auto", "pyhlml"):
+            why = await asyncio.to_thread(self._open_hlml)
+            if self._hlml is not None:
+                return
+            if self.backend == "pyhlml":
+                raise SourceUnavailable(why)
         exe = shutil.which(self.hl_smi)
         if exe is None:
             raise SourceUnavailable(
@@ -154,8 +322,31 @@ class HpuSource(Source):
             why = "; ".join(snap.errors) or "no output"
             raise SourceUnavailable(f"hl-smi found no Gaudi device ({why}).")
 
+    def _open_hlml(self) -> str:
+        hl = self._hlml_module
+        if hl is None:
+            try:
+                import pyhlml as hl  # noqa: PLC0415 - optional (habana-pyhlml)
+            except ImportError:
+                return "the pyhlml bindings (habana-pyhlml) are not installed"
+        reader = HlmlReader(hl)
+        try:
+            # pyhlml prints "Failed to load libhlml" to stdout when the library is missing; keep it
+            # off the terminal the app draws on (the reason is returned instead).
+            with contextlib.redirect_stdout(io.StringIO()):
+                reader.open()
+        except SourceUnavailable as exc:
+            return str(exc)
+        self._hlml = reader
+        return ""
+
     async def sample(self) -> Snapshot:
         return await asyncio.to_thread(self.sample_blocking)
+
+    async def close(self) -> None:
+        reader, self._hlml = self._hlml, None
+        if reader is not None:
+            await asyncio.to_thread(reader.close)
 
     def _run(self) -> str:
         proc = subprocess.run(  # argv list, no shell
@@ -168,6 +359,11 @@ class HpuSource(Source):
 
     def sample_blocking(self) -> Snapshot:
         now = time.time()
+        if self._hlml is not None:
+            devices = self._hlml.read(now)
+            return Snapshot(timestamp=now, source="hpu", source_kind="live", devices=devices,
+                            host=self._host.read() if self._host is not None else None,
+                            errors=tuple(self._hlml.errors))
         errors: list[str] = []
         try:
             out = self._run()
