@@ -194,3 +194,16 @@ def test_window_json_contract(windows):
     d = windows[0].to_dict()
     assert {"start", "end", "phase", "device", "primary", "diagnoses"} <= set(d)
     assert {"kind", "confidence", "evidence", "action"} <= set(d["diagnoses"][0])
+
+
+def test_leak_after_a_release_is_growth_and_outranks_starvation():
+    gib = 2**30
+    pts = [(float(t), 20.0 * gib) for t in range(30)]
+    pts += [(30.0 + t, 2.0 * gib + t * 0.5 * gib) for t in range(12)]
+    window = [_dev(p[0], mem_used_bytes=int(p[1]), gpu_util_pct=3.0, sm_active_pct=2.0,
+                   tensor_active_pct=0.0, fp32_active_pct=0.0) for p in pts[-5:]]
+    a = analyze_device_window(window, growth_points=pts)
+    assert a.primary == "memory_growth"
+    assert "input_starved" in a.kinds()
+    ev = a.get("memory_growth").evidence_dict
+    assert ev["slope_bytes_s"] == pytest.approx(0.5 * gib, rel=0.01)

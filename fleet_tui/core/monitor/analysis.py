@@ -75,11 +75,12 @@ PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH = 5, 16  # when the source does not report 
 # Memory capacity pressure: under 10% of device memory free. The caching allocator rounds and
 # fragments blocks, and activation/KV spikes are larger than that on a big model: the next one OOMs.
 MEM_PRESSURE_FRAC = 0.90
-# Memory growth: a robust (Theil-Sen) slope over a longer lookback, with at least 3 separate rises
-# and few falls (one allocation step is not a leak), growth of at least 1% of the device memory,
-# and memory full within a day at that rate.
+# Memory growth: a robust (Theil-Sen) slope over a longer lookback, counted from the last release
+# of memory (a fall of >= 1% of the device), with at least 3 separate rises over >= 4 s and few
+# falls (one allocation step is not a leak), growth of at least 1% of the device memory, and
+# memory full within a day at that rate.
 GROWTH_LOOKBACK_S = 60.0
-GROWTH_MIN_SPAN_S = 10.0
+GROWTH_MIN_SPAN_S = 4.0
 GROWTH_MIN_RISES = 3
 GROWTH_MIN_FRAC_OF_TOTAL = 0.01
 GROWTH_HORIZON_S = 24 * 3600.0
@@ -105,12 +106,13 @@ POWER_BITS = CLOCK_EVENT_SW_POWER_CAP | CLOCK_EVENT_HW_POWER_BRAKE
 
 GPM_SIGNALS = ("sm_active_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct")
 
-# Order of importance for ``primary``: alarms, then what limits a working GPU, then states.
+# Order of importance for ``primary``: alarms, then what will make the job fail (memory), then what
+# limits a working GPU, then states.
 PRIORITY = {
     "device_lost": 100, "xid": 95, "ecc_errors": 90, "thermal_throttled": 80,
-    "memory_capacity_pressure": 70, "host_transfer_bound": 60, "launch_bound": 58,
-    "input_starved": 56, "memory_bandwidth_bound": 54, "compute_no_tensor_cores": 52,
-    "memory_growth": 45, "healthy_compute": 40, "power_capped": 30, "idle": 10, "unknown": 0,
+    "memory_capacity_pressure": 70, "memory_growth": 65, "host_transfer_bound": 60,
+    "launch_bound": 58, "input_starved": 56, "memory_bandwidth_bound": 54,
+    "compute_no_tensor_cores": 52, "healthy_compute": 40, "power_capped": 30, "idle": 10, "unknown": 0,
 }
 SEVERITY = {
     "device_lost": "critical", "xid": "critical", "ecc_errors": "critical",
@@ -451,7 +453,7 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
                              f"Busy {duty:.0f}% of the time with SMs {sm:.1f}% active and PCIe at "
                              f"{pf:.0%} of the link: copies rather than kernels keep it busy."))
         else:
-            ev = dict(base_ev, sm_fill=fill, sm_occupancy_pct=None)
+            ev = dict(base_ev, sm_fill=fill, pcie_link_frac=pf)
             out.append(_diag("launch_bound", _clamp((0.6 + 0.4 * (1 - fill / LAUNCH_MAX_FILL))
                                                     * conf_scale), ev,
                              f"Kernels run {duty:.0f}% of the time but SMs are only {sm:.1f}% "
@@ -551,6 +553,17 @@ def _growth_rule(points: Sequence[tuple[float, float]], mem_total: float | None)
     """``points``: (timestamp, mem_used_bytes) over the growth lookback, in time order."""
     if len(points) < GROWTH_MIN_RISES + 1 or not mem_total:
         return None
+    # Only the stretch since memory was last released counts: a freed model followed by a leak is
+    # a leak, whatever the lookback held before.
+    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+    start = 0
+    for i in range(len(points) - 1, 0, -1):
+        if points[i - 1][1] - points[i][1] > release:
+            start = i
+            break
+    points = points[start:]
+    if len(points) < GROWTH_MIN_RISES + 1:
+        return None
     span = points[-1][0] - points[0][0]
     if span < GROWTH_MIN_SPAN_S:
         return None
@@ -559,7 +572,8 @@ def _growth_rule(points: Sequence[tuple[float, float]], mem_total: float | None)
     for (_, a), (_, b) in zip(points, points[1:]):
         if b - a > GROWTH_NOISE_BYTES:
             rises += 1
-            biggest = max(biggest, b - a)
+            if b - a > biggest:
+                biggest = b - a
         elif a - b > GROWTH_NOISE_BYTES:
             falls += 1
     if rises < GROWTH_MIN_RISES or falls * 4 > rises:
