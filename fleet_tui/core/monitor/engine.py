@@ -270,6 +270,9 @@ class MonitorEngine:
     async def step(self) -> Tick:
         """Sample once, process, record, publish."""
         snapshot = await self.source.sample()
+        if self._cost is None and self._price and snapshot.devices:
+            # the first priced tick may load the catalog (file I/O + validation): off the loop
+            await asyncio.to_thread(self._cost_meter, snapshot)
         tick = self.process(snapshot)
         if self.recorder is not None:
             await asyncio.to_thread(self.recorder.write, snapshot, tick.primaries)
