@@ -278,7 +278,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             window_layers = int(layers)
     if not window_layers:
         window = None
-    name = str(cfg.get("_name_or_path") or p.parent.name or p.stem)
+    name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     try:
         return ModelArch(
             id=name.split("/")[-1].lower() or "model-config",
@@ -286,7 +286,8 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             family=model_type,
             layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
             head_dim=cfg.get("head_dim"), vocab=vocab,
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith("gemma"))),
+            # transformers' default is model-specific: Gemma and GPT-2 tie, Llama/Mistral/Qwen2 do not
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith(("gemma", "gpt2")))),
             experts=int(experts) if per_tok else 0,
             experts_per_token=int(per_tok) if experts else 0,
             moe_intermediate=moe_inter if experts else None,

@@ -295,7 +295,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         "cuda_context": cal.CUDA_CONTEXT_BYTES,
         "runtime_kernels": cal.RUNTIME_KERNELS_TRAINING_BYTES if w.is_training else cal.RUNTIME_KERNELS_INFERENCE_BYTES,
     }
-    comm = cal.COMM_BUFFERS_BYTES if gpus > 1 else 0
+    # independent inference replicas do not talk to each other; everything else does
+    comm = cal.COMM_BUFFERS_BYTES if gpus > 1 and (w.is_training or tp > 1 or shard > 1) else 0
     b_gpu = math.ceil(w.batch / dp)
     if gpus > 1 and w.batch < dp:
         assumptions.append(f"batch {w.batch} < {dp} data-parallel replicas: each GPU still holds one sequence")
@@ -609,7 +610,7 @@ def kv_capacity(workload: Workload, accelerator: "Accelerator", gpus: int | None
     dp, tp, shard = _split(w if w.sharding != "fsdp" else w.with_(sharding="data"), n)
     act = _act_bytes(w)
     weights = _weight_bytes(w.with_(kind="inference") if w.is_training else w, pc) / tp
-    overhead = cal.CUDA_CONTEXT_BYTES + cal.RUNTIME_KERNELS_INFERENCE_BYTES + (cal.COMM_BUFFERS_BYTES if n > 1 else 0)
+    overhead = cal.CUDA_CONTEXT_BYTES + cal.RUNTIME_KERNELS_INFERENCE_BYTES + (cal.COMM_BUFFERS_BYTES if tp > 1 else 0)
     activation = (_forward_transient(arch, SERVING_CHUNK_TOKENS, act, tp) * (1 + cal.ALLOCATOR_SLACK_FORWARD)
                   + SERVING_MAX_SEQS * arch.vocab * 4 / tp + cal.CUBLAS_WORKSPACE_BYTES)
     budget = accelerator.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION * SERVING_MEMORY_UTILIZATION

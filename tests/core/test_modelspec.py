@@ -1,0 +1,126 @@
+"""Model shapes: parameter counts from published architectures and offline config.json parsing."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.modelspec import (ModelArch, active_param_count, arch_for_params, load_model_config,
+                                      param_count, param_counts)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "tests/fixtures/configs"
+
+
+def _catalog() -> dict[str, ModelArch]:
+    with open(ROOT / "catalogs/models.toml", "rb") as fh:
+        return {m["id"]: ModelArch(**m) for m in tomllib.load(fh)["model"]}
+
+
+# Totals the model authors publish (model cards / papers), in billions.
+PUBLISHED_B = {
+    "llama-3.2-1b": 1.24, "llama-3.2-3b": 3.21, "llama-3.1-8b": 8.03, "llama-3.1-70b": 70.6,
+    "llama-3.1-405b": 405.9, "llama-2-7b": 6.74, "llama-2-13b": 13.0, "llama-2-70b": 69.0,
+    "mistral-7b": 7.25, "mixtral-8x7b": 46.7, "mixtral-8x22b": 140.6, "qwen2.5-7b": 7.61,
+    "qwen2.5-72b": 72.7, "gemma-2-9b": 9.24, "gemma-2-27b": 27.2, "qwen3-235b-a22b": 235.1,
+}
+
+
+def test_catalog_has_every_required_model_and_a_100b_moe():
+    cat = _catalog()
+    assert set(PUBLISHED_B) <= set(cat)
+    assert any(m.is_moe and param_count(m) > 100e9 for m in cat.values())
+    for m in cat.values():
+        assert m.source.startswith("https://"), m.id
+
+
+@pytest.mark.parametrize("model_id", sorted(PUBLISHED_B))
+def test_derived_param_count_matches_published(model_id):
+    m = _catalog()[model_id]
+    assert param_count(m) / 1e9 == pytest.approx(PUBLISHED_B[model_id], rel=0.01)
+
+
+def test_moe_active_params_are_the_routed_share():
+    cat = _catalog()
+    assert active_param_count(cat["mixtral-8x7b"]) / 1e9 == pytest.approx(12.9, rel=0.01)
+    assert active_param_count(cat["mixtral-8x22b"]) / 1e9 == pytest.approx(39.1, rel=0.01)
+    assert active_param_count(cat["qwen3-235b-a22b"]) / 1e9 == pytest.approx(22.2, rel=0.01)
+    assert active_param_count(cat["llama-3.1-8b"]) == param_count(cat["llama-3.1-8b"])
+
+
+def test_tied_embeddings_count_the_table_once():
+    m = _catalog()["llama-3.2-1b"]
+    untied = m.model_copy(update={"tied_embeddings": False})
+    assert param_count(untied) - param_count(m) == m.vocab * m.hidden
+
+
+def test_gqa_shrinks_attention_params():
+    m = _catalog()["llama-3.1-8b"]
+    mha = m.model_copy(update={"kv_heads": m.heads})
+    h, d = m.hidden, m.dim_per_head
+    assert param_counts(mha).attention_per_layer - param_counts(m).attention_per_layer == 2 * h * (m.heads - m.kv_heads) * d
+
+
+def test_arch_for_params_is_close_and_llama_like():
+    for p in (1e9, 7e9, 70e9, 405e9):
+        a = arch_for_params(int(p))
+        assert param_count(a) == pytest.approx(p, rel=0.01)
+        assert a.heads % a.kv_heads == 0
+
+
+@pytest.mark.parametrize("name,expect", [
+    ("llama-3.1-8b.json", dict(layers=32, hidden=4096, kv_heads=8, vocab=128256, tied_embeddings=False)),
+    ("qwen2.5-7b.json", dict(layers=28, kv_heads=4, attention_bias=True, sliding_window=None)),
+    ("gemma-2-9b.json", dict(head_dim=256, tied_embeddings=True, sliding_window=4096, sliding_window_layers=21)),
+    ("mistral-7b-v0.1.json", dict(sliding_window=4096, sliding_window_layers=32)),
+    ("mixtral-8x7b.json", dict(experts=8, experts_per_token=2)),
+    ("qwen3-235b-a22b.json", dict(experts=128, experts_per_token=8, moe_intermediate=1536, head_dim=128)),
+    ("gpt2.json", dict(layers=12, hidden=768, intermediate=3072, gated_mlp=False, tied_embeddings=True)),
+])
+def test_load_model_config_reads_each_family(name, expect):
+    arch = load_model_config(CONFIGS / name)
+    for k, v in expect.items():
+        assert getattr(arch, k) == v, k
+
+
+def test_config_matches_the_catalog_entry():
+    cat = _catalog()
+    for file, mid in (("llama-3.1-8b.json", "llama-3.1-8b"), ("qwen2.5-7b.json", "qwen2.5-7b"),
+                      ("gemma-2-9b.json", "gemma-2-9b"), ("mixtral-8x7b.json", "mixtral-8x7b"),
+                      ("qwen3-235b-a22b.json", "qwen3-235b-a22b")):
+        assert param_count(load_model_config(CONFIGS / file)) == param_count(cat[mid])
+
+
+def test_config_folder_is_accepted(tmp_path):
+    d = tmp_path / "my-model"
+    d.mkdir()
+    (d / "config.json").write_text((CONFIGS / "llama-3.1-8b.json").read_text())
+    arch = load_model_config(d)
+    assert arch.id == "my-model" and arch.layers == 32
+
+
+def test_missing_keys_are_named_with_the_file():
+    with pytest.raises(UserError) as exc:
+        load_model_config(CONFIGS / "broken-missing-keys.json")
+    msg = str(exc.value)
+    assert "broken-missing-keys.json" in msg and "num_attention_heads" in msg and "intermediate_size" in msg
+
+
+def test_json_syntax_error_names_file_and_line():
+    with pytest.raises(UserError, match=r"broken-syntax\.json:5: not valid JSON"):
+        load_model_config(CONFIGS / "broken-syntax.json")
+
+
+def test_missing_file_and_mla_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_model_config(tmp_path / "nope.json")
+    with pytest.raises(UserError, match="latent attention"):
+        load_model_config(CONFIGS / "deepseek-v3-excerpt.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 6, '
+                   '"num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 100}')
+    with pytest.raises(UserError, match="multiple of kv_heads"):
+        load_model_config(bad)

@@ -1,0 +1,116 @@
+"""Speed model: roofline behaviour, FLOP accounting, scaling and run estimates."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleet_tui.core.modelspec import ModelArch, param_counts
+from fleet_tui.core.perf import ENGINE_SERVING, estimate_throughput, matmul_efficiency, training_run
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+with open(ROOT / "catalogs/models.toml", "rb") as _fh:
+    MODELS = {m["id"]: ModelArch(**m) for m in tomllib.load(_fh)["model"]}
+L8 = MODELS["llama-3.1-8b"]
+
+H100 = Accelerator(id="H100", vendor="NVIDIA", software_stack="CUDA", memory_gib=80,
+                   memory_bandwidth_gbs=3350, architecture="Hopper",
+                   peak_tflops={"fp32": 67, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9})
+A100 = Accelerator(id="A100-80GB", vendor="NVIDIA", software_stack="CUDA", memory_gib=80,
+                   memory_bandwidth_gbs=2039, architecture="Ampere",
+                   peak_tflops={"fp32": 19.5, "bf16": 312, "fp16": 312})
+L40S = Accelerator(id="L40S", vendor="NVIDIA", software_stack="CUDA", memory_gib=48,
+                   memory_bandwidth_gbs=864, architecture="Ada Lovelace",
+                   peak_tflops={"fp32": 91.6, "bf16": 362, "fp16": 362, "fp8": 733})
+
+
+def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
+    w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128)
+    h, l = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
+    assert h.phase == "decode" and h.bound == "memory" and h.engine == ENGINE_SERVING
+    # batch-1 latency ratio ≈ bandwidth ratio (3350 / 864)
+    assert l.time_per_output_token_s / h.time_per_output_token_s == pytest.approx(3350 / 864, rel=0.02)
+    # ≥ weights / bandwidth: never faster than streaming the weights once per token
+    assert h.time_per_output_token_s > 2 * param_counts(L8).total / 3350e9
+
+
+def test_decode_batches_amortise_weights_until_compute_bound():
+    w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128)
+    tps = [estimate_throughput(w.with_(batch=b), H100, 1).tokens_per_s for b in (1, 8, 64, 512)]
+    assert tps == sorted(tps) and tps[1] > 5 * tps[0]
+    # short contexts: the KV cache is small, so a huge batch turns the step compute-bound
+    assert estimate_throughput(w.with_(batch=4096, prompt_len=16, gen_len=16), H100, 1).bound == "compute"
+    # long contexts: reading the batch's KV cache keeps it memory-bound
+    assert estimate_throughput(w.with_(batch=4096), H100, 1).bound == "memory"
+
+
+def test_moe_decode_reads_only_routed_experts():
+    mix, dense = MODELS["mixtral-8x7b"], MODELS["llama-2-70b"]
+    w = Workload(kind="inference", model=mix, batch=1, prompt_len=512, gen_len=128)
+    t_mix = estimate_throughput(w, H100, 1).time_per_output_token_s
+    t_dense = estimate_throughput(w.model_copy(update={"model": dense}), H100, 1).time_per_output_token_s
+    assert t_mix < t_dense * 0.5  # 12.9B active of 46.7B vs 69B dense
+
+
+def test_training_flops_6nd_and_8nd_with_recompute():
+    w = Workload(kind="finetune", model=L8, batch=4, seq_len=2048, master_weights="none")
+    plain = estimate_throughput(w, H100, 1)
+    ckpt = estimate_throughput(w.with_(grad_checkpointing=True), H100, 1)
+    assert plain.phase == "training"
+    # recompute adds one forward: step time grows by ~4/3 on the compute part
+    assert 1.2 < plain.tokens_per_s / ckpt.tokens_per_s < 1.4
+    lora = estimate_throughput(w.with_(kind="lora"), H100, 1)
+    assert lora.tokens_per_s > plain.tokens_per_s  # no weight gradients, no big optimizer step
+
+
+def test_mfu_is_plausible_per_architecture():
+    w = Workload(kind="finetune", model=L8, batch=4, seq_len=2048, master_weights="none")
+    for acc in (H100, A100, L40S):
+        t = estimate_throughput(w, acc, 1)
+        assert 0.2 < t.mfu < 0.7
+    assert matmul_efficiency(A100) > matmul_efficiency(H100)  # H100 MFU is systematically lower
+
+
+def test_prefill_is_compute_bound_and_reports_ttft():
+    w = Workload(kind="inference", model=L8, batch=1, seq_len=2048)
+    t = estimate_throughput(w, H100, 1)
+    assert t.phase == "prefill" and t.bound == "compute"
+    assert t.step_s == pytest.approx(2048 / t.tokens_per_s)
+    assert t.time_to_first_token_s > 0
+
+
+def test_multi_gpu_scaling_is_sublinear_but_close():
+    w = Workload(kind="finetune", model=L8, batch=64, seq_len=2048, sharding="fsdp")
+    one = estimate_throughput(w, H100, 1).tokens_per_s
+    eight = estimate_throughput(w.with_(gpus=8), H100, 8).tokens_per_s
+    assert 7.0 * one < eight < 8.0 * one
+
+
+def test_training_run_hours():
+    w = Workload(kind="finetune", model=L8, batch=8, seq_len=2048)
+    run = training_run(w, H100, 8, 1_000_000_000)
+    tps = estimate_throughput(w, H100, 8).tokens_per_s
+    assert run.seconds == pytest.approx(1e9 / tps)
+    assert run.gpu_hours == pytest.approx(run.seconds * 8 / 3600)
+    with pytest.raises(ValueError):
+        training_run(w, H100, 8, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["inference", "finetune", "lora", "qlora"]), st.integers(1, 256),
+       st.integers(16, 8192), st.sampled_from(["bf16", "fp8", "int4", "fp32"]), st.sampled_from([1, 2, 8]))
+def test_throughput_is_positive_and_finite(kind, batch, seq, precision, gpus):
+    if kind in ("finetune",) and precision == "int4":
+        precision = "bf16"
+    w = Workload(kind=kind, model=L8, batch=batch, seq_len=seq, precision=precision, gpus=gpus,
+                 sharding="fsdp" if kind != "inference" else "tensor")
+    t = estimate_throughput(w, H100, gpus)
+    assert math.isfinite(t.tokens_per_s) and t.tokens_per_s > 0
+    assert t.step_s > 0
