@@ -84,3 +84,25 @@ async def test_monitor_that_exits_is_reported():
 async def test_missing_neuron_monitor():
     with pytest.raises(SourceUnavailable, match="not found on PATH"):
         await NeuronSource(command=["/nonexistent/neuron-monitor"]).open()
+
+
+async def test_default_run_passes_a_one_second_config_and_removes_it(tmp_path, monkeypatch):
+    seen = tmp_path / "config_seen.json"
+    exe = tmp_path / "neuron-monitor"
+    exe.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys, time\n"
+        "cfg = json.load(open(sys.argv[sys.argv.index('-c') + 1]))\n"
+        f"open({str(seen)!r}, 'w').write(json.dumps(cfg))\n"
+        f"print(open({str(DOCS)!r}).readline().strip(), flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    src = NeuronSource()
+    async with src:
+        config_path = src._own_config
+        snap = await src.sample()
+    assert len(snap.devices) == 6
+    assert json.loads(seen.read_text())["period"] == "1s"
+    assert config_path and not Path(config_path).exists()

@@ -189,10 +189,14 @@ class NeuronSource(Source):
         *,
         command: Sequence[str] | None = None,
         config: str | None = None,
-        first_report_timeout_s: float = 0.0,
+        first_report_timeout_s: float = 3.0,
         require_devices: bool = False,
         **_ignored: Any,
     ) -> None:
+        self._own_config: str | None = None
+        # Without -c, neuron-monitor reports every 5 s; a live view wants 1 s, so unless the user
+        # gives a config, open() writes the user guide's example config (period 1 s) to a temp file.
+        self._default_config = command is None and config is None
         if command is None:
             command = ["neuron-monitor", *(["-c", config] if config else [])]
         self.command = list(command)
@@ -216,9 +220,13 @@ class NeuronSource(Source):
                 f"{self.command[0]} not found on PATH: is the AWS Neuron tools package "
                 "(aws-neuronx-tools) installed?"
             )
+        args = list(self.command[1:])
+        if self._default_config:
+            self._own_config = _write_default_config()
+            args = ["-c", self._own_config]
         try:
             self._proc = subprocess.Popen(  # argv list, no shell
-                [exe, *self.command[1:]],
+                [exe, *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
@@ -226,6 +234,7 @@ class NeuronSource(Source):
                 bufsize=1,
             )
         except OSError as exc:
+            self._remove_config()
             raise SourceUnavailable(f"could not start {self.command[0]}: {exc}") from exc
         self._reader = threading.Thread(target=self._read_stdout, name="neuron-monitor", daemon=True)
         self._reader.start()
@@ -296,13 +305,50 @@ class NeuronSource(Source):
             message=message, errors=tuple(errors),
         )
 
+    def _remove_config(self) -> None:
+        if self._own_config:
+            try:
+                os.unlink(self._own_config)
+            except OSError:
+                pass
+            self._own_config = None
+
     async def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        self._remove_config()
         readers = [t for t in (self._reader, self._err_reader) if t is not None]
         self._reader = self._err_reader = None
         await asyncio.to_thread(_stop, proc, readers)
+
+
+DEFAULT_CONFIG = {
+    "period": "1s",
+    "neuron_runtimes": [{
+        "tag_filter": ".*",
+        "metrics": [
+            {"type": "neuroncore_counters"},
+            {"type": "memory_used"},
+            {"type": "neuron_runtime_vcpu_usage"},
+            {"type": "execution_stats"},
+        ],
+    }],
+    "system_metrics": [
+        {"type": "vcpu_usage"},
+        {"type": "memory_info"},
+        {"period": "2s", "type": "neuron_hw_counters"},
+    ],
+}
+
+
+def _write_default_config() -> str:
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="fleet-tui-neuron-monitor-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(DEFAULT_CONFIG, fh)
+    return path
 
 
 def _stop(proc: subprocess.Popen[str], readers: list[threading.Thread]) -> None:
