@@ -110,7 +110,10 @@ def handler(args: argparse.Namespace) -> int:
         if value is not None and not math.isfinite(value):
             raise UserError(f"{flag} must be a finite number, got {value}")
     if args.schedule is not None:
-        schedule = Schedule.parse(args.schedule)
+        try:
+            schedule = Schedule.parse(args.schedule)
+        except UserError as exc:
+            raise UserError(f"--schedule {args.schedule}: {exc}") from None
     elif args.hours_per_month is not None:
         try:
             schedule = Schedule(args.hours_per_month)
@@ -235,7 +238,8 @@ def render_recommendation(rec, *, markdown: bool = False,
             + (f", {w.prompt_len}+{w.gen_len} tokens" if w.gen_len else
                f", {w.seq_len} tokens" if w.seq_len else "")
             + f"); {rec.schedule.label}; ranked by {rec.unit}")
-    count = (f"{rec.fitting_offers} fitting offers of {rec.considered_rows} catalog rows"
+    count = (f"{rec.fitting_offers} fitting offers (instance × region × pricing) from "
+             f"{rec.considered_rows} catalog rows"
              + (f", showing {len(rec.offers)}" if len(rec.offers) < rec.fitting_offers else ""))
     out: list[str] = []
     if markdown:

@@ -4,7 +4,9 @@ An *offer* is one catalog row (instance type × region) under one pricing option
 reserved 1y/3y). Each offer runs the workload on **all the devices of its instance**; an instance
 with 8 or more devices may also be taken several times (2, 4, 8 … up to ``max_instances``) when one
 is not enough, the way large models are trained and served across nodes. Smaller instances are
-never multiplied: spreading a model over many single-GPU boxes is not a sane deployment.
+never multiplied: spreading a model over many single-GPU boxes is not a sane deployment (nor are
+TPU slices: the catalog lists every slice size). A fractional GPU (Azure's NVads A10 v5 slices) is
+sized as that fraction of the device's memory, bandwidth and compute.
 
 How a workload is placed on ``G`` devices: the workload's own sharding first; when that does not
 fit and ``G > 1``, tensor parallelism for inference or FSDP/ZeRO-3 for training. The workload's
@@ -55,7 +57,10 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
 from __future__ import annotations
 
 import difflib
+import heapq
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +78,13 @@ from fleet_tui.core.pricing import (
 )
 
 GIB = 1024**3
+# Instance's public price fields (what Instance.price() reads), by pricing option
+_PRICE_ATTR = {
+    "on-demand": "on_demand_usd_per_hour",
+    "spot": "spot_usd_per_hour",
+    "reserved-1y": "reserved_1y_usd_per_hour",
+    "reserved-3y": "reserved_3y_usd_per_hour",
+}
 UNIT_MONTH = "USD/month"
 UNIT_RUN = "USD/run"
 MULTI_INSTANCE_MIN_DEVICES = 8  # only HPC-class boxes (NVLink + EFA/InfiniBand) are multiplied
@@ -267,21 +279,35 @@ def _describe_misfit(fit, acc, gpus: int) -> str:
 
 def slice_accelerator(acc, fraction: float):
     """A fractional GPU (Azure NVads A10 v5 partitions): ``fraction`` of its memory and speed."""
+    hit = _SLICES.get((id(acc), fraction))
+    if hit is not None and hit[0] is acc:
+        return hit[1]
     bw = acc.memory_bandwidth_gbs
-    return acc.model_copy(update={
+    sliced = acc.model_copy(update={
         "id": f"{acc.id}[{fraction:g}]",
         "memory_gib": acc.memory_gib * fraction,
         "memory_bandwidth_gbs": bw * fraction if bw else bw,
         "peak_tflops": {k: v * fraction for k, v in acc.peak_tflops.items()},
     })
+    _SLICES[(id(acc), fraction)] = (acc, sliced)
+    return sliced
+
+
+_SIZED_CACHE: OrderedDict[tuple, dict] = OrderedDict()  # per workload: sizing of device groups
+_SIZED_CACHE_WORKLOADS = 32
+_SIZED_LOCK = threading.Lock()
 
 
 class _Engine:
-    """Sizing and speed for one workload, memoised per (accelerator, devices, instances)."""
+    """Sizing and speed for one workload, memoised per (accelerator, devices, instances).
+
+    The memo outlives one ranking (bounded to the last few workloads), so re-ranking after a
+    constraint or pricing change does no sizing at all.
+    """
 
     def __init__(self, workload, *, training_tokens: float | None, unit_kind: str,
                  max_instances: int):
-        from fleet_tui.core import perf, sizing  # H2's modules; imported here to keep import light
+        from fleet_tui.core import perf, sizing  # imported here to keep `import recommend` light
 
         self._sizing = sizing
         self._perf = perf
@@ -289,7 +315,16 @@ class _Engine:
         self.training_tokens = training_tokens
         self.unit_kind = unit_kind  # "month", "tokens", "run"
         self.max_instances = max_instances
-        self._cache: dict[tuple[str, int, int | None], _Sized] = {}
+        key = (workload, training_tokens, unit_kind, max_instances)
+        with _SIZED_LOCK:
+            memo = _SIZED_CACHE.get(key)
+            if memo is None:
+                memo = _SIZED_CACHE[key] = {}
+                while len(_SIZED_CACHE) > _SIZED_CACHE_WORKLOADS:
+                    _SIZED_CACHE.popitem(last=False)
+            else:
+                _SIZED_CACHE.move_to_end(key)
+        self._memo = memo
         self._variants: dict[tuple[int, str], Any] = {}
 
     def _variant(self, gpus: int, sharding: str):
@@ -300,56 +335,77 @@ class _Engine:
             self._variants[key] = w
         return w
 
-    def size(self, acc, devices: int, instances: int | None = None) -> _Sized:
-        """Smallest placement that fits; ``instances`` fixed (current setup) or searched."""
-        key = (acc.id, devices, instances)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
+    def _quick_fit(self, w, acc, gpus: int) -> tuple[bool, int, int, bool]:
+        """(fits, headroom_bytes, capacity_bytes, precision_ok) exactly as ``check_fit`` decides,
+        without the search for suggestions that ``check_fit`` runs on a misfit."""
+        sz = self._sizing
+        need = sz.estimate_memory(w, gpus).total_bytes
+        cap = sz.capacity_bytes(acc)
+        prec_ok = sz.precision_support(w.precision, acc)[0]
+        return (need <= cap and prec_ok), cap - need, cap, prec_ok
+
+    def size(self, acc, devices: int, instances: int | None = None, *,
+             detail: bool = False) -> _Sized:
+        """Smallest placement that fits; ``instances`` fixed (current setup) or searched.
+
+        ``detail`` also sizes a placement that does not fit (speed, fit suggestions), as the
+        current setup's report needs.
+        """
+        key = (id(acc), devices, instances, detail)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is acc:
+            return hit[1]
         if instances is not None:
             counts = (instances,)
-        elif devices >= MULTI_INSTANCE_MIN_DEVICES:
+        elif devices >= MULTI_INSTANCE_MIN_DEVICES and acc.software_stack != "XLA":
+            # (TPU slices come in every size as catalog rows; no need to multiply them)
             counts = tuple(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= self.max_instances) or (1,)
         else:
             counts = (1,)
-        first = None
-        chosen = None
+        first = chosen = None
         for n in counts:
             gpus = devices * n
             for sharding in (_sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
                 w = self._variant(gpus, sharding)
-                fit = self._sizing.check_fit(w, acc, gpus)
+                q = self._quick_fit(w, acc, gpus)
                 if first is None:
-                    first = (w, fit, gpus, n, sharding)
-                if _fit_ok(fit):
-                    chosen = (w, fit, gpus, n, sharding)
+                    first = (w, gpus, n, sharding, q)
+                if q[0]:
+                    chosen = (w, gpus, n, sharding, q)
                     break
             if chosen:
                 break
-        w, fit, gpus, n, sharding = chosen or first
-        result = self._finish(w, acc, gpus, n, sharding, fit, fits=chosen is not None)
-        self._cache[key] = result
+        w, gpus, n, sharding, (ok, head, cap, prec_ok) = chosen or first
+        if chosen is None and not detail:
+            why = (f"{acc.id} cannot run {w.precision}" if not prec_ok else
+                   f"needs {(cap - head) / GIB:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB")
+            result = _Sized(False, n, gpus, sharding, None, None, None, None, None, None,
+                            head / GIB, 100.0 * (cap - head) / cap if cap else None, why)
+        else:
+            result = self._finish(w, acc, gpus, n, sharding, fits=chosen is not None)
+        self._memo[key] = (acc, result)
         return result
 
-    def _finish(self, w, acc, gpus, n, sharding, fit, *, fits: bool) -> _Sized:
-        cap = getattr(fit, "capacity_bytes", None)
-        head = getattr(fit, "headroom_bytes", None)
-        headroom_gib = head / GIB if head is not None else None
-        used_pct = 100.0 * (cap - head) / cap if cap and head is not None else None
-        if not fits and getattr(fit, "precision_supported", True) is False:
-            return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
-                          headroom_gib, used_pct, _describe_misfit(fit, acc, gpus))
+    def _finish(self, w, acc, gpus, n, sharding, *, fits: bool) -> _Sized:
+        fit = self._sizing.check_fit(w, acc, gpus)
+        cap = fit.capacity_bytes
+        head = fit.headroom_bytes
+        headroom_gib = head / GIB
+        used_pct = 100.0 * (cap - head) / cap if cap else None
+        why_not = "" if fits else _describe_misfit(fit, acc, gpus)
         try:
             res = self._sizing.size_workload(w, acc, gpus=gpus)
         except UserError as exc:  # e.g. a precision this device cannot run
             return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
-                          headroom_gib, used_pct, str(exc))
+                          headroom_gib, used_pct, why_not or str(exc))
         tp = res.throughput
         tps = getattr(tp, "tokens_per_s", None) if tp is not None else None
         if tps is not None and not (tps > 0 and math.isfinite(tps)):
             tps = None
-        step_s = getattr(tp, "step_s", None) if tp is not None else None
-        latency_ms = step_s * 1000.0 if step_s and w.kind == "inference" else None
+        latency_ms = None
+        if tp is not None and w.kind == "inference":
+            per_token = getattr(tp, "time_per_output_token_s", None) or getattr(tp, "step_s", None)
+            latency_ms = per_token * 1000.0 if per_token else None
         run_seconds = None
         units_per_hour = None
         if self.unit_kind == "tokens" and tps:
@@ -359,7 +415,6 @@ class _Engine:
             run_seconds = float(est.seconds)
             if run_seconds > 0 and math.isfinite(run_seconds):
                 units_per_hour = 3600.0 / run_seconds
-        why_not = "" if fits else _describe_misfit(fit, acc, gpus)
         return _Sized(fits, n, gpus, sharding, fit, tp, tps, latency_ms, run_seconds,
                       units_per_hour, headroom_gib, used_pct, why_not)
 
@@ -441,6 +496,87 @@ class _Multipliers:
         return m
 
 
+@dataclass(frozen=True, slots=True)
+class _Group:
+    acc: Any
+    devices: int  # per instance (1 for a slice)
+    fraction: float | None  # a GPU slice's share of one device, else None
+    vendor_key: str
+    rows: tuple  # (instance, cloud lower, region lower, prices in PRICING_OPTIONS order)
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    instances: list  # the catalog's list this index was built from (identity checked)
+    size: int
+    accs: dict
+    groups: tuple[_Group, ...]
+    excluded: int
+    no_spec: int
+    odd_count: int
+    clouds: frozenset[str]
+    regions: frozenset[str]
+    vendors: frozenset[str]
+    stacks: frozenset[str]
+
+
+_INDEX_CACHE: dict[int, _Index] = {}
+
+
+def vendor_key(vendor: str) -> str:
+    """``NVIDIA (AWS-specific SKU)`` -> ``nvidia``: the company, for --vendor filters."""
+    return vendor.split("(")[0].strip().lower()
+
+
+def _catalog_index(catalog) -> _Index:
+    """Catalog rows grouped by (accelerator, devices), prices pulled out; built once per catalog."""
+    instances = catalog.instances
+    hit = _INDEX_CACHE.get(id(catalog))
+    if hit is not None and hit.instances is instances and hit.size == len(instances):
+        return hit
+    accs = _accelerator_index(catalog)
+    groups: dict[tuple[str, float], list] = {}
+    excluded = no_spec = odd = 0
+    for inst in instances:
+        if inst.excluded:
+            excluded += 1
+            continue
+        acc = accs.get(inst.accelerator)
+        if acc is None:
+            no_spec += 1
+            continue
+        count = inst.accelerator_count
+        if count >= 1 and count != int(count):  # 1.5 devices: not a real configuration
+            odd += 1
+            continue
+        # Instance.price() semantics: None when not offered or that option is excluded
+        prices = tuple(None if p in inst.excluded_pricing else getattr(inst, _PRICE_ATTR[p])
+                       for p in PRICING_OPTIONS)
+        groups.setdefault((acc.id, count), []).append(
+            (inst, inst.cloud.lower(), inst.region.lower(), prices))
+    built = tuple(
+        _Group(acc=accs[acc_id], devices=int(count) if count >= 1 else 1,
+               fraction=None if count >= 1 else count, vendor_key=vendor_key(accs[acc_id].vendor),
+               rows=tuple(rows))
+        for (acc_id, count), rows in groups.items()
+    )
+    values = {a.id: a for a in accs.values()}.values()
+    index = _Index(
+        instances=instances, size=len(instances), accs=accs, groups=built, excluded=excluded,
+        no_spec=no_spec, odd_count=odd,
+        clouds=frozenset(i.cloud for i in instances), regions=frozenset(i.region for i in instances),
+        vendors=frozenset(a.vendor.split("(")[0].strip() for a in values),
+        stacks=frozenset(a.software_stack for a in values),
+    )
+    if len(_INDEX_CACHE) > 8:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[id(catalog)] = index
+    return index
+
+
+_SLICES: dict[tuple[int, float], tuple[Any, Any]] = {}
+
+
 def suggest_instance(catalog, instance_type: str) -> str:
     names = sorted({i.instance_type for i in catalog.instances})
     near = difflib.get_close_matches(instance_type, names, n=3, cutoff=0.5)
@@ -509,89 +645,97 @@ def recommend(
     if not isinstance(max_instances, int) or max_instances < 1:
         raise UserError(f"max instances must be a whole number >= 1, got {max_instances!r}")
 
+    index = _catalog_index(catalog)
     instances = catalog.instances
-    accs = _accelerator_index(catalog)
-    cloud_set = _as_set(clouds, "cloud", {i.cloud for i in instances}, "--cloud")
-    region_set = _as_set(regions, "region", {i.region for i in instances}, "--region")
-    vendor_set = _as_set(vendors, "vendor", {a.vendor for a in accs.values()}, "--vendor")
-    stack_set = _as_set(stacks, "software stack", {a.software_stack for a in accs.values()},
-                        "--stack")
+    accs = index.accs
+    cloud_set = _as_set(clouds, "cloud", index.clouds, "--cloud")
+    region_set = _as_set(regions, "region", index.regions, "--region")
+    vendor_set = _as_set(vendors, "vendor", index.vendors, "--vendor")
+    stack_set = _as_set(stacks, "software stack", index.stacks, "--stack")
 
     unit_kind, unit = _unit_for(workload, training_tokens)
     engine = _Engine(workload, training_tokens=training_tokens, unit_kind=unit_kind,
                      max_instances=max_instances)
     hours = schedule.hours_per_month
     stateless = workload.kind == "inference"
-
     mult = _Multipliers(schedule, spot, stateless=stateless)
 
     skipped = dict.fromkeys(_SKIP_ORDER, 0)
-    groups: dict[tuple[str, int], _Sized] = {}
+    skipped["excluded_rows"] = index.excluded
+    skipped["no_accelerator_spec_rows"] = index.no_spec
+    skipped["odd_device_count_rows"] = index.odd_count
     cands: list[tuple] = []
+    option_slots = tuple((p, PRICING_OPTIONS.index(p)) for p in options)
+    cloud_prices: dict[str, tuple] = {}
+    per_month = unit_kind == "month"
+    budget = math.inf if budget_usd_per_month is None else budget_usd_per_month
+    unpriced = over_budget = filtered = 0
+    cheapest_eff, cheapest_cand = math.inf, None
     seq = 0
-    for inst in instances:
-        if inst.excluded:
-            skipped["excluded_rows"] += 1
+    for group in index.groups:
+        acc = group.acc
+        rows = group.rows
+        if (vendor_set is not None and group.vendor_key not in vendor_set) or (
+                stack_set is not None and acc.software_stack.lower() not in stack_set):
+            filtered += len(rows)
             continue
-        if cloud_set is not None and inst.cloud.lower() not in cloud_set:
-            skipped["filtered_rows"] += 1
-            continue
-        if region_set is not None and inst.region.lower() not in region_set:
-            skipped["filtered_rows"] += 1
-            continue
-        acc = accs.get(inst.accelerator)
-        if acc is None:
-            skipped["no_accelerator_spec_rows"] += 1
-            continue
-        if vendor_set is not None and acc.vendor.lower() not in vendor_set:
-            skipped["filtered_rows"] += 1
-            continue
-        if stack_set is not None and acc.software_stack.lower() not in stack_set:
-            skipped["filtered_rows"] += 1
-            continue
-        count = inst.accelerator_count
-        gkey = (acc.id, count)
-        sized = groups.get(gkey)
-        if sized is None:
-            if count >= 1:
-                devices = int(count)
-                if devices != count:  # 1.5 devices: not a real configuration
-                    skipped["odd_device_count_rows"] += 1
-                    continue
-                sized = engine.size(acc, devices)
-            else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
-                sized = engine.size(slice_accelerator(acc, count), 1)
-            groups[gkey] = sized
+        if cloud_set is not None or region_set is not None:
+            kept = [r for r in rows if (cloud_set is None or r[1] in cloud_set)
+                    and (region_set is None or r[2] in region_set)]
+            filtered += len(rows) - len(kept)
+            rows = kept
+            if not rows:
+                continue
+        if group.fraction is None:
+            sized = engine.size(acc, group.devices)
+        else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
+            sized = engine.size(slice_accelerator(acc, group.fraction), 1)
         if not sized.fits:
-            skipped["not_fitting_rows"] += 1
+            skipped["not_fitting_rows"] += len(rows)
             continue
         if latency_target_ms is not None and (
             sized.latency_ms is None or sized.latency_ms > latency_target_ms
         ):
-            skipped["too_slow_rows"] += 1
+            skipped["too_slow_rows"] += len(rows)
             continue
         uph = sized.units_per_hour
-        if unit_kind != "month" and uph is None:
-            skipped["not_fitting_rows"] += 1  # no speed estimate: cannot cost the work
+        if not per_month and uph is None:
+            skipped["not_fitting_rows"] += len(rows)  # no speed estimate: cannot cost the work
             continue
         n = sized.instances
-        for p in options:
-            price = inst.price(p)
-            if price is None:
-                skipped["unpriced_offers"] += 1
-                continue
-            eff = price * n * mult(p, inst.cloud)
-            month = eff * hours
-            if budget_usd_per_month is not None and month > budget_usd_per_month:
-                skipped["over_budget_offers"] += 1
-                continue
-            cpu = month if unit_kind == "month" else eff / uph
-            cands.append((cpu, month, seq, inst, p, price, eff, sized, acc))
-            seq += 1
+        neg_tps = -(sized.tokens_per_s or 0.0)
+        for inst, cloud_key, _region_key, prices in rows:
+            per_cloud = cloud_prices.get(inst.cloud)
+            if per_cloud is None:
+                per_cloud = cloud_prices[inst.cloud] = tuple(
+                    (p, i, mult(p, inst.cloud)) for p, i in option_slots)
+            for p, i, m in per_cloud:
+                price = prices[i]
+                if price is None:
+                    unpriced += 1
+                    continue
+                eff = price * n * m
+                month = eff * hours
+                if month > budget:
+                    over_budget += 1
+                    continue
+                # sort key first: cheapest unit, then month, then the faster, then catalog order
+                cand = (month if per_month else eff / uph, month, neg_tps, seq, inst, p, price,
+                        eff, sized, acc)
+                cands.append(cand)
+                if eff < cheapest_eff:
+                    cheapest_eff, cheapest_cand = eff, cand
+                seq += 1
+    skipped["filtered_rows"] = filtered
+    skipped["unpriced_offers"] = unpriced
+    skipped["over_budget_offers"] = over_budget
 
-    # cheapest unit first; at equal cost the faster offer, then catalog order (deterministic)
-    cands.sort(key=lambda c: (c[0], c[1], -(c[7].tokens_per_s or 0.0), c[2]))
     fitting = len(cands)
+    if top is None or top * 8 >= fitting:
+        cands.sort()
+        chosen = cands if top is None else cands[:top]
+    else:
+        chosen = heapq.nsmallest(top, cands)
 
     cur = None
     notes: list[str] = []
@@ -604,22 +748,15 @@ def recommend(
         notes.extend(cur_notes)
     cur_stack = cur.software_stack if cur else "CUDA"
 
-    chosen = cands if top is None else cands[:top]
-    offers = tuple(
-        _make_offer(rank, c, unit=unit, unit_kind=unit_kind, hours=hours, current=cur,
-                    current_stack=cur_stack, spot=spot, stateless=stateless, schedule=schedule)
-        for rank, c in enumerate(chosen, start=1)
-    )
+    make = _OfferMaker(unit=unit, current=cur, current_stack=cur_stack, spot=spot,
+                       stateless=stateless, schedule=schedule)
+    offers = tuple(make(rank, c) for rank, c in enumerate(chosen, start=1))
     cheapest = None
-    if cands:
-        ch = min(cands, key=lambda c: (c[6], c[2]))
-        if offers and ch[2] == chosen[0][2]:
+    if cheapest_cand is not None:
+        if chosen and cheapest_cand is chosen[0]:
             cheapest = offers[0]
         else:
-            rank = next((r for r, c in enumerate(cands, start=1) if c[2] == ch[2]), 0)
-            cheapest = _make_offer(rank, ch, unit=unit, unit_kind=unit_kind, hours=hours,
-                                   current=cur, current_stack=cur_stack, spot=spot,
-                                   stateless=stateless, schedule=schedule)
+            cheapest = make(1 + sum(1 for c in cands if c < cheapest_cand), cheapest_cand)
     if skipped["excluded_rows"]:
         notes.append(f"{skipped['excluded_rows']} catalog rows excluded by validation "
                      "(placeholder/zero prices and similar) were not ranked")
@@ -654,8 +791,8 @@ def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhea
     if p == "spot":
         rate = spot.rate_for(inst.cloud)
         risks.append(
-            f"spot: may be interrupted (~{rate * HOURS_PER_MONTH:.2g}/month; "
-            f"{spot_rate_source(inst.cloud)}), {spot_overhead:.1%} of time lost to restarts"
+            f"spot: ~{rate * HOURS_PER_MONTH:.2g} interruptions/month "
+            f"({spot_rate_source(inst.cloud)}), {spot_overhead:.1%} of time lost to restarts"
         )
     if p in RESERVED_OPTIONS:
         term = "1-year" if p == "reserved-1y" else "3-year"
@@ -677,48 +814,107 @@ def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhea
     return tuple(risks)
 
 
-def _make_offer(rank: int, c: tuple, *, unit: str, unit_kind: str, hours: float, current,
-                current_stack: str, spot: SpotAssumptions, stateless: bool,
-                schedule: Schedule, is_current: bool = False) -> RankedOffer:
-    cpu, month, _seq, inst, p, price, eff, sized, acc = c
-    overhead = spot.overhead_fraction(inst.cloud, stateless=stateless) if p == "spot" else 0.0
-    break_even = None
-    if p in RESERVED_OPTIONS:
-        od = inst.price("on-demand")
-        if od:
-            break_even = price / od
-    savings_usd = savings_pct = speedup = None
-    if current is not None and not is_current:
-        if current.cost_per_unit and cpu is not None and current.fits:
-            frac = 1.0 - cpu / current.cost_per_unit
-            savings_pct = 100.0 * frac
-            savings_usd = current.usd_per_month * frac
-        if current.tokens_per_s and sized.tokens_per_s:
-            speedup = sized.tokens_per_s / current.tokens_per_s
-    risks = _risks(inst, acc, sized, p, current_stack=current_stack, spot_overhead=overhead,
-                   spot=spot)
-    gpus = sized.gpus
-    flags = tuple(inst.flags or ())
-    fits = sized.fits
-    if is_current:
-        reason = "current setup" + ("" if fits else f": does not fit ({sized.why_not})")
-    else:
-        reason = _reason(acc, inst, sized, cpu, unit, p, savings_pct, break_even, flags, schedule)
-    return RankedOffer(
-        rank=rank, instance=inst, cloud=inst.cloud, instance_type=inst.instance_type,
-        region=inst.region, accelerator=acc.id, vendor=acc.vendor,
-        software_stack=acc.software_stack, accelerator_count=inst.accelerator_count,
-        instances=sized.instances, gpus=gpus, sharding=sized.sharding, pricing=p,
-        list_usd_per_hour=price, usd_per_hour=eff, usd_per_month=month,
-        usd_per_gpu_hour=eff / (inst.accelerator_count * sized.instances), cost_per_unit=cpu,
-        unit=unit, tokens_per_s=sized.tokens_per_s, latency_ms=sized.latency_ms,
-        headroom_gib=sized.headroom_gib, memory_used_pct=sized.memory_used_pct,
-        fits=fits, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
-        speedup=speedup, spot_overhead_pct=100.0 * overhead,
-        reserved_estimated=p in RESERVED_OPTIONS and bool(getattr(inst, "reserved_estimated", False)),
-        break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
-        is_current=is_current, misfit=sized.why_not, fit=sized.fit, throughput=sized.throughput,
-    )
+class _OfferMaker:
+    """Builds :class:`RankedOffer` objects; text shared by many offers is built once."""
+
+    def __init__(self, *, unit: str, current, current_stack: str, spot: SpotAssumptions,
+                 stateless: bool, schedule: Schedule):
+        self.unit = unit
+        self.per = unit.removeprefix("USD/")
+        self.current = current
+        self.current_stack = current_stack
+        self.spot = spot
+        self.stateless = stateless
+        self.schedule = schedule
+        self._risks: dict[tuple, tuple[str, ...]] = {}
+        self._text: dict[tuple, tuple[str, str]] = {}
+        self._overhead: dict[str, float] = {}
+
+    def __call__(self, rank: int, c: tuple, *, is_current: bool = False) -> RankedOffer:
+        cpu, month, _neg_tps, _seq, inst, p, price, eff, sized, acc = c
+        cloud = inst.cloud
+        overhead = 0.0
+        if p == "spot":
+            overhead = self._overhead.get(cloud)
+            if overhead is None:
+                overhead = self._overhead[cloud] = self.spot.overhead_fraction(
+                    cloud, stateless=self.stateless)
+        break_even = None
+        estimated = False
+        if p in RESERVED_OPTIONS:
+            od = inst.price("on-demand")
+            if od:
+                break_even = price / od
+            estimated = bool(getattr(inst, "reserved_estimated", False))
+        savings_usd = savings_pct = speedup = None
+        current = self.current
+        if current is not None and not is_current:
+            if current.cost_per_unit and cpu is not None and current.fits:
+                frac = 1.0 - cpu / current.cost_per_unit
+                savings_pct = 100.0 * frac
+                savings_usd = current.usd_per_month * frac
+            if current.tokens_per_s and sized.tokens_per_s:
+                speedup = sized.tokens_per_s / current.tokens_per_s
+        flags = tuple(inst.flags or ())
+        rkey = (id(sized), p, cloud, flags, estimated, acc.id)
+        risks = self._risks.get(rkey)
+        if risks is None:
+            risks = self._risks[rkey] = _risks(
+                inst, acc, sized, p, current_stack=self.current_stack, spot_overhead=overhead,
+                spot=self.spot)
+        fits = sized.fits
+        if is_current:
+            reason = "current setup" + ("" if fits else f": does not fit ({sized.why_not})")
+        else:
+            tkey = (id(sized), acc.id, inst.accelerator_count, p, flags)
+            text = self._text.get(tkey)
+            if text is None:
+                text = self._text[tkey] = _reason_text(acc, inst, sized, p, flags)
+            parts = [text[0], f"{_money(cpu)} per {self.per}"]
+            if text[1]:
+                parts.append(text[1])
+            if savings_pct is not None:
+                parts.append(f"{savings_pct:.0f}% cheaper than current" if savings_pct >= 0
+                             else f"{-savings_pct:.0f}% dearer than current")
+            if break_even:
+                side = "above" if self.schedule.utilization >= break_even else "below"
+                parts.append(f"use {side} the {break_even:.0%} break-even")
+            if text[2]:
+                parts.append(text[2])
+            reason = parts[0] + ": " + ", ".join(parts[1:])
+        return RankedOffer(
+            rank=rank, instance=inst, cloud=cloud, instance_type=inst.instance_type,
+            region=inst.region, accelerator=acc.id, vendor=acc.vendor,
+            software_stack=acc.software_stack, accelerator_count=inst.accelerator_count,
+            instances=sized.instances, gpus=sized.gpus, sharding=sized.sharding, pricing=p,
+            list_usd_per_hour=price, usd_per_hour=eff, usd_per_month=month,
+            usd_per_gpu_hour=eff / (inst.accelerator_count * sized.instances), cost_per_unit=cpu,
+            unit=self.unit, tokens_per_s=sized.tokens_per_s, latency_ms=sized.latency_ms,
+            headroom_gib=sized.headroom_gib, memory_used_pct=sized.memory_used_pct,
+            fits=fits, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
+            speedup=speedup, spot_overhead_pct=100.0 * overhead, reserved_estimated=estimated,
+            break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
+            is_current=is_current, misfit=sized.why_not, fit=sized.fit,
+            throughput=sized.throughput,
+        )
+
+
+def _reason_text(acc, inst, sized: _Sized, p: str, flags) -> tuple[str, str, str]:
+    """(devices, speed and memory, trailing notes) of an offer's one-line reason."""
+    mid = []
+    if sized.tokens_per_s:
+        mid.append(f"{sized.tokens_per_s:,.0f} tok/s")
+    if sized.headroom_gib is not None:
+        mid.append(f"{sized.headroom_gib:.1f} GiB free/device")
+    tail = []
+    if p == "spot":
+        tail.append("spot")
+    if acc.software_stack != "CUDA":
+        tail.append(f"{acc.software_stack} stack")
+    if flags:
+        tail.append("flagged price: " + "; ".join(flags))
+    return (devices_label(inst.accelerator_count, acc.id, sized.instances), ", ".join(mid),
+            ", ".join(tail))
 
 
 def _money(x: float | None) -> str:
@@ -737,28 +933,6 @@ def devices_label(count: float, accelerator: str, instances: int = 1) -> str:
     return (f"{instances}×" if instances > 1 else "") + f"{n}× {accelerator}"
 
 
-def _reason(acc, inst, sized: _Sized, cpu, unit, p, savings_pct, break_even, flags,
-            schedule: Schedule) -> str:
-    parts = [f"{_money(cpu)} per {unit.removeprefix('USD/')}"]
-    if sized.tokens_per_s:
-        parts.append(f"{sized.tokens_per_s:,.0f} tok/s")
-    if sized.headroom_gib is not None:
-        parts.append(f"{sized.headroom_gib:.1f} GiB free/device")
-    if savings_pct is not None:
-        parts.append(f"{savings_pct:.0f}% cheaper than current" if savings_pct >= 0
-                     else f"{-savings_pct:.0f}% dearer than current")
-    if break_even:
-        side = "above" if schedule.utilization >= break_even else "below"
-        parts.append(f"use {side} the {break_even:.0%} break-even")
-    if p == "spot":
-        parts.append("spot")
-    if acc.software_stack != "CUDA":
-        parts.append(f"{acc.software_stack} stack")
-    if flags:
-        parts.append("flagged price: " + "; ".join(flags))
-    return devices_label(inst.accelerator_count, acc.id, sized.instances) + ": " + ", ".join(parts)
-
-
 def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, mult, schedule,
                    unit, unit_kind, spot) -> tuple[RankedOffer, list[str]]:
     try:
@@ -767,7 +941,10 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
         raise UserError("current setup must be (instance type, count)") from None
     if not isinstance(count, int) or count < 1:
         raise UserError(f"--current-count must be a whole number >= 1, got {count!r}")
-    rows = catalog.find_instance(instance_type)
+    try:
+        rows = catalog.find_instance(instance_type)
+    except UserError as exc:
+        raise UserError(f"--current: {exc}") from None
     if not rows:
         raise UserError(f"--current: {suggest_instance(catalog, instance_type)}")
     if region:
@@ -807,7 +984,11 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
         raise UserError(f"--current {instance_type}: its accelerator {row.accelerator!r} has no "
                         "spec in the catalog, so it cannot be sized")
     devices = max(int(round(row.accelerator_count)), 1)
-    sized = engine.size(acc, devices, instances=count)
+    if row.accelerator_count < 1:
+        sized = engine.size(slice_accelerator(acc, row.accelerator_count), 1, instances=count,
+                            detail=True)
+    else:
+        sized = engine.size(acc, devices, instances=count, detail=True)
     eff = price * count * mult(p, row.cloud)
     month = eff * schedule.hours_per_month
     if unit_kind == "month":
@@ -818,11 +999,10 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
         cpu = None
     if not math.isfinite(eff):
         cpu = None
-    c = (cpu, month, -1, row, p, price, eff, sized, acc)
-    offer = _make_offer(0, c, unit=unit, unit_kind=unit_kind, hours=schedule.hours_per_month,
-                        current=None, current_stack=acc.software_stack, spot=spot,
-                        stateless=engine.workload.kind == "inference", schedule=schedule,
-                        is_current=True)
+    c = (cpu, month, 0.0, -1, row, p, price, eff, sized, acc)
+    make = _OfferMaker(unit=unit, current=None, current_stack=acc.software_stack, spot=spot,
+                       stateless=engine.workload.kind == "inference", schedule=schedule)
+    offer = make(0, c, is_current=True)
     if not sized.fits:
         notes.append(f"current setup {count}× {instance_type} cannot run this workload: "
                      f"{sized.why_not}")

@@ -1,0 +1,86 @@
+"""`fleet-tui recommend` through the real CLI entry point: JSON contract, formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet_tui.cli import main
+
+CHAT = ["recommend", "--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-len", "256",
+        "--batch", "8"]
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_contract(capsys):
+    code, out, err = run(capsys, *CHAT, "--current", "p5.48xlarge", "--current-region", "us-east-1",
+                         "--top", "4", "--explain", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert set(d) >= {"workload", "unit", "pricing", "schedule", "constraints", "current", "offers",
+                      "fitting_offers", "considered_rows", "skipped", "notes", "explain"}
+    assert d["unit"] == "USD/month" and len(d["offers"]) == 4
+    o = d["offers"][0]
+    for key in ("rank", "cloud", "instance_type", "region", "pricing", "usd_per_hour",
+                "usd_per_month", "cost_per_unit", "unit", "tokens_per_s", "headroom_gib",
+                "savings_usd_per_month", "savings_pct", "speedup", "risks", "flags", "reason"):
+        assert key in o
+    assert d["current"]["instance_type"] == "p5.48xlarge" and d["current"]["rank"] == 0
+    assert [x["rank"] for x in d["offers"]] == [1, 2, 3, 4]
+    assert d["offers"][0]["instance_type"] in "\n".join(d["explain"])
+
+
+def test_constraints_reach_the_ranking(capsys):
+    code, out, _ = run(capsys, *CHAT, "--serving", "batch", "--cloud", "aws", "--cloud", "gcp",
+                       "--pricing", "any", "--no-spot", "--top", "30", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert {o["cloud"] for o in d["offers"]} <= {"aws", "gcp"}
+    assert all(o["pricing"] != "spot" for o in d["offers"])
+    costs = [o["cost_per_unit"] for o in d["offers"]]
+    assert costs == sorted(costs)
+
+
+def test_schedule_and_budget(capsys):
+    code, out, _ = run(capsys, *CHAT, "--schedule", "8x22", "--budget", "300", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["schedule"]["hours_per_month"] == 176
+    assert all(o["usd_per_month"] <= 300 for o in d["offers"])
+
+
+def test_table_and_markdown(capsys):
+    code, out, _ = run(capsys, *CHAT, "--current", "g5.xlarge", "--top", "3")
+    assert code == 0
+    assert "now" in out and "SAVINGS" in out and "Top choice:" in out
+    code, md, _ = run(capsys, *CHAT, "--top", "3", "--markdown", "--explain")
+    assert code == 0
+    assert "|---|" in md and "### Why" in md
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--cloud", "awz"], "did you mean aws"),
+    (["--current", "p5.48xlarg"], "p5.48xlarge"),
+    (["--pricing", "lease"], "on-demand, spot"),
+    (["--hours-per-month", "800"], "744"),
+    (["--schedule", "25x10"], "hours per day"),
+    (["--top", "0"], "--top"),
+    (["--current-count", "2"], "--current"),
+    (["--latency-target-ms", "-1"], "--latency-target-ms"),
+])
+def test_bad_input_is_exit_2_without_traceback(capsys, extra, needle):
+    code, out, err = run(capsys, *CHAT, *extra)
+    assert code == 2
+    assert needle in err and "Traceback" not in err
+    assert out == ""
