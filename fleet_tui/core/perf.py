@@ -136,7 +136,7 @@ def _weight_stream_bytes(w: Workload, batch: int) -> float:
 
     a = w.arch
     pc = param_counts(a)
-    total = _weight_bytes(w if not w.is_training else w.with_(kind="inference"), pc)
+    total = _weight_bytes(w if not w.is_training else w.derive(kind="inference"), pc)
     if not a.is_moe:
         return total
     # expected distinct experts per layer touched by `batch` tokens routing to k of E each

@@ -466,24 +466,24 @@ def _candidates(w: Workload, gpus: int, acc: "Accelerator") -> list[tuple[str, s
     if w.is_training:
         if not w.grad_checkpointing:
             out.append(("checkpointing", "turn on activation checkpointing (--grad-checkpointing; "
-                        "~25-30 % slower steps)", w.with_(grad_checkpointing=True), gpus))
+                        "~25-30 % slower steps)", w.derive(grad_checkpointing=True), gpus))
         if w.optimizer == "adamw":
             out.append(("optimizer", "use 8-bit AdamW (--optimizer adamw8bit)",
-                        w.with_(optimizer="adamw8bit"), gpus))
+                        w.derive(optimizer="adamw8bit"), gpus))
         if not w.is_adapter and w.master_weights == "fp32" and w.precision in ("bf16", "fp16"):
             out.append(("master_weights", f"train in pure {w.precision} without fp32 master weights "
-                        "(--master-weights none)", w.with_(master_weights="none"), gpus))
+                        "(--master-weights none)", w.derive(master_weights="none"), gpus))
         if w.kind in ("training", "finetune"):
             out.append(("lora", "fine-tune LoRA adapters instead of all weights (--workload lora)",
-                        w.with_(kind="lora", master_weights="none"), gpus))
+                        w.derive(kind="lora", master_weights="none"), gpus))
         if w.kind in ("training", "finetune", "lora"):
             out.append(("qlora", "QLoRA: 4-bit base + LoRA adapters (--workload qlora)",
-                        w.with_(kind="qlora", master_weights="none",
+                        w.derive(kind="qlora", master_weights="none",
                                 precision=w.precision if w.precision in ("bf16", "fp16") else "bf16"), gpus))
         for n in (2, 4, 8, 16, 32, 64, 128, 256):
             if n > gpus:
                 out.append(("gpus", f"shard across {n} GPUs with FSDP/ZeRO-3 (--gpus {n} --sharding fsdp)",
-                            w.with_(sharding="fsdp", gpus=n), n))
+                            w.derive(sharding="fsdp", gpus=n), n))
     else:
         order = [p for p in ("fp8", "int8", "int4") if p != w.precision]
         if w.precision == "fp32":
@@ -492,19 +492,19 @@ def _candidates(w: Workload, gpus: int, acc: "Accelerator") -> list[tuple[str, s
             if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc)[0]:
                 label = {"fp8": "fp8 weights", "int8": "int8 weight quantization",
                          "int4": "int4 weight quantization (GPTQ/AWQ)"}.get(p, f"{p} weights")
-                out.append(("precision", f"use {label} (--precision {p})", w.with_(precision=p), gpus))
+                out.append(("precision", f"use {label} (--precision {p})", w.derive(precision=p), gpus))
         for n in (2, 4, 8, 16):
             if n > gpus:
                 out.append(("gpus", f"tensor-parallel across {n} GPUs (--gpus {n} --sharding tensor)",
-                            w.with_(sharding="tensor", gpus=n), n))
+                            w.derive(sharding="tensor", gpus=n), n))
     b = w.batch // 2
     while b >= 1:
-        out.append(("batch", f"reduce the batch to {b} (--batch {b})", w.with_(batch=b), gpus))
+        out.append(("batch", f"reduce the batch to {b} (--batch {b})", w.derive(batch=b), gpus))
         b //= 2
     if w.seq_len and w.seq_len > 512:
         s = w.seq_len // 2
         while s >= 256:
-            out.append(("seq_len", f"shorten sequences to {s} tokens (--seq-len {s})", w.with_(seq_len=s), gpus))
+            out.append(("seq_len", f"shorten sequences to {s} tokens (--seq-len {s})", w.derive(seq_len=s), gpus))
             s //= 2
     return out
 
@@ -534,11 +534,11 @@ def _suggest(w: Workload, gpus: int, acc: "Accelerator", cap: int, limit: int = 
     for change, desc, w2, n in cands:  # first fitting option of each kind (smallest change)
         consider(change, desc, w2, n)
     if not found and w.is_training:  # no single change: pair checkpointing with the others
-        base = w.with_(grad_checkpointing=True) if not w.grad_checkpointing else w
+        base = w.derive(grad_checkpointing=True) if not w.grad_checkpointing else w
         for change, desc, w2, n in _candidates(base, gpus, acc):
             if change == "checkpointing":
                 continue
-            w3 = w2.with_(grad_checkpointing=True)
+            w3 = w2.derive(grad_checkpointing=True)
             prefix = "" if w.grad_checkpointing else "turn on activation checkpointing and "
             consider("checkpointing+" + change, prefix + desc, w3, n)
     order = {"precision": 0, "checkpointing": 1, "optimizer": 2, "master_weights": 3, "lora": 4,
@@ -558,7 +558,7 @@ def check_fit(workload: Workload, accelerator: "Accelerator", gpus: int | None =
     cap = capacity_bytes(accelerator)
     fits = mem.total_bytes <= cap
     supported, msg = precision_support(workload.precision, accelerator)
-    suggestions = [] if fits else _suggest(workload, n, accelerator, cap)
+    suggestions = [] if fits else _LazySuggestions(lambda: _suggest(workload, n, accelerator, cap))
     if fits:
         message = (f"uses {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU "
                    f"({(cap - mem.total_bytes) / cal.GiB:.1f} GiB free)")
@@ -577,6 +577,49 @@ def check_fit(workload: Workload, accelerator: "Accelerator", gpus: int | None =
 
 
 _FIT_CACHE: dict = {}
+
+
+class _LazySuggestions(list):
+    """A list computed on first use: ranking a catalog checks hundreds of misfits and rarely
+    reads their suggestions (each costs a few dozen re-estimates)."""
+
+    __slots__ = ("_make", "_done")
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+        self._done = False
+
+    def _fill(self) -> None:
+        if not self._done:
+            self._done = True
+            super().extend(self._make())
+
+    def __iter__(self):
+        self._fill()
+        return super().__iter__()
+
+    def __len__(self):
+        self._fill()
+        return super().__len__()
+
+    def __getitem__(self, i):
+        self._fill()
+        return super().__getitem__(i)
+
+    def __bool__(self):
+        self._fill()
+        return super().__len__() > 0
+
+    def __eq__(self, other):
+        self._fill()
+        return list(super().__iter__()) == other
+
+    __hash__ = None
+
+    def __repr__(self):
+        self._fill()
+        return super().__repr__()
 
 # --- serving capacity ----------------------------------------------------------------------------
 
@@ -607,9 +650,9 @@ def kv_capacity(workload: Workload, accelerator: "Accelerator", gpus: int | None
     w = workload
     arch = w.arch
     pc = param_counts(arch)
-    dp, tp, shard = _split(w if w.sharding != "fsdp" else w.with_(sharding="data"), n)
+    dp, tp, shard = _split(w if w.sharding != "fsdp" else w.derive(sharding="data"), n)
     act = _act_bytes(w)
-    weights = _weight_bytes(w.with_(kind="inference") if w.is_training else w, pc) / tp
+    weights = _weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / tp
     overhead = cal.CUDA_CONTEXT_BYTES + cal.RUNTIME_KERNELS_INFERENCE_BYTES + (cal.COMM_BUFFERS_BYTES if tp > 1 else 0)
     activation = (_forward_transient(arch, SERVING_CHUNK_TOKENS, act, tp) * (1 + cal.ALLOCATOR_SLACK_FORWARD)
                   + SERVING_MAX_SEQS * arch.vocab * 4 / tp + cal.CUBLAS_WORKSPACE_BYTES)

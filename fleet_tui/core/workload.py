@@ -95,6 +95,13 @@ class Workload(BaseModel):
             return self.batch * self.prompt_len
         return 0
 
+    def derive(self, **changes) -> "Workload":
+        """A copy with ``changes`` applied, cheaply: cross-field rules are checked, field types are
+        trusted (for engine-made variants; use :meth:`with_` for user input)."""
+        new = self.model_copy(update=changes)
+        new._check()
+        return new
+
     def with_(self, **changes) -> "Workload":
         """A copy with ``changes`` applied and validated again."""
         data = self.model_dump()
