@@ -481,11 +481,16 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
     elif (sm >= BUSY_SM_MIN_PCT and (tensor is None or tensor < TENSOR_UNUSED_MAX_PCT)
           and (dram is None or dram < DRAM_BOUND_PCT)):
         fp32 = st.fp32
-        if fp32 is not None and fp32 >= FP32_ACTIVE_MIN_PCT:
-            ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32)
-            out.append(_diag("compute_no_tensor_cores", _clamp((0.6 + fp32 / 200) * conf_scale),
-                             ev, f"SMs {sm:.0f}% active, FP32 pipe {fp32:.0f}% but tensor cores "
-                                 f"only {tensor or 0:.0f}%: the math runs in plain FP32."))
+        # half-precision math on the FP16 pipe (not tensor cores) counts the same way
+        simt = max(fp32 or 0.0, st.fp16 or 0.0) if (fp32 is not None or st.fp16 is not None) else None
+        if simt is not None and simt >= FP32_ACTIVE_MIN_PCT:
+            pipe = "FP32" if (fp32 or 0.0) >= (st.fp16 or 0.0) else "FP16"
+            ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32,
+                      fp16_active_pct=st.fp16)
+            out.append(_diag("compute_no_tensor_cores", _clamp((0.6 + simt / 200) * conf_scale),
+                             ev, f"SMs {sm:.0f}% active, {pipe} pipe {simt:.0f}% but tensor cores "
+                                 f"only {tensor or 0:.0f}%: the math runs on CUDA cores, not "
+                                 f"tensor cores."))
         else:
             ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32)
             out.append(_diag("compute_no_tensor_cores", 0.4 * conf_scale, ev,
