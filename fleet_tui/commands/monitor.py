@@ -169,9 +169,10 @@ def _print_tick_text(tick, stream) -> None:
     from fleet_tui.commands._output import format_table
 
     snap = tick.snapshot
-    head = f"{snap.source} ({snap.source_kind})"
-    if snap.message:
-        head += f": {snap.message}"
+    if snap.source_kind == "none":
+        head = snap.message or "no accelerator found"
+    else:
+        head = f"{snap.source} ({snap.source_kind})" + (f": {snap.message}" if snap.message else "")
     stream.write(head + "\n")
     if snap.devices:
         rows = [_device_line(d, tick.analyses.get(d.key)) for d in snap.devices]
