@@ -179,7 +179,10 @@ def render_result(result, *, markdown: bool = False, heading_level: int = 1) -> 
     if mig is not None:
         rep = [
             ("savings", f"{_money_or_na(mig.savings_usd_per_month)}/month"
-             + (f" ({mig.savings_pct:.0f}%)" if mig.savings_pct is not None else "")),
+             + (f" ({mig.savings_pct:.0f}%)" if mig.savings_pct is not None else "")
+             if mig.savings_usd_per_month is not None else
+             "n/a: the current setup cannot run this workload" if not mig.current.fits
+             else "n/a"),
             ("performance", f"{mig.speedup:.2f}× throughput" if mig.speedup else "n/a"),
             ("memory", mig.memory_check),
             ("risk", "; ".join(mig.risks) or "none named"),

@@ -31,7 +31,9 @@ Savings against the current setup are measured *for the current setup's monthly 
 simply the difference of the monthly bills). ``speedup = tokens_per_s / current.tokens_per_s``.
 
 Nothing is ranked silently: catalog rows marked ``excluded`` are skipped and counted; rows with
-``flags`` (suspicious prices) are ranked but carry the flag in ``flags``, ``risks`` and ``reason``.
+``flags`` (suspicious prices) are ranked but carry the flag in ``flags``, ``risks`` and ``reason``
+(a flag that names pricing options, e.g. "spot 0 in the source", is carried only by the offers of
+those options; ``offer.instance.flags`` keeps them all).
 
 Speed: sizing runs once per distinct (accelerator, devices per instance) pair; every offer is then
 priced with a handful of multiplications, and only the offers returned (``top``) are turned into
@@ -809,9 +811,36 @@ def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhea
     cap = getattr(fit, "capacity_bytes", None)
     if head is not None and cap and head * GIB < LOW_HEADROOM_FRACTION * cap:
         risks.append(f"tight memory: {head:.1f} GiB free per device")
-    for flag in inst.flags or ():
+    if not acc.peak_tflops or not acc.memory_bandwidth_gbs:
+        risks.append(f"speed rests on assumed figures: the catalog has no published "
+                     f"{'peak throughput' if not acc.peak_tflops else 'memory bandwidth'} "
+                     f"for {acc.id}")
+    for flag in _applicable_flags(inst.flags, p):
         risks.append(f"catalog flag: {flag}")
     return tuple(risks)
+
+
+_FLAG_TERMS = {"on-demand": "on-demand", "spot": "spot", "reserved-1y": "reserved",
+               "reserved-3y": "reserved"}
+
+
+def _applicable_flags(flags, pricing: str) -> tuple[str, ...]:
+    """The row's flags that concern this pricing option.
+
+    A flag naming pricing options ("zero-price: spot 0 in the source (dropped)", "price-outlier:
+    on-demand 1.54x the median") concerns only those; a flag naming none (a memory unit fix, a
+    filled-in accelerator) concerns every offer of the row. The full list stays on the Instance.
+    """
+    if not flags:
+        return ()
+    term = _FLAG_TERMS[pricing]
+    out = []
+    for flag in flags:
+        low = flag.lower()
+        named = [t for t in ("on-demand", "spot", "reserved") if t in low]
+        if not named or term in named:
+            out.append(flag)
+    return tuple(out)
 
 
 class _OfferMaker:
@@ -855,7 +884,7 @@ class _OfferMaker:
                 savings_usd = current.usd_per_month * frac
             if current.tokens_per_s and sized.tokens_per_s:
                 speedup = sized.tokens_per_s / current.tokens_per_s
-        flags = tuple(inst.flags or ())
+        flags = _applicable_flags(inst.flags, p)
         rkey = (id(sized), p, cloud, flags, estimated, acc.id)
         risks = self._risks.get(rkey)
         if risks is None:

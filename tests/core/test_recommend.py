@@ -41,6 +41,7 @@ instance = [
   {cloud = "testcloud", instance_type = "mi.8x", region = "eu-1", accelerator = "MI300X", accelerator_count = 8.0, on_demand_usd_per_hour = 30.0},
   {cloud = "testcloud", instance_type = "bad.1x", region = "eu-1", accelerator = "L4", accelerator_count = 1.0, excluded = "zero price in the source"},
   {cloud = "testcloud", instance_type = "flag.1x", region = "eu-1", accelerator = "L4", accelerator_count = 1.0, on_demand_usd_per_hour = 0.01, flags = ["price-outlier: 0.02x the median"]},
+  {cloud = "testcloud", instance_type = "spotflag.1x", region = "eu-1", accelerator = "L4", accelerator_count = 1.0, on_demand_usd_per_hour = 0.02, spot_usd_per_hour = 0.015, flags = ["spot-outlier: spot 0.2x the median"]},
   {cloud = "azure", instance_type = "slice.a10", region = "eastus", accelerator = "A10", accelerator_count = 0.5, on_demand_usd_per_hour = 0.9},
 ]
 """
@@ -210,6 +211,16 @@ def test_flagged_rows_carry_their_flag(toy):
     assert o.flags == ("price-outlier: 0.02x the median",)
     assert any("price-outlier" in r for r in o.risks)
     assert "flagged price" in o.reason
+
+
+def test_a_flag_naming_a_pricing_option_stays_with_that_option(toy):
+    rec = recommend(chat(toy, model="llama-3.2-1b"), toy, pricing="any")
+    rows = {o.pricing: o for o in rec.offers if o.instance_type == "spotflag.1x"}
+    assert set(rows) == {"on-demand", "spot"}
+    assert rows["spot"].flags == ("spot-outlier: spot 0.2x the median",)
+    assert "flagged price" in rows["spot"].reason
+    assert rows["on-demand"].flags == () and "flagged" not in rows["on-demand"].reason
+    assert rows["on-demand"].instance.flags  # the row keeps every flag
 
 
 def test_gpu_slice_gets_its_share_of_memory(toy):
