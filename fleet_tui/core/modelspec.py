@@ -48,6 +48,8 @@ class ModelArch(BaseModel):
     gated_mlp: bool = True  # SwiGLU/GeGLU: gate, up and down projections (3 matrices)
     sliding_window: PositiveInt | None = None  # tokens a local-attention layer keeps in its KV cache
     sliding_window_layers: int = Field(default=0, ge=0)  # how many layers use the window (0 = none)
+    post_norms: bool = False  # extra norms after attention and after the MLP (Gemma-2/3 "sandwich")
+    logit_softcap: float | None = Field(default=None, gt=0)  # final-logit soft-capping (Gemma-2)
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -140,7 +142,8 @@ def param_counts(arch: ModelArch) -> ParamCounts:
         mlp_active = arch.experts_per_token * expert + shared + router
     else:
         mlp = mlp_active = m * h * arch.intermediate
-    norms = (2 * L + 1) * h  # two RMSNorm/LayerNorm weights per layer + the final one
+    # two RMSNorm/LayerNorm weights per layer (four with post-norms) + the final one
+    norms = ((4 if arch.post_norms else 2) * L + 1) * h
     emb = arch.vocab * h
     head = 0 if arch.tied_embeddings else arch.vocab * h
     total = L * (attn + mlp) + norms + emb + head
@@ -296,6 +299,8 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             attention_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
             gated_mlp=gated,
             sliding_window=window, sliding_window_layers=window_layers,
+            post_norms=model_type.startswith(("gemma2", "gemma3")),
+            logit_softcap=cfg.get("final_logit_softcapping"),
             source=str(p),
         )
     except ValidationError as exc:
