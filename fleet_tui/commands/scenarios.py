@@ -150,7 +150,8 @@ def _render_summary(result, *, markdown: bool) -> str:
             f"{mig.savings_pct:.0f}%" if mig and mig.savings_pct is not None else "-",
             mig.complexity if mig else "-",
         ))
-    headers = ("scenario", "current", "$/month now", "fits", "best", "$/month best", "savings",
+    # "$/month after": what the current monthly amount of work costs on the best offer
+    headers = ("scenario", "current", "$/month now", "fits", "best", "$/month after", "savings",
                "complexity")
     s = result.summary()
     total = (f"Total for the scenarios that can be compared: {money(s['current_usd_per_month'])}"

@@ -194,7 +194,8 @@ class Recommendation:
     skipped: tuple[tuple[str, int], ...]  # (reason, count), reasons in a fixed order
     constraints: tuple[tuple[str, Any], ...]
     notes: tuple[str, ...] = ()
-    cheapest_per_hour: RankedOffer | None = None  # fitting offer with the lowest $/h
+    # fitting offer with the lowest $/h among devices with known specs (for explain)
+    cheapest_per_hour: RankedOffer | None = None
 
     @property
     def best(self) -> RankedOffer | None:
@@ -504,6 +505,7 @@ class _Group:
     devices: int  # per instance (1 for a slice)
     fraction: float | None  # a GPU slice's share of one device, else None
     vendor_key: str
+    complete_specs: bool  # peak throughput and bandwidth known (speed not from assumptions)
     rows: tuple  # (instance, cloud lower, region lower, prices in PRICING_OPTIONS order)
 
 
@@ -559,6 +561,7 @@ def _catalog_index(catalog) -> _Index:
     built = tuple(
         _Group(acc=accs[acc_id], devices=int(count) if count >= 1 else 1,
                fraction=None if count >= 1 else count, vendor_key=vendor_key(accs[acc_id].vendor),
+               complete_specs=bool(accs[acc_id].peak_tflops and accs[acc_id].memory_bandwidth_gbs),
                rows=tuple(rows))
         for (acc_id, count), rows in groups.items()
     )
@@ -725,7 +728,7 @@ def recommend(
                 cand = (month if per_month else eff / uph, month, neg_tps, seq, inst, p, price,
                         eff, sized, acc)
                 cands.append(cand)
-                if eff < cheapest_eff:
+                if eff < cheapest_eff and group.complete_specs:
                     cheapest_eff, cheapest_cand = eff, cand
                 seq += 1
     skipped["filtered_rows"] = filtered
