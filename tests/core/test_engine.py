@@ -135,3 +135,29 @@ async def test_engine_with_sim_source_and_recorder(tmp_path):
     rows, devices = read_rows(tmp_path / "h.db")
     assert len(rows) == 12 and len(devices) == 3
     assert eng.latest.cost.usd_so_far > 0
+
+
+def test_simulated_behaviours_are_recognised():
+    """The sim source (written separately) labels each device's behaviour; steady ticks of the
+    clear-cut behaviours must get that diagnosis."""
+    from collections import Counter
+
+    from fleet_tui.core.monitor.sources.sim import SimSource
+
+    src = SimSource(n=10, interval_s=1.0, start_time=0.0, phase_ticks=40)
+    eng = MonitorEngine(src, interval=1.0, alert_rules=[], usd_per_hour=1.0)
+    hits, totals, kinds = Counter(), Counter(), Counter()
+    for tick in range(200):
+        t = eng.process(src.snapshot_at(tick))
+        if tick % 40 < 8:  # let the 5 s window settle into the new behaviour
+            continue
+        for d in t.snapshot.devices:
+            an = t.analyses[d.key]
+            totals[d.phase] += 1
+            hits[d.phase] += an.primary == d.phase
+            kinds[d.phase] += d.phase in an.kinds()
+    for beh in ("idle", "healthy_compute", "memory_bandwidth_bound", "launch_bound",
+                "host_transfer_bound", "compute_no_tensor_cores", "thermal_throttled",
+                "input_starved", "memory_growth"):
+        assert hits[beh] / totals[beh] >= 0.9, (beh, hits[beh], totals[beh])
+    assert kinds["power_capped"] / totals["power_capped"] >= 0.9

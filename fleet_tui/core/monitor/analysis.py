@@ -43,6 +43,9 @@ ACTIVITY_MIN_PCT = 0.5
 BUSY_SM_MIN_PCT = 50.0
 # Kernel duty cycle (NVML gpu_util) under which the GPU waits more than it works.
 SPARSE_DUTY_MAX_PCT = 50.0
+# Bursty starvation: SMs under "busy" on average and at least 30% of the samples are waits
+# (a third of the time lost between bursts is worth fixing).
+BURSTY_WAIT_SHARE = 0.3
 # Launch-bound: kernels run a noticeable share of the time (>= 10% duty, well above noise) but fill
 # under a fifth of the SMs while they run (sm_active / gpu_util < 0.2), i.e. each kernel is a few
 # thread blocks on a GPU with over a hundred SMs.
@@ -286,6 +289,7 @@ class _Stats:
     ecc_uncorrected_last: int | None
     xids: tuple[int, ...]
     lost: bool
+    wait_share: float | None  # share of samples in which kernels ran under half the time
 
 
 def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
@@ -333,7 +337,16 @@ def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
         ecc_uncorrected_last=ecc[-1] if ecc else None,
         xids=tuple(xids),
         lost=last.state == "lost",
+        wait_share=_wait_share(samples),
     )
+
+
+def _wait_share(samples: Sequence[DeviceSnapshot]) -> float | None:
+    utils = [s.gpu_util_pct if s.gpu_util_pct is not None else s.sm_active_pct for s in samples]
+    utils = [u for u in utils if u is not None]
+    if not utils:
+        return None
+    return sum(1 for u in utils if u < SPARSE_DUTY_MAX_PCT) / len(utils)
 
 
 def _gib(b: float | None) -> str:
@@ -466,6 +479,14 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
                          f"Kernels run only {duty:.1f}% of the time (SM active {sm:.1f}%)"
                          + (f" while {st.procs} process(es) hold the GPU" if st.procs else "")
                          + ": the GPU waits for input between short bursts of work."))
+    elif (sm < BUSY_SM_MIN_PCT and st.wait_share is not None
+          and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3):
+        # Sampled at ~1 Hz, starvation shows as whole samples of waiting between busy ones.
+        ev = dict(base_ev, wait_share=st.wait_share, processes=st.procs)
+        out.append(_diag("input_starved", _clamp((0.45 + 0.4 * st.wait_share) * conf_scale), ev,
+                         f"The GPU waited (kernels under {SPARSE_DUTY_MAX_PCT:.0f}% of the time) in "
+                         f"{st.wait_share:.0%} of samples between bursts; on average SMs were "
+                         f"{sm:.0f}% active: work arrives in bursts with gaps."))
 
     if dram is not None and dram >= DRAM_BOUND_PCT:
         ev = dict(base_ev, dram_active_pct=dram, tensor_active_pct=tensor)
