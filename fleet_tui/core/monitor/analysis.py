@@ -552,7 +552,12 @@ def _activity_rules_fallback(st: _Stats, pcie_frac: float | None) -> list[Diagno
                          f"PCIe at {pf:.0%} of the link ({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}); "
                          f"GPU utilization {util:.0f}% likely counts the copies."))
         return out
-    if util >= SPARSE_DUTY_MAX_PCT:
+    bursty = st.wait_share is not None and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3
+    if util >= SPARSE_DUTY_MAX_PCT and bursty:
+        out.append(_diag("input_starved", 0.35, dict(ev, wait_share=st.wait_share),
+                         f"Kernels ran under half the time in {st.wait_share:.0%} of samples "
+                         f"between busy ones: work arrives in bursts (no SM activity to confirm)."))
+    elif util >= SPARSE_DUTY_MAX_PCT:
         if st.mem_util is not None and st.mem_util >= MEM_UTIL_BOUND_PCT:
             out.append(_diag("memory_bandwidth_bound", 0.5, ev,
                              f"Memory read/written {st.mem_util:.0f}% of the time with kernels "
