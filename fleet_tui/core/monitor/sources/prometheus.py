@@ -48,6 +48,7 @@ MIB = 1024 * 1024
 # DCGM writes int64/float blank sentinels (e.g. 9223372036854775794) for "no value"; anything this
 # large is not a reading (field-notes/monitoring.md §5.3).
 BLANK_THRESHOLD = 9.0e18
+MAX_RESPONSE_BYTES = 512 << 20  # ~20x a 1,024-GPU fleet's answer; more means a runaway query
 
 # -- metric map --------------------------------------------------------------------------------
 # name -> (DeviceSnapshot field, scale). Scale converts the exporter's unit to the field's unit.
@@ -501,6 +502,8 @@ class PrometheusSource(Source):
                 self._ssl.check_hostname = False
                 self._ssl.verify_mode = ssl.CERT_NONE
         self.timeout_s = float(timeout_s)
+        # PromQL durations take no fractions ("0.5s" is refused): milliseconds
+        self._promql_timeout = f"{max(1, int(self.timeout_s * 1000))}ms"
         self.stale_after_s = stale_after_s
         self.forget_after_s = forget_after_s
         self.min_backoff_s, self.max_backoff_s = min_backoff_s, max_backoff_s
@@ -558,24 +561,30 @@ class PrometheusSource(Source):
             raise PrometheusResponseError(f"HTTP {exc.code} {exc.reason}{detail}") from None
         with response:
             chunks: list[bytes] = []
+            size = 0
             while True:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"no complete answer within {self.timeout_s:g} s")
-                chunk = response.read(1 << 20)
+                # read1: what has arrived, so a server trickling bytes meets the deadline too
+                chunk = response.read1(1 << 20)
                 if not chunk:
                     break
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise PrometheusResponseError(
+                        f"answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; narrow the query")
                 chunks.append(chunk)
             return b"".join(chunks)
 
     def query_instant(self, query: str) -> list[dict]:
-        body = self._get("/api/v1/query", {"query": query, "timeout": f"{self.timeout_s:g}s"},
+        body = self._get("/api/v1/query", {"query": query, "timeout": self._promql_timeout},
                          post=True)
         return parse_envelope(body)
 
     def query_range(self, query: str, start: float, end: float, step_s: float) -> list[dict]:
         body = self._get("/api/v1/query_range",
                          {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                          "step": f"{step_s:g}", "timeout": f"{self.timeout_s:g}s"}, post=True)
+                          "step": f"{step_s:g}", "timeout": self._promql_timeout}, post=True)
         return parse_envelope(body, expect=("matrix",))
 
     def _refresh_scrape_interval(self, now: float) -> None:
@@ -623,7 +632,7 @@ class PrometheusSource(Source):
         now = self._clock()
         if now < self._next_try:
             wait = self._next_try - now
-            return self._degraded(now, f"{self._last_error}; retrying in {wait:.0f} s")
+            return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
         try:
             result = self.query_instant(self.query)
         except (OSError, PrometheusResponseError, ValueError) as exc:
@@ -637,14 +646,19 @@ class PrometheusSource(Source):
     def _fail(self, now: float, exc: BaseException) -> Snapshot:
         self._failures += 1
         delay = min(self.max_backoff_s, self.min_backoff_s * 2 ** (self._failures - 1))
+        # count the back-off from when the attempt ended (a timeout may have taken a while)
+        now = max(now, self._clock())
         self._next_try = now + delay
         reason = str(exc)
         if isinstance(exc, urllib.error.URLError):
             reason = str(exc.reason)
-        elif isinstance(exc, (TimeoutError, ConnectionError)) or "timed out" in reason:
-            reason = reason or "timed out"
-        self._last_error = f"Prometheus {self.url} unreachable or unusable: {reason}"
-        return self._degraded(now, f"{self._last_error}; retrying in {delay:.0f} s")
+        if isinstance(exc, PrometheusResponseError):
+            self._last_error = f"Prometheus {self.url} answered badly: {reason}"
+        else:
+            if isinstance(exc, TimeoutError) and "timed out" not in reason:
+                reason = f"timed out ({reason})" if reason else "timed out"
+            self._last_error = f"Prometheus {self.url} unreachable: {reason}"
+        return self._degraded(now, f"{self._last_error}; retrying in {delay:.3g} s")
 
     def _degraded(self, now: float, error: str) -> Snapshot:
         """The last good devices with their current age, and the error."""
