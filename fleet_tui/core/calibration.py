@@ -43,6 +43,10 @@ USABLE_MEMORY_FRACTION = 0.99
 #: data/configuration/vllm_memory_constants.json) -> 1.83 GiB attributed to communication.
 COMM_BUFFERS_BYTES = int(1.83 * GiB)
 
+#: Memory a serving engine uses outside PyTorch's allocator on one GPU: vLLM's measured
+#: "non_torch_memory" 0.25-0.27 GiB at TP=1 on H100 (llm-d-planner accuracy report, field-notes §2.7).
+SERVING_NON_TORCH_BYTES = int(0.27 * GiB)
+
 # --- caching-allocator slack -------------------------------------------------------------------
 # PyTorch's caching allocator keeps freed blocks reserved; activations that are allocated and freed
 # layer after layer leave blocks a later, larger request (logits, the next layer's KV) cannot reuse,

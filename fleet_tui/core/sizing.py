@@ -646,8 +646,10 @@ class _LazySuggestions(list):
 SERVING_MEMORY_UTILIZATION = 0.9
 #: Tokens in one profiling/prefill chunk of a serving engine (vLLM max_num_batched_tokens class).
 SERVING_CHUNK_TOKENS = 8192
-#: Sequences sampled at once (vLLM max_num_seqs default 256): their fp32 logits.
+#: Sequences sampled at once (vLLM max_num_seqs default 256): their fp32 logits, with the sampler's
+#: probability and log-probability copies (3 vocab-sized fp32 tensors per sequence).
 SERVING_MAX_SEQS = 256
+SERVING_SAMPLER_COPIES = 3
 
 
 def serving_sequence_tokens(w: Workload) -> int:
@@ -663,6 +665,9 @@ def kv_capacity(workload: Workload, accelerator: "Accelerator", gpus: int | None
 
     As vLLM budgets it: ``capacity × gpu_memory_utilization − weights − non-torch memory −
     activation peak of one prefill chunk`` is the KV pool; tokens = pool / KV bytes per token.
+    Checked against vLLM's logged pools on an H100 (field-notes §2.7): Llama-3.1-8B 54.6 GiB here
+    vs 54.2 GiB (58.11 at utilization 0.95), Qwen2.5-7B 55.1 vs 54.6; Llama-3.1-70B fp8 on one
+    80 GB GPU leaves a few thousand tokens ("up to 4k context", LambdaLabs vLLM report).
     Data-parallel replicas add up; tensor parallel splits KV heads across GPUs.
     """
     n = int(gpus or workload.gpus)
@@ -672,11 +677,14 @@ def kv_capacity(workload: Workload, accelerator: "Accelerator", gpus: int | None
     dp, tp, shard = _split(w if w.sharding != "fsdp" else w.derive(sharding="data"), n)
     act = _act_bytes(w)
     weights = _weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / tp
-    overhead = cal.CUDA_CONTEXT_BYTES + cal.RUNTIME_KERNELS_INFERENCE_BYTES + (cal.COMM_BUFFERS_BYTES if tp > 1 else 0)
+    # vLLM measures from a baseline taken after CUDA init, so the driver reserve and the context
+    # are outside its budget; what it calls non-torch memory is measured separately.
+    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES if tp > 1 else 0)
     activation = (_forward_transient(arch, SERVING_CHUNK_TOKENS, act, tp) * (1 + cal.ALLOCATOR_SLACK_FORWARD)
-                  + SERVING_MAX_SEQS * arch.vocab * 4 / tp + cal.CUBLAS_WORKSPACE_BYTES)
+                  + SERVING_SAMPLER_COPIES * SERVING_MAX_SEQS * arch.vocab * 4 / tp
+                  + cal.CUBLAS_WORKSPACE_BYTES)
     budget = accelerator.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION * SERVING_MEMORY_UTILIZATION
-    free = budget - cal.DRIVER_RESERVE_BYTES - overhead - weights - activation
+    free = budget - non_torch - weights - activation
     seq = serving_sequence_tokens(w)
     per_tok = _kv_bytes_per_token(arch, w, tp, seq)
     if free <= 0:
