@@ -217,12 +217,12 @@ class MonitorEngine:
         self._cost = CostMeter.from_choice(choice)
         return self._cost
 
-    def _growth_points(self, d) -> list[tuple[float, float]]:
+    def _growth_points(self, d, snap_ts: float) -> list[tuple[float, float]]:
         """Memory change points over the growth lookback (only changes above the noise floor are
         kept, so steady memory costs nothing), plus the newest reading."""
         if d.mem_used_bytes is None:
             return []
-        ts = d.timestamp or 0.0
+        ts = d.timestamp or snap_ts
         mem = float(d.mem_used_bytes)
         log = self._memlog.get(d.key)
         if log is None:
@@ -250,7 +250,8 @@ class MonitorEngine:
             window = self.history.samples(key, self.window_s)
             if not window:
                 continue
-            analyses[key] = analyze_device_window(window, growth_points=self._growth_points(d))
+            analyses[key] = analyze_device_window(
+                window, growth_points=self._growth_points(d, snapshot.timestamp))
         meter = self._cost_meter(snapshot)
         cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
         machine = {}
