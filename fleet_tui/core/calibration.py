@@ -126,14 +126,16 @@ MATMUL_EFFICIENCY = {
 #: the 50 % bf16 prefill measured on the H200 here (ratio 0.84) (field-notes §3.3-3.4). Midpoint 0.75.
 FP8_EFFICIENCY_FACTOR = 0.75
 #: int8/int4 weight-only kernels compute in 16-bit after de-quantizing: prefill/training speed uses
-#: the 16-bit peak times this factor (dequantization overhead, derived: AWQ/GPTQ kernels reach
-#: 70-90 % of fp16 GEMM at large batch — we take 0.8).
+#: the 16-bit peak times this factor for the de-quantization work. An assumption (no measurement in
+#: the field notes); decode, which is what quantization speeds up, does not use it.
 WEIGHT_ONLY_QUANT_COMPUTE_FACTOR = 0.8
 
-#: Achieved fraction of peak HBM bandwidth when streaming weights and KV in decode (MBU) for an
-#: optimized serving engine (vLLM/TensorRT-LLM class). The H200 copy test reached 0.885 of 4.8 TB/s;
-#: Databricks' MBU study reports 55-60 % at batch 1 and up to ~80 % for optimized kernels; we take
-#: 0.75 (between the measured copy ceiling and published engine MBU).
+#: Achieved fraction of peak HBM bandwidth when streaming weights and KV in decode (model bandwidth
+#: utilisation, MBU, as Databricks defines it — field-notes §3.1) for an optimized serving engine
+#: (vLLM/TensorRT-LLM class). Upper bound: the H200's measured copy rate, 0.885 of 4.8 TB/s. Decode
+#: kernels also run attention, sampling and small GEMMs between weight reads, so we assume 0.75. The
+#: H200 ground-truth decode rows (HF eager, launch-bound: 35 tokens/s for 8B at batch 1 = 0.12 MBU)
+#: are deliberately not used.
 DECODE_BANDWIDTH_EFFICIENCY = 0.75
 
 #: Bandwidth a device-to-device copy reaches of the datasheet HBM figure: measured 4.25 TB/s
