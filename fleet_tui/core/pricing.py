@@ -307,6 +307,14 @@ class Quote:
     break_even_utilization: float | None  # reserved only: share of the month where it pays off
     schedule: Schedule
 
+    def cost_per_million_tokens(self, tokens_per_s: float) -> float:
+        """USD per 1M tokens served at ``tokens_per_s`` (e.g. ``Throughput.tokens_per_s``)."""
+        return cost_per_million_tokens(self.usd_per_hour, tokens_per_s)
+
+    def run_cost(self, seconds: float) -> float:
+        """USD for a run of ``seconds`` (e.g. ``RunEstimate.seconds`` from ``perf.training_run``)."""
+        return training_run_cost(self.usd_per_hour, seconds)
+
 
 def quote(
     instance,

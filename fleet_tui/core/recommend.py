@@ -265,10 +265,6 @@ def _sharding_order(workload) -> tuple[str, ...]:
     return (workload.sharding,) if workload.sharding == alt else (workload.sharding, alt)
 
 
-def _fit_ok(fit) -> bool:
-    return bool(fit.fits) and getattr(fit, "precision_supported", True) is not False
-
-
 def _describe_misfit(fit, acc, gpus: int) -> str:
     if getattr(fit, "precision_supported", True) is False:
         return f"{acc.id} cannot run this precision"
@@ -580,13 +576,6 @@ def _catalog_index(catalog) -> _Index:
 
 
 _SLICES: dict[tuple[int, float], tuple[Any, Any]] = {}
-
-
-def suggest_instance(catalog, instance_type: str) -> str:
-    names = sorted({i.instance_type for i in catalog.instances})
-    near = difflib.get_close_matches(instance_type, names, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
-    return f"unknown instance type {instance_type!r}{hint} (see `fleet-tui catalog instances`)"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -977,8 +966,6 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
         rows = catalog.find_instance(instance_type)
     except UserError as exc:
         raise UserError(f"--current: {exc}") from None
-    if not rows:
-        raise UserError(f"--current: {suggest_instance(catalog, instance_type)}")
     if region:
         in_region = [r for r in rows if r.region.lower() == region.lower()]
         if not in_region:

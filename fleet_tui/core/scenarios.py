@@ -208,7 +208,7 @@ def _check_scenario(doc: TomlDoc, i: int, spec: ScenarioSpec, catalog) -> list[s
     return out
 
 
-def _check_sets(path_of: dict[str, str], sets: list[ScenarioSetSpec], known: set[str],
+def _check_sets(sets: list[ScenarioSetSpec], known: set[str],
                 doc: TomlDoc | None) -> list[str]:
     out = []
     for i, s in enumerate(sets):
@@ -249,7 +249,7 @@ def load_scenarios(catalog=None, *, files: Sequence[Path | str] | None = None,
         sc, st, org, problems, doc = _read_file(path, catalog)
         if not problems:
             known = set(scenarios) | {s.id for s in sc}
-            problems = _check_sets(org, st, known, doc)
+            problems = _check_sets(st, known, doc)
         if problems:
             if n == 0:
                 raise CatalogError(problems)
@@ -279,7 +279,7 @@ def validate_file(path: Path | str, catalog=None) -> list[str]:
                 bundled = load_scenarios(catalog, include_user=False).scenarios
             except CatalogError:
                 bundled = {}
-        problems = _check_sets(org, st, set(bundled) | {s.id for s in sc}, doc)
+        problems = _check_sets(st, set(bundled) | {s.id for s in sc}, doc)
     return problems
 
 

@@ -179,6 +179,13 @@ def test_quote_for_every_option():
     assert q["reserved-1y"].estimated and not q["on-demand"].estimated
 
 
+def test_quote_unit_costs_use_the_effective_price():
+    q = quote(_Box(), "reserved-1y", Schedule(365))  # half the month: reservation costs double
+    assert q.usd_per_hour == pytest.approx(13.0)
+    assert q.cost_per_million_tokens(1000) == pytest.approx(13.0 / 3.6)
+    assert q.run_cost(1800) == pytest.approx(6.5)
+
+
 def test_quote_is_none_when_not_offered():
     assert quote(_Box(spot_price=None), "spot") is None
 
