@@ -176,7 +176,8 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
     return "\n".join(out)
 
 
-def _offer_row(o, with_current: bool, per_month: bool = False) -> list[str]:
+def _offer_row(o, with_current: bool, per_month: bool = False,
+               with_latency: bool = False) -> list[str]:
     row = [
         "now" if o.is_current else str(o.rank),
         (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,
@@ -185,7 +186,10 @@ def _offer_row(o, with_current: bool, per_month: bool = False) -> list[str]:
     ]
     if not per_month:
         row.append(money(o.cost_per_unit))
-    row += [_num(o.tokens_per_s), _num(o.headroom_gib, "{:.1f}")]
+    row.append(_num(o.tokens_per_s))
+    if with_latency:
+        row.append(_num(o.latency_ms, "{:.1f}"))
+    row.append(_num(o.headroom_gib, "{:.1f}"))
     if with_current:
         row.append("-" if o.savings_pct is None else f"{o.savings_pct:.0f}%")
         row.append("-" if o.speedup is None else f"{o.speedup:.2f}x")
@@ -225,13 +229,16 @@ def render_recommendation(rec, *, markdown: bool = False,
     per_month = rec.unit == "USD/month"
     headers = ["#", "instance", "cloud", "region", "pricing", "devices", "$/h", "$/month"]
     headers += [] if per_month else [rec.unit.replace("USD", "$")]
-    headers += ["tok/s", "free GiB"]
+    headers += ["tok/s"]
+    with_latency = any(o.latency_ms for o in rec.offers)
+    headers += ["ms/token" if rec.workload.gen_len else "ms/pass"] if with_latency else []
+    headers += ["free GiB"]
     if with_current:
         headers += ["savings", "speedup"]
     headers.append("notes")
-    rows = [_offer_row(o, with_current, per_month) for o in rec.offers]
+    rows = [_offer_row(o, with_current, per_month, with_latency) for o in rec.offers]
     if rec.current is not None:
-        rows.insert(0, _offer_row(rec.current, with_current, per_month))
+        rows.insert(0, _offer_row(rec.current, with_current, per_month, with_latency))
     w = rec.workload
     model = getattr(getattr(w, "model", None), "id", None) or f"{getattr(w, 'params', 0):,} params"
     head = (f"{w.kind} of {model} ({w.precision}, batch {w.batch}"

@@ -367,7 +367,9 @@ class _Engine:
             for sharding in (_sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
                 w = self._variant(gpus, sharding)
                 q = self._quick_fit(w, acc, gpus)
-                if first is None:
+                # when nothing fits, report the attempt that came closest
+                if first is None or (q[3] and not first[4][3]) or (
+                        q[3] == first[4][3] and q[1] > first[4][1]):
                     first = (w, gpus, n, sharding, q)
                 if q[0]:
                     chosen = (w, gpus, n, sharding, q)
@@ -1064,8 +1066,8 @@ def explain(rec: Recommendation) -> list[str]:
             f"({runner.cost_per_unit / best.cost_per_unit - 1:+.0%})."
         )
     ch = rec.cheapest_per_hour
-    if ch is not None and ch.instance_type != best.instance_type and best.cost_per_unit \
-            and ch.cost_per_unit:
+    if ch is not None and rec.unit != UNIT_MONTH and ch.instance_type != best.instance_type \
+            and best.cost_per_unit and ch.cost_per_unit:
         lines.append(
             f"The cheapest box per hour that fits, {ch.label} at {_money(ch.usd_per_hour)}/h, "
             f"costs {ch.cost_per_unit / best.cost_per_unit:.1f}× more per {per}"
