@@ -1,12 +1,235 @@
-"""Placeholder; replaced by the real pane."""
+"""Fleet pane (``--source prometheus:URL``): fleet totals, a nodes × devices grid, per-node roll-ups
+worst first, the worst devices, and a drill-down into one node.
 
-from textual.widgets import Static
+The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet``), built in a thread worker
+from the engine's latest tick (its snapshot and per-device analyses); this pane lays them out and
+updates the node table in place by key.
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
+from textual.widgets import DataTable, Static
 
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.gauges import pct, usd
+
+GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
+OFFENDERS = 12
+SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
+NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
+                ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
+                ("idle_usd", "idle $/h"), ("waste", "waste $/h"))
 
 
 class FleetScreen(PaneScreen):
     MODE = "fleet"
+    BINDINGS = [
+        Binding("enter", "drill", "Drill into node", show=False),
+        Binding("d", "drill", "Drill into node"),
+        Binding("escape", "back", "Whole fleet"),
+        Binding("p", "pause", "Pause/resume"),
+    ]
+    DEFAULT_CSS = """
+    FleetScreen #fleet-summary { height: auto; padding: 0 1; }
+    FleetScreen #fleet-main { height: 1fr; }
+    FleetScreen #fleet-left { width: 1fr; }
+    FleetScreen #fleet-nodes { height: 1fr; }
+    FleetScreen #fleet-grid { height: auto; max-height: 50%; border: round $panel-lighten-2;
+                              padding: 0 1; }
+    FleetScreen #fleet-side { width: 48; border: round $panel-lighten-2; padding: 0 1; }
+    FleetScreen #fleet-side.-narrow { display: none; }
+    """
 
-    def compose_body(self):
-        yield Static("fleet", classes="pane-body")
+    def __init__(self) -> None:
+        super().__init__()
+        self.view = None  # the latest core FleetView
+        self.drill_node: str | None = None
+        self._prices = None
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("waiting for the first fleet reading…", id="fleet-summary")
+        with Horizontal(id="fleet-main"):
+            with Vertical(id="fleet-left"):
+                yield VerticalScroll(Static("", id="fleet-grid-text"), id="fleet-grid")
+                yield DataTable(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
+            yield VerticalScroll(Static("", id="fleet-side-text"), id="fleet-side")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fleet-nodes", DataTable)
+        for key, label in NODE_COLUMNS:
+            table.add_column(label, key=key)
+        self.query_one("#fleet-grid").border_title = "Nodes × devices (worst first)"
+        self.query_one("#fleet-side").border_title = "Worst devices"
+        self.query_one("#fleet-side").set_class(self.size.width < 110, "-narrow")
+
+    def on_resize(self, event) -> None:
+        self.query_one("#fleet-side").set_class(event.size.width < 110, "-narrow")
+
+    def on_screen_resume(self) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.redraw_now()
+
+    # ----- drawing -----
+    def redraw(self, view) -> None:
+        """Called by MonitorLink (visible pane only): build the FleetView off the loop."""
+        tick = view.tick
+        analyses = getattr(tick, "analyses", None) or {}
+        self._build(view.snapshot, analyses, self._instance_prices())
+
+    def _instance_prices(self):
+        """$/h of one node from ``--instance`` (the core picks the catalog row), once."""
+        if self._prices is None and self.app.instance_type and self.app.catalog is not None:
+            from fleet_tui.core.monitor.cost import choose_instance
+
+            try:
+                self._prices = choose_instance(self.app.catalog, self.app.instance_type).usd_per_hour
+            except Exception:  # unknown type: the app already warned about it
+                self._prices = None
+        return self._prices
+
+    @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
+    def _build(self, snapshot, analyses, prices) -> None:
+        from fleet_tui.core.fleet import FleetView
+
+        fleet = FleetView.from_snapshot(snapshot, analyses, instance_prices=prices)
+        self.app.call_from_thread(self._draw, fleet)
+
+    def _draw(self, fleet) -> None:
+        self.view = fleet
+        self.query_one("#fleet-summary", Static).update(summary_markup(fleet))
+        self._draw_nodes(fleet)
+        self.query_one("#fleet-grid-text", Static).update(grid_markup(fleet, self.drill_node))
+        if self.drill_node is not None:
+            self._draw_drill(fleet)
+        else:
+            self.query_one("#fleet-side").border_title = "Worst devices"
+            self.query_one("#fleet-side-text", Static).update(offenders_markup(fleet.offenders))
+
+    def _draw_nodes(self, fleet) -> None:
+        table = self.query_one("#fleet-nodes", DataTable)
+        rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+        existing = [str(k.value) for k in table.rows]
+        if existing != list(rows):  # nodes came, went or changed order: rebuild once
+            cursor = table.cursor_row
+            table.clear()
+            for key, values in rows.items():
+                table.add_row(*values, key=key)
+            if rows:
+                table.move_cursor(row=min(cursor, len(rows) - 1))
+            return
+        columns = [key for key, _ in NODE_COLUMNS]
+        for key, values in rows.items():  # same nodes: update changed cells in place
+            for column, value in zip(columns, values):
+                if table.get_cell(key, column) != value:
+                    table.update_cell(key, column, value)
+
+    def _draw_drill(self, fleet) -> None:
+        side = self.query_one("#fleet-side")
+        try:
+            node = fleet.node(self.drill_node)
+        except KeyError as exc:
+            self.query_one("#fleet-side-text", Static).update(f"[$error]{escape(str(exc))}[/]")
+            return
+        side.border_title = f"Node {node.node}"
+        lines = [f"{node.device_count} devices · util {pct(node.mean_gpu_util_pct)} · "
+                 f"SM {pct(node.mean_sm_active_pct)} · idle {node.idle_devices}"]
+        lines += [escape(e) for e in node.errors]
+        lines.append("")
+        lines.append(offenders_markup(node.devices, with_node=False))
+        self.query_one("#fleet-side-text", Static).update("\n".join(lines))
+
+    # ----- actions -----
+    def action_drill(self) -> None:
+        table = self.query_one("#fleet-nodes", DataTable)
+        if self.view is None or table.row_count == 0:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        self.drill_node = "" if key == "(this host)" else key
+        self.query_one("#fleet-side").remove_class("-narrow")
+        self._draw(self.view)
+
+    @on(DataTable.RowSelected, "#fleet-nodes")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_drill()
+
+    def action_back(self) -> None:
+        self.drill_node = None
+        self.query_one("#fleet-side").set_class(self.size.width < 110, "-narrow")
+        if self.view is not None:
+            self._draw(self.view)
+
+    def action_pause(self) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.toggle_pause()
+
+
+def summary_markup(fleet) -> str:
+    parts = [f"[b]{fleet.node_count}[/] nodes", f"[b]{fleet.device_count}[/] devices",
+             f"util [b]{pct(fleet.utilization_pct)}[/]", f"SM active [b]{pct(fleet.sm_active_pct)}[/]",
+             f"efficiency [b]{pct(fleet.efficiency_pct)}[/]"]
+    if fleet.usd_per_hour is not None:
+        parts.append(f"{usd(fleet.usd_per_hour)}/h")
+    parts.append(f"[$warning]idle {fleet.idle_devices} ({usd(fleet.idle_usd_per_hour)}/h)[/]")
+    if fleet.waste_usd_per_hour is not None:
+        parts.append(f"waste {usd(fleet.waste_usd_per_hour)}/h")
+    if fleet.stale_devices:
+        parts.append(f"[$error]{fleet.stale_devices} stale[/]")
+    text = "  ·  ".join(parts)
+    if fleet.errors:
+        text += "\n[$error]" + escape("; ".join(fleet.errors[:3])) + "[/]"
+    return text
+
+
+def node_row(n) -> tuple[str, ...]:
+    mem = n.mem_used_pct
+    return (n.node or "(this host)", str(n.device_count), pct(n.mean_gpu_util_pct),
+            pct(n.mean_sm_active_pct), pct(mem), f"{n.power_w:,.0f} W",
+            n.worst_kind.replace("_", " "), str(n.idle_devices), usd(n.idle_usd_per_hour),
+            usd(n.waste_usd_per_hour))
+
+
+def _cell(d) -> str:
+    style = SEVERITY_STYLE.get(d.severity, "$text-muted")
+    if d.state != "ok":
+        return "[$error]✗✗[/]"
+    util = d.gpu_util_pct
+    text = "--" if util is None else ("██" if util >= 99.5 else f"{util:2.0f}")
+    return f"[{style}]{text}[/]"
+
+
+def grid_markup(fleet, highlight: str | None = None) -> str:
+    rows = fleet.grid()
+    width = max((len(name or "(this host)") for name, _ in rows[:GRID_ROWS]), default=4)
+    lines = []
+    for name, devices in rows[:GRID_ROWS]:
+        label = escape((name or "(this host)").ljust(width))
+        if highlight is not None and name == highlight:
+            label = f"[reverse]{label}[/]"
+        lines.append(f"{label}  " + " ".join(_cell(d) for d in devices))
+    if len(rows) > GRID_ROWS:
+        lines.append(f"[$text-muted]… {len(rows) - GRID_ROWS} more nodes in the table below[/]")
+    lines.append("[$text-muted]cells: util % (██ = 100), colour = worst diagnosis, ✗✗ = stale[/]")
+    return "\n".join(lines)
+
+
+def offenders_markup(devices, with_node: bool = True) -> str:
+    lines = []
+    for d in list(devices)[:OFFENDERS if with_node else None]:
+        style = SEVERITY_STYLE.get(d.severity, "$text")
+        where = f"{d.node}/" if with_node and d.node else ""
+        head = f"[b {style}]{escape(d.primary.replace('_', ' '))}[/] {escape(where)}#{d.index}"
+        detail = f"util {pct(d.gpu_util_pct)}"
+        if d.sm_active_pct is not None:
+            detail += f", SM {pct(d.sm_active_pct)}"
+        if d.waste_usd_per_hour:
+            detail += f", waste {usd(d.waste_usd_per_hour)}/h"
+        if d.state != "ok":
+            age = f" {d.age_s:.0f} s old" if d.age_s is not None else ""
+            detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
+        lines.append(f"{head}  [$text-muted]{detail}[/]")
+    return "\n".join(lines) or "[$success]No devices reporting problems.[/]"

@@ -39,7 +39,8 @@ def build_app(args: argparse.Namespace, **overrides):
     options = dict(source_spec=explicit or "auto", source=source,
                    instance=getattr(args, "instance", None), theme=theme, themes=themes,
                    catalog_dirs=catalog_dirs, interval_s=interval,
-                   start_mode="monitor" if explicit else "catalog")
+                   start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")
+                   if explicit else "catalog")
     options.update(overrides)
     return FleetApp(**options)
 

@@ -17,6 +17,7 @@ from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
 
+MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
                   "warn": "$warning", "info": "$primary"}
 
@@ -34,7 +35,7 @@ class MonitorScreen(PaneScreen):
     MonitorScreen #mon-top { height: auto; padding: 0 1; }
     MonitorScreen #mon-main { height: 1fr; }
     MonitorScreen #cards { width: 1fr; layout: grid; grid-size: 2; grid-gutter: 0 1; grid-rows: auto; height: 1fr; }
-    MonitorScreen #cards.-narrow, MonitorScreen #cards.-focus { grid-size: 1; }
+    MonitorScreen #cards.-narrow, MonitorScreen #cards.-focus, MonitorScreen #cards.-single { grid-size: 1; }
     MonitorScreen #mon-side { width: 42; height: 1fr; }
     MonitorScreen #mon-side.-narrow { display: none; }
     MonitorScreen #diagnoses { height: 1fr; border: round $panel-lighten-2; padding: 0 1; }
@@ -107,9 +108,10 @@ class MonitorScreen(PaneScreen):
         cpu = None if host.cpu_pct is None else host.cpu_pct / 100
         mem = (host.mem_used_bytes / host.mem_total_bytes
                if host.mem_used_bytes is not None and host.mem_total_bytes else None)
+        ram = ("N/A" if host.mem_total_bytes is None else
+               f"{human_bytes(host.mem_used_bytes)} of {human_bytes(host.mem_total_bytes)}")
         text = (gauge("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + "   "
-                + gauge("RAM", mem, f"{human_bytes(host.mem_used_bytes)} of "
-                                    f"{human_bytes(host.mem_total_bytes)}", 10, label_width=4))
+                + gauge("RAM", mem, ram, 10, label_width=4))
         if host.load_avg:
             text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
         self.query_one("#mon-top", Static).update(text)
@@ -119,7 +121,12 @@ class MonitorScreen(PaneScreen):
         devices = view.snapshot.devices
         if self.focused_key is not None and not any(d.key == self.focused_key for d in devices):
             self.focused_key = None
-        shown = [d for d in devices if self.focused_key in (None, d.key)]
+        shown = [d for d in devices if self.focused_key in (None, d.key)][:MAX_CARDS]
+        if len(devices) > MAX_CARDS and self.focused_key is None:
+            self.query_one("#mon-message", Static).update(
+                f"Showing {MAX_CARDS} of {len(devices)} devices"
+                + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
+        container.set_class(len(shown) == 1, "-single")
         container.set_class(self.focused_key is not None, "-focus")
         cards = {c.device_key: c for c in container.query(DeviceCard)}
         wanted = [d.key for d in shown]
@@ -165,7 +172,7 @@ class MonitorScreen(PaneScreen):
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
             head = f"[b {style}]{escape(str(title))}[/]"
             if where not in (None, ""):
-                head += f" [$text-muted]({escape(str(where))})[/]"
+                head += f" [$text-muted]· {escape(str(where))}[/]"
             lines.append(head)
             for item in _as_list(getattr(diag, "evidence", ())):
                 lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
