@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
@@ -50,6 +51,10 @@ class ModelArch(BaseModel):
     sliding_window_layers: int = Field(default=0, ge=0)  # how many layers use the window (0 = none)
     post_norms: bool = False  # extra norms after attention and after the MLP (Gemma-2/3 "sandwich")
     logit_softcap: float | None = Field(default=None, gt=0)  # final-logit soft-capping (Gemma-2)
+    attn_softcap: float | None = Field(default=None, gt=0)  # attention-score soft-capping (Gemma-2)
+    # how Hugging Face runs attention: "sdpa" (its default for every catalog model, Gemma-2 included
+    # since transformers 4.47) keeps no score matrix; "eager" materializes sequence × sequence scores
+    attention: Literal["sdpa", "eager"] = "sdpa"
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -70,6 +75,12 @@ class ModelArch(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def eager_attention(self) -> bool:
+        """Eager attention stores the sequence × sequence score matrix (set ``attention = "eager"``;
+        Gemma-2 users often do, as transformers recommends eager for training it)."""
+        return self.attention == "eager"
 
     @property
     def q_dim(self) -> int:
@@ -301,6 +312,8 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             sliding_window=window, sliding_window_layers=window_layers,
             post_norms=model_type.startswith(("gemma2", "gemma3")),
             logit_softcap=cfg.get("final_logit_softcapping"),
+            attn_softcap=cfg.get("attn_logit_softcapping"),
+            attention="eager" if cfg.get("_attn_implementation") == "eager" else "sdpa",
             source=str(p),
         )
     except ValidationError as exc:

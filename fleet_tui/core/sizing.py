@@ -221,8 +221,12 @@ def kv_bytes_per_token(arch: ModelArch, precision: str = "bf16", tp: int = 1) ->
     return 2 * arch.layers * math.ceil(arch.kv_heads / tp) * arch.dim_per_head * b
 
 
-def _forward_transient(arch: ModelArch, tokens: int, act: int, tp: int) -> float:
-    """Widest live set inside one decoder layer during an inference forward (bytes)."""
+def _forward_transient(arch: ModelArch, tokens: int, act: int, tp: int, seq: int = 0) -> float:
+    """Widest live set inside one decoder layer during an inference forward (bytes).
+
+    ``seq`` (tokens per sequence) matters only for eager attention, which materializes the
+    score matrix: its 16-bit scores and the fp32 softmax output live together (6 B per score).
+    """
     h = arch.hidden
     if arch.is_moe:
         # HF MoE blocks loop over experts: one expert's share of tokens at a time, plus the
@@ -232,10 +236,26 @@ def _forward_transient(arch: ModelArch, tokens: int, act: int, tp: int) -> float
     else:
         mlp = tokens * (3 * arch.intermediate * act / tp + 2 * h * act)
     attn = tokens * act * (2 * h + (3 * arch.q_dim + 3 * arch.kv_dim) / tp)
+    if arch.eager_attention and seq:
+        heads = arch.heads / tp
+        attn += tokens * heads * seq * (2 + 4) + tokens * 2 * arch.q_dim * act / tp  # + repeat_kv copies
     return max(mlp, attn)
 
 
-def _train_act_per_token_layer(arch: ModelArch, w: Workload) -> float:
+def _eager_mask_bytes(arch: ModelArch, batch: int, seq: int, act: int) -> float:
+    """Attention masks Hugging Face materializes (batch × seq × seq each).
+
+    Eager attention adds a 16-bit mask (plus one for sliding-window layers); SDPA needs an explicit
+    boolean mask only for sliding-window layers once the sequence is longer than the window
+    (otherwise it runs the causal kernel without a mask).
+    """
+    windowed = arch.sliding_window_layers and arch.sliding_window and seq > arch.sliding_window
+    if arch.eager_attention:
+        return (2 if windowed else 1) * batch * seq * seq * act
+    return batch * seq * seq * 1.0 if windowed else 0.0
+
+
+def _train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> float:
     """Bytes one decoder layer saves for backward per token (no recompute), Llama-style block.
 
     Counted tensor by tensor (see the module docstring); h = hidden, q = heads·head_dim,
@@ -252,6 +272,10 @@ def _train_act_per_token_layer(arch: ModelArch, w: Workload) -> float:
     # Gemma-2/3 post-attention and post-MLP norms (computed in fp32): the fp32 input and the fp32
     # normalized tensor each (frozen weight: only the input)
     post = (2 * (4 if w.kind in ("lora", "qlora") else 8) * h) if arch.post_norms else 0
+    if arch.eager_attention and seq:
+        # eager attention keeps the scores: tanh output (16-bit), fp32 softmax output, 16-bit probs
+        # (8 B per score = 8 · heads · seq per token), and K/V repeated to every head
+        post += 8 * arch.heads * seq + 4 * (q - kv) * (2 if w.precision == "fp32" else 1)
     if w.kind in ("lora", "qlora"):
         # frozen 16-bit base: norms keep their fp32 input (4h each), SDPA keeps q,k,v,out, the MLP
         # keeps gate, act, up (frozen linears save nothing); each LoRA module keeps an fp32 copy of
@@ -326,7 +350,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             last_logits = b_gpu * V * (act + 4) / tp  # last position, plus the fp32 copy generate takes
             phases.append(_Phase("prompt forward (prefill)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_prompt,
-                "activations": _forward_transient(arch, prompt_tok, act, tp),
+                "activations": _forward_transient(arch, prompt_tok, act, tp, w.prompt_len)
+                + _eager_mask_bytes(arch, b_gpu, w.prompt_len, act),
                 "logits": last_logits, "workspace": ws}))
             phases.append(_Phase("end of generation", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_end,
@@ -343,10 +368,12 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             logits = tokens * (capped * V * act / tp + h * act)
             phases.append(_Phase("forward pass (output logits)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv,
+                "activations": _eager_mask_bytes(arch, b_gpu, w.seq_len, act),
                 "logits": logits, "workspace": ws}))
             phases.append(_Phase("forward pass (widest layer)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv,
-                "activations": _forward_transient(arch, tokens, act, tp), "workspace": ws}))
+                "activations": _forward_transient(arch, tokens, act, tp, w.seq_len)
+                + _eager_mask_bytes(arch, b_gpu, w.seq_len, act), "workspace": ws}))
             assumptions.append("one forward pass returning logits at every position (16-bit), "
                                "KV cache kept (use_cache=True)")
         else:
@@ -396,7 +423,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             assumptions.append(f"no --seq-len given: {DEFAULT_TRAIN_SEQ_LEN}-token sequences assumed")
         tokens = b_gpu * seq_len
         amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
-        per_layer = _train_act_per_token_layer(arch, w) / tp
+        per_layer = _train_act_per_token_layer(arch, w, seq_len) / tp
         res_bytes = 4 if (amp or w.precision == "fp32") else act
         head_in = tokens * h * (10 if amp else 8) / tp  # final norm + output-head input
         if w.grad_checkpointing:
@@ -405,7 +432,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             recompute = per_layer * tokens
             slack_frac = cal.ALLOCATOR_SLACK_RECOMPUTE
         else:
-            acts = arch.layers * tokens * per_layer + head_in
+            acts = arch.layers * tokens * per_layer + head_in + _eager_mask_bytes(arch, b_gpu, seq_len, act)
             recompute = 0.0
             slack_frac = cal.ALLOCATOR_SLACK_TRAINING
         # soft-capped logits (Gemma-2): tanh keeps its 16-bit output (+2 B), and backward forms a

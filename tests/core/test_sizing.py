@@ -51,12 +51,24 @@ def test_kv_component_scales_with_tokens():
 
 def test_sliding_window_caps_local_layers_kv():
     g = MODELS["gemma-2-9b"]
-    short = mem(Workload(kind="inference", model=g, prompt_len=2048, gen_len=2048)).breakdown["kv_cache"]
-    long = mem(Workload(kind="inference", model=g, prompt_len=4096, gen_len=4096)).breakdown["kv_cache"]
+    short = mem(Workload(kind="inference", model=g, seq_len=4096)).breakdown["kv_cache"]
+    long = mem(Workload(kind="inference", model=g, seq_len=8192)).breakdown["kv_cache"]
     per_tok_full = 2 * 8 * 256 * 2
     # 4096 tokens: all 42 layers full; 8192: 21 global layers hold 8192, 21 local layers hold 4096
     assert short == pytest.approx(4096 * 42 * per_tok_full)
     assert long == pytest.approx((8192 * 21 + 4096 * 21) * per_tok_full)
+
+
+def test_eager_attention_models_store_the_score_matrix():
+    """With attention = "eager" (often chosen for Gemma-2 training) memory grows with seq²."""
+    g = MODELS["gemma-2-9b"].model_copy(update={"attention": "eager"})
+    assert g.eager_attention and not MODELS["gemma-2-9b"].eager_attention
+    a = mem(Workload(kind="finetune", model=g, seq_len=1024, master_weights="none")).breakdown["activations"]
+    b = mem(Workload(kind="finetune", model=g, seq_len=2048, master_weights="none")).breakdown["activations"]
+    assert b > 2.5 * a  # linear in tokens plus the quadratic score term
+    flash = g.model_copy(update={"attention": "sdpa"})
+    c = mem(Workload(kind="finetune", model=flash, seq_len=2048, master_weights="none")).breakdown["activations"]
+    assert b - c >= g.layers * 8 * g.heads * 2048 * 2048  # 8 B per score per layer kept for backward
 
 
 def test_weights_by_precision():
