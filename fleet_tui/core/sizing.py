@@ -295,6 +295,12 @@ def _train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> fl
     return 16 * h + 6 * q + 4 * kv + (4 + 4 * gate) * f + moe_extra + post
 
 
+def _attention_note(arch: ModelArch) -> str:
+    if arch.eager_attention:
+        return "eager attention: the sequence × sequence scores (16-bit and fp32 softmax) are stored"
+    return "attention by SDPA/flash kernels: no sequence² score matrix is stored"
+
+
 @dataclass(frozen=True, slots=True)
 class _Phase:
     name: str
@@ -387,15 +393,17 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                 phases[-1].parts["allocator_slack"] = tied_block
                 assumptions.append("model built by Hugging Face: the untied output head it allocates "
                                    "before tying stays cached until reused")
-        assumptions.append("attention by SDPA/flash kernels: no sequence² score matrix is stored")
+        assumptions.append(_attention_note(arch))
     else:
         trainable = _lora_params(arch, w) if w.is_adapter else pc.total
         if w.is_adapter:
             adapters = trainable / tp
             weights += adapters * 4  # PEFT keeps adapters in fp32 by default
             grads = adapters * 4
-            opt_per = cal.OPTIMIZER_BYTES_FP32.get(w.optimizer)
-            opt = adapters * (opt_per if opt_per is not None else 4 * 0.1)
+            if w.optimizer == "adafactor":  # factored: (rows + cols) per r × d matrix ≈ 4 B · d
+                opt = adapters * 4.0 / w.lora_rank
+            else:
+                opt = adapters * cal.OPTIMIZER_BYTES_FP32[w.optimizer]
             assumptions.append(f"LoRA r={w.lora_rank} on {','.join(w.lora_targets)}: "
                                f"{trainable / 1e6:.1f}M trainable parameters in fp32 (PEFT default)")
             if w.kind == "qlora":
@@ -453,6 +461,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         phases.append(_Phase("backward start (loss)", {**base, "weight_copies": cast_bwd + fsdp_gather,
                                                        "activations": acts, "logits": logits_bwd}))
         if recompute:
+            # midway through backward: about half the gradients exist, half the layer inputs are
+            # freed, and one layer's activations and their gradients are live
             phases.append(_Phase("backward (recomputing a layer)", {
                 **base, "weight_copies": fsdp_gather, "gradients": grads * 0.5,
                 "activations": acts * 0.5 + 2 * recompute}))
@@ -462,7 +472,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         if w.grad_checkpointing:
             assumptions.append("activation checkpointing: each decoder layer's input kept, the layer "
                                "recomputed in backward (Hugging Face gradient_checkpointing_enable)")
-        assumptions.append("attention by SDPA/flash kernels: no sequence² score matrix is stored")
+        assumptions.append(_attention_note(arch))
         assumptions.append("loss as Hugging Face computes it: logits up-cast to fp32 for cross-entropy")
 
     peak = max(phases, key=lambda p: p.total)
