@@ -22,7 +22,7 @@ MAX_BATCH = 1_000_000
 MAX_TOKENS = 10_000_000  # longest context any published model supports (Llama-4-Scout: 10M)
 MAX_GPUS = 65_536
 MAX_PARAMS = 100e12
-MIN_PARAMS = 10e6
+MIN_PARAMS = 100e6
 MAX_LORA_RANK = 65_536
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -36,7 +36,7 @@ def parse_params(text: str, flag: str = "--params") -> int:
         raise _err(f"{flag} {text!r}: not a parameter count; write e.g. 7e9, 7B, 70b or 405M")
     value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
     if not math.isfinite(value) or value < MIN_PARAMS or value > MAX_PARAMS:
-        raise _err(f"{flag} {text!r}: must be between 10M and 100T parameters")
+        raise _err(f"{flag} {text!r}: must be between 100M and 100T parameters")
     return int(round(value))
 
 

@@ -55,6 +55,8 @@ class ModelArch(BaseModel):
     # how Hugging Face runs attention: "sdpa" (its default for every catalog model, Gemma-2 included
     # since transformers 4.47) keeps no score matrix; "eager" materializes sequence × sequence scores
     attention: Literal["sdpa", "eager"] = "sdpa"
+    # set for shapes derived from a bare parameter count: counts are scaled to exactly this total
+    total_params: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -157,6 +159,13 @@ def param_counts(arch: ModelArch) -> ParamCounts:
     norms = ((4 if arch.post_norms else 2) * L + 1) * h
     emb = arch.vocab * h
     head = 0 if arch.tied_embeddings else arch.vocab * h
+    if arch.total_params:  # a derived shape: scale the decoder so the total is exact
+        scale = max(0.0, (arch.total_params - norms - emb - head) / (L * (attn + mlp)))
+        attn, mlp, mlp_active = (int(round(x * scale)) for x in (attn, mlp, mlp_active))
+        decoder = arch.total_params - norms - emb - head
+        total = arch.total_params
+        active = decoder - L * (mlp - mlp_active) + norms + emb + head
+        return ParamCounts(total, active, emb, head, attn, mlp, mlp_active, norms)
     total = L * (attn + mlp) + norms + emb + head
     active = L * (attn + mlp_active) + norms + emb + head
     return ParamCounts(total, active, emb, head, attn, mlp, mlp_active, norms)
@@ -172,33 +181,35 @@ def active_param_count(arch: ModelArch) -> int:
     return param_counts(arch).active
 
 
-def arch_for_params(params: int) -> ModelArch:
-    """A Llama-3-like shape with exactly ``params`` parameters, for ``--params`` without a model.
+def _shape_params(hidden: int, vocab: int) -> int:
+    layers = max(2, hidden // 128)
+    return layers * (2 * hidden * hidden + 2 * hidden * (hidden // 4) + 3 * hidden * (7 * hidden // 2)) \
+        + 2 * vocab * hidden
 
-    Layers and width follow the Llama aspect ratio (hidden ≈ 128 × layers, 128-wide heads, 8 KV
-    heads, vocab 128,256, untied); the FFN width absorbs the remainder so the count is exact.
+
+#: Smallest count ``arch_for_params`` accepts: below it the embeddings alone exceed the total.
+MIN_DERIVED_PARAMS = 100_000_000
+
+
+def arch_for_params(params: int) -> ModelArch:
+    """A Llama-3-like shape for ``--params`` without a model, exactly ``params`` parameters.
+
+    Fixed ratios so every dimension grows with the count (memory is then monotonic in it): hidden a
+    multiple of 256, layers = hidden / 128, FFN 3.5 × hidden, 64-wide heads with 4 query heads per
+    KV head (KV width = hidden / 4), vocab 128,256, untied. ``total_params`` pins the count: the
+    decoder's parameters are scaled to make up the difference from the rounded shape.
     """
-    if params < 10_000_000:
-        raise ValueError("params must be at least 1e7 to derive a transformer shape")
+    if params < MIN_DERIVED_PARAMS:
+        raise ValueError(f"params must be at least {MIN_DERIVED_PARAMS:.0e} to derive a transformer shape")
     vocab = 128_256
-    hidden = max(256, int(round((10.7 * params) ** (1 / 3) / 128)) * 128)
-    while True:
-        layers = max(2, hidden // 128)
-        heads = max(2, hidden // 128)
-        kv = 8 if heads % 8 == 0 else heads
-        fixed = 2 * vocab * hidden + (2 * layers + 1) * hidden
-        attn = 2 * hidden * hidden + 2 * hidden * kv * 128
-        rest = params - fixed - layers * attn
-        inter = rest // (3 * hidden * layers)
-        if inter >= hidden or hidden <= 256:
-            break
-        hidden -= 128
-    inter = max(1, inter)
-    arch = ModelArch(id=f"params-{params}", name=f"{params / 1e9:.3g}B parameters (Llama-like shape)",
-                     family="synthetic", layers=layers, hidden=hidden, intermediate=inter, heads=heads,
-                     kv_heads=kv, head_dim=128 if hidden == heads * 128 else None, vocab=vocab,
-                     source="derived from --params")
-    return arch
+    hidden = 256
+    while _shape_params(hidden + 256, vocab) <= params:
+        hidden += 256
+    heads = hidden // 64
+    return ModelArch(id=f"params-{params}", name=f"{params / 1e9:.3g}B parameters (Llama-like shape)",
+                     family="synthetic", layers=max(2, hidden // 128), hidden=hidden,
+                     intermediate=7 * hidden // 2, heads=heads, kv_heads=heads // 4, head_dim=64,
+                     vocab=vocab, total_params=params, source="derived from --params")
 
 
 # --- Hugging Face config.json ------------------------------------------------------------------

@@ -64,11 +64,17 @@ def test_gqa_shrinks_attention_params():
     assert param_counts(mha).attention_per_layer - param_counts(m).attention_per_layer == 2 * h * (m.heads - m.kv_heads) * d
 
 
-def test_arch_for_params_is_close_and_llama_like():
-    for p in (1e9, 7e9, 70e9, 405e9):
+def test_arch_for_params_is_exact_llama_like_and_monotonic():
+    prev = None
+    for p in (1e8, 1e9, 7e9, 8e9, 70e9, 405e9):
         a = arch_for_params(int(p))
-        assert param_count(a) == pytest.approx(p, rel=0.01)
-        assert a.heads % a.kv_heads == 0
+        assert param_count(a) == int(p)
+        assert a.heads % a.kv_heads == 0 and a.kv_dim * 4 == a.hidden
+        if prev is not None:
+            assert (a.layers, a.hidden, a.intermediate) >= (prev.layers, prev.hidden, prev.intermediate)
+        prev = a
+    a7 = arch_for_params(7_000_000_000)
+    assert 3500 <= a7.hidden <= 4600 and 28 <= a7.layers <= 36  # a 7B looks like a 7B
 
 
 @pytest.mark.parametrize("name,expect", [
