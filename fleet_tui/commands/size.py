@@ -25,10 +25,12 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "size", help="memory per GPU, fit, KV capacity and speed of a workload",
-        description="Estimate per-GPU memory (weights, gradients, optimizer, activations, logits, KV "
-                    "cache, CUDA context, allocator slack), whether it fits an accelerator and the "
-                    "smallest changes that make it fit, the serving KV-cache capacity, and tokens/s. "
-                    "Memory is validated against 23 runs measured on an H200 (median error ~1 %).",
+        description="Estimate per-GPU memory (weights, gradients, optimizer, activations, logits,\n"
+                    "KV cache, CUDA context, allocator slack), whether it fits an accelerator and\n"
+                    "the smallest changes that make it fit, the serving KV-cache capacity, and\n"
+                    "tokens/s. Memory is validated against 23 runs measured on an H200 (median\n"
+                    "error ~1 %); speed describes Hugging Face training/prefill and an optimized\n"
+                    "serving engine for decode.",
         epilog="examples:\n"
                "  fleet-tui size --model llama-3.1-8b --workload inference --seq-len 2048 --gpu H100\n"
                "  fleet-tui size --model llama-3.1-70b --workload lora --batch 4 --seq-len 2048 --gpu A100-80GB\n"
