@@ -264,7 +264,9 @@ def _train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> fl
     h, q, kv = arch.hidden, arch.q_dim, arch.kv_dim
     if arch.is_moe:
         f = arch.experts_per_token * arch.expert_intermediate
-        moe_extra = arch.experts_per_token * 2 * h + arch.experts * 8  # routed copies + router probs
+        # per routed token: the gathered input (2h) and the weighted expert output (2h); router
+        # softmax probabilities (fp32) per expert
+        moe_extra = arch.experts_per_token * 4 * h + arch.experts * 8
     else:
         f = arch.intermediate
         moe_extra = 0
