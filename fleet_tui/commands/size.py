@@ -184,7 +184,10 @@ def _render(d: dict) -> str:
         elif not d["fits"]:
             lines.append("No single change found that makes it fit; try a larger accelerator.")
     kv = d["kv_capacity"]
-    if kv is not None:
+    if kv is not None and kv["tokens"] == 0:
+        lines += ["", "Serving KV cache: no room left (weights and runtime fill the serving budget, "
+                      "90 % of device memory)"]
+    elif kv is not None:
         lines += ["", f"Serving KV cache: {kv['tokens']:,} tokens ({kv['bytes_per_token']:,} B/token), "
                       f"{kv['concurrent_sequences']:,} concurrent sequences of {kv['sequence_tokens']:,} tokens"]
     t = d["throughput"]

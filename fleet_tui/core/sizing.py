@@ -599,9 +599,20 @@ def _suggest(w: Workload, gpus: int, acc: "Accelerator", cap: int, limit: int = 
             w3 = w2.derive(grad_checkpointing=True)
             prefix = "" if w.grad_checkpointing else "turn on activation checkpointing and "
             consider("checkpointing+" + change, prefix + desc, w3, n)
+    if not w.is_training and "precision" not in seen:  # quantize and split: fewest GPUs per format
+        for change, desc, w2, n in cands:
+            if change != "precision":
+                continue
+            for m in (2, 4, 8, 16):
+                if m > gpus and consider(f"gpus+{w2.precision}",
+                                         f"{desc.split(' (--')[0]} on {m} GPUs (--precision {w2.precision} "
+                                         f"--gpus {m} --sharding tensor)",
+                                         w2.derive(sharding="tensor", gpus=m), m):
+                    break
     order = {"precision": 0, "checkpointing": 1, "optimizer": 2, "master_weights": 3, "lora": 4,
              "qlora": 5, "gpus": 6, "batch": 7, "seq_len": 8}
-    found.sort(key=lambda s: (order.get(s.change.split("+")[-1], 9), s.total_bytes))
+    found.sort(key=lambda s: (order.get(s.change.split("+")[-1], order.get(s.change.split("+")[0], 9)),
+                              s.gpus, s.total_bytes))
     return found[:limit]
 
 
@@ -643,10 +654,17 @@ class _LazySuggestions(list):
 
     __slots__ = ("_make", "_done")
 
-    def __init__(self, make):
+    def __init__(self, make=()):
         super().__init__()
-        self._make = make
-        self._done = False
+        if callable(make):
+            self._make, self._done = make, False
+        else:  # an iterable (dataclasses.asdict and copy rebuild lists this way)
+            super().extend(make)
+            self._make, self._done = None, True
+
+    def __reduce__(self):  # pickles/deep-copies as a plain list
+        self._fill()
+        return (list, (list(super().__iter__()),))
 
     def _fill(self) -> None:
         if not self._done:
