@@ -238,3 +238,17 @@ def test_kv_capacity_matches_published_vllm_pools():
     assert pool_gib == pytest.approx(58.11 - 0.05 * 79.32, rel=0.03)
     w70 = Workload(kind="inference", model=L70, precision="fp8", prompt_len=1024, gen_len=1024)
     assert 500 < kv_capacity(w70, H100, 1).tokens < 8192
+
+
+def test_suggestions_pair_quantization_with_gpus_and_serialize():
+    import dataclasses
+    import pickle
+
+    res = check_fit(Workload(kind="inference", model=L70), L4)
+    assert not res.fits
+    combos = [s for s in res.suggestions if s.change.startswith("gpus+")]
+    assert combos and all(s.gpus > 1 and s.workload.sharding == "tensor" for s in combos)
+    assert min(s.gpus for s in res.suggestions) < 8  # int4 halves the GPUs plain bf16 needs
+    d = dataclasses.asdict(res)
+    assert len(d["suggestions"]) == len(res.suggestions)
+    assert pickle.loads(pickle.dumps(res.suggestions)) == list(res.suggestions)
