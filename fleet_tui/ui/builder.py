@@ -63,6 +63,7 @@ def parse_count(text: str) -> int | None:
 class BuilderScreen(PaneScreen):
     MODE = "builder"
     BINDINGS = [
+        Binding("slash", "edit_form", "Edit form", key_display="/"),
         Binding("escape", "leave_field", "Leave field"),
         Binding("ctrl+r", "recommend", "Recommend for this", priority=True),
     ]
@@ -166,6 +167,9 @@ class BuilderScreen(PaneScreen):
         self.app.builder_context = result.choice
         if result.workload is not None and result.workload != self.app.workload:
             self.app.workload = result.workload
+
+    def action_edit_form(self) -> None:
+        self.query_one("#b-params", Input).focus()
 
     def action_leave_field(self) -> None:
         self.set_focus(None)
