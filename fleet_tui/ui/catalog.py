@@ -246,7 +246,7 @@ def instance_detail(catalog, inst) -> str:
             continue
         per_gpu = raw / inst.accelerator_count if inst.accelerator_count else None
         note = "" if inst.price(pricing) is not None else "  [$warning](not ranked)[/]"
-        lines.append(f"  {pricing:<12} {usd(raw, 3):>10}  {usd(per_gpu, 3)}/GPU-h{note}")
+        lines.append(f"  {pricing:<11} {usd(raw, 3):>9}  {usd(per_gpu, 3)}/GPU-h{note}")
     lines.append(f"  [$text-muted]source: {escape(inst.source or 'unknown')}[/]")
     lines.append(f"  [$text-muted]as of: {escape(inst.as_of or 'unknown')}[/]")
     if inst.flags:

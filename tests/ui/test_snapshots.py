@@ -1,0 +1,71 @@
+"""A few snapshot tests (pytest-textual-snapshot): one state per pane kind, fixed theme, no
+animation, a fixture catalog so refreshing the real catalogs does not change them.
+
+Update after an intended change with ``pytest tests/ui/test_snapshots.py --snapshot-update`` and
+look at the SVGs before committing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.ui.conftest import app_args
+
+FIXTURE = Path(__file__).parent / "fixtures" / "catalog" / "instances" / "snapshot.toml"
+
+
+@pytest.fixture(autouse=True)
+def _colour(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+def _app(theme: str = "dark", **kw):
+    from fleet_tui.core.catalog import build_catalog
+    from fleet_tui.core.paths import bundled_catalog_dir
+    from fleet_tui.ui.launch import build_app
+
+    app = build_app(app_args(theme=theme), source=None, **kw)
+    app.animation_level = "none"
+    bundled = bundled_catalog_dir()
+    files = [bundled / "accelerators.toml", bundled / "models.toml", FIXTURE]
+    app._load_catalog = lambda: build_catalog(files)
+    return app
+
+
+async def _settle(pilot) -> None:
+    app = pilot.app
+    for _ in range(4):
+        await app.workers.wait_for_complete([w for w in app.workers if w.group != "monitor"])
+        await pilot.pause()
+    app.set_focus(None)
+    await pilot.pause()
+
+
+def test_catalog_pane(snap_compare):
+    assert snap_compare(_app(), terminal_size=(110, 24), run_before=_settle)
+
+
+def test_builder_error_light_theme(snap_compare):
+    async def type_bad_params(pilot):
+        await _settle(pilot)
+        await pilot.press("2")
+        await _settle(pilot)
+        pilot.app.screen.query_one("#b-params").value = "lots"
+        await _settle(pilot)
+
+    assert snap_compare(_app("light"), terminal_size=(100, 24), run_before=type_bad_params)
+
+
+def test_help_high_contrast(snap_compare):
+    async def open_help(pilot):
+        await _settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(_app("high-contrast"), terminal_size=(80, 24), run_before=open_help)
+
+
+def test_monitor_without_source(snap_compare):
+    assert snap_compare(_app(start_mode="monitor"), terminal_size=(80, 24), run_before=_settle)
