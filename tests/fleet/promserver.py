@@ -50,8 +50,9 @@ class PrometheusServer:
         self.config = self.workdir / "prometheus.yml"
         # JSON is YAML: no YAML library needed.
         self.config.write_text(json.dumps({
-            "global": {"scrape_interval": scrape_interval, "scrape_timeout": "900ms"
-                       if scrape_interval == "1s" else "10s", "evaluation_interval": "1m"},
+            "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1m",
+                       # a scrape must end before the next starts
+                       "scrape_timeout": "900ms" if scrape_interval == "1s" else scrape_interval},
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}],
         }))
 

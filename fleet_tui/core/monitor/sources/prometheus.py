@@ -119,15 +119,58 @@ PROBE_LABEL = "fleet_tui_probe"
 
 ALL_NAMES: tuple[str, ...] = (*DCGM_FIELDS, *DCGM_SPECIAL, *HABANA_FIELDS, *NEURON_NAMES)
 
+# Facts that change rarely (limits, maxima, totals, ECC counters) and the model name are read by a
+# second, slower-cadence query and cached per device: the per-refresh query then carries only what
+# moves, which keeps a 1,024-GPU refresh within its CPU budget (bench/bench_fleet.py).
+STATIC_NAMES: tuple[str, ...] = (
+    "DCGM_FI_DEV_SLOWDOWN_TEMP", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_DEV_MAX_MEM_CLOCK",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+    "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "habanalabs_memory_total_bytes", "habanalabs_temperature_threshold_slowdown",
+    "habanalabs_power_default_limit_mW", "habanalabs_clock_soc_max_mhz", "neuron_hardware_info",
+)
+DYNAMIC_NAMES: tuple[str, ...] = tuple(
+    n for n in ALL_NAMES if n not in STATIC_NAMES and n != "neuron_runtime_memory_used_bytes")
+# The labels that say which device a DCGM series is about (field-notes §5.3); the others
+# (pci_bus_id, device, driver version, job, pod/namespace/container, err_msg) are dropped server-side
+# by ``max by``, which roughly halves the answer. Gaudi/Neuron label sets are not documented, so
+# their series are read whole.
+DCGM_ID_LABELS = ("gpu", "UUID", "uuid", "Hostname", "hostname", "instance", "GPU_I_ID")
 
-def build_query(names: Iterable[str] = ALL_NAMES) -> str:
-    """The one instant query of a refresh: mapped metrics, ``up``, and per-device sample times."""
-    selector = '{__name__=~"%s"}' % "|".join([*names, "up"])
-    ages = " or ".join(
-        f'label_replace(timestamp({probe}), "{PROBE_LABEL}", "{vendor}", "", "")'
-        for probe, vendor in AGE_PROBES.items()
-    )
-    return f"{selector} or {ages}"
+
+def _split(names: Iterable[str]) -> tuple[list[str], list[str]]:
+    names = list(names)
+    return [n for n in names if n.startswith("DCGM_")], [n for n in names if not n.startswith("DCGM_")]
+
+
+def build_query(names: Iterable[str] = DYNAMIC_NAMES, *, prune_labels: bool = True) -> str:
+    """The per-refresh instant query: moving metrics, ``up``, and per-device sample times."""
+    dcgm, other = _split(names)
+    by = ", ".join(DCGM_ID_LABELS)
+    parts = []
+    if dcgm:
+        sel = '{__name__=~"%s"}' % "|".join(dcgm)
+        parts.append(f"max by (__name__, {by}) ({sel})" if prune_labels else sel)
+    parts.append('{__name__=~"%s"}' % "|".join([*other, "up"]))
+    for probe, vendor in AGE_PROBES.items():
+        inner = f"timestamp({probe})"
+        if prune_labels and probe.startswith("DCGM_"):
+            inner = f"max by ({by}) ({inner})"
+        parts.append(f'label_replace({inner}, "{PROBE_LABEL}", "{vendor}", "", "")')
+    return " or ".join(parts)
+
+
+def build_static_query(names: Iterable[str] = STATIC_NAMES) -> str:
+    """Slow-changing facts plus each GPU's model name (kept on FB_USED, which every DCGM exports)."""
+    dcgm, other = _split(names)
+    by = ", ".join((*DCGM_ID_LABELS, "modelName", "GPU_I_PROFILE"))
+    sel = '{__name__=~"%s"}' % "|".join([*dcgm, "DCGM_FI_DEV_FB_USED"])
+    parts = [f"max by (__name__, {by}) ({sel})"]
+    if other:
+        parts.append('{__name__=~"%s"}' % "|".join(other))
+    return " or ".join(parts)
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -135,15 +178,6 @@ def node_of(labels: Mapping[str, str]) -> str:
     """Hostname (dcgm-exporter releases), hostname (dcgm-exporter HEAD), else the scrape instance."""
     return (labels.get("Hostname") or labels.get("hostname") or labels.get("instance")
             or labels.get("node") or "")
-
-
-def _device_id(labels: Mapping[str, str]) -> tuple[str, str, str] | None:
-    """(vendor, device id, MIG instance) of a series, or None for series not about one device."""
-    uuid = labels.get("UUID") or labels.get("uuid")
-    gpu = labels.get("gpu")
-    if uuid or gpu is not None:
-        return ("nvidia", uuid or f"gpu{gpu}", labels.get("GPU_I_ID", ""))
-    return None
 
 
 def parse_value(text: object) -> float | None:
@@ -214,20 +248,44 @@ def _int_label(labels: Mapping[str, str], *keys: str) -> int | None:
     return None
 
 
-def group_series(result: list) -> tuple[dict[tuple, _Acc], dict[str, float]]:
-    """Group instant-vector samples by device; also return ``up`` per scrape instance."""
+def group_series(result: list, *, neuron_per_device: dict[str, int] | None = None,
+                 ) -> tuple[dict[tuple, _Acc], dict[str, float]]:
+    """Group instant-vector samples by device; also return ``up`` per scrape instance.
+
+    ``neuron_per_device`` (node -> NeuronCores per device, from ``neuron_hardware_info``) is read
+    and updated in place, so a static query's answer can fold a later refresh's cores."""
     devices: dict[tuple, _Acc] = {}
     up: dict[str, float] = {}
-    neuron_per_device: dict[str, int] = {}
+    per_device = {} if neuron_per_device is None else neuron_per_device
     for item in result:
         try:
             labels = item["metric"]
             raw = item["value"][1]
-        except (KeyError, IndexError, TypeError):
+            name = labels.get("__name__", "")
+        except (KeyError, IndexError, TypeError, AttributeError):
             continue
-        if not isinstance(labels, dict):
+        if name.startswith("DCGM_") or (not name and labels.get(PROBE_LABEL) == "nvidia"):
+            # hot path: nearly every series of a GPU fleet
+            node = labels.get("Hostname") or labels.get("hostname") or labels.get("instance") or ""
+            uuid = labels.get("UUID") or labels.get("uuid") or ""
+            gpu = labels.get("gpu")
+            if not uuid and gpu is None:
+                continue
+            key = ("nvidia", node, uuid or f"gpu{gpu}", labels.get("GPU_I_ID", ""))
+            acc = devices.get(key)
+            if acc is None:
+                acc = devices[key] = _Acc(
+                    vendor="nvidia", node=node, ident=key[2], index=_int_label(labels, "gpu") or 0,
+                    name=labels.get("modelName") or labels.get("model_name") or "NVIDIA GPU",
+                    uuid=uuid, instance=labels.get("instance", ""), values={},
+                    mig_profile=labels.get("GPU_I_PROFILE", key[3]) if key[3] else "")
+            elif acc.name == "NVIDIA GPU" and labels.get("modelName"):
+                acc.name = labels["modelName"]
+            if name:
+                acc.values[name] = raw
+            else:
+                acc.sample_ts = parse_value(raw)
             continue
-        name = labels.get("__name__", "")
         if name == "up":
             value = parse_value(raw)
             if value is not None and "instance" in labels:
@@ -236,7 +294,7 @@ def group_series(result: list) -> tuple[dict[tuple, _Acc], dict[str, float]]:
         if name == "neuron_hardware_info":
             per = _int_label(labels, "neuroncore_per_device_count")
             if per:
-                neuron_per_device[node_of(labels)] = per
+                per_device[node_of(labels)] = per
             continue
         node = node_of(labels)
         probe = labels.get(PROBE_LABEL)
@@ -255,30 +313,21 @@ def group_series(result: list) -> tuple[dict[tuple, _Acc], dict[str, float]]:
             vendor, default_name, index, uuid = "aws", "AWS NeuronCore", core, ""
             model = labels.get("neuron_device_type")
         else:
-            dev = _device_id(labels)
-            if dev is None:
-                continue
-            key = (dev[0], node, dev[1], dev[2])
-            vendor, default_name = "nvidia", "NVIDIA GPU"
-            index = _int_label(labels, "gpu") or 0
-            uuid = labels.get("UUID") or labels.get("uuid") or ""
-            model = labels.get("modelName") or labels.get("model_name")
+            continue
         acc = devices.get(key)
         if acc is None:
             acc = _Acc(vendor=vendor, node=node, ident=key[2], index=index,
                        name=model or default_name, uuid=uuid,
                        instance=labels.get("instance", ""), values={})
-            if key[3]:
-                acc.mig_profile = labels.get("GPU_I_PROFILE", key[3])
             devices[key] = acc
-        elif model and acc.name.endswith(("GPU", "Gaudi", "NeuronCore")):
+        elif model and acc.name == default_name:
             acc.name = model
         if probe:
             acc.sample_ts = parse_value(raw)
         else:
             acc.values[name] = raw
-    if neuron_per_device:
-        devices = _group_neuron_cores(devices, neuron_per_device)
+    if per_device and any(k[0] == "aws" for k in devices):
+        devices = _group_neuron_cores(devices, per_device)
     return devices, up
 
 
@@ -304,73 +353,78 @@ def _group_neuron_cores(devices: dict[tuple, _Acc], per_device: dict[str, int]) 
     return out
 
 
-def _num(values: Mapping[str, object], name: str) -> float | None:
-    raw = values.get(name)
-    return None if raw is None else parse_value(raw)
-
-
 def device_from_acc(acc: _Acc, *, timestamp: float,
                     previous_counters: Mapping[str, tuple[float, float]] | None = None,
                     ) -> tuple[DeviceSnapshot, dict[str, tuple[float, float]]]:
     """Build one DeviceSnapshot; returns it with the violation counters seen (for the next rate)."""
-    v = acc.values or {}
     fields: dict[str, object] = {}
     extra: list[tuple[str, float]] = []
     counters: dict[str, tuple[float, float]] = {}
     table = HABANA_FIELDS if acc.vendor == "intel" else DCGM_FIELDS
-    for metric, (field_name, scale) in table.items():
-        value = _num(v, metric)
-        if value is not None:
-            fields[field_name] = value * scale
+    # one pass converts every sample string (this runs ~30 times per GPU per refresh)
+    v: dict[str, float] = {}
+    for metric, raw in (acc.values or {}).items():
+        if metric == "_cores":
+            continue
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            continue
+        if value != value or not -BLANK_THRESHOLD < value < BLANK_THRESHOLD:  # NaN, Inf, blank
+            continue
+        v[metric] = value
+        mapped = table.get(metric)
+        if mapped is not None:
+            fields[mapped[0]] = value * mapped[1]
     if acc.vendor == "intel":
         for name in ("mem_used_bytes", "mem_total_bytes"):
             if name in fields:
                 fields[name] = int(fields[name])
     elif acc.vendor == "aws":
-        cores = sorted(v.get("_cores") or [])
-        if "neuroncore_utilization_ratio" in v:
-            cores = [(acc.index, _num(v, "neuroncore_utilization_ratio"))]
+        cores = sorted((acc.values or {}).get("_cores") or [])
+        if "neuroncore_utilization_ratio" in (acc.values or {}):
+            cores = [(acc.index, v.get("neuroncore_utilization_ratio"))]
         known = [u for _, u in cores if u is not None]
         if known:
             fields["gpu_util_pct"] = 100.0 * sum(known) / len(known)
         extra.extend((f"nc{i}_util_pct", 100.0 * u) for i, u in cores if u is not None)
     else:
-        used, free = _num(v, "DCGM_FI_DEV_FB_USED"), _num(v, "DCGM_FI_DEV_FB_FREE")
-        reserved, total = _num(v, "DCGM_FI_DEV_FB_RESERVED"), _num(v, "DCGM_FI_DEV_FB_TOTAL")
+        used, free = v.get("DCGM_FI_DEV_FB_USED"), v.get("DCGM_FI_DEV_FB_FREE")
+        reserved, total = v.get("DCGM_FI_DEV_FB_RESERVED"), v.get("DCGM_FI_DEV_FB_TOTAL")
         if used is not None:
             fields["mem_used_bytes"] = int(used * MIB)
         if total is None and used is not None and free is not None:
             total = used + free + (reserved or 0.0)  # no FB_TOTAL in the default CSV (§5.4)
         if total is not None:
             fields["mem_total_bytes"] = int(total * MIB)
-        limit = _num(v, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT") or _num(v, "DCGM_FI_DEV_POWER_MGMT_LIMIT")
+        limit = v.get("DCGM_FI_DEV_ENFORCED_POWER_LIMIT") or v.get("DCGM_FI_DEV_POWER_MGMT_LIMIT")
         if limit is not None:
             fields["power_limit_w"] = limit
-        reasons = _num(v, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+        reasons = v.get("DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
         if reasons is None:
-            reasons = _num(v, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
-        pstate = _num(v, "DCGM_FI_DEV_PSTATE")
+            reasons = v.get("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+        pstate = v.get("DCGM_FI_DEV_PSTATE")
         if pstate is not None:
             fields["pstate"] = int(pstate)
-        xid = _num(v, "DCGM_FI_DEV_XID_ERRORS")
+        xid = v.get("DCGM_FI_DEV_XID_ERRORS")
         if xid:
             fields["xid_errors"] = (int(xid),)
-        sbe = _num(v, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL")
-        dbe = _num(v, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
-        sbe = _num(v, "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL") if sbe is None else sbe
-        dbe = _num(v, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL") if dbe is None else dbe
+        sbe = v.get("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL")
+        dbe = v.get("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL")
+        sbe = v.get("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL") if sbe is None else sbe
+        dbe = v.get("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL") if dbe is None else dbe
         if sbe is not None:
             fields["ecc_corrected"] = int(sbe)
         if dbe is not None:
             fields["ecc_uncorrected"] = int(dbe)
-        gr = _num(v, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+        gr = v.get("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
         if gr is not None:
             extra.append(("gr_engine_active_pct", 100.0 * gr))
         # Violation counters: derive "active" throttle bits when no reason mask is exported.
         derived_mask = 0
         sample_time = acc.sample_ts or timestamp
         for metric, (extra_name, bit) in VIOLATION_BITS.items():
-            value = _num(v, metric)
+            value = v.get(metric)
             if value is None:
                 continue
             counters[metric] = (sample_time, value)
@@ -384,7 +438,7 @@ def device_from_acc(acc: _Acc, *, timestamp: float,
             fields["clock_event_reasons"] = int(reasons)
         elif counters:
             fields["clock_event_reasons"] = derived_mask
-        if any(_num(v, m) is not None for m in ("DCGM_FI_PROF_SM_ACTIVE",
+        if any(m in v for m in ("DCGM_FI_PROF_SM_ACTIVE",
                                                  "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
                                                  "DCGM_FI_PROF_DRAM_ACTIVE")):
             fields["gpm_supported"] = True
@@ -464,7 +518,8 @@ class PrometheusSource(Source):
                  ca_file: str | None = None, timeout_s: float = 5.0,
                  stale_after_s: float | None = None, forget_after_s: float = 900.0,
                  min_backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 query: str | None = None, env: Mapping[str, str] | None = None,
+                 query: str | None = None, static_every_s: float = 60.0,
+                 prune_labels: bool = True, env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time, interval_s: float | None = None,
                  **_other_source_opts: object):
         # interval_s and options meant for local sources (open_source passes them to every
@@ -507,7 +562,14 @@ class PrometheusSource(Source):
         self.stale_after_s = stale_after_s
         self.forget_after_s = forget_after_s
         self.min_backoff_s, self.max_backoff_s = min_backoff_s, max_backoff_s
-        self.query = query or build_query()
+        self.query = query or build_query(prune_labels=prune_labels)
+        self.static_query = build_static_query()
+        self.static_every_s = static_every_s
+        self._static_values: dict[tuple, dict[str, object]] = {}
+        self._static_names: dict[tuple, tuple[str, str]] = {}  # key -> (model name, MIG profile)
+        self._neuron_per_device: dict[str, int] = {}
+        self._static_at = -math.inf
+        self._static_error: str | None = None
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: dict[str, _Cached] = {}
@@ -640,8 +702,44 @@ class PrometheusSource(Source):
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
         self._refresh_scrape_interval(now)
-        groups, up = group_series(result)
+        if now - self._static_at >= self.static_every_s:
+            self._refresh_static(now)
+        groups, up = group_series(result, neuron_per_device=self._neuron_per_device)
+        if any(k not in self._static_values for k in groups) and now - self._static_at >= 5.0:
+            self._refresh_static(now)  # new devices: learn their names and limits now
+        self._apply_static(groups)
         return self._merge(now, groups, up)
+
+    def _refresh_static(self, now: float) -> None:
+        """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
+        self._static_at = now
+        try:
+            result = self.query_instant(self.static_query)
+        except (OSError, PrometheusResponseError, ValueError) as exc:
+            self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
+            return
+        self._static_error = None
+        groups, _ = group_series(result, neuron_per_device=self._neuron_per_device)
+        for key, acc in groups.items():
+            values = dict(acc.values or {})
+            values.pop("DCGM_FI_DEV_FB_USED", None)  # carried the name; its value is dynamic
+            self._static_values[key] = values
+            self._static_names[key] = (acc.name, acc.mig_profile)
+
+    def _apply_static(self, groups: dict[tuple, _Acc]) -> None:
+        for key, acc in groups.items():
+            static = self._static_values.get(key)
+            if static:
+                values = acc.values if acc.values is not None else {}
+                for name, raw in static.items():
+                    values.setdefault(name, raw)
+                acc.values = values
+            named = self._static_names.get(key)
+            if named is not None:
+                if acc.name in ("NVIDIA GPU", "Intel Gaudi", "AWS NeuronCore"):
+                    acc.name = named[0]
+                if key[3] and named[1]:
+                    acc.mig_profile = named[1]
 
     def _fail(self, now: float, exc: BaseException) -> Snapshot:
         self._failures += 1
@@ -703,8 +801,12 @@ class PrometheusSource(Source):
         errors: list[str] = []
         devices: list[DeviceSnapshot] = []
         stale_nodes: dict[str, float] = {}
+        threshold = self.stale_threshold_s
         for key, cached in self._cache.items():
             gone = key not in seen
+            if not gone and (cached.device.age_s or 0.0) <= threshold:
+                devices.append(cached.device)  # fresh: built this refresh with its age
+                continue
             exporter_down = cached.instance in down_instances
             device = self._aged(cached, now, force_stale=gone and exporter_down)
             if device.state != "ok":
@@ -718,9 +820,12 @@ class PrometheusSource(Source):
                 errors.append(f"{node}: exporter {inst} is down (up == 0)"
                               + (f"; last data {stale_nodes[node]:.0f} s old"
                                  if node in stale_nodes else ""))
+        named = {e.partition(":")[0] for e in errors}
         for node, age in sorted(stale_nodes.items()):
-            if not any(e.startswith(f"{node}:") for e in errors):
+            if node not in named:
                 errors.append(f"{node}: no data for {age:.0f} s")
+        if self._static_error:
+            errors.append(self._static_error)
         message = None
         if not devices:
             message = (f"Prometheus {self.url} answered but has no DCGM, Gaudi or Neuron metrics "
@@ -729,29 +834,35 @@ class PrometheusSource(Source):
                         devices=tuple(devices), message=message, errors=tuple(errors))
 
     def history_blocking(self, seconds: float, step_s: float = 15.0) -> list[Snapshot]:
-        """Range query over the mapped metrics -> one Snapshot per step (oldest first)."""
-        end = self._clock()
-        start = end - seconds
-        selector = '{__name__=~"%s"}' % "|".join(ALL_NAMES)
-        try:
-            matrix = self.query_range(selector, start, end, step_s)
-        except (OSError, PrometheusResponseError, ValueError):
-            return []
-        by_time: dict[float, list[dict]] = {}
-        for series in matrix:
-            labels = series.get("metric") if isinstance(series, dict) else None
-            values = series.get("values") if isinstance(series, dict) else None
-            if not isinstance(labels, dict) or not isinstance(values, list):
-                continue
-            for pair in values:
-                try:
-                    ts, raw = float(pair[0]), pair[1]
-                except (TypeError, ValueError, IndexError):
+        """Range query of the per-refresh query -> one Snapshot per step (oldest first); device
+        timestamps are their samples' own, so a reading repeated across steps is recognisable.
+        Returns [] when Prometheus cannot answer (the live refresh reports why)."""
+        with self._lock:
+            end = self._clock()
+            try:
+                if end - self._static_at >= self.static_every_s:
+                    self._refresh_static(end)
+                matrix = self.query_range(self.query, end - seconds, end, step_s)
+            except (OSError, PrometheusResponseError, ValueError):
+                return []
+            by_time: dict[float, list[dict]] = {}
+            for series in matrix:
+                labels = series.get("metric") if isinstance(series, dict) else None
+                values = series.get("values") if isinstance(series, dict) else None
+                if not isinstance(labels, dict) or not isinstance(values, list):
                     continue
-                by_time.setdefault(ts, []).append({"metric": labels, "value": [ts, raw]})
-        snapshots = []
-        for ts in sorted(by_time):
-            devices, _ = snapshot_devices(by_time[ts], timestamp=ts)
-            snapshots.append(Snapshot(timestamp=ts, source=self.spec, source_kind="fleet",
-                                      devices=tuple(devices)))
-        return snapshots
+                for pair in values:
+                    try:
+                        ts, raw = float(pair[0]), pair[1]
+                    except (TypeError, ValueError, IndexError):
+                        continue
+                    by_time.setdefault(ts, []).append({"metric": labels, "value": [ts, raw]})
+            snapshots = []
+            for ts in sorted(by_time):
+                groups, _ = group_series(by_time[ts], neuron_per_device=self._neuron_per_device)
+                self._apply_static(groups)
+                devices = [device_from_acc(acc, timestamp=ts)[0] for acc in groups.values()]
+                devices.sort(key=lambda d: (d.node, d.vendor, d.index, d.uuid))
+                snapshots.append(Snapshot(timestamp=ts, source=self.spec, source_kind="fleet",
+                                          devices=tuple(devices)))
+            return snapshots

@@ -1,0 +1,243 @@
+"""Fleet scale: CPU per refresh for 128 nodes x 8 GPUs = 1,024 devices (target <= 200 ms).
+
+    .venv/bin/python bench/bench_fleet.py [--nodes 128] [--gpus 8] [--refreshes 20] [--real]
+
+1. Canned: a separate process serves a Prometheus /api/v1/query answer for the whole fleet (every
+   metric PrometheusSource asks for, with dcgm-exporter's labels, values from the real H200 trace,
+   fresh sample timestamps each time), so only fleet-tui's own CPU is measured in this process:
+   HTTP + JSON parse + mapping to DeviceSnapshots ("query+parse"), then FleetAnalyzer (the
+   single-box analysis on every device's window) + FleetView roll-ups ("analysis").
+2. --real: the same fleet as 128 DCGM-format exporters (another process) scraped every 2 s by a
+   real Prometheus on 127.0.0.1; the source queries it like a user's Prometheus.
+
+CPU is ``time.process_time()`` of this process (all its threads); wall is elapsed time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fleet_tui.core.fleet import FleetAnalyzer  # noqa: E402
+from fleet_tui.core.monitor.sources.prometheus import (  # noqa: E402
+    DYNAMIC_NAMES,
+    PROBE_LABEL,
+    STATIC_NAMES,
+    PrometheusSource,
+)
+
+TS_MARK = "__TS__"
+
+
+def _fleet_templates(n_nodes: int, gpus: int, variants: int = 4) -> tuple[list[str], str]:
+    """Canned /api/v1/query bodies for the fleet, shaped as Prometheus answers PrometheusSource's
+    two queries: per-refresh ones (moving metrics with the identity labels ``max by`` keeps, the
+    sample-time probes and ``up``; a timestamp marker is filled in per answer) and the static one
+    (limits, maxima and the model name)."""
+    from tests.fleet.dcgm_replay import dcgm_values, load_frames, phase_runs
+
+    runs = [r for p, r in phase_runs(load_frames()).items() if not p.startswith("sizing")]
+    dynamic, static = set(DYNAMIC_NAMES), set(STATIC_NAMES) | {"DCGM_FI_DEV_FB_USED"}
+    bodies, static_result = [], []
+    for v in range(variants):
+        result = []
+        for n in range(n_nodes):
+            run = runs[n % len(runs)]
+            host, inst = f"gpu-node-{n:03d}", f"10.0.{n // 250}.{n % 250}:9400"
+            for g in range(gpus):
+                frame = run[(3 * n + 5 * g + 7 * v) % len(run)]
+                ids = {"gpu": str(g), "UUID": f"GPU-{n:08x}-0000-4000-8000-{g:012x}",
+                       "Hostname": host, "instance": inst}
+                values = dcgm_values(frame)
+                for name, value in values.items():
+                    if name in dynamic:
+                        result.append({"metric": {"__name__": name, **ids},
+                                       "value": [TS_MARK, value]})
+                    if v == 0 and name in static:
+                        static_result.append({"metric": {"__name__": name, **ids,
+                                                         "modelName": frame.name},
+                                              "value": [TS_MARK, value]})
+                result.append({"metric": {**ids, PROBE_LABEL: "nvidia"},
+                               "value": [TS_MARK, f"@N{n}@"]})
+            result.append({"metric": {"__name__": "up", "instance": inst, "job": "dcgm-exporter"},
+                           "value": [TS_MARK, "1"]})
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
+        bodies.append(body.replace(f'"{TS_MARK}"', TS_MARK))  # "@Nn@": node n's scrape time
+    static_body = json.dumps({"status": "success", "data": {"resultType": "vector",
+                                                            "result": static_result}})
+    return bodies, static_body.replace(f'"{TS_MARK}"', TS_MARK)
+
+
+def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
+    """Answer like a Prometheus whose targets are scraped every ``scrape_s`` seconds, each node at
+    its own offset (0 = every answer is a fresh reading of every device: the worst case)."""
+    import re
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    node_mark = re.compile(r'"@N(\d+)@"')
+
+    templates, static_template = _fleet_templates(n_nodes, gpus)
+    count = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            form = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if not self.path.startswith("/api/v1/query"):
+                self.send_error(404)
+                return
+            ts = f"{time.time() - 0.5:.3f}"
+            if b"modelName" in form:  # the static query
+                body = static_template.replace(TS_MARK, ts).encode()
+            else:
+                now = time.time()
+                if scrape_s > 0:  # each node's last scrape, staggered across the interval
+                    stamps = [f"{now - ((now + n * scrape_s / n_nodes) % scrape_s):.3f}"
+                              for n in range(n_nodes)]
+                else:
+                    stamps = [ts] * n_nodes
+                text = templates[count[0] % len(templates)].replace(TS_MARK, ts)
+                body = node_mark.sub(lambda m: stamps[int(m.group(1))], text).encode()
+                count[0] += 1
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port_q.put((srv.server_address[1], len(templates[0]), len(static_template)))
+    srv.serve_forever()
+
+
+def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: int = 3):
+    analyzer = FleetAnalyzer()
+    rows = []
+    for i in range(warmup + refreshes):
+        c0, w0 = time.process_time(), time.perf_counter()
+        snap = src.sample_blocking()
+        c1, w1 = time.process_time(), time.perf_counter()
+        view = analyzer.update(snap, {"*": 98.32})
+        c2, w2 = time.process_time(), time.perf_counter()
+        if snap.errors and i >= warmup:
+            print("  source errors:", snap.errors[:2])
+        if i >= warmup:
+            rows.append(((c1 - c0) * 1e3, (c2 - c1) * 1e3, (w1 - w0) * 1e3, (w2 - w1) * 1e3))
+        rest = interval_s - (time.perf_counter() - w0)
+        if rest > 0:
+            time.sleep(rest)
+    return rows, view
+
+
+def _report(title: str, rows, view) -> None:
+    def stats(col):
+        vals = [r[col] for r in rows]
+        vals.sort()
+        p95 = vals[min(len(vals) - 1, int(round(0.95 * (len(vals) - 1))))]
+        return f"median {statistics.median(vals):6.1f}  p95 {p95:6.1f}  max {vals[-1]:6.1f}"
+
+    total = sorted(r[0] + r[1] for r in rows)
+    print(f"\n{title}: {view.device_count} devices on {view.node_count} nodes, "
+          f"{len(rows)} refreshes")
+    print(f"  CPU ms  query+parse  {stats(0)}")
+    print(f"  CPU ms  analysis     {stats(1)}")
+    print(f"  CPU ms  total        median {statistics.median(total):6.1f}  max {total[-1]:6.1f}"
+          f"   (target <= 200)")
+    print(f"  wall ms query+parse  {stats(2)}")
+    print(f"  wall ms analysis     {stats(3)}")
+    counts: dict[str, int] = {}
+    for d in view.offenders:
+        counts[d.primary] = counts.get(d.primary, 0) + 1
+    print(f"  fleet: utilization {view.utilization_pct:.0f}%, idle {view.idle_devices} devices "
+          f"(${view.idle_usd_per_hour:,.0f}/h), primaries {dict(sorted(counts.items()))}")
+
+
+def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
+                 scrape_s: float = 0.0) -> None:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_serve_canned, args=(q, n_nodes, gpus, scrape_s), daemon=True)
+    proc.start()
+    try:
+        port, size, static_size = q.get(timeout=120)
+        print(f"canned answers: {size / 1e6:.1f} MB JSON per refresh, {static_size / 1e6:.1f} MB "
+              "for the static facts (read once a minute)")
+        src = PrometheusSource(f"http://127.0.0.1:{port}", env={}, timeout_s=30)
+        rows, view = _measure(src, refreshes, interval_s)
+        what = (f"each node scraped every {scrape_s:g} s" if scrape_s
+                else "every device a fresh reading on every refresh (worst case)")
+        _report(f"canned Prometheus answer, {what}", rows, view)
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def _serve_exporters(port_q, n_nodes: int, gpus: int) -> None:
+    from tests.fleet.dcgm_replay import ReplayFleet, make_nodes
+
+    fleet = ReplayFleet(make_nodes(n_nodes, gpus))
+    port_q.put(fleet.targets)
+    while True:
+        time.sleep(3600)
+
+
+def bench_real(n_nodes: int, gpus: int, refreshes: int, interval_s: float) -> None:
+    from tests.fleet.promserver import PROMETHEUS, PrometheusServer, wait_until
+
+    if PROMETHEUS is None:
+        print("\n--real: the prometheus binary is not installed; skipped")
+        return
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_serve_exporters, args=(q, n_nodes, gpus), daemon=True)
+    proc.start()
+    prom = None
+    try:
+        targets = q.get(timeout=120)
+        prom = PrometheusServer(targets, scrape_interval="2s")
+        prom.start()
+        wait_until(lambda: len(prom.query("DCGM_FI_DEV_GPU_UTIL")) == n_nodes * gpus, 60,
+                   0.5, "every exporter scraped")
+        src = PrometheusSource(prom.url, env={}, timeout_s=30)
+        rows, view = _measure(src, refreshes, interval_s)
+        _report("real Prometheus 2.42 scraping DCGM-format exporters every 2 s", rows, view)
+    finally:
+        if prom is not None:
+            prom.close()
+        proc.terminate()
+        proc.join(10)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=128)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--refreshes", type=int, default=20)
+    ap.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    ap.add_argument("--scrape", type=float, default=15.0,
+                    help="scrape interval of the second canned run (default 15 s)")
+    ap.add_argument("--real", action="store_true", help="also through a real Prometheus")
+    args = ap.parse_args()
+    print(f"fleet bench: {args.nodes} nodes x {args.gpus} GPUs = {args.nodes * args.gpus} devices, "
+          f"refresh every {args.interval:g} s; python {sys.version.split()[0]}")
+    bench_canned(args.nodes, args.gpus, args.refreshes, args.interval)
+    if args.scrape > 0:
+        bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, args.scrape)
+    if args.real:
+        bench_real(args.nodes, args.gpus, args.refreshes, args.interval)
+
+
+if __name__ == "__main__":
+    main()
