@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import deque
 from operator import attrgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -227,21 +228,6 @@ class DeviceAnalysis:
 # Window statistics
 # --------------------------------------------------------------------------------------------
 
-def _mean_of(samples: Sequence[DeviceSnapshot], name: str) -> float | None:
-    vs = [v for v in map(attrgetter(name), samples) if v is not None]
-    return sum(vs) / len(vs) if vs else None
-
-
-def _mean(values: Iterable[float | None]) -> float | None:
-    total = 0.0
-    n = 0
-    for v in values:
-        if v is not None:
-            total += v
-            n += 1
-    return total / n if n else None
-
-
 def _r(x: float | None, digits: int = 3) -> float | None:
     if x is None or not math.isfinite(x):
         return None
@@ -258,8 +244,8 @@ def pcie_link_bytes_s(gen: float | None, width: float | None) -> float:
     return PCIE_GT_S[g] * 1e9 * PCIE_ENCODING[g] * w / 8
 
 
-@dataclass(frozen=True, slots=True)
-class _Stats:
+@dataclass(slots=True)
+class _Stats:  # private, built once per window: a plain slots class is cheaper to fill
     n: int
     gpu_util: float | None
     mem_util: float | None
@@ -292,61 +278,95 @@ class _Stats:
     wait_share: float | None  # share of samples in which kernels ran under half the time
 
 
+# Signals read from each sample once, in one C-level call (operator.attrgetter with many names).
+# The first _N_MEANS are averaged over the window (N/A readings skipped).
+_MEAN_FIELDS = ("gpu_util_pct", "mem_util_pct", "sm_active_pct", "tensor_active_pct",
+                "dram_active_pct", "fp32_active_pct", "fp16_active_pct", "power_w", "sm_clock_mhz",
+                "temp_c", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "mem_used_bytes")
+_N_MEANS = len(_MEAN_FIELDS)
+_row = attrgetter(*_MEAN_FIELDS, "clock_event_reasons", "ecc_uncorrected", "xid_errors", "phase")
+
+
+def _col_mean(col: tuple) -> float | None:
+    """Mean of the non-None values, summed in window order like ``sum(list)/len`` (bit-identical
+    to scanning the samples; running sums with subtraction would drift, e.g. leave 1e-5 B/s of
+    PCIe after a 50 GB/s burst leaves the window)."""
+    if None in col:
+        vs = [v for v in col if v is not None]
+        return sum(vs) / len(vs) if vs else None
+    return sum(col) / len(col)
+
+
 def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
-    last = samples[-1]
-    reasons = [s.clock_event_reasons for s in samples if s.clock_event_reasons is not None]
-    extra = dict(last.extra)
-    gen, width = extra.get("pcie_link_gen"), extra.get("pcie_link_width")
-    ecc = [s.ecc_uncorrected for s in samples if s.ecc_uncorrected is not None]
-    xids: list[int] = []
-    for s in samples:
-        for x in s.xid_errors:
-            if x not in xids:
-                xids.append(x)
-    mask = 0
+    return _stats_rows(list(map(_row, samples)), samples[-1])
+
+
+def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot) -> _Stats:
+    """Window statistics from per-sample signal rows (``_row``), oldest first."""
+    n = len(rows)
+    cols = tuple(zip(*rows))
+    (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
+     pcie_tx, mem_used) = map(_col_mean, cols[:_N_MEANS])
+    reasons_col, ecc_col, xid_col = cols[_N_MEANS], cols[_N_MEANS + 1], cols[_N_MEANS + 2]
+    reasons = [r for r in reasons_col if r is not None] if None in reasons_col else reasons_col
+    mask = power_n = thermal_n = 0
     for r in reasons:
         mask |= r
+        if r & POWER_BITS:
+            power_n += 1
+        if r & THERMAL_BITS:
+            thermal_n += 1
+    nr = len(reasons)
+    if ecc_col.count(None) == n:
+        ecc: Sequence[int] = ()
+    else:
+        ecc = [e for e in ecc_col if e is not None]
+    xids: list[int] = []
+    if any(xid_col):
+        for codes in xid_col:
+            for x in codes:
+                if x not in xids:
+                    xids.append(x)
+    # wait share: samples in which kernels ran under half the time (NVML util, else SM activity)
+    util_col, sm_col = cols[0], cols[2]
+    if None not in util_col:
+        utils: Sequence[float] = util_col
+    else:
+        utils = [u if u is not None else s for u, s in zip(util_col, sm_col)]
+        utils = [u for u in utils if u is not None]
+    wait_share = (sum(1 for u in utils if u < SPARSE_DUTY_MAX_PCT) / len(utils)) if utils else None
+    extra = dict(last.extra) if last.extra else {}
+    gen, width = extra.get("pcie_link_gen"), extra.get("pcie_link_width")
+    procs = last.processes
     return _Stats(
-        n=len(samples),
-        gpu_util=_mean_of(samples, "gpu_util_pct"),
-        mem_util=_mean_of(samples, "mem_util_pct"),
-        sm=_mean_of(samples, "sm_active_pct"),
-        tensor=_mean_of(samples, "tensor_active_pct"),
-        dram=_mean_of(samples, "dram_active_pct"),
-        fp32=_mean_of(samples, "fp32_active_pct"),
-        fp16=_mean_of(samples, "fp16_active_pct"),
-        power_w=_mean_of(samples, "power_w"),
-        power_limit_w=last.power_limit_w,
-        sm_clock=_mean_of(samples, "sm_clock_mhz"),
-        sm_clock_max=last.sm_clock_max_mhz,
-        temp_c=_mean_of(samples, "temp_c"),
-        slowdown_temp_c=last.slowdown_temp_c,
-        pcie_rx=_mean_of(samples, "pcie_rx_bytes_s"),
-        pcie_tx=_mean_of(samples, "pcie_tx_bytes_s"),
-        link_bytes_s=pcie_link_bytes_s(gen, width),
-        link_known=gen is not None and width is not None,
-        mem_used=_mean_of(samples, "mem_used_bytes"),
+        n=n, gpu_util=gpu_util, mem_util=mem_util, sm=sm, tensor=tensor, dram=dram, fp32=fp32,
+        fp16=fp16, power_w=power_w, power_limit_w=last.power_limit_w, sm_clock=sm_clock,
+        sm_clock_max=last.sm_clock_max_mhz, temp_c=temp_c, slowdown_temp_c=last.slowdown_temp_c,
+        pcie_rx=pcie_rx, pcie_tx=pcie_tx, link_bytes_s=pcie_link_bytes_s(gen, width),
+        link_known=gen is not None and width is not None, mem_used=mem_used,
         mem_total=last.mem_total_bytes,
-        power_share=(sum(1 for r in reasons if r & POWER_BITS) / len(reasons)) if reasons else None,
-        thermal_share=(sum(1 for r in reasons if r & THERMAL_BITS) / len(reasons))
-        if reasons else None,
+        power_share=(power_n / nr) if nr else None,
+        thermal_share=(thermal_n / nr) if nr else None,
         reasons_seen=mask,
-        procs=len(last.processes),
-        proc_bytes=sum(p.used_gpu_bytes or 0 for p in last.processes),
+        procs=len(procs),
+        proc_bytes=sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,
         ecc_uncorrected_delta=(max(ecc) - min(ecc)) if ecc else 0,
         ecc_uncorrected_last=ecc[-1] if ecc else None,
         xids=tuple(xids),
         lost=last.state == "lost",
-        wait_share=_wait_share(samples),
+        wait_share=wait_share,
     )
 
 
-def _wait_share(samples: Sequence[DeviceSnapshot]) -> float | None:
-    utils = [s.gpu_util_pct if s.gpu_util_pct is not None else s.sm_active_pct for s in samples]
-    utils = [u for u in utils if u is not None]
-    if not utils:
+def _phase_of(phase_col: Sequence[str | None]) -> str | None:
+    """The ground-truth label most samples of the window carry (first seen wins a tie)."""
+    if not any(phase_col):
         return None
-    return sum(1 for u in utils if u < SPARSE_DUTY_MAX_PCT) / len(utils)
+    counts: dict[str, int] = {}
+    for p in phase_col:
+        if p:
+            counts[p] = counts.get(p, 0) + 1
+    return max(counts, key=counts.__getitem__)
 
 
 def _gib(b: float | None) -> str:
@@ -668,9 +688,19 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     """
     if not samples:
         raise ValueError("analyze_device_window needs at least one sample")
+    return _analyze(list(map(_row, samples)), samples, growth_points, start, end)
+
+
+def _analyze(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
+             growth_points: Sequence[tuple[float, float]] | None,
+             start: float | None = None, end: float | None = None,
+             key: str | None = None) -> DeviceAnalysis:
+    """``rows``: ``_row`` of each of ``samples`` (the same window, oldest first)."""
     last = samples[-1]
-    st = _stats(samples)
-    missing = [name for name in GPM_SIGNALS if getattr(st, _STAT_OF[name]) is None]
+    st = _stats_rows(rows, last)
+    missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
+                                    ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
+               if v is None]
     if st.gpu_util is None:
         missing.append("gpu_util_pct")
     if st.pcie_rx is None and st.pcie_tx is None:
@@ -684,7 +714,8 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
         pcie_frac = max(st.pcie_rx or 0.0, st.pcie_tx or 0.0) / st.link_bytes_s
 
     diags: list[Diagnosis] = []
-    diags += _alarms(st)
+    if st.lost or st.xids or st.ecc_uncorrected_delta > 0 or (st.ecc_uncorrected_last or 0) > 0:
+        diags += _alarms(st)
     if not st.lost:
         diags += _clock_rules(st)
         diags += _memory_rules(st)
@@ -703,18 +734,70 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     if not diags:
         diags.append(_diag("unknown", 0.2, {"missing": ",".join(missing)},
                            "Not enough signals: " + (", ".join(missing) or "none") + "."))
-    diags.sort(key=lambda d: (PRIORITY.get(d.kind, 0), d.confidence), reverse=True)
-    counts: dict[str, int] = {}
-    for s in samples:
-        if s.phase:
-            counts[s.phase] = counts.get(s.phase, 0) + 1
-    phase = max(counts, key=counts.__getitem__) if counts else None
+    if len(diags) > 1:
+        diags.sort(key=_rank, reverse=True)
     return DeviceAnalysis(
-        device_key=last.key, device_index=last.index,
+        device_key=last.key if key is None else key, device_index=last.index,
         start=samples[0].timestamp if start is None else start,
         end=last.timestamp if end is None else end,
         samples=len(samples), diagnoses=tuple(diags), missing_signals=tuple(missing),
-        phase=phase)
+        phase=_phase_of([r[-1] for r in rows]))
+
+
+def _rank(d: Diagnosis) -> tuple[int, float]:
+    return (PRIORITY.get(d.kind, 0), d.confidence)
+
+
+class SlidingWindow:
+    """One device's samples over the last ``seconds``, kept across ticks by the engine.
+
+    Each sample's signals are read once when it arrives (``_row``) instead of on every tick it
+    stays in the window. The window is exactly what ``History.samples(key, seconds)`` returns: the
+    newest samples back to the first one at or before ``newest - seconds``. While timestamps never
+    go back that is a suffix maintained by appending and dropping from the left; ``push`` says when
+    it is not (a replay that loops, a clock step back), and the caller ``reset``s from history.
+    """
+
+    __slots__ = ("seconds", "_samples", "_rows", "_ordered")
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self._samples: deque[DeviceSnapshot] = deque()
+        self._rows: deque[tuple] = deque()
+        self._ordered = True
+
+    def push(self, d: DeviceSnapshot, limit: int) -> bool:
+        """Append the newest sample; ``limit`` = samples history holds for the device (the window
+        never reaches further back). False (nothing changed) when the window must be rebuilt."""
+        s = self._samples
+        ts = d.timestamp
+        if not self._ordered or (s and ts < s[-1].timestamp):
+            return False
+        s.append(d)
+        rows = self._rows
+        rows.append(_row(d))
+        cutoff = ts - self.seconds
+        while len(s) > limit or s[0].timestamp <= cutoff:
+            s.popleft()
+            rows.popleft()
+        return True
+
+    def reset(self, samples: Sequence[DeviceSnapshot]) -> None:
+        self._samples = deque(samples)
+        self._rows = deque(map(_row, samples))
+        self._ordered = all(a.timestamp <= b.timestamp for a, b in zip(samples, samples[1:]))
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def samples(self) -> list[DeviceSnapshot]:
+        return list(self._samples)
+
+    def analyze(self, growth_points: Sequence[tuple[float, float]] | None = None,
+                key: str | None = None) -> DeviceAnalysis:
+        if not self._samples:
+            raise ValueError("the window is empty")
+        return _analyze(self._rows, self._samples, growth_points, key=key)
 
 
 _STAT_OF = {"sm_active_pct": "sm", "tensor_active_pct": "tensor", "dram_active_pct": "dram",
@@ -748,6 +831,7 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
     results: list[DeviceAnalysis] = []
     for samples in per_device.values():
         times = [s.timestamp for s in samples]
+        rows = list(map(_row, samples))  # each sample's signals read once, not once per window
         mem_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
                       if s.mem_used_bytes is not None]
         mem_times = [p[0] for p in mem_points]
@@ -767,8 +851,8 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
                 continue
             g_lo = bisect.bisect_left(mem_times, end - growth_lookback_s)
             g_hi = bisect.bisect_left(mem_times, end - 1e-9)
-            results.append(analyze_device_window(
-                samples[lo:hi], growth_points=mem_points[g_lo:g_hi], start=start, end=end))
+            results.append(_analyze(rows[lo:hi], samples[lo:hi], mem_points[g_lo:g_hi],
+                                    start=start, end=end))
             if end >= t_last + 1e-9 and step >= window_s:
                 break
     results.sort(key=lambda a: (a.start, a.device_index, a.device_key))

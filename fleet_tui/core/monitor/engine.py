@@ -25,9 +25,9 @@ from typing import Any
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.alerts import Alert, AlertEvaluator, AlertRule, load_alert_rules
 from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
-                                             Diagnosis)
+                                             Diagnosis, SlidingWindow)
 from fleet_tui.core.monitor.cost import CostMeter, CostState, InstanceChoice, choose_instance
-from fleet_tui.core.monitor.history import History
+from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.monitor.source import Source
 
@@ -141,6 +141,7 @@ class MonitorEngine:
         self._stop = False
         self._seq = 0
         self._memlog: dict[str, deque] = {}
+        self._windows: dict[str, SlidingWindow] = {}  # per device, the analysis window
         self.focus: str | None = None
         self.latest: Tick | None = None
 
@@ -237,21 +238,36 @@ class MonitorEngine:
             points.append((ts, mem))
         return points
 
+    def _forget_devices(self) -> None:
+        """Drop windows of devices history no longer holds (a churning fleet view)."""
+        kept = set(self.history.devices())
+        self._windows = {k: w for k, w in self._windows.items() if k in kept}
+        self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
+
     # ----- one tick -----
     def process(self, snapshot: Snapshot) -> Tick:
         """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
         t0 = time.perf_counter()
-        self.history.add(snapshot)
+        history = self.history
+        history.add(snapshot)
         analyses: dict[str, DeviceAnalysis] = {}
-        from fleet_tui.core.monitor.analysis import analyze_device_window
-
-        for d in snapshot.devices:
-            key = d.key
-            window = self.history.samples(key, self.window_s)
-            if not window:
+        devices = snapshot.devices
+        keys = [d.key for d in devices]
+        # a key seen twice in one snapshot added two samples: rebuild those windows from history
+        dup = len(set(keys)) != len(keys)
+        windows = self._windows
+        if len(windows) > len(keys) and len(windows) > 2 * MAX_DEVICES:
+            self._forget_devices()
+        for d, key in zip(devices, keys):
+            win = windows.get(key)
+            if win is None:
+                win = windows[key] = SlidingWindow(self.window_s)
+            # the window slides with history (which fills in unset device timestamps)
+            if dup or not win.push(history.latest(key), history.count(key)):
+                win.reset(history.samples(key, self.window_s))
+            if not len(win):
                 continue
-            analyses[key] = analyze_device_window(
-                window, growth_points=self._growth_points(d, snapshot.timestamp))
+            analyses[key] = win.analyze(self._growth_points(d, snapshot.timestamp), key)
         meter = self._cost_meter(snapshot)
         cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
         machine = {}

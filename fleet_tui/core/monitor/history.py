@@ -109,6 +109,11 @@ class History:
         q = self._devices.get(key)
         return q[-1] if q else None
 
+    def count(self, key: str) -> int:
+        """How many samples of one device are held."""
+        q = self._devices.get(key)
+        return len(q) if q is not None else 0
+
     def samples(self, key: str, seconds: float | None = None) -> list[DeviceSnapshot]:
         """Samples of one device, oldest first; only the last ``seconds`` if given."""
         q = self._devices.get(key)
