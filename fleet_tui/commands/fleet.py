@@ -131,6 +131,9 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
             await source.close()
 
     view = asyncio.run(once())
+    if not view.device_count:
+        why = (view.errors[0] if view.errors else view.message) or "no devices"
+        raise UserError(f"--source {_opt(args, 'source')}: {why.split('; retrying')[0]}")
     if args.node is not None:
         try:
             node = view.node(args.node)
@@ -181,7 +184,7 @@ def _print_header(view) -> None:
     print(f"{view.source}: {view.node_count} nodes, {view.device_count} devices, "
           f"utilization {_pct(view.utilization_pct)}, efficiency {eff}/100, "
           f"{view.idle_devices} idle, {view.stale_devices} stale{cost}")
-    if view.message:
+    if view.message and view.message not in view.errors:
         print(f"  {view.message}")
     for err in view.errors[:10]:
         print(f"  ! {err}", file=sys.stdout)

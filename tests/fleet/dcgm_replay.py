@@ -137,7 +137,11 @@ class NodeSpec:
                 labels.append(f'hostname="{self.hostname}"')
             labels.append('DCGM_FI_DRIVER_VERSION="580.159.04"')
             label_text = ",".join(labels)
-            for name, value in dcgm_values(frame).items():
+            values = dcgm_values(frame)
+            if self.label_style == "uuid-old":  # an old exporter: blank and NaN fields too
+                values["DCGM_FI_DEV_SLOWDOWN_TEMP"] = BLANK
+                values["DCGM_FI_DEV_PSTATE"] = "NaN"
+            for name, value in values.items():
                 per_metric.setdefault(name, []).append(f"{name}{{{label_text}}} {value}")
         out = []
         for name, lines in per_metric.items():

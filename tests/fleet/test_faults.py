@@ -233,3 +233,13 @@ def test_one_exporter_dies_its_node_goes_stale_others_fine(small_fleet):
     view = FleetView.from_snapshot(snap)
     assert view.offenders[0].node == dead and view.offenders[0].primary == "stale"
     assert view.node(dead).stale_devices == 1 and view.node(names[0]).stale_devices == 0
+
+
+def test_fleet_command_names_an_unreachable_prometheus(capsys):
+    from fleet_tui.cli import main
+    from tests.fleet.promserver import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["fleet", "--source", f"prometheus:{url}", "--window", "0"]) == 2
+    err = capsys.readouterr().err
+    assert url in err and "unreachable" in err

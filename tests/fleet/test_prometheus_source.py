@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -172,6 +173,11 @@ def test_readings_match_the_replayed_frames(fleet16):
         node = fleet.nodes[node_i]
         want = expected_device(frames[d.index], node=d.node, index=d.index, uuid=node.uuid(d.index))
         assert d.uuid == want.uuid and d.name == "NVIDIA H200" and d.state == "ok"
+        if node.label_style == "uuid-old":  # served a DCGM blank sentinel and a NaN
+            assert d.slowdown_temp_c is None and d.pstate is None
+            want = replace(want, pstate=None)
+        else:
+            assert d.slowdown_temp_c == 89.0
         for field in COMPARED_FIELDS:
             got, exp = getattr(d, field), getattr(want, field)
             assert got == pytest.approx(exp, rel=1e-9, abs=1e-12), (d.node, d.index, field)
@@ -196,3 +202,23 @@ def test_result_shapes_are_json_round_trippable():
     body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         series("DCGM_FI_DEV_GPU_UTIL", 1, gpu="0", UUID="GPU-a")]}}).encode()
     assert len(parse_envelope(body)) == 1
+
+
+def test_old_readings_are_marked_stale_with_their_age():
+    """A series Prometheus still returns (within its 5 min lookback) but whose sample is older than
+    the stale threshold: shown, marked unavailable, with its age."""
+    src = PrometheusSource("http://127.0.0.1:9", env={}, stale_after_s=90)
+    lab = dict(gpu="0", UUID="GPU-a", Hostname="n1", instance="n1:9400")
+    result = [series("DCGM_FI_DEV_GPU_UTIL", 50, **lab),
+              {"metric": {**lab, "fleet_tui_probe": "nvidia"}, "value": [1000.0, "500.0"]},
+              series("DCGM_FI_DEV_GPU_UTIL", 60, gpu="0", UUID="GPU-b", Hostname="n2"),
+              {"metric": {"gpu": "0", "UUID": "GPU-b", "Hostname": "n2", "fleet_tui_probe": "nvidia"},
+               "value": [1000.0, "995.0"]}]
+    groups, up = group_series(result)
+    snap = src._merge(1000.0, groups, up)
+    old, fresh = snap.devices
+    assert (old.node, old.state, old.age_s) == ("n1", "unavailable", 500.0)
+    assert old.gpu_util_pct == 50 and "no data for 500 s" in old.error
+    assert (fresh.state, fresh.age_s) == ("ok", 5.0)
+    assert snap.errors == ("n1: no data for 500 s",)
+
