@@ -253,7 +253,9 @@ class AlertEvaluator:
 
     def _check(self, rule: AlertRule, key: str, index: int | None, now: float, held: bool,
                value: float | str | None, name: str = "") -> Alert | None:
-        st = self._state.setdefault((rule.name, key), _State())
+        st = self._state.get((rule.name, key))
+        if st is None:
+            st = self._state[(rule.name, key)] = _State()
         if not held:
             st.since = None
             return None
@@ -282,6 +284,8 @@ class AlertEvaluator:
         out: list[Alert] = []
         analyses = analyses or {}
         machine = machine or {}
+        state = self._state
+        per_device: list[tuple[DeviceSnapshot, str, dict[str, Any] | None]] | None = None
         for rule in self.rules:
             if rule.machine_wide:
                 v = machine.get(rule.metric)  # type: ignore[arg-type]
@@ -290,17 +294,36 @@ class AlertEvaluator:
                 if a:
                     out.append(a)
                 continue
-            for d in devices:
-                if rule.metric:
-                    v = metric_value(d, rule.metric)
-                    held = v is not None and OPS[rule.op](v, rule.threshold)
-                    a = self._check(rule, d.key, d.index, now, held, v, d.name)
+            if per_device is None:
+                # once per call, not once per rule: each device's key and diagnoses by kind
+                per_device = []
+                for d in devices:
+                    key = d.key
+                    an = analyses.get(key)
+                    kinds = None
+                    if an is not None:
+                        kinds = {}
+                        for diag in an.diagnoses:
+                            kinds.setdefault(diag.kind, diag)  # the first of a kind, as an.get
+                    per_device.append((d, key, kinds))
+            metric, name = rule.metric, rule.name
+            op, threshold = OPS[rule.op], rule.threshold
+            for d, key, kinds in per_device:
+                if metric:
+                    v = metric_value(d, metric)
+                    held = v is not None and op(v, threshold)
+                    value: float | str | None = v
                 else:
-                    an = analyses.get(d.key)
-                    diag = an.get(rule.diagnosis) if an is not None else None
+                    diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
                     held = diag is not None and diag.confidence >= rule.min_confidence
-                    a = self._check(rule, d.key, d.index, now, held,
-                                    diag.explanation if diag else None, d.name)
+                    value = diag.explanation if diag else None
+                if not held:
+                    # the common case: nothing holds, so only an existing timer needs resetting
+                    st = state.get((name, key))
+                    if st is not None:
+                        st.since = None
+                    continue
+                a = self._check(rule, key, d.index, now, True, value, d.name)
                 if a:
                     out.append(a)
         return out
