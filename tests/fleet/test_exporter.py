@@ -143,3 +143,21 @@ def test_dashboard_queries_run_on_a_real_prometheus_scraping_the_exporter(fleet1
     finally:
         prom.close()
         exporter.stop()
+
+
+def test_held_alert_rules_are_exported_as_active():
+    from fleet_tui.core.monitor.alerts import AlertRule
+
+    rule = AlertRule(name="memory-high", severity="warning", duration_s=0.0, cooldown_s=3600.0,
+                     metric="mem_used_pct", op=">", threshold=85.0)
+    exporter = FleetExporter(FixedSource(), interval_s=0.2, alert_rules=[rule])
+    port = exporter.start("127.0.0.1", 0)
+    try:
+        # fired once (cooldown 1 h) but held on every refresh: the gauge stays up
+        wait_until(lambda: exporter.collector.refreshes >= 3, 10, what="3 refreshes")
+        m = scrape(port)
+    finally:
+        exporter.stop()
+    active = [(lab["rule"], lab["node"], lab["gpu"], lab["severity"])
+              for lab, v in m["fleet_tui_alert_active"]]
+    assert active == [("memory-high", "n1", "1", "warning")]  # 70 of 80 GiB; GPU 0 holds 1 GiB

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,7 +29,7 @@ GOOD = json.dumps({"status": "success", "data": {"resultType": "vector", "result
 class FakePrometheus:
     """A tiny HTTP server on 127.0.0.1 whose /api/v1/query answers per ``mode``."""
 
-    def __init__(self):
+    def __init__(self, tls: "ssl.SSLContext | None" = None):
         self.mode = "ok"
         self.token: str | None = None
         self.requests = 0
@@ -82,7 +85,11 @@ class FakePrometheus:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        scheme = "http"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -243,3 +250,49 @@ def test_fleet_command_names_an_unreachable_prometheus(capsys):
     assert main(["fleet", "--source", f"prometheus:{url}", "--window", "0"]) == 2
     err = capsys.readouterr().err
     assert url in err and "unreachable" in err
+
+
+@pytest.fixture
+def tls_fake(tmp_path):
+    """The fake Prometheus over HTTPS with a self-signed certificate for 127.0.0.1."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server = FakePrometheus(tls=ctx)
+    try:
+        yield server, cert
+    finally:
+        server.close()
+
+
+def test_tls_is_verified_by_default(tls_fake):
+    server, cert = tls_fake
+    refused = PrometheusSource(server.url, env={}, timeout_s=2).sample_blocking()
+    assert refused.errors and "CERTIFICATE_VERIFY_FAILED" in refused.errors[0]
+    trusted = PrometheusSource(server.url, env={}, ca_file=str(cert)).sample_blocking()
+    assert not trusted.errors and trusted.devices[0].gpu_util_pct == 42
+    insecure = PrometheusSource(server.url, env={}, verify_tls=False).sample_blocking()
+    assert not insecure.errors and insecure.devices
+
+
+def test_basic_auth_is_sent(fake):
+    import base64
+
+    fake.token = None
+    seen = {}
+    original = fake.server.RequestHandlerClass._answer
+
+    def spy(handler):
+        seen["auth"] = handler.headers.get("Authorization")
+        return original(handler)
+
+    fake.server.RequestHandlerClass._answer = spy
+    fake.server.RequestHandlerClass.do_POST = spy
+    env = {"FLEET_TUI_PROM_USER": "ops", "FLEET_TUI_PROM_PASSWORD": "pw:1"}
+    assert not PrometheusSource(fake.url, env=env).sample_blocking().errors
+    assert seen["auth"] == "Basic " + base64.b64encode(b"ops:pw:1").decode()
