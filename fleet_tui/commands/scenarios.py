@@ -183,8 +183,10 @@ def render_result(result, *, markdown: bool = False, heading_level: int = 1) -> 
              + (f" ({mig.savings_pct:.0f}%)" if mig.savings_pct is not None else "")
              if mig.savings_usd_per_month is not None else
              "n/a: the current setup cannot run this workload" if not mig.current.fits
+             else f"n/a: speed unknown ({_unknown_speed(mig)})" if _unknown_speed(mig)
              else "n/a"),
-            ("performance", f"{mig.speedup:.2f}× throughput" if mig.speedup else "n/a"),
+            ("performance", f"{mig.speedup:.2f}× throughput" if mig.speedup else
+             f"n/a: speed unknown ({_unknown_speed(mig)})" if _unknown_speed(mig) else "n/a"),
             ("memory", mig.memory_check),
             ("risk", "; ".join(mig.risks) or "none named"),
             ("complexity", f"{mig.complexity} ({'; '.join(mig.complexity_reasons)})"),
@@ -196,6 +198,12 @@ def render_result(result, *, markdown: bool = False, heading_level: int = 1) -> 
             lines.append(f"\nMigration to {mig.target.label}:")
             lines.extend(f"  {k:<12} {v}" for k, v in rep)
     return "\n".join(lines) + "\n"
+
+
+def _unknown_speed(mig) -> str:
+    """Why the current or target speed is unknown ("" when both are known)."""
+    return "; ".join(o.speed_unknown_reason for o in (mig.current, mig.target)
+                     if getattr(o, "speed_unknown", False) and o.speed_unknown_reason)
 
 
 def _money_or_na(x):

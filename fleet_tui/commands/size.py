@@ -8,8 +8,15 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 ``bytes_per_token``, ``sequence_tokens``} (inference with ``--gpu``), ``throughput``
 {``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
 ``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
-``accelerator``, ``assumptions``} and ``training_run`` {``tokens``, ``seconds``, ``gpu_hours``}
-(training with ``--tokens``).
+``accelerator``, ``assumptions``, ``unknown``} and ``training_run`` {``tokens``, ``seconds``,
+``gpu_hours``, ``unknown``} (training with ``--tokens``).
+
+Unknown speed: ``throughput.tokens_per_s`` (and ``prefill_tokens_per_s``, ``time_to_first_token_s``,
+``step_s``, ``mfu``, ``training_run.seconds``/``hours``/``gpu_hours``) is ``null`` when the accelerator's
+catalog entry lacks the published figure the estimate needs (a dense peak for compute-bound training
+and prefill, the memory bandwidth for decode); ``throughput.unknown`` then names the missing figure
+("no published bf16 peak for A10G"). Decode is still estimated from the bandwidth alone.
+``precision_note`` is set when the accelerator's support for the precision is undocumented (allowed).
 """
 
 from __future__ import annotations
@@ -123,6 +130,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "capacity_bytes": fit.capacity_bytes if fit is not None else None,
         "headroom_bytes": fit.headroom_bytes if fit is not None else None,
         "precision_supported": fit.precision_supported if fit is not None else None,
+        "precision_note": (fit.precision_note or None) if fit is not None else None,
         "fit_message": fit.message if fit is not None else None,
         "suggestions": [{"description": s.description, "change": s.change, "total_bytes": s.total_bytes,
                          "gpus": s.gpus} for s in (fit.suggestions if fit is not None else [])],
@@ -145,10 +153,13 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
             "time_to_first_token_s": thr.time_to_first_token_s, "step_s": thr.step_s, "mfu": thr.mfu,
             "engine": thr.engine, "bound": thr.bound,
             "accelerator": speed_acc.id if speed_acc is not None else None, "assumptions": assumptions,
+            "unknown": thr.unknown or None,
         }
     if run is not None:
-        out["training_run"] = {"tokens": run.tokens, "seconds": run.seconds, "hours": run.seconds / 3600,
-                               "gpu_hours": run.gpu_hours, "accelerator": speed_acc.id, "gpus": run.gpus}
+        out["training_run"] = {"tokens": run.tokens, "seconds": run.seconds,
+                               "hours": run.seconds / 3600 if run.seconds is not None else None,
+                               "gpu_hours": run.gpu_hours, "accelerator": speed_acc.id, "gpus": run.gpus,
+                               "unknown": run.unknown or None}
     return out
 
 
@@ -192,19 +203,33 @@ def _render(d: dict) -> str:
                       f"{kv['concurrent_sequences']:,} concurrent sequences of {kv['sequence_tokens']:,} tokens"]
     t = d["throughput"]
     if t is not None:
-        lines += ["", f"Speed on {t['accelerator']} ({t['engine']}, {t['bound']}-bound):"]
-        if t["phase"] == "training":
+        lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"
+                      + (f", {t['bound']}-bound):" if t["tokens_per_s"] is not None else "):")]
+
+        def num(x, fmt: str, scale: float = 1.0) -> str:
+            return "unknown" if x is None else format(x * scale, fmt)
+
+        if t["tokens_per_s"] is None and t["phase"] != "decode":
+            lines.append(f"  {'training' if t['phase'] == 'training' else 'forward pass'} speed unknown: "
+                         f"{t['unknown']}")
+        elif t["phase"] == "training":
             mfu = f", MFU {t['mfu']:.0%}" if t["mfu"] else ""
             lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s, step {t['step_s']:.3f} s{mfu}")
         elif t["phase"] == "prefill":
             lines.append(f"  forward pass {t['tokens_per_s']:,.0f} tokens/s ({t['step_s']:.3f} s per pass)")
+        elif t["tokens_per_s"] is None:
+            lines.append(f"  decode speed unknown: {t['unknown']}")
         else:
+            pre = ("prefill and first token unknown (no published peak)"
+                   if t["prefill_tokens_per_s"] is None else
+                   f"prefill {t['prefill_tokens_per_s']:,.0f} tokens/s, first token "
+                   f"{num(t['time_to_first_token_s'], '.0f', 1000)} ms")
             lines.append(f"  decode {t['tokens_per_s']:,.0f} output tokens/s, "
-                         f"{t['time_per_output_token_s'] * 1000:.1f} ms per token; prefill "
-                         f"{t['prefill_tokens_per_s']:,.0f} tokens/s, first token "
-                         f"{t['time_to_first_token_s'] * 1000:.0f} ms")
+                         f"{t['time_per_output_token_s'] * 1000:.1f} ms per token; {pre}")
     r = d["training_run"]
-    if r is not None:
+    if r is not None and r["seconds"] is None:
+        lines.append(f"  run of {r['tokens']:,} tokens: time unknown ({r['unknown']})")
+    elif r is not None:
         lines.append(f"  run of {r['tokens']:,} tokens: {r['hours']:,.1f} h, {r['gpu_hours']:,.1f} GPU-hours")
     notes = list(mem["assumptions"]) + (list(t["assumptions"]) if t else [])
     if notes:

@@ -24,6 +24,15 @@ Method
 * **Several GPUs**: data-parallel replicas add up; FSDP/tensor parallel pay a documented
   efficiency per doubling (:data:`calibration.SCALING_PER_DOUBLING`).
 
+* **Unknown figures stay unknown.** A compute-bound estimate (training, prefill) needs the published
+  dense peak for the precision; a memory-bound one (decode, optimizer/casts) needs the memory
+  bandwidth. Where the figure is missing (NVIDIA publishes no A10G datasheet; many catalog devices
+  list memory only) that part of the estimate is ``None`` with an assumption line saying which
+  figure is missing ("no published bf16 peak for A10G") — never a stand-in number. Decode is still
+  estimated from bandwidth alone when the peak is missing (its compute limit, which matters only at
+  large batches, is then not checked, and the note says so). ``Throughput.tokens_per_s`` is ``None``
+  when the headline phase cannot be estimated, ``Throughput.unknown`` says why.
+
 Measured error on the H200 rows (``tests/core/test_sizing_accuracy.py`` prints them): prefill
 tokens/s within 8.6 % (median 7.1 %), training within 16.6 % (median 7.9 %). Against published
 numbers for other GPUs (field-notes §3.3-3.4): 7B training per GPU is ~15 % (H100) and ~25 % (A100)
@@ -59,7 +68,9 @@ Phase = Literal["prefill", "decode", "training"]
 
 @dataclass(frozen=True, slots=True)
 class Throughput:
-    tokens_per_s: float  # headline: training tokens/s, prefill tokens/s, or decode output tokens/s
+    # headline: training tokens/s, prefill tokens/s, or decode output tokens/s; None when a
+    # figure it needs is not published (``unknown`` says which)
+    tokens_per_s: float | None
     phase: Phase
     prefill_tokens_per_s: float | None = None
     decode_tokens_per_s: float | None = None
@@ -70,15 +81,17 @@ class Throughput:
     assumptions: list[str] = field(default_factory=list)
     time_to_first_token_s: float | None = None
     mfu: float | None = None  # model FLOPs utilisation of the dense peak (training/prefill)
+    unknown: str = ""  # why tokens_per_s is None ("no published bf16 peak for A10G")
 
 
 @dataclass(frozen=True, slots=True)
 class RunEstimate:
-    seconds: float
-    gpu_hours: float
+    seconds: float | None  # None when the training speed cannot be estimated (``unknown``)
+    gpu_hours: float | None
     tokens: int = 0
-    tokens_per_s: float = 0.0
+    tokens_per_s: float | None = 0.0
     gpus: int = 1
+    unknown: str = ""
 
 
 def matmul_efficiency(accelerator: "Accelerator") -> float:
@@ -89,33 +102,34 @@ def matmul_efficiency(accelerator: "Accelerator") -> float:
     return cal.MATMUL_EFFICIENCY["default"]
 
 
-def peak_flops(accelerator: "Accelerator", precision: str) -> tuple[float, list[str]]:
-    """Achievable dense FLOP/s for ``precision`` (peak × efficiency) and notes on fallbacks."""
+def peak_flops(accelerator: "Accelerator", precision: str) -> tuple[float | None, list[str]]:
+    """Achievable dense FLOP/s for ``precision`` (peak × efficiency), or None when the peak it
+    needs is not published, and notes (fallbacks, or which figure is missing)."""
     p = accelerator.peak_tflops
+    name = accelerator.id
     notes: list[str] = []
-    sixteen = p.get("bf16") or p.get("fp16")
-    if precision == "fp8" and "fp8" in p:
-        tflops = p["fp8"] * cal.FP8_EFFICIENCY_FACTOR
-    elif precision in ("int8", "int4"):
-        tflops = (sixteen or p.get("fp32", 1.0)) * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR
+    if precision in ("int8", "int4"):
+        base = "bf16" if "bf16" in p else "fp16" if "fp16" in p else None
+        if base is None:
+            return None, [f"no published bf16/fp16 peak for {name}"]
+        tflops = p[base] * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR
         notes.append(f"{precision} weight-only quantization: matmuls run in 16-bit after de-quantizing")
-    elif precision == "fp32":
-        tflops = p.get("fp32") or (sixteen or 1.0) / 8
-        notes.append("fp32 matmuls at the fp32 (non-tensor-core) peak: PyTorch leaves TF32 off by default")
-    elif precision in p:
-        tflops = p[precision]
+    elif precision not in p:
+        return None, [f"no published {precision} peak for {name}"]
+    elif precision == "fp8":
+        tflops = p["fp8"] * cal.FP8_EFFICIENCY_FACTOR
     else:
-        tflops = sixteen or p.get("fp32") or 1.0
-        notes.append(f"{accelerator.id} has no {precision} peak listed; using its best 16-bit/fp32 peak")
+        tflops = p[precision]
+        if precision == "fp32":
+            notes.append("fp32 matmuls at the fp32 (non-tensor-core) peak: PyTorch leaves TF32 off by default")
     return tflops * 1e12 * matmul_efficiency(accelerator), notes
 
 
-def bandwidth(accelerator: "Accelerator") -> tuple[float, list[str]]:
-    """Datasheet HBM bandwidth in bytes/s (or a stand-in from the compute peak when unknown)."""
+def bandwidth(accelerator: "Accelerator") -> tuple[float | None, list[str]]:
+    """Datasheet memory bandwidth in bytes/s, or None (with a note) when it is not published."""
     if accelerator.memory_bandwidth_gbs:
         return accelerator.memory_bandwidth_gbs * 1e9, []
-    best = max(accelerator.peak_tflops.values(), default=100.0)
-    return best * 1e12 / 300.0, [f"{accelerator.id} memory bandwidth unknown: assumed a 300 FLOP/byte ridge"]
+    return None, [f"no published memory bandwidth for {accelerator.id}"]
 
 
 def _attn_flops_per_token(w: Workload, context: float) -> float:
@@ -155,14 +169,16 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
     acc = _ACC_BY_KEY[acc_key]
     a = w.arch
     pc = param_counts(a)
-    rate, notes = peak_flops(acc, w.precision if w.kind != "qlora" else "bf16")
+    compute_prec = w.precision if w.kind != "qlora" else "bf16"
+    rate, notes = peak_flops(acc, compute_prec)
     bw, bw_notes = bandwidth(acc)
     notes = notes + bw_notes
     sharding = w.sharding if gpus > 1 else "data"
     scale = _scaling(sharding, gpus)
     n_mat = pc.matmul_active
-    peak_dense = (acc.peak_tflops.get(w.precision) or acc.peak_tflops.get("bf16")
-                  or acc.peak_tflops.get("fp16") or 1.0) * 1e12
+    peak_tf = (acc.peak(w.precision) or (acc.peak("bf16") or acc.peak("fp16")
+                                          if w.precision in ("int8", "int4") or w.kind == "qlora" else None))
+    peak_dense = peak_tf * 1e12 if peak_tf else None
 
     if w.is_training:
         seq = w.seq_len or 2048
@@ -179,6 +195,15 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
             fwd_passes = 2 if w.grad_checkpointing else 1
             flops_tok = (2 * n_mat + attn) * (2 + fwd_passes)
             trainable = pc.total
+        notes.append(f"training FLOPs {flops_tok / n_mat:.1f}·N per token (N = {n_mat / 1e9:.2f}B "
+                     "matmul parameters) incl. causal attention"
+                     + ("; recompute adds a forward" if w.grad_checkpointing else ""))
+        if gpus > 1:
+            notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
+        if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
+            missing = "; ".join(n for n in notes if n.startswith("no published"))
+            return Throughput(tokens_per_s=None, phase="training", engine=ENGINE_TRAINING,
+                              assumptions=notes, unknown=missing)
         compute_s = tokens * flops_tok / (rate * TRAINING_STEP_EFFICIENCY)
         # memory-bound: optimizer update and AMP casts
         amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
@@ -193,30 +218,29 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
         step_1 = compute_s + mem_s
         tok_s = tokens / step_1 * gpus * scale
         step = tokens / tok_s  # wall time of one step of the global batch on all GPUs
-        notes.append(f"training FLOPs {flops_tok / n_mat:.1f}·N per token (N = {n_mat / 1e9:.2f}B "
-                     "matmul parameters) incl. causal attention"
-                     + ("; recompute adds a forward" if w.grad_checkpointing else ""))
-        if gpus > 1:
-            notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
         # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
         model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
-        mfu = tokens * model_flops_tok / step_1 / peak_dense
+        mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
         return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
                           bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                           mfu=mfu)
 
-    # inference
+    # inference: prefill (compute-bound, floor: streaming the weights once)
     ctx_prefill = w.seq_len or w.prompt_len or 2048
     prefill_flops_tok = 2 * n_mat + _attn_flops_per_token(w, ctx_prefill)
     b = w.batch
     prefill_tokens = b * ctx_prefill
-    weight_bytes = _weight_stream_bytes(w, max(1, prefill_tokens))
-    t_cmp = prefill_tokens * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY)
-    t_mem = weight_bytes / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
-    prefill_s = max(t_cmp, t_mem) / (gpus * scale) if sharding == "tensor" else max(t_cmp, t_mem)
-    prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
-    ttft = (ctx_prefill * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY))
-    ttft = max(ttft, t_mem) / (gpus * scale if sharding == "tensor" else 1)
+    tp_div = gpus * scale if sharding == "tensor" else 1.0
+    t_mem = (_weight_stream_bytes(w, max(1, prefill_tokens)) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+             if bw is not None else None)
+    prefill_s = prefill_tok_s = ttft = t_cmp = None
+    if rate is not None:
+        t_cmp = prefill_tokens * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY)
+        prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
+        prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
+        ttft = max(ctx_prefill * prefill_flops_tok / (rate * PREFILL_STEP_EFFICIENCY), t_mem or 0.0) / tp_div
+        if t_mem is None:
+            notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
 
     # decode, optimized engine: batch b sequences at the mean context
     from fleet_tui.core.sizing import _kv_bytes_per_token
@@ -225,30 +249,46 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
     gen = w.gen_len or 128
     ctx = prompt + gen / 2
     per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
-    kv_read = per_gpu_b * ctx * _kv_bytes_per_token(a, w, 1, ctx)
-    bytes_step = _weight_stream_bytes(w, per_gpu_b) + kv_read
     tp = gpus if sharding == "tensor" else 1
-    d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
-    d_cmp = per_gpu_b * (2 * n_mat + 2 * _attn_flops_per_token(w, ctx)) / tp / rate
-    tpot = max(d_mem, d_cmp) / (scale if tp > 1 else 1.0)
     replicas = 1 if sharding == "tensor" else gpus
-    decode_tok_s = per_gpu_b / tpot * replicas
-    bound_dec = "memory" if d_mem >= d_cmp else "compute"
+    d_cmp = (per_gpu_b * (2 * n_mat + 2 * _attn_flops_per_token(w, ctx)) / tp / rate
+             if rate is not None else None)
+    tpot = decode_tok_s = None
+    bound_dec = "memory"
+    if bw is not None:
+        kv_read = per_gpu_b * ctx * _kv_bytes_per_token(a, w, 1, ctx)
+        bytes_step = _weight_stream_bytes(w, per_gpu_b) + kv_read
+        d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+        tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
+        decode_tok_s = per_gpu_b / tpot * replicas
+        bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
     if w.is_generation or w.seq_len is None:
         notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
                      + (" (experts the batch routes to)" if a.is_moe else "")
                      + f" and KV streamed at {cal.DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+        if decode_tok_s is not None and d_cmp is None:
+            notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
+                         "(no published peak), so at large batches this is an upper bound")
+        if prefill_tok_s is None:
+            notes.append("prefill speed and time to first token not estimated (no published peak)")
         notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        missing = "" if decode_tok_s is not None else "; ".join(
+            n for n in notes if n.startswith("no published"))
         return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
                           decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
                           engine=ENGINE_SERVING, bound=bound_dec, assumptions=notes,
-                          time_to_first_token_s=ttft)
+                          time_to_first_token_s=ttft, unknown=missing)
     notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
-    mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / (gpus if sharding == "tensor" else 1)
+    mfu = None
+    if prefill_s is not None and peak_dense:
+        mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / (gpus if sharding == "tensor" else 1)
+    missing = "" if prefill_tok_s is not None else "; ".join(
+        n for n in notes if n.startswith("no published"))
     return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,
                       decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=prefill_s,
-                      engine=ENGINE_FORWARD, bound="compute" if t_cmp >= t_mem else "memory",
-                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu)
+                      engine=ENGINE_FORWARD,
+                      bound="compute" if t_cmp is None or t_mem is None or t_cmp >= t_mem else "memory",
+                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu, unknown=missing)
 
 
 _ACC_BY_KEY: dict[tuple, "Accelerator"] = {}
@@ -266,12 +306,15 @@ def estimate_throughput(workload: Workload, accelerator: "Accelerator", gpus: in
 
 
 def training_run(workload: Workload, accelerator: "Accelerator", gpus: int | None, tokens: int) -> RunEstimate:
-    """Wall time and GPU-hours to train on ``tokens`` tokens."""
+    """Wall time and GPU-hours to train on ``tokens`` tokens (None when the speed is unknown)."""
     n = int(gpus or workload.gpus)
     if tokens <= 0:
         raise ValueError("tokens must be positive")
     w = workload if workload.is_training else workload.with_(kind="training")
     thr = estimate_throughput(w, accelerator, n)
+    if not thr.tokens_per_s:
+        return RunEstimate(seconds=None, gpu_hours=None, tokens=int(tokens), tokens_per_s=None, gpus=n,
+                           unknown=thr.unknown or "training speed unknown")
     seconds = tokens / thr.tokens_per_s
     return RunEstimate(seconds=seconds, gpu_hours=seconds * n / 3600.0, tokens=int(tokens),
                        tokens_per_s=thr.tokens_per_s, gpus=n)

@@ -146,6 +146,8 @@ class RankedOffer:
     reason: str = ""
     is_current: bool = False
     misfit: str = ""  # why it does not fit ("" when it fits)
+    speed_unknown: bool = False  # no speed estimate: a spec figure it needs is not published
+    speed_unknown_reason: str = ""  # e.g. "no published bf16 peak for A10G"
     fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
     throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
 
@@ -172,6 +174,7 @@ _OFFER_KEYS = (
     "latency_ms", "headroom_gib", "memory_used_pct", "fits", "savings_usd_per_month",
     "savings_pct", "speedup", "spot_overhead_pct", "reserved_estimated",
     "break_even_utilization", "risks", "flags", "reason", "is_current", "misfit",
+    "speed_unknown", "speed_unknown_reason",
 )
 
 
@@ -181,21 +184,73 @@ def _clean(x: float) -> float | None:
     return round(x, 6)
 
 
+class _LazyOffers(Sequence):
+    """The ranked offers, turned into :class:`RankedOffer` objects only when read.
+
+    Ranking orders plain tuples; building a RankedOffer (reason text, risks, savings) costs far more
+    than ranking it, and callers read a page at a time. Behaves like a tuple (index, slice, len,
+    iteration, equality with a tuple); pickles and deep-copies as a tuple. Reading from several
+    threads at once is safe: an offer built twice is built identically.
+    """
+
+    __slots__ = ("_cands", "_make", "_made")
+
+    def __init__(self, cands: list, make) -> None:
+        self._cands = cands
+        self._make = make
+        self._made: dict[int, RankedOffer] = {}
+
+    def __len__(self) -> int:
+        return len(self._cands)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self._cands))))
+        n = len(self._cands)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("offer index out of range")
+        offer = self._made.get(i)
+        if offer is None:
+            offer = self._made[i] = self._make(i + 1, self._cands[i])
+        return offer
+
+    def __iter__(self):
+        for i in range(len(self._cands)):
+            yield self[i]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (_LazyOffers, tuple, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (tuple, (tuple(self),))
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} ranked offers>"
+
+
 @dataclass(frozen=True, slots=True)
 class Recommendation:
     workload: Any
     unit: str
     pricing: str
     schedule: Schedule
-    offers: tuple[RankedOffer, ...]
+    offers: Sequence[RankedOffer]  # a tuple-like sequence, made lazily (see _LazyOffers)
     current: RankedOffer | None
     fitting_offers: int  # offers that fit and meet every constraint (before ``top``)
     considered_rows: int  # catalog rows looked at
     skipped: tuple[tuple[str, int], ...]  # (reason, count), reasons in a fixed order
     constraints: tuple[tuple[str, Any], ...]
     notes: tuple[str, ...] = ()
-    # fitting offer with the lowest $/h among devices with known specs (for explain)
+    # fitting offer with the lowest $/h among those with a speed estimate (for explain)
     cheapest_per_hour: RankedOffer | None = None
+    # fitting offers without a speed estimate (listed after the ranked ones when the unit is work)
+    speed_unknown_offers: int = 0
 
     @property
     def best(self) -> RankedOffer | None:
@@ -216,6 +271,7 @@ class Recommendation:
             "current": self.current.to_dict() if self.current else None,
             "offers": [o.to_dict() for o in self.offers],
             "fitting_offers": self.fitting_offers,
+            "speed_unknown_offers": self.speed_unknown_offers,
             "considered_rows": self.considered_rows,
             "skipped": dict(self.skipped),
             "notes": list(self.notes),
@@ -258,6 +314,7 @@ class _Sized:
     headroom_gib: float | None
     memory_used_pct: float | None
     why_not: str = ""
+    speed_note: str = ""  # why the speed (or the run time) is unknown: the missing spec figure
 
 
 def _sharding_order(workload) -> tuple[str, ...]:
@@ -395,17 +452,17 @@ class _Engine:
         used_pct = 100.0 * (cap - head) / cap if cap else None
         why_not = "" if fits else _describe_misfit(fit, acc, gpus)
         try:
-            res = self._sizing.size_workload(w, acc, gpus=gpus)
+            tp = self._perf.estimate_throughput(w, acc, gpus)
         except UserError as exc:  # e.g. a precision this device cannot run
             return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
                           headroom_gib, used_pct, why_not or str(exc))
-        tp = res.throughput
-        tps = getattr(tp, "tokens_per_s", None) if tp is not None else None
+        tps = tp.tokens_per_s
         if tps is not None and not (tps > 0 and math.isfinite(tps)):
             tps = None
+        speed_note = "" if tps is not None else (tp.unknown or "no speed estimate")
         latency_ms = None
-        if tp is not None and w.kind == "inference":
-            per_token = getattr(tp, "time_per_output_token_s", None) or getattr(tp, "step_s", None)
+        if w.kind == "inference":
+            per_token = tp.time_per_output_token_s or tp.step_s
             latency_ms = per_token * 1000.0 if per_token else None
         run_seconds = None
         units_per_hour = None
@@ -413,11 +470,13 @@ class _Engine:
             units_per_hour = tps * 3600.0 / 1e6
         elif self.unit_kind == "run" and self.training_tokens:
             est = self._perf.training_run(w, acc, gpus, self.training_tokens)
-            run_seconds = float(est.seconds)
-            if run_seconds > 0 and math.isfinite(run_seconds):
+            if est.seconds is not None and est.seconds > 0 and math.isfinite(est.seconds):
+                run_seconds = float(est.seconds)
                 units_per_hour = 3600.0 / run_seconds
+            else:
+                speed_note = speed_note or est.unknown or "no speed estimate"
         return _Sized(fits, n, gpus, sharding, fit, tp, tps, latency_ms, run_seconds,
-                      units_per_hour, headroom_gib, used_pct, why_not)
+                      units_per_hour, headroom_gib, used_pct, why_not, speed_note)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -503,7 +562,6 @@ class _Group:
     devices: int  # per instance (1 for a slice)
     fraction: float | None  # a GPU slice's share of one device, else None
     vendor_key: str
-    complete_specs: bool  # peak throughput and bandwidth known (speed not from assumptions)
     rows: tuple  # (instance, cloud lower, region lower, prices in PRICING_OPTIONS order)
 
 
@@ -559,7 +617,6 @@ def _catalog_index(catalog) -> _Index:
     built = tuple(
         _Group(acc=accs[acc_id], devices=int(count) if count >= 1 else 1,
                fraction=None if count >= 1 else count, vendor_key=vendor_key(accs[acc_id].vendor),
-               complete_specs=bool(accs[acc_id].peak_tflops and accs[acc_id].memory_bandwidth_gbs),
                rows=tuple(rows))
         for (acc_id, count), rows in groups.items()
     )
@@ -587,6 +644,7 @@ _SLICES: dict[tuple[int, float], tuple[Any, Any]] = {}
 _SKIP_ORDER = (
     "excluded_rows", "filtered_rows", "no_accelerator_spec_rows", "odd_device_count_rows",
     "not_fitting_rows", "too_slow_rows", "unpriced_offers", "over_budget_offers",
+    "latency_unknown_rows",
 )
 
 
@@ -660,7 +718,12 @@ def recommend(
     skipped["excluded_rows"] = index.excluded
     skipped["no_accelerator_spec_rows"] = index.no_spec
     skipped["odd_device_count_rows"] = index.odd_count
+    # Candidates are plain tuples, ranked by their first items; RankedOffer objects are only made
+    # for the offers somebody reads (see _LazyOffers). Offers whose speed is unknown cannot be
+    # costed per unit of work: they go to ``unknown`` and are listed after every ranked offer.
     cands: list[tuple] = []
+    unknown: list[tuple] = []
+    unknown_notes: dict[str, str] = {}  # accelerator -> why its speed is unknown
     option_slots = tuple((p, PRICING_OPTIONS.index(p)) for p in options)
     cloud_prices: dict[str, tuple] = {}
     per_month = unit_kind == "month"
@@ -689,49 +752,58 @@ def recommend(
         if not sized.fits:
             skipped["not_fitting_rows"] += len(rows)
             continue
-        if latency_target_ms is not None and (
-            sized.latency_ms is None or sized.latency_ms > latency_target_ms
-        ):
-            skipped["too_slow_rows"] += len(rows)
-            continue
+        if latency_target_ms is not None:
+            if sized.latency_ms is None:
+                skipped["latency_unknown_rows"] += len(rows)
+                continue
+            if sized.latency_ms > latency_target_ms:
+                skipped["too_slow_rows"] += len(rows)
+                continue
         uph = sized.units_per_hour
-        if not per_month and uph is None:
-            skipped["not_fitting_rows"] += len(rows)  # no speed estimate: cannot cost the work
-            continue
+        known = per_month or uph is not None
+        if sized.speed_note:
+            unknown_notes.setdefault(acc.id, sized.speed_note)
+        out = cands if known else unknown
+        per_unit = 0.0 if per_month or not known else 1.0 / uph
         n = sized.instances
         neg_tps = -(sized.tokens_per_s or 0.0)
-        for inst, cloud_key, _region_key, prices in rows:
-            per_cloud = cloud_prices.get(inst.cloud)
+        track_cheapest = sized.tokens_per_s is not None
+        for inst, _cloud_key, _region_key, prices in rows:
+            cloud = inst.cloud
+            per_cloud = cloud_prices.get(cloud)
             if per_cloud is None:
-                per_cloud = cloud_prices[inst.cloud] = tuple(
-                    (p, i, mult(p, inst.cloud)) for p, i in option_slots)
-            for p, i, m in per_cloud:
+                per_cloud = cloud_prices[cloud] = tuple(
+                    (p, i, mult(p, cloud) * hours) for p, i in option_slots)
+            for p, i, m_hours in per_cloud:
                 price = prices[i]
                 if price is None:
                     unpriced += 1
                     continue
-                eff = price * n * m
-                month = eff * hours
+                month = price * n * m_hours
                 if month > budget:
                     over_budget += 1
                     continue
-                # sort key first: cheapest unit, then month, then the faster, then catalog order
-                cand = (month if per_month else eff / uph, month, neg_tps, seq, inst, p, price,
-                        eff, sized, acc)
-                cands.append(cand)
-                if eff < cheapest_eff and group.complete_specs:
-                    cheapest_eff, cheapest_cand = eff, cand
+                # sort key first: cheapest unit (or month when the speed is unknown), then
+                # month, then the faster, then catalog order (seq is unique: ties stop there)
+                cand = (month * per_unit / hours if per_unit else month, month, neg_tps, seq,
+                        inst, p, price, sized, acc)
+                out.append(cand)
+                if track_cheapest and month < cheapest_eff:
+                    cheapest_eff, cheapest_cand = month, cand
                 seq += 1
     skipped["filtered_rows"] = filtered
     skipped["unpriced_offers"] = unpriced
     skipped["over_budget_offers"] = over_budget
 
-    fitting = len(cands)
-    if top is None or top * 8 >= fitting:
+    fitting = len(cands) + len(unknown)
+    if top is None or top * 8 >= len(cands):
         cands.sort()
         chosen = cands if top is None else cands[:top]
     else:
         chosen = heapq.nsmallest(top, cands)
+    if unknown and (top is None or len(chosen) < top):
+        unknown.sort()
+        chosen = chosen + (unknown if top is None else unknown[:top - len(chosen)])
 
     cur = None
     notes: list[str] = []
@@ -745,8 +817,8 @@ def recommend(
     cur_stack = cur.software_stack if cur else "CUDA"
 
     make = _OfferMaker(unit=unit, current=cur, current_stack=cur_stack, spot=spot,
-                       stateless=stateless, schedule=schedule)
-    offers = tuple(make(rank, c) for rank, c in enumerate(chosen, start=1))
+                       stateless=stateless, schedule=schedule, hours=hours, per_month=per_month)
+    offers = _LazyOffers(chosen, make)
     cheapest = None
     if cheapest_cand is not None:
         if chosen and cheapest_cand is chosen[0]:
@@ -756,7 +828,19 @@ def recommend(
     if skipped["excluded_rows"]:
         notes.append(f"{skipped['excluded_rows']} catalog rows excluded by validation "
                      "(placeholder/zero prices and similar) were not ranked")
-    if not cands:
+    if unknown_notes:
+        ids = list(unknown_notes)
+        devices = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+        why = (unknown_notes[ids[0]] if len(ids) == 1 else
+               "their catalog entries lack the published peak or memory bandwidth it needs")
+        if unknown:
+            notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
+                         f"they cannot be costed per {unit.removeprefix('USD/')} and are listed "
+                         f"after the {len(cands)} ranked offers, cheapest per hour first")
+        else:
+            notes.append(f"offers on {devices} have no speed estimate ({why}); ranking by "
+                         f"{unit} does not need one")
+    if not fitting:
         notes.append("no offer fits under the given constraints")
 
     constraints = (
@@ -777,7 +861,7 @@ def recommend(
         workload=workload, unit=unit, pricing=pricing, schedule=schedule, offers=offers,
         current=cur, fitting_offers=fitting, considered_rows=len(instances),
         skipped=tuple((k, skipped[k]) for k in _SKIP_ORDER), constraints=constraints,
-        notes=tuple(notes), cheapest_per_hour=cheapest,
+        notes=tuple(notes), cheapest_per_hour=cheapest, speed_unknown_offers=len(unknown),
     )
 
 
@@ -805,10 +889,6 @@ def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhea
     cap = getattr(fit, "capacity_bytes", None)
     if head is not None and cap and head * GIB < LOW_HEADROOM_FRACTION * cap:
         risks.append(f"tight memory: {head:.1f} GiB free per device")
-    if not acc.peak_tflops or not acc.memory_bandwidth_gbs:
-        risks.append(f"speed rests on assumed figures: the catalog has no published "
-                     f"{'peak throughput' if not acc.peak_tflops else 'memory bandwidth'} "
-                     f"for {acc.id}")
     for flag in _applicable_flags(inst.flags, p):
         risks.append(f"catalog flag: {flag}")
     return tuple(risks)
@@ -837,12 +917,18 @@ def _applicable_flags(flags, pricing: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_UNSET: Any = object()
+
+
 class _OfferMaker:
     """Builds :class:`RankedOffer` objects; text shared by many offers is built once."""
 
     def __init__(self, *, unit: str, current, current_stack: str, spot: SpotAssumptions,
-                 stateless: bool, schedule: Schedule):
+                 stateless: bool, schedule: Schedule, hours: float | None = None,
+                 per_month: bool | None = None):
         self.unit = unit
+        self.hours = schedule.hours_per_month if hours is None else hours
+        self.per_month = unit == UNIT_MONTH if per_month is None else per_month
         self.per = unit.removeprefix("USD/")
         self.current = current
         self.current_stack = current_stack
@@ -853,8 +939,15 @@ class _OfferMaker:
         self._text: dict[tuple, tuple[str, str]] = {}
         self._overhead: dict[str, float] = {}
 
-    def __call__(self, rank: int, c: tuple, *, is_current: bool = False) -> RankedOffer:
-        cpu, month, _neg_tps, _seq, inst, p, price, eff, sized, acc = c
+    def __call__(self, rank: int, c: tuple, *, is_current: bool = False,
+                 cost_per_unit: Any = _UNSET) -> RankedOffer:
+        key, month, _neg_tps, _seq, inst, p, price, sized, acc = c
+        eff = month / self.hours if self.hours else math.nan
+        speed_unknown = bool(sized.speed_note) or (sized.fits and sized.tokens_per_s is None)
+        costed = self.per_month or sized.units_per_hour is not None
+        cpu = key if costed else None
+        if cost_per_unit is not _UNSET:
+            cpu = cost_per_unit
         cloud = inst.cloud
         overhead = 0.0
         if p == "spot":
@@ -893,7 +986,8 @@ class _OfferMaker:
             text = self._text.get(tkey)
             if text is None:
                 text = self._text[tkey] = _reason_text(acc, inst, sized, p, flags)
-            parts = [text[0], f"{_money(cpu)} per {self.per}"]
+            parts = [text[0], f"{_money(cpu)} per {self.per}" if costed else
+                     f"speed unknown ({sized.speed_note}), so not ranked by cost per {self.per}"]
             if text[1]:
                 parts.append(text[1])
             if savings_pct is not None:
@@ -917,7 +1011,9 @@ class _OfferMaker:
             fits=fits, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
             speedup=speedup, spot_overhead_pct=100.0 * overhead, reserved_estimated=estimated,
             break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
-            is_current=is_current, misfit=sized.why_not, fit=sized.fit,
+            is_current=is_current, misfit=sized.why_not, speed_unknown=speed_unknown,
+            speed_unknown_reason=(sized.speed_note or "no speed estimate") if speed_unknown else "",
+            fit=sized.fit,
             throughput=sized.throughput,
         )
 
@@ -1020,10 +1116,14 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
         cpu = None
     if not math.isfinite(eff):
         cpu = None
-    c = (cpu, month, 0.0, -1, row, p, price, eff, sized, acc)
+    if cpu is None and sized.fits and unit_kind != "month":
+        notes.append(f"current setup {count}× {instance_type}: speed unknown ({sized.speed_note or 'no estimate'}), "
+                     f"so its cost per {unit.removeprefix('USD/')} and the savings cannot be computed")
+    c = (cpu if cpu is not None else month, month, 0.0, -1, row, p, price, sized, acc)
     make = _OfferMaker(unit=unit, current=None, current_stack=acc.software_stack, spot=spot,
-                       stateless=engine.workload.kind == "inference", schedule=schedule)
-    offer = make(0, c, is_current=True)
+                       stateless=engine.workload.kind == "inference", schedule=schedule,
+                       hours=schedule.hours_per_month, per_month=unit_kind == "month")
+    offer = make(0, c, is_current=True, cost_per_unit=cpu)
     if not sized.fits:
         notes.append(f"current setup {count}× {instance_type} cannot run this workload: "
                      f"{sized.why_not}")
@@ -1048,11 +1148,24 @@ def explain(rec: Recommendation) -> list[str]:
         if cur is not None and not cur.fits:
             lines.append(f"The current setup cannot run it either: {cur.misfit}")
         return lines
+    if best.cost_per_unit is None:  # nothing could be costed per unit of work
+        lines.append(
+            f"No fitting offer has a speed estimate, so none can be ranked by cost per {per}; "
+            f"they are listed cheapest per hour first ({best.speed_unknown_reason})."
+        )
+        lines.append(f"Cheapest per hour: {best.label}, {best.devices}: {_money(best.usd_per_hour)}/h, "
+                     f"{_money(best.usd_per_month)}/month.")
+        if cur is not None:
+            lines.append(f"Current: {cur.label}, {cur.devices}: {_money(cur.usd_per_hour)}/h, "
+                         f"{_money(cur.usd_per_month)}/month.")
+        return lines
     lines.append(
         f"Best: {best.label}, {best.devices}: {_money(best.cost_per_unit)} per "
         f"{per}, {_money(best.usd_per_hour)}/h, {_money(best.usd_per_month)}/month."
     )
-    why = [f"lowest cost per {per} of {rec.fitting_offers} fitting offers"]
+    ranked = rec.fitting_offers - (rec.speed_unknown_offers if rec.unit != UNIT_MONTH else 0)
+    why = [f"lowest cost per {per} of {ranked} fitting offers with a speed estimate"
+           if ranked != rec.fitting_offers else f"lowest cost per {per} of {rec.fitting_offers} fitting offers"]
     if best.tokens_per_s:
         why.append(f"{best.tokens_per_s:,.0f} tokens/s")
     if best.headroom_gib is not None:
@@ -1074,6 +1187,12 @@ def explain(rec: Recommendation) -> list[str]:
             + (f" because it is slower ({ch.tokens_per_s:,.0f} vs {best.tokens_per_s:,.0f} tokens/s)"
                if ch.tokens_per_s and best.tokens_per_s else "") + "."
         )
+    if rec.speed_unknown_offers and rec.unit != UNIT_MONTH:
+        lines.append(
+            f"{rec.speed_unknown_offers} fitting offers have no speed estimate (a spec figure the "
+            f"estimate needs is not published) and are not ranked by cost per {per}; they follow "
+            "the ranked offers, cheapest per hour first."
+        )
     if best.risks:
         lines.append("Watch out: " + "; ".join(best.risks) + ".")
     if cur is None:
@@ -1090,6 +1209,16 @@ def explain(rec: Recommendation) -> list[str]:
             f"Keep the current setup: at {_money(cur.cost_per_unit)} per {per} it costs "
             f"{1 - cur.cost_per_unit / best.cost_per_unit:.0%} less than the best alternative "
             f"ranked ({cur.pricing} vs {best.pricing})."
+        )
+        return lines
+    if cur.fits and cur.cost_per_unit is None and rec.unit != UNIT_MONTH:
+        lines.append(
+            f"The current setup cannot be compared per {per}: its speed is unknown "
+            f"({cur.speed_unknown_reason or 'no estimate'}). Per hour it costs "
+            f"{_money(cur.usd_per_hour)} vs {_money(best.usd_per_hour)} for the best choice"
+            + (f", which runs at {best.tokens_per_s:,.0f} tokens/s" if best.tokens_per_s else "")
+            + (f"; it uses {cur.memory_used_pct:.0f}% of its device memory"
+               if cur.memory_used_pct is not None else "") + "."
         )
         return lines
     loses: list[str] = []

@@ -115,8 +115,9 @@ class FitResult:
     accelerator: str = ""
     gpus: int = 1
     suggestions: list[FitSuggestion] = field(default_factory=list)
-    precision_supported: bool = True
+    precision_supported: bool = True  # False only when the device is known not to run it
     message: str = ""
+    precision_note: str = ""  # set when support is undocumented (allowed, but say so)
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,20 +503,33 @@ def capacity_bytes(accelerator: "Accelerator") -> int:
 
 
 def precision_support(precision: str, accelerator: "Accelerator") -> tuple[bool, str]:
-    """(supported, message). int8/int4 are weight-only formats that run on any CUDA/ROCm GPU."""
+    """(allowed, message). Refused only when the device is *known* not to run ``precision``.
+
+    ``Accelerator.supports`` decides from the architecture (not from which peaks happen to be
+    published): unknown support is allowed, and the message then says so (a note, not an error).
+    int8/int4 are weight-only formats that run on any CUDA/ROCm GPU.
+    """
     name = accelerator.id
+    known = accelerator.supports(precision)
     if precision in ("int8", "int4"):
-        if accelerator.supports(precision) or accelerator.software_stack in ("CUDA", "ROCm"):
+        if known or accelerator.software_stack in ("CUDA", "ROCm"):
             return True, ""
+        if known is None:
+            return True, (f"{name}: {precision} support is not documented for its architecture "
+                          f"({accelerator.architecture or 'unknown'}); assumed to run")
         return False, (f"{name} has no {precision} kernels in its software stack "
                        f"({accelerator.software_stack}); use bf16 or fp16")
-    if precision == "fp32" or accelerator.supports(precision):
+    if precision == "fp32" or known:
         return True, ""
-    alternatives = [p for p in ("bf16", "fp16") if accelerator.supports(p) and p != precision]
+    if known is None:
+        return True, (f"{name}: {precision} support is not documented for its architecture "
+                      f"({accelerator.architecture or 'unknown'}); assumed to run")
+    arch = f" ({accelerator.architecture})" if accelerator.architecture else ""
+    alternatives = [p for p in ("bf16", "fp16") if p != precision and accelerator.supports(p)]
     if precision == "fp8" and accelerator.software_stack in ("CUDA", "ROCm"):
         alternatives.append("int8")
     alt = " or ".join(alternatives) or "fp32"
-    return False, f"{name} has no {precision} support; use {alt}"
+    return False, f"{name}{arch} has no {precision} support; use {alt}"
 
 
 def _candidates(w: Workload, gpus: int, acc: "Accelerator") -> list[tuple[str, str, Workload, int]]:
@@ -634,11 +648,12 @@ def check_fit(workload: Workload, accelerator: "Accelerator", gpus: int | None =
     else:
         message = (f"needs {mem.total_bytes / cal.GiB:.1f} GiB per GPU, "
                    f"{accelerator.id} has {cap / cal.GiB:.1f} GiB usable")
-    if not supported:
+    if msg:  # an error when refused, a note when support is undocumented
         message = msg + "; " + message
     res = FitResult(fits=fits, memory=mem, capacity_bytes=cap, headroom_bytes=cap - mem.total_bytes,
                     accelerator=accelerator.id, gpus=n, suggestions=suggestions,
-                    precision_supported=supported, message=message)
+                    precision_supported=supported, message=message,
+                    precision_note=msg if supported else "")
     if len(_FIT_CACHE) > 8192:
         _FIT_CACHE.clear()
     _FIT_CACHE[(key, id(accelerator))] = (accelerator, res)

@@ -103,8 +103,11 @@ def test_training_with_token_count_is_ranked_per_run(toy):
     per_token = recommend(w, toy)
     per_run = recommend(w, toy, training_tokens=1e8)
     assert per_token.unit == "USD/1M training tokens" and per_run.unit == UNIT_RUN
-    costs = [o.cost_per_unit for o in per_run.offers]
-    assert costs == sorted(costs)
+    ranked = [o for o in per_run.offers if not o.speed_unknown]
+    costs = [o.cost_per_unit for o in ranked]
+    assert costs == sorted(costs) and None not in costs
+    # offers without a speed estimate (A10G: no published bf16 peak) come after every ranked one
+    assert list(per_run.offers)[:len(ranked)] == ranked
     # the two rankings agree (a run is a fixed number of tokens) on the offers they share
     assert [o.instance_type for o in per_run.offers][:3] == [o.instance_type for o in per_token.offers][:3]
 
@@ -285,7 +288,18 @@ def test_results_are_immutable(toy):
         rec.offers[0].usd_per_hour = 0.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         rec.unit = "x"
-    assert isinstance(rec.offers, tuple)
+    # a read-only sequence (made lazily): no item assignment, no append; copies as a tuple
+    from collections.abc import MutableSequence, Sequence
+
+    assert isinstance(rec.offers, Sequence) and not isinstance(rec.offers, MutableSequence)
+    with pytest.raises(TypeError):
+        rec.offers[0] = None
+    assert not hasattr(rec.offers, "append")
+    import copy
+    import pickle
+
+    assert copy.deepcopy(rec.offers) == tuple(rec.offers)
+    assert pickle.loads(pickle.dumps(rec.offers)) == tuple(rec.offers)
 
 
 def test_json_dict_is_plain_and_finite(toy):
@@ -382,5 +396,14 @@ def test_every_ranked_offer_fits(toy, spec):
             continue  # slices are checked against a scaled device
         variant = w.model_copy(update={"gpus": o.gpus, "sharding": o.sharding})
         assert check_fit(variant, acc, o.gpus).fits, o.label
-        assert o.usd_per_hour >= 0 and o.usd_per_month >= 0 and o.cost_per_unit >= 0
-        assert math.isfinite(o.cost_per_unit)
+        assert o.usd_per_hour >= 0 and o.usd_per_month >= 0
+        # never an invented or zero speed: either a positive estimate or marked unknown with a reason
+        assert o.tokens_per_s is None or o.tokens_per_s > 0
+        if o.speed_unknown:
+            assert o.speed_unknown_reason and o.tokens_per_s is None or rec.unit == UNIT_MONTH
+        if o.cost_per_unit is None:
+            assert o.speed_unknown and rec.unit != UNIT_MONTH
+        else:
+            assert o.cost_per_unit >= 0 and math.isfinite(o.cost_per_unit)
+    ranked = [o for o in rec.offers if o.cost_per_unit is not None]
+    assert list(rec.offers)[:len(ranked)] == ranked  # unknown-speed offers never ahead

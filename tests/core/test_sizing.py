@@ -154,14 +154,66 @@ def test_training_suggestions_include_memory_savers():
         assert s.total_bytes <= res.capacity_bytes
 
 
+# Ampere GA102 with no published peak (NVIDIA has no A10G datasheet): memory and bandwidth only
+A10G = Accelerator(id="A10G", vendor="NVIDIA (AWS-specific SKU)", software_stack="CUDA", memory_gib=24,
+                   memory_bandwidth_gbs=600, architecture="Ampere")
+# a device nothing is known about but its memory
+MYSTERY = Accelerator(id="X1", vendor="Acme", software_stack="other", memory_gib=64)
+
+
 def test_precision_support_messages():
     ok, msg = precision_support("fp8", T4)
-    assert not ok and msg == "T4 has no fp8 support; use fp16 or int8"
-    assert not precision_support("bf16", T4)[0]
+    assert not ok and msg == "T4 (Turing) has no fp8 support; use fp16 or int8"
+    ok, msg = precision_support("bf16", T4)
+    assert not ok and msg == "T4 (Turing) has no bf16 support; use fp16"
     assert precision_support("int4", T4)[0]  # weight-only kernels
     assert precision_support("fp8", L4)[0]
     res = check_fit(Workload(kind="inference", model=MODELS["llama-3.2-1b"], precision="fp8"), T4)
     assert res.precision_supported is False and "fp8" in res.message
+
+
+def test_support_comes_from_the_architecture_not_from_published_peaks():
+    assert A10G.peak_tflops == {}
+    for p in ("bf16", "fp16", "tf32", "int8"):
+        assert A10G.supports(p) is True and precision_support(p, A10G) == (True, "")
+    assert A10G.supports("fp8") is False  # Ampere has no fp8 tensor cores
+    assert not precision_support("fp8", A10G)[0]
+    assert A10G.peak("bf16") is None
+    # unknown architecture: allowed, with a note saying support is not documented
+    assert MYSTERY.supports("bf16") is None
+    ok, note = precision_support("bf16", MYSTERY)
+    assert ok and "not documented" in note
+    res = check_fit(Workload(kind="inference", model=MODELS["llama-3.2-1b"]), MYSTERY)
+    assert res.fits and res.precision_supported and "not documented" in res.precision_note
+    # an explicit list in the entry is authoritative
+    own = MYSTERY.model_copy(update={"precisions": ("bf16", "int8")})
+    assert own.supports("bf16") is True and own.supports("fp8") is False
+
+
+def test_a10g_bf16_fits_with_a_decode_estimate_and_no_invented_prefill():
+    from fleet_tui.core.perf import estimate_throughput, training_run
+
+    w = Workload(kind="inference", model=L8, batch=8, prompt_len=512, gen_len=256)
+    res = size_workload(w, A10G)
+    assert res.fit.fits and res.fit.precision_supported
+    thr = res.throughput
+    assert thr.phase == "decode" and thr.tokens_per_s and thr.tokens_per_s > 10
+    # memory-bound: 8 sequences per step of ~16 GB of weights at 600 GB/s × efficiency
+    step_floor = 16e9 / 600e9
+    assert thr.time_per_output_token_s > step_floor
+    assert thr.prefill_tokens_per_s is None and thr.time_to_first_token_s is None
+    assert any("no published bf16 peak for A10G" in a for a in thr.assumptions)
+    fwd = estimate_throughput(Workload(kind="inference", model=L8, batch=1, seq_len=1024), A10G)
+    assert fwd.phase == "prefill" and fwd.tokens_per_s is None and "no published bf16 peak" in fwd.unknown
+    lora = Workload(kind="lora", model=L8, batch=1, seq_len=1024, grad_checkpointing=True)
+    t = estimate_throughput(lora, A10G)
+    assert t.tokens_per_s is None and t.mfu is None and t.unknown
+    run = training_run(lora, A10G, 1, 10**8)
+    assert run.seconds is None and run.gpu_hours is None and run.unknown
+    # nothing known at all: no speed anywhere, never 0 tokens/s
+    thr = estimate_throughput(w, MYSTERY)
+    assert thr.tokens_per_s is None and thr.decode_tokens_per_s is None
+    assert "no published memory bandwidth for X1" in thr.unknown
 
 
 def test_kv_capacity_uses_free_memory():
