@@ -25,6 +25,12 @@ GOOD = json.dumps({"status": "success", "data": {"resultType": "vector", "result
      "value": [1.0, "1"]},
 ]}}).encode()
 
+STATIC = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+    {"metric": {"__name__": "DCGM_FI_DEV_MAX_SM_CLOCK", "gpu": "0", "UUID": "GPU-x",
+                "Hostname": "fake-node", "instance": "10.9.9.9:9400", "modelName": "NVIDIA H100"},
+     "value": [1.0, "1980"]},
+]}}).encode()
+
 
 class FakePrometheus:
     """A tiny HTTP server on 127.0.0.1 whose /api/v1/query answers per ``mode``."""
@@ -33,17 +39,20 @@ class FakePrometheus:
         self.mode = "ok"
         self.token: str | None = None
         self.requests = 0
+        self.static_requests = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self):
                 fake.requests += 1
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                form = self.rfile.read(length) if length else b""
                 if fake.token and self.headers.get("Authorization") != f"Bearer {fake.token}":
                     return self._send(401, b'{"status":"error","error":"unauthorized"}')
                 mode = fake.mode
+                if mode == "ok" and b"modelName" in form:  # the static-facts query
+                    fake.static_requests += 1
+                    return self._send(200, STATIC)
                 if mode == "ok":
                     return self._send(200, GOOD)
                 if mode == "garbage":
@@ -296,3 +305,16 @@ def test_basic_auth_is_sent(fake):
     env = {"FLEET_TUI_PROM_USER": "ops", "FLEET_TUI_PROM_PASSWORD": "pw:1"}
     assert not PrometheusSource(fake.url, env=env).sample_blocking().errors
     assert seen["auth"] == "Basic " + base64.b64encode(b"ops:pw:1").decode()
+
+
+def test_static_facts_are_read_once_per_period_and_merged(fake):
+    clock = [1000.0]
+    src = PrometheusSource(fake.url, env={}, static_every_s=60, clock=lambda: clock[0])
+    for t in (1000.0, 1002.0, 1030.0):
+        clock[0] = t
+        d = src.sample_blocking().devices[0]
+        assert d.name == "NVIDIA H100" and d.sm_clock_max_mhz == 1980 and d.gpu_util_pct == 42
+    assert fake.static_requests == 1
+    clock[0] = 1061.0
+    src.sample_blocking()
+    assert fake.static_requests == 2

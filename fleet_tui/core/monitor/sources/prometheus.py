@@ -569,6 +569,7 @@ class PrometheusSource(Source):
         self._static_names: dict[tuple, tuple[str, str]] = {}  # key -> (model name, MIG profile)
         self._neuron_per_device: dict[str, int] = {}
         self._static_at = -math.inf
+        self._static_tried: set[tuple] = set()
         self._static_error: str | None = None
         self._clock = clock
         self._lock = threading.Lock()
@@ -705,8 +706,10 @@ class PrometheusSource(Source):
         if now - self._static_at >= self.static_every_s:
             self._refresh_static(now)
         groups, up = group_series(result, neuron_per_device=self._neuron_per_device)
-        if any(k not in self._static_values for k in groups) and now - self._static_at >= 5.0:
+        new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
+        if new and now - self._static_at >= 5.0:
             self._refresh_static(now)  # new devices: learn their names and limits now
+            self._static_tried.update(new)  # (some exporters export no static facts at all)
         self._apply_static(groups)
         return self._merge(now, groups, up)
 
@@ -720,6 +723,8 @@ class PrometheusSource(Source):
             return
         self._static_error = None
         groups, _ = group_series(result, neuron_per_device=self._neuron_per_device)
+        # replaced wholesale, so devices gone from the fleet do not accumulate
+        self._static_values, self._static_names, self._static_tried = {}, {}, set()
         for key, acc in groups.items():
             values = dict(acc.values or {})
             values.pop("DCGM_FI_DEV_FB_USED", None)  # carried the name; its value is dynamic
