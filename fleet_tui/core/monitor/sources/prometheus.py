@@ -1,11 +1,14 @@
 """Read a whole fleet from the Prometheus that already scrapes its exporters.
 
-One instant query per refresh (``/api/v1/query``) fetches every metric fleet-tui maps, from NVIDIA's
-dcgm-exporter (``DCGM_FI_*``), Intel's Gaudi exporter (``habanalabs_*``) and AWS neuron-monitor's
-Prometheus script (``neuroncore_utilization_ratio`` ...), plus ``up`` for target health and the sample
-timestamp of one metric per device for its age. Range queries (``/api/v1/query_range``) backfill
-history. Metric names, units and labels: field-notes/monitoring.md §5 (DCGM), §6.3 (Gaudi), §7.1
-(Neuron); HTTP API: prometheus.io/docs/prometheus/latest/querying/api.
+One instant query per refresh (``/api/v1/query``) fetches every moving metric fleet-tui maps, from
+NVIDIA's dcgm-exporter (``DCGM_FI_*``), Intel's Gaudi exporter (``habanalabs_*``) and AWS
+neuron-monitor's Prometheus script (``neuroncore_utilization_ratio``), plus ``up`` for target
+health and the sample timestamp of one metric per device for its age; ``max by`` keeps only the
+labels that identify a GPU, which halves the answer. A second query, once a minute, reads what
+rarely changes (limits, maxima, ECC counters, model names) and is cached per device. Range queries
+(``/api/v1/query_range``) backfill history. Metric names, units and labels:
+field-notes/monitoring.md §5 (DCGM), §6.3 (Gaudi), §7.1 (Neuron); HTTP API:
+prometheus.io/docs/prometheus/latest/querying/api. Cost for 1,024 GPUs: bench/bench_fleet.py.
 
 Robustness, because the UI loop calls this every refresh:
 - HTTP runs in a worker thread (``asyncio.to_thread``) with a total deadline, so a slow or hung
