@@ -161,3 +161,35 @@ def test_held_alert_rules_are_exported_as_active():
     active = [(lab["rule"], lab["node"], lab["gpu"], lab["severity"])
               for lab, v in m["fleet_tui_alert_active"]]
     assert active == [("memory-high", "n1", "1", "warning")]  # 70 of 80 GiB; GPU 0 holds 1 GiB
+
+
+def test_export_command_serves_and_stops_on_ctrl_c():
+    """The real command in its own process: serves /metrics, exits cleanly on SIGINT."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.fleet.test_faults import FakePrometheus
+
+    fake = FakePrometheus()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet_tui", "export", "--prometheus", "--port", "0",
+         "--interval", "0.5", "--node-price", "10", "--source", f"prometheus:{fake.url}"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env={**os.environ, "FLEET_TUI_PROM_TOKEN": ""})
+    try:
+        line = proc.stderr.readline()
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
+        metrics = wait_until(lambda: (m := scrape(port)).get("fleet_tui_fleet_devices") and m, 20,
+                             what="the first refresh")
+        assert metrics["fleet_tui_fleet_devices"][0][1] == 1
+        assert metrics["fleet_tui_fleet_cost_usd_per_hour"][0][1] == pytest.approx(10.0)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) in (0, 130)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stderr.close()
+        fake.close()
