@@ -284,57 +284,135 @@ _MEAN_FIELDS = ("gpu_util_pct", "mem_util_pct", "sm_active_pct", "tensor_active_
                 "dram_active_pct", "fp32_active_pct", "fp16_active_pct", "power_w", "sm_clock_mhz",
                 "temp_c", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "mem_used_bytes")
 _N_MEANS = len(_MEAN_FIELDS)
+_I_REASONS, _I_ECC, _I_XID, _I_PHASE = range(_N_MEANS, _N_MEANS + 4)
 _row = attrgetter(*_MEAN_FIELDS, "clock_event_reasons", "ecc_uncorrected", "xid_errors", "phase")
 
 
-def _col_mean(col: tuple) -> float | None:
-    """Mean of the non-None values, summed in window order like ``sum(list)/len`` (bit-identical
-    to scanning the samples; running sums with subtraction would drift, e.g. leave 1e-5 B/s of
-    PCIe after a 50 GB/s burst leaves the window)."""
-    if None in col:
-        vs = [v for v in col if v is not None]
-        return sum(vs) / len(vs) if vs else None
-    return sum(col) / len(col)
+class _Counts:
+    """Integer tallies over the rows of a window, updated as rows enter and leave: exact, O(1)
+    per row, so a sliding window never rescans its samples for them."""
+
+    __slots__ = ("reasons", "util_n", "wait_n", "ecc_n", "xid_n", "phases")
+
+    def __init__(self, rows: Iterable[tuple] = ()):
+        self.reasons: dict[int, int] = {}  # clock-event mask -> samples with it
+        self.util_n = 0  # samples with a duty cycle (NVML util, else SM activity)
+        self.wait_n = 0  # ... of which kernels ran under half the time
+        self.ecc_n = 0  # samples with an uncorrected-ECC count
+        self.xid_n = 0  # samples with XID codes
+        self.phases: dict[str, int] = {}  # ground-truth label -> samples
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: tuple) -> None:
+        r = row[_I_REASONS]
+        if r is not None:
+            c = self.reasons
+            c[r] = c.get(r, 0) + 1
+        u = row[0]
+        if u is None:
+            u = row[2]
+        if u is not None:
+            self.util_n += 1
+            if u < SPARSE_DUTY_MAX_PCT:
+                self.wait_n += 1
+        if row[_I_ECC] is not None:
+            self.ecc_n += 1
+        if row[_I_XID]:
+            self.xid_n += 1
+        p = row[_I_PHASE]
+        if p:
+            c = self.phases
+            c[p] = c.get(p, 0) + 1
+
+    def remove(self, row: tuple) -> None:
+        r = row[_I_REASONS]
+        if r is not None:
+            c = self.reasons
+            if c[r] == 1:
+                del c[r]
+            else:
+                c[r] -= 1
+        u = row[0]
+        if u is None:
+            u = row[2]
+        if u is not None:
+            self.util_n -= 1
+            if u < SPARSE_DUTY_MAX_PCT:
+                self.wait_n -= 1
+        if row[_I_ECC] is not None:
+            self.ecc_n -= 1
+        if row[_I_XID]:
+            self.xid_n -= 1
+        p = row[_I_PHASE]
+        if p:
+            c = self.phases
+            if c[p] == 1:
+                del c[p]
+            else:
+                c[p] -= 1
+
+    def phase(self, rows: Iterable[tuple]) -> str | None:
+        """The label most samples carry; a tie goes to the one seen first in the window."""
+        c = self.phases
+        if not c:
+            return None
+        if len(c) == 1:
+            return next(iter(c))
+        top = max(c.values())
+        tied = [p for p, k in c.items() if k == top]
+        if len(tied) == 1:
+            return tied[0]
+        return next(row[_I_PHASE] for row in rows if row[_I_PHASE] in tied)
+
+
+def _col_means(cols: Sequence[tuple], n: int) -> list[float | None]:
+    """Mean of the non-None values of each column, summed in window order exactly like
+    ``sum(values) / len(values)`` over the samples: bit-identical to rescanning them (running
+    sums with subtraction would drift, e.g. leave 1e-5 B/s of PCIe after a 50 GB/s burst leaves
+    the window)."""
+    out: list[float | None] = []
+    for c in cols:
+        if c[0] is not None:
+            try:
+                out.append(sum(c) / n)  # no N/A reading: the common case, all in C
+                continue
+            except TypeError:
+                pass
+        elif c.count(None) == n:  # identity matches: cheap
+            out.append(None)
+            continue
+        vs = [v for v in c if v is not None]
+        out.append(sum(vs) / len(vs) if vs else None)
+    return out
 
 
 def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
-    return _stats_rows(list(map(_row, samples)), samples[-1])
+    rows = list(map(_row, samples))
+    return _stats_rows(rows, samples[-1], _Counts(rows))
 
 
-def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot) -> _Stats:
-    """Window statistics from per-sample signal rows (``_row``), oldest first."""
+def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot, counts: _Counts) -> _Stats:
+    """Window statistics from per-sample signal rows (``_row``), oldest first, and their tallies."""
     n = len(rows)
     cols = tuple(zip(*rows))
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
-     pcie_tx, mem_used) = map(_col_mean, cols[:_N_MEANS])
-    reasons_col, ecc_col, xid_col = cols[_N_MEANS], cols[_N_MEANS + 1], cols[_N_MEANS + 2]
-    reasons = [r for r in reasons_col if r is not None] if None in reasons_col else reasons_col
-    mask = power_n = thermal_n = 0
-    for r in reasons:
+     pcie_tx, mem_used) = _col_means(cols[:_N_MEANS], n)
+    mask = power_n = thermal_n = nr = 0
+    for r, k in counts.reasons.items():
         mask |= r
+        nr += k
         if r & POWER_BITS:
-            power_n += 1
+            power_n += k
         if r & THERMAL_BITS:
-            thermal_n += 1
-    nr = len(reasons)
-    if ecc_col.count(None) == n:
-        ecc: Sequence[int] = ()
-    else:
-        ecc = [e for e in ecc_col if e is not None]
+            thermal_n += k
+    ecc: Sequence[int] = [e for e in cols[_I_ECC] if e is not None] if counts.ecc_n else ()
     xids: list[int] = []
-    if any(xid_col):
-        for codes in xid_col:
+    if counts.xid_n:
+        for codes in cols[_I_XID]:
             for x in codes:
                 if x not in xids:
                     xids.append(x)
-    # wait share: samples in which kernels ran under half the time (NVML util, else SM activity)
-    util_col, sm_col = cols[0], cols[2]
-    if None not in util_col:
-        utils: Sequence[float] = util_col
-    else:
-        utils = [u if u is not None else s for u, s in zip(util_col, sm_col)]
-        utils = [u for u in utils if u is not None]
-    wait_share = (sum(1 for u in utils if u < SPARSE_DUTY_MAX_PCT) / len(utils)) if utils else None
     extra = dict(last.extra) if last.extra else {}
     gen, width = extra.get("pcie_link_gen"), extra.get("pcie_link_width")
     procs = last.processes
@@ -354,19 +432,9 @@ def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot) -> _Stats:
         ecc_uncorrected_last=ecc[-1] if ecc else None,
         xids=tuple(xids),
         lost=last.state == "lost",
-        wait_share=wait_share,
+        # share of samples in which kernels ran under half the time
+        wait_share=(counts.wait_n / counts.util_n) if counts.util_n else None,
     )
-
-
-def _phase_of(phase_col: Sequence[str | None]) -> str | None:
-    """The ground-truth label most samples of the window carry (first seen wins a tie)."""
-    if not any(phase_col):
-        return None
-    counts: dict[str, int] = {}
-    for p in phase_col:
-        if p:
-            counts[p] = counts.get(p, 0) + 1
-    return max(counts, key=counts.__getitem__)
 
 
 def _gib(b: float | None) -> str:
@@ -688,16 +756,18 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     """
     if not samples:
         raise ValueError("analyze_device_window needs at least one sample")
-    return _analyze(list(map(_row, samples)), samples, growth_points, start, end)
+    rows = list(map(_row, samples))
+    return _analyze(rows, _Counts(rows), samples, growth_points, start, end)
 
 
-def _analyze(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
+def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSnapshot],
              growth_points: Sequence[tuple[float, float]] | None,
              start: float | None = None, end: float | None = None,
              key: str | None = None) -> DeviceAnalysis:
-    """``rows``: ``_row`` of each of ``samples`` (the same window, oldest first)."""
+    """``rows``: ``_row`` of each of ``samples`` (the same window, oldest first); ``counts``
+    their tallies."""
     last = samples[-1]
-    st = _stats_rows(rows, last)
+    st = _stats_rows(rows, last, counts)
     missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
                                     ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
                if v is None]
@@ -741,7 +811,7 @@ def _analyze(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
         start=samples[0].timestamp if start is None else start,
         end=last.timestamp if end is None else end,
         samples=len(samples), diagnoses=tuple(diags), missing_signals=tuple(missing),
-        phase=_phase_of([r[-1] for r in rows]))
+        phase=counts.phase(rows))
 
 
 def _rank(d: Diagnosis) -> tuple[int, float]:
@@ -751,19 +821,21 @@ def _rank(d: Diagnosis) -> tuple[int, float]:
 class SlidingWindow:
     """One device's samples over the last ``seconds``, kept across ticks by the engine.
 
-    Each sample's signals are read once when it arrives (``_row``) instead of on every tick it
-    stays in the window. The window is exactly what ``History.samples(key, seconds)`` returns: the
-    newest samples back to the first one at or before ``newest - seconds``. While timestamps never
-    go back that is a suffix maintained by appending and dropping from the left; ``push`` says when
-    it is not (a replay that loops, a clock step back), and the caller ``reset``s from history.
+    Each sample's signals are read once when it arrives (``_row``) and tallied in ``_Counts`` as it
+    enters and leaves, instead of rescanning every sample of the window on every tick. The window is
+    exactly what ``History.samples(key, seconds)`` returns: the newest samples back to the first one
+    at or before ``newest - seconds``. While timestamps never go back that is a suffix kept by
+    appending and dropping from the left; ``push`` says when it is not (a replay that loops, a clock
+    stepped back) and the caller ``reset``s it from history.
     """
 
-    __slots__ = ("seconds", "_samples", "_rows", "_ordered")
+    __slots__ = ("seconds", "_samples", "_rows", "_counts", "_ordered")
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
         self._samples: deque[DeviceSnapshot] = deque()
         self._rows: deque[tuple] = deque()
+        self._counts = _Counts()
         self._ordered = True
 
     def push(self, d: DeviceSnapshot, limit: int) -> bool:
@@ -773,18 +845,22 @@ class SlidingWindow:
         ts = d.timestamp
         if not self._ordered or (s and ts < s[-1].timestamp):
             return False
+        row = _row(d)
         s.append(d)
         rows = self._rows
-        rows.append(_row(d))
+        rows.append(row)
+        counts = self._counts
+        counts.add(row)
         cutoff = ts - self.seconds
         while len(s) > limit or s[0].timestamp <= cutoff:
             s.popleft()
-            rows.popleft()
+            counts.remove(rows.popleft())
         return True
 
     def reset(self, samples: Sequence[DeviceSnapshot]) -> None:
         self._samples = deque(samples)
         self._rows = deque(map(_row, samples))
+        self._counts = _Counts(self._rows)
         self._ordered = all(a.timestamp <= b.timestamp for a, b in zip(samples, samples[1:]))
 
     def __len__(self) -> int:
@@ -797,7 +873,7 @@ class SlidingWindow:
                 key: str | None = None) -> DeviceAnalysis:
         if not self._samples:
             raise ValueError("the window is empty")
-        return _analyze(self._rows, self._samples, growth_points, key=key)
+        return _analyze(self._rows, self._counts, self._samples, growth_points, key=key)
 
 
 _STAT_OF = {"sm_active_pct": "sm", "tensor_active_pct": "tensor", "dram_active_pct": "dram",
@@ -832,6 +908,7 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
     for samples in per_device.values():
         times = [s.timestamp for s in samples]
         rows = list(map(_row, samples))  # each sample's signals read once, not once per window
+        counts, c_lo, c_hi = _Counts(), 0, 0
         mem_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
                       if s.mem_used_bytes is not None]
         mem_times = [p[0] for p in mem_points]
@@ -851,7 +928,17 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
                 continue
             g_lo = bisect.bisect_left(mem_times, end - growth_lookback_s)
             g_hi = bisect.bisect_left(mem_times, end - 1e-9)
-            results.append(_analyze(rows[lo:hi], samples[lo:hi], mem_points[g_lo:g_hi],
+            # counts tally rows[c_lo:c_hi]; windows move forward, so usually only the rows that
+            # left and entered since the previous window are tallied
+            if c_lo <= lo < c_hi <= hi:
+                for row in rows[c_lo:lo]:
+                    counts.remove(row)
+                for row in rows[c_hi:hi]:
+                    counts.add(row)
+            else:
+                counts = _Counts(rows[lo:hi])
+            c_lo, c_hi = lo, hi
+            results.append(_analyze(rows[lo:hi], counts, samples[lo:hi], mem_points[g_lo:g_hi],
                                     start=start, end=end))
             if end >= t_last + 1e-9 and step >= window_s:
                 break
