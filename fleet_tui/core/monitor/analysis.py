@@ -441,9 +441,29 @@ def _gib(b: float | None) -> str:
     return "?" if b is None else f"{b / 2**30:.1f} GiB"
 
 
+_isfinite, _floor, _log10 = math.isfinite, math.floor, math.log10
+
+
+def _r3(x: float) -> float | None:
+    """``_r(x)`` for a float, with the usual magnitudes decided by comparisons instead of a
+    logarithm (evidence rounding runs for every number of every diagnosis, every tick)."""
+    if not _isfinite(x):
+        return None
+    a = -x if x < 0 else x
+    if a >= 100.0:
+        return round(x, 0)
+    if a >= 10.0:
+        return round(x, 1)
+    if a >= 1.0:
+        return round(x, 2)
+    if a == 0:
+        return 0.0
+    return round(x, 2 - _floor(_log10(a)))
+
+
 def _diag(kind: str, confidence: float, evidence: dict[str, Any], explanation: str,
           action: str | None = None) -> Diagnosis:
-    ev = tuple((k, _r(v) if isinstance(v, float) else v) for k, v in evidence.items())
+    ev = tuple([(k, _r3(v) if isinstance(v, float) else v) for k, v in evidence.items()])
     return Diagnosis(kind=kind, confidence=round(min(1.0, max(0.0, confidence)), 3), evidence=ev,
                      explanation=explanation, action=action or ACTIONS[kind],
                      severity=SEVERITY[kind])

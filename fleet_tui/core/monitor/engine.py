@@ -37,16 +37,27 @@ DEFAULT_HISTORY_S = 600.0
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One diagnosis of one device, shaped for display (the app's diagnoses panel)."""
+    """One diagnosis of one device, shaped for display (the app's diagnoses panel).
+
+    The display text (``evidence``, ``actions``) is derived from the diagnosis when read, not on
+    every tick: most ticks are never drawn (hidden pane, headless, coalesced redraws)."""
 
     device_key: str
     device: str  # "GPU 0 (NVIDIA H200)"
     kind: str
     severity: str
     confidence: float
-    evidence: tuple[str, ...]  # the explanation sentence, then "signal = value" lines
-    actions: tuple[str, ...]
     diagnosis: Diagnosis
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """The explanation sentence, then "signal = value" lines."""
+        diag = self.diagnosis
+        return (diag.explanation,) + tuple(f"{k} = {v}" for k, v in diag.evidence if v is not None)
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return (self.diagnosis.action,)
 
     @property
     def title(self) -> str:
@@ -90,18 +101,30 @@ EngineState = Tick
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
 
 
-def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis]) -> tuple[Finding, ...]:
-    names = {d.key: f"GPU {d.index}" + (f" ({d.name})" if d.name else "") for d in snapshot.devices}
+_SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def _finding_rank(f: Finding) -> tuple[int, float]:
+    return (_SEVERITY_RANK.get(f.severity, 3), -f.confidence)
+
+
+def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis],
+              devices: Mapping[str, Any] | None = None) -> tuple[Finding, ...]:
+    """``devices``: device snapshots by key when the caller has them (else built here)."""
+    if devices is None:
+        devices = {d.key: d for d in snapshot.devices}
     out = []
     for key, an in analyses.items():
+        name = None
         for diag in an.diagnoses:
             if diag.severity == "ok":
                 continue
-            ev = (diag.explanation,) + tuple(f"{k} = {v}" for k, v in diag.evidence if v is not None)
-            out.append(Finding(key, names.get(key, key), diag.kind, diag.severity,
-                               diag.confidence, ev, (diag.action,), diag))
-    rank = {"critical": 0, "warning": 1, "info": 2}
-    out.sort(key=lambda f: (rank.get(f.severity, 3), -f.confidence))
+            if name is None:
+                d = devices.get(key)
+                name = key if d is None else f"GPU {d.index}" + (f" ({d.name})" if d.name else "")
+            out.append(Finding(key, name, diag.kind, diag.severity, diag.confidence, diag))
+    if len(out) > 1:
+        out.sort(key=_finding_rank)
     return tuple(out)
 
 
@@ -278,7 +301,8 @@ class MonitorEngine:
                                                 machine))
         self._seq += 1
         tick = Tick(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
-                    diagnoses=_findings(snapshot, analyses), new_alerts=new_alerts, cost=cost,
+                    diagnoses=_findings(snapshot, analyses, dict(zip(keys, devices))),
+                    new_alerts=new_alerts, cost=cost,
                     work_s=time.perf_counter() - t0, interval_s=self.interval_s,
                     paused=self._paused, focus=self.focus)
         self.latest = tick
