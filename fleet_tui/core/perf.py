@@ -95,11 +95,17 @@ class RunEstimate:
 
 
 def matmul_efficiency(accelerator: "Accelerator") -> float:
-    arch = (accelerator.architecture or "").lower()
-    for key, eff in cal.MATMUL_EFFICIENCY.items():
-        if key != "default" and arch.startswith(key.lower()):
-            return eff
-    return cal.MATMUL_EFFICIENCY["default"]
+    arch = accelerator.architecture or ""
+    eff = _MATMUL_BY_ARCH.get(arch)
+    if eff is None:
+        low = arch.lower()
+        eff = next((e for k, e in cal.MATMUL_EFFICIENCY.items()
+                    if k != "default" and low.startswith(k.lower())), cal.MATMUL_EFFICIENCY["default"])
+        _MATMUL_BY_ARCH[arch] = eff
+    return eff
+
+
+_MATMUL_BY_ARCH: dict[str, float] = {}
 
 
 def peak_flops(accelerator: "Accelerator", precision: str) -> tuple[float | None, list[str]]:

@@ -59,6 +59,7 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
 from __future__ import annotations
 
 import difflib
+import gc
 import heapq
 import math
 import threading
@@ -299,22 +300,75 @@ def workload_summary(w: Any) -> dict[str, Any]:
 # Sizing, once per (accelerator, devices) group
 
 
-@dataclass(frozen=True, slots=True)
 class _Sized:
-    fits: bool
-    instances: int
-    gpus: int
-    sharding: str
-    fit: Any
-    throughput: Any
-    tokens_per_s: float | None
-    latency_ms: float | None
-    run_seconds: float | None
-    units_per_hour: float | None  # work units per hour (1M tokens, or runs); None for $/month
-    headroom_gib: float | None
-    memory_used_pct: float | None
-    why_not: str = ""
-    speed_note: str = ""  # why the speed (or the run time) is unknown: the missing spec figure
+    """Placement of the workload on one (accelerator, devices) group and what it achieves there.
+
+    Fit is decided eagerly (ranking needs it); the full ``FitResult`` and the speed estimate are
+    computed on first read: ranking by $/month reads neither, and only the offers shown need the
+    ``FitResult``. Read-only from outside; a value computed twice by two threads is the same.
+    """
+
+    __slots__ = ("fits", "instances", "gpus", "sharding", "headroom_gib", "memory_used_pct",
+                 "capacity_bytes", "why_not", "_ctx", "_fit", "_speed")
+
+    def __init__(self, fits: bool, instances: int, gpus: int, sharding: str, *,
+                 headroom_gib: float | None, memory_used_pct: float | None,
+                 capacity_bytes: int | None, why_not: str = "", ctx: tuple | None = None,
+                 fit: Any = None) -> None:
+        self.fits = fits
+        self.instances = instances
+        self.gpus = gpus
+        self.sharding = sharding
+        self.headroom_gib = headroom_gib
+        self.memory_used_pct = memory_used_pct
+        self.capacity_bytes = capacity_bytes
+        self.why_not = why_not
+        # (sizing module, perf module, workload variant, accelerator, unit kind, training tokens);
+        # None for a misfit sized without detail (no fit object, no speed)
+        self._ctx = ctx
+        self._fit = fit
+        self._speed: tuple | None = None
+
+    @property
+    def fit(self):
+        if self._fit is None and self._ctx is not None:
+            sizing, _perf, w, acc, _unit, _tokens = self._ctx
+            self._fit = sizing.check_fit(w, acc, self.gpus)
+        return self._fit
+
+    def _speed_values(self) -> tuple:
+        """(throughput, tokens/s, latency ms, run seconds, work units per hour, speed note)."""
+        if self._speed is not None:
+            return self._speed
+        if self._ctx is None:
+            self._speed = (None, None, None, None, None, "")
+            return self._speed
+        _sizing, perf, w, acc, unit_kind, training_tokens = self._ctx
+        tp = perf.estimate_throughput(w, acc, self.gpus)
+        tps = tp.tokens_per_s
+        if tps is not None and not (tps > 0 and math.isfinite(tps)):
+            tps = None
+        note = "" if tps is not None else (tp.unknown or "no speed estimate")
+        latency_ms = None
+        if w.kind == "inference":
+            per_token = tp.time_per_output_token_s or tp.step_s
+            latency_ms = per_token * 1000.0 if per_token else None
+        run_seconds = units_per_hour = None
+        if unit_kind == "tokens" and tps:
+            units_per_hour = tps * 3600.0 / 1e6
+        elif unit_kind == "run" and training_tokens and tps:
+            # as perf.training_run: tokens / training tokens per second
+            run_seconds = training_tokens / tps
+            units_per_hour = 3600.0 / run_seconds
+        self._speed = (tp, tps, latency_ms, run_seconds, units_per_hour, note)
+        return self._speed
+
+    throughput = property(lambda self: self._speed_values()[0])
+    tokens_per_s = property(lambda self: self._speed_values()[1])
+    latency_ms = property(lambda self: self._speed_values()[2])
+    run_seconds = property(lambda self: self._speed_values()[3])
+    units_per_hour = property(lambda self: self._speed_values()[4])  # None for $/month or unknown
+    speed_note = property(lambda self: self._speed_values()[5])  # why the speed is unknown
 
 
 def _sharding_order(workload) -> tuple[str, ...]:
@@ -382,6 +436,8 @@ class _Engine:
                 _SIZED_CACHE.move_to_end(key)
         self._memo = memo
         self._variants: dict[tuple[int, str], Any] = {}
+        self._need: dict[tuple[int, str], int] = {}  # per-GPU bytes by placement
+        self._prec: dict[int, bool] = {}  # precision allowed, by accelerator object id
 
     def _variant(self, gpus: int, sharding: str):
         key = (gpus, sharding)
@@ -393,11 +449,19 @@ class _Engine:
 
     def _quick_fit(self, w, acc, gpus: int) -> tuple[bool, int, int, bool]:
         """(fits, headroom_bytes, capacity_bytes, precision_ok) exactly as ``check_fit`` decides,
-        without the search for suggestions that ``check_fit`` runs on a misfit."""
+        without the search for suggestions that ``check_fit`` runs on a misfit.
+
+        Memory per GPU depends on the placement only, not on the device: it is looked up once per
+        (gpus, sharding) here instead of hashing the workload model for every accelerator."""
         sz = self._sizing
-        need = sz.estimate_memory(w, gpus).total_bytes
+        mkey = (gpus, w.sharding)
+        need = self._need.get(mkey)
+        if need is None:
+            need = self._need[mkey] = sz.estimate_memory(w, gpus).total_bytes
         cap = sz.capacity_bytes(acc)
-        prec_ok = sz.precision_support(w.precision, acc)[0]
+        prec_ok = self._prec.get(id(acc))
+        if prec_ok is None:
+            prec_ok = self._prec[id(acc)] = sz.precision_support(w.precision, acc)[0]
         return (need <= cap and prec_ok), cap - need, cap, prec_ok
 
     def size(self, acc, devices: int, instances: int | None = None, *,
@@ -437,46 +501,23 @@ class _Engine:
         if chosen is None and not detail:
             why = (f"{acc.id} cannot run {w.precision}" if not prec_ok else
                    f"needs {(cap - head) / GIB:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB")
-            result = _Sized(False, n, gpus, sharding, None, None, None, None, None, None,
-                            head / GIB, 100.0 * (cap - head) / cap if cap else None, why)
+            result = _Sized(False, n, gpus, sharding, headroom_gib=head / GIB,
+                            memory_used_pct=100.0 * (cap - head) / cap if cap else None,
+                            capacity_bytes=cap, why_not=why)
         else:
-            result = self._finish(w, acc, gpus, n, sharding, fits=chosen is not None)
+            result = self._finish(w, acc, gpus, n, sharding, fits=chosen is not None, quick=(head, cap))
         self._memo[key] = (acc, result)
         return result
 
-    def _finish(self, w, acc, gpus, n, sharding, *, fits: bool) -> _Sized:
-        fit = self._sizing.check_fit(w, acc, gpus)
-        cap = fit.capacity_bytes
-        head = fit.headroom_bytes
-        headroom_gib = head / GIB
-        used_pct = 100.0 * (cap - head) / cap if cap else None
-        why_not = "" if fits else _describe_misfit(fit, acc, gpus)
-        try:
-            tp = self._perf.estimate_throughput(w, acc, gpus)
-        except UserError as exc:  # e.g. a precision this device cannot run
-            return _Sized(False, n, gpus, sharding, fit, None, None, None, None, None,
-                          headroom_gib, used_pct, why_not or str(exc))
-        tps = tp.tokens_per_s
-        if tps is not None and not (tps > 0 and math.isfinite(tps)):
-            tps = None
-        speed_note = "" if tps is not None else (tp.unknown or "no speed estimate")
-        latency_ms = None
-        if w.kind == "inference":
-            per_token = tp.time_per_output_token_s or tp.step_s
-            latency_ms = per_token * 1000.0 if per_token else None
-        run_seconds = None
-        units_per_hour = None
-        if self.unit_kind == "tokens" and tps:
-            units_per_hour = tps * 3600.0 / 1e6
-        elif self.unit_kind == "run" and self.training_tokens:
-            est = self._perf.training_run(w, acc, gpus, self.training_tokens)
-            if est.seconds is not None and est.seconds > 0 and math.isfinite(est.seconds):
-                run_seconds = float(est.seconds)
-                units_per_hour = 3600.0 / run_seconds
-            else:
-                speed_note = speed_note or est.unknown or "no speed estimate"
-        return _Sized(fits, n, gpus, sharding, fit, tp, tps, latency_ms, run_seconds,
-                      units_per_hour, headroom_gib, used_pct, why_not, speed_note)
+    def _finish(self, w, acc, gpus, n, sharding, *, fits: bool, quick: tuple[int, int]) -> _Sized:
+        head, cap = quick  # exactly what check_fit reports (same memory estimate and capacity)
+        ctx = (self._sizing, self._perf, w, acc, self.unit_kind, self.training_tokens)
+        sized = _Sized(fits, n, gpus, sharding, headroom_gib=head / GIB,
+                       memory_used_pct=100.0 * (cap - head) / cap if cap else None,
+                       capacity_bytes=cap, ctx=ctx)
+        if not fits:  # the current setup's report: say why, from the full fit check
+            sized.why_not = _describe_misfit(sized.fit, acc, gpus)
+        return sized
 
 
 # ------------------------------------------------------------------------------------------------
@@ -730,80 +771,92 @@ def recommend(
     budget = math.inf if budget_usd_per_month is None else budget_usd_per_month
     unpriced = over_budget = filtered = 0
     cheapest_eff, cheapest_cand = math.inf, None
-    seq = 0
-    for group in index.groups:
-        acc = group.acc
-        rows = group.rows
-        if (vendor_set is not None and group.vendor_key not in vendor_set) or (
-                stack_set is not None and acc.software_stack.lower() not in stack_set):
-            filtered += len(rows)
-            continue
-        if cloud_set is not None or region_set is not None:
-            kept = [r for r in rows if (cloud_set is None or r[1] in cloud_set)
-                    and (region_set is None or r[2] in region_set)]
-            filtered += len(rows) - len(kept)
-            rows = kept
-            if not rows:
+    # The loop allocates one small tuple per offer: with the garbage collector on, 100k of them
+    # trigger repeated collections that walk every live object (the catalog's models included),
+    # which costs more than the ranking itself. Nothing here creates reference cycles.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        seq = 0
+        for group in index.groups:
+            acc = group.acc
+            rows = group.rows
+            if (vendor_set is not None and group.vendor_key not in vendor_set) or (
+                    stack_set is not None and acc.software_stack.lower() not in stack_set):
+                filtered += len(rows)
                 continue
-        if group.fraction is None:
-            sized = engine.size(acc, group.devices)
-        else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
-            sized = engine.size(slice_accelerator(acc, group.fraction), 1)
-        if not sized.fits:
-            skipped["not_fitting_rows"] += len(rows)
-            continue
-        if latency_target_ms is not None:
-            if sized.latency_ms is None:
-                skipped["latency_unknown_rows"] += len(rows)
-                continue
-            if sized.latency_ms > latency_target_ms:
-                skipped["too_slow_rows"] += len(rows)
-                continue
-        uph = sized.units_per_hour
-        known = per_month or uph is not None
-        if sized.speed_note:
-            unknown_notes.setdefault(acc.id, sized.speed_note)
-        out = cands if known else unknown
-        per_unit = 0.0 if per_month or not known else 1.0 / uph
-        n = sized.instances
-        neg_tps = -(sized.tokens_per_s or 0.0)
-        track_cheapest = sized.tokens_per_s is not None
-        for inst, _cloud_key, _region_key, prices in rows:
-            cloud = inst.cloud
-            per_cloud = cloud_prices.get(cloud)
-            if per_cloud is None:
-                per_cloud = cloud_prices[cloud] = tuple(
-                    (p, i, mult(p, cloud) * hours) for p, i in option_slots)
-            for p, i, m_hours in per_cloud:
-                price = prices[i]
-                if price is None:
-                    unpriced += 1
+            if cloud_set is not None or region_set is not None:
+                kept = [r for r in rows if (cloud_set is None or r[1] in cloud_set)
+                        and (region_set is None or r[2] in region_set)]
+                filtered += len(rows) - len(kept)
+                rows = kept
+                if not rows:
                     continue
-                month = price * n * m_hours
-                if month > budget:
-                    over_budget += 1
+            if group.fraction is None:
+                sized = engine.size(acc, group.devices)
+            else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
+                sized = engine.size(slice_accelerator(acc, group.fraction), 1)
+            if not sized.fits:
+                skipped["not_fitting_rows"] += len(rows)
+                continue
+            if latency_target_ms is not None:
+                if sized.latency_ms is None:
+                    skipped["latency_unknown_rows"] += len(rows)
                     continue
-                # sort key first: cheapest unit (or month when the speed is unknown), then
-                # month, then the faster, then catalog order (seq is unique: ties stop there)
-                cand = (month * per_unit / hours if per_unit else month, month, neg_tps, seq,
-                        inst, p, price, sized, acc)
-                out.append(cand)
-                if track_cheapest and month < cheapest_eff:
-                    cheapest_eff, cheapest_cand = month, cand
-                seq += 1
-    skipped["filtered_rows"] = filtered
-    skipped["unpriced_offers"] = unpriced
-    skipped["over_budget_offers"] = over_budget
+                if sized.latency_ms > latency_target_ms:
+                    skipped["too_slow_rows"] += len(rows)
+                    continue
+            n = sized.instances
+            if per_month:  # $/month needs no speed: none is computed for ranking
+                out, per_unit, neg_tps, track_cheapest = cands, 0.0, 0.0, False
+            else:
+                uph = sized.units_per_hour
+                if uph is None:
+                    unknown_notes.setdefault(acc.id, sized.speed_note)
+                    out, per_unit = unknown, 0.0
+                else:
+                    out, per_unit = cands, 1.0 / uph
+                neg_tps = -(sized.tokens_per_s or 0.0)
+                track_cheapest = uph is not None
+            for inst, _cloud_key, _region_key, prices in rows:
+                cloud = inst.cloud
+                per_cloud = cloud_prices.get(cloud)
+                if per_cloud is None:
+                    per_cloud = cloud_prices[cloud] = tuple(
+                        (p, i, mult(p, cloud) * hours) for p, i in option_slots)
+                for p, i, m_hours in per_cloud:
+                    price = prices[i]
+                    if price is None:
+                        unpriced += 1
+                        continue
+                    month = price * n * m_hours
+                    if month > budget:
+                        over_budget += 1
+                        continue
+                    # sort key first: cheapest unit (or month when the speed is unknown), then
+                    # month, then the faster, then catalog order (seq is unique: ties stop there)
+                    cand = (month * per_unit / hours if per_unit else month, month, neg_tps, seq,
+                            inst, p, price, sized, acc)
+                    out.append(cand)
+                    if track_cheapest and month < cheapest_eff:
+                        cheapest_eff, cheapest_cand = month, cand
+                    seq += 1
+        skipped["filtered_rows"] = filtered
+        skipped["unpriced_offers"] = unpriced
+        skipped["over_budget_offers"] = over_budget
 
-    fitting = len(cands) + len(unknown)
-    if top is None or top * 8 >= len(cands):
-        cands.sort()
-        chosen = cands if top is None else cands[:top]
-    else:
-        chosen = heapq.nsmallest(top, cands)
-    if unknown and (top is None or len(chosen) < top):
-        unknown.sort()
-        chosen = chosen + (unknown if top is None else unknown[:top - len(chosen)])
+        fitting = len(cands) + len(unknown)
+        if top is None or top * 8 >= len(cands):
+            cands.sort()
+            chosen = cands if top is None else cands[:top]
+        else:
+            chosen = heapq.nsmallest(top, cands)
+        if unknown and (top is None or len(chosen) < top):
+            unknown.sort()
+            chosen = chosen + (unknown if top is None else unknown[:top - len(chosen)])
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
     cur = None
     notes: list[str] = []
@@ -820,7 +873,9 @@ def recommend(
                        stateless=stateless, schedule=schedule, hours=hours, per_month=per_month)
     offers = _LazyOffers(chosen, make)
     cheapest = None
-    if cheapest_cand is not None:
+    if per_month:  # ranked by $/month = effective $/h × hours: the cheapest per hour is the best
+        cheapest = offers[0] if chosen else None
+    elif cheapest_cand is not None:
         if chosen and cheapest_cand is chosen[0]:
             cheapest = offers[0]
         else:
@@ -837,9 +892,6 @@ def recommend(
             notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
                          f"they cannot be costed per {unit.removeprefix('USD/')} and are listed "
                          f"after the {len(cands)} ranked offers, cheapest per hour first")
-        else:
-            notes.append(f"offers on {devices} have no speed estimate ({why}); ranking by "
-                         f"{unit} does not need one")
     if not fitting:
         notes.append("no offer fits under the given constraints")
 
@@ -885,8 +937,7 @@ def _risks(inst, acc, sized: _Sized, p: str, *, current_stack: str, spot_overhea
     if sized.instances > 1:
         risks.append(f"multi-node: {sized.instances} instances, depends on the inter-node network")
     head = sized.headroom_gib
-    fit = sized.fit
-    cap = getattr(fit, "capacity_bytes", None)
+    cap = sized.capacity_bytes
     if head is not None and cap and head * GIB < LOW_HEADROOM_FRACTION * cap:
         risks.append(f"tight memory: {head:.1f} GiB free per device")
     for flag in _applicable_flags(inst.flags, p):

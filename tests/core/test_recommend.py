@@ -407,3 +407,111 @@ def test_every_ranked_offer_fits(toy, spec):
             assert o.cost_per_unit >= 0 and math.isfinite(o.cost_per_unit)
     ranked = [o for o in rec.offers if o.cost_per_unit is not None]
     assert list(rec.offers)[:len(ranked)] == ranked  # unknown-speed offers never ahead
+
+
+# ------------------------------------------------------------------------------------------------
+# offers whose speed is unknown (a spec figure the estimate needs is not published)
+
+UNKNOWN_TOY = """
+instance = [
+  {cloud = "aws", instance_type = "cheap.a10g", region = "us-east-1", accelerator = "A10G", accelerator_count = 1.0, on_demand_usd_per_hour = 0.01},
+  {cloud = "aws", instance_type = "l40s.1x", region = "us-east-1", accelerator = "L40S", accelerator_count = 1.0, on_demand_usd_per_hour = 2.0},
+  {cloud = "aws", instance_type = "h100.1x", region = "us-east-1", accelerator = "H100", accelerator_count = 1.0, on_demand_usd_per_hour = 9.0},
+  {cloud = "lambda", instance_type = "cheap.4090", region = "us-1", accelerator = "RTX4090", accelerator_count = 1.0, on_demand_usd_per_hour = 0.02},
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def unknown_toy(tmp_path_factory) -> object:
+    d: Path = tmp_path_factory.mktemp("unknowncat")
+    (d / "toy.toml").write_text(UNKNOWN_TOY)
+    bundled = paths.bundled_catalog_dir()
+    cat = build_catalog([bundled / "accelerators.toml", bundled / "models.toml", d / "toy.toml"])
+    assert not cat.problems, cat.problems
+    return cat
+
+
+def lora8b(cat) -> Workload:
+    return Workload(kind="lora", model=cat.model("llama-3.1-8b"), batch=1, seq_len=1024,
+                    grad_checkpointing=True)
+
+
+def test_unknown_speed_never_outranks_a_known_one(unknown_toy):
+    # per run: the A10G (no published bf16 peak) and the RTX 4090 (nothing but memory) are the
+    # cheapest per hour by far, yet come after every offer whose cost per run is known
+    rec = recommend(lora8b(unknown_toy), unknown_toy, training_tokens=1e8)
+    types = [o.instance_type for o in rec.offers]
+    assert types[:2] == ["l40s.1x", "h100.1x"] or types[:2] == ["h100.1x", "l40s.1x"]
+    assert set(types[2:]) == {"cheap.a10g", "cheap.4090"}
+    assert types[2] == "cheap.a10g"  # among the unknown ones: cheapest per hour first
+    assert rec.fitting_offers == 4 and rec.speed_unknown_offers == 2
+    for o in rec.offers[2:]:
+        assert o.speed_unknown and o.cost_per_unit is None and o.tokens_per_s is None
+        assert "no published" in o.speed_unknown_reason and o.accelerator in o.speed_unknown_reason
+        assert "speed unknown" in o.reason
+    assert [o.rank for o in rec.offers] == [1, 2, 3, 4]
+    assert rec.best.instance_type in ("l40s.1x", "h100.1x") and rec.best.cost_per_unit > 0
+    assert any("no speed estimate" in n for n in rec.notes)
+    assert any("no speed estimate" in line for line in explain(rec))
+    # top: ranked offers first; the unknown ones only fill a page the ranked ones leave
+    assert [o.instance_type for o in recommend(lora8b(unknown_toy), unknown_toy,
+                                               training_tokens=1e8, top=2).offers] == types[:2]
+    assert [o.instance_type for o in recommend(lora8b(unknown_toy), unknown_toy,
+                                               training_tokens=1e8, top=3).offers] == types[:3]
+    d = rec.to_dict()
+    assert d["speed_unknown_offers"] == 2
+    assert d["offers"][3]["speed_unknown"] is True and d["offers"][3]["cost_per_unit"] is None
+    assert d["offers"][0]["speed_unknown"] is False and d["offers"][0]["speed_unknown_reason"] == ""
+
+
+def test_decode_needs_only_bandwidth_so_the_a10g_is_ranked_for_batch_generation(unknown_toy):
+    rec = recommend(batch_gen(unknown_toy), unknown_toy)
+    by_type = {o.instance_type: o for o in rec.offers}
+    a10g = by_type["cheap.a10g"]
+    assert not a10g.speed_unknown and a10g.tokens_per_s > 0 and a10g.cost_per_unit > 0
+    assert rec.best.instance_type == "cheap.a10g"  # $0.01/h: the cheapest per token
+    assert by_type["cheap.4090"].speed_unknown  # no bandwidth published: listed last
+    assert rec.offers[-1].instance_type == "cheap.4090"
+
+
+def test_interactive_serving_ranks_unknown_speed_by_the_monthly_bill(unknown_toy):
+    rec = recommend(chat(unknown_toy), unknown_toy)
+    assert rec.unit == UNIT_MONTH
+    assert [o.instance_type for o in rec.offers][:2] == ["cheap.a10g", "cheap.4090"]
+    rtx = rec.offers[1]
+    assert rtx.speed_unknown and rtx.tokens_per_s is None
+    assert rtx.cost_per_unit == pytest.approx(0.02 * HOURS_PER_MONTH)
+    assert rec.speed_unknown_offers == 0  # nothing left unranked
+    # a latency target cannot be checked without a speed: counted, not guessed
+    rec = recommend(chat(unknown_toy), unknown_toy, latency_target_ms=1000)
+    assert "cheap.4090" not in {o.instance_type for o in rec.offers}
+    assert rec.skipped_counts["latency_unknown_rows"] == 1
+
+
+def test_current_setup_with_unknown_speed_is_not_compared_by_invented_numbers(unknown_toy):
+    rec = recommend(lora8b(unknown_toy), unknown_toy, training_tokens=1e8, current=("cheap.a10g", 1))
+    cur = rec.current
+    assert cur.fits and cur.speed_unknown and cur.cost_per_unit is None
+    assert all(o.savings_pct is None and o.speedup is None for o in rec.offers)
+    assert any("speed unknown" in n for n in rec.notes)
+    text = " ".join(explain(rec))
+    assert "cannot be compared" in text and "no published bf16 peak for A10G" in text
+
+
+def test_no_offer_reports_zero_tokens_per_second(bundled):
+    for w, kw in ((chat(bundled), {}), (batch_gen(bundled, "llama-3.1-70b"), {}),
+                  (lora8b(bundled), {"training_tokens": 1e8})):
+        rec = recommend(w, bundled, pricing="any", **kw)
+        speeds = [o.tokens_per_s for o in rec.offers]
+        assert speeds and all(s is None or s > 0 for s in speeds)
+        assert all((s is None) == o.speed_unknown for s, o in zip(speeds, rec.offers))
+
+
+def test_offers_read_like_a_tuple(toy):
+    rec = recommend(batch_gen(toy), toy, pricing="any")
+    full = tuple(rec.offers)
+    assert rec.offers[-1] is full[-1] and rec.offers[1:3] == full[1:3] and rec.offers == full
+    assert len(rec.offers) == rec.fitting_offers
+    with pytest.raises(IndexError):
+        rec.offers[len(full)]

@@ -118,3 +118,23 @@ def test_argparse_choices_exit_2(capsys):
         main(["size", "--params", "7B", "--precision", "fp9"])
     assert exc.value.code == 2
     assert "--precision" in capsys.readouterr().err
+
+
+def test_unknown_peak_gives_null_speed_with_the_missing_figure(capsys):
+    # A10G: Ampere, runs bf16, but NVIDIA publishes no peak: no forward-pass speed is invented
+    rc, out, err = run(capsys, "--model", "llama-3.1-8b", "--seq-len", "1024", "--gpu", "A10G", "--json")
+    assert rc == 0, err
+    t = json.loads(out)["throughput"]
+    assert t["phase"] == "prefill" and t["tokens_per_s"] is None and t["mfu"] is None
+    assert t["unknown"] == "no published bf16 peak for A10G"
+    # decode is memory-bound: estimated from the bandwidth alone
+    rc, out, _ = run(capsys, "--model", "llama-3.1-8b", "--prompt-len", "512", "--gen-len", "128",
+                     "--gpu", "A10G", "--json")
+    t = json.loads(out)["throughput"]
+    assert rc == 0 and t["phase"] == "decode" and t["tokens_per_s"] > 0 and t["unknown"] is None
+    assert t["prefill_tokens_per_s"] is None and t["time_to_first_token_s"] is None
+    # training run length unknown too, said in words in the table
+    rc, out, _ = run(capsys, "--model", "llama-3.1-8b", "--workload", "lora", "--seq-len", "1024",
+                     "--grad-checkpointing", "--gpu", "A10G", "--tokens", "1e8")
+    assert rc == 0 and "training speed unknown: no published bf16 peak for A10G" in out
+    assert "time unknown" in out
