@@ -211,6 +211,8 @@ def _short_notes(o) -> str:
         notes.append("multi-node")
     if o.flags:
         notes.append("flagged")
+    if getattr(o, "speed_unknown", False):
+        notes.append("speed unknown")
     return ", ".join(notes)
 
 

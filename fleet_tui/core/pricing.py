@@ -307,12 +307,18 @@ class Quote:
     break_even_utilization: float | None  # reserved only: share of the month where it pays off
     schedule: Schedule
 
-    def cost_per_million_tokens(self, tokens_per_s: float) -> float:
-        """USD per 1M tokens served at ``tokens_per_s`` (e.g. ``Throughput.tokens_per_s``)."""
+    def cost_per_million_tokens(self, tokens_per_s: float | None) -> float | None:
+        """USD per 1M tokens served at ``tokens_per_s`` (e.g. ``Throughput.tokens_per_s``);
+        None when the speed is unknown (``tokens_per_s`` None: a spec figure is not published)."""
+        if tokens_per_s is None:
+            return None
         return cost_per_million_tokens(self.usd_per_hour, tokens_per_s)
 
-    def run_cost(self, seconds: float) -> float:
-        """USD for a run of ``seconds`` (e.g. ``RunEstimate.seconds`` from ``perf.training_run``)."""
+    def run_cost(self, seconds: float | None) -> float | None:
+        """USD for a run of ``seconds`` (e.g. ``RunEstimate.seconds`` from ``perf.training_run``);
+        None when the run time is unknown."""
+        if seconds is None:
+            return None
         return training_run_cost(self.usd_per_hour, seconds)
 
 

@@ -30,20 +30,37 @@ Savings against the current setup are measured *for the current setup's monthly 
 ``savings_usd_per_month = current.usd_per_month × savings_pct`` (for the $/month unit that is
 simply the difference of the monthly bills). ``speedup = tokens_per_s / current.tokens_per_s``.
 
+**Unknown speed.** Speed comes from published spec figures (:mod:`fleet_tui.core.perf`); where one is
+missing (no dense peak for a compute-bound phase, no memory bandwidth for decode) the offer has no
+speed estimate and nothing is invented for it. Such offers still fit and are counted in
+``fitting_offers``; they are marked ``speed_unknown`` with ``speed_unknown_reason`` (the missing
+figure, e.g. "no published bf16 peak for A10G"). When the unit is work (USD per 1M tokens, per run)
+they cannot be costed per unit: ``cost_per_unit`` is null and they come **after every ranked offer**,
+cheapest per hour first (``speed_unknown_offers`` counts them; a ``top`` page shows them only when
+fewer ranked offers exist). For always-on interactive serving the unit is $/month, which needs no
+speed: they are ranked by it like any other offer. A ``--latency-target-ms`` cannot be checked
+without a speed: such rows are counted in ``skipped["latency_unknown_rows"]``. A current setup with
+unknown speed gets no cost per unit and no savings; ``explain`` says why instead of comparing.
+
 Nothing is ranked silently: catalog rows marked ``excluded`` are skipped and counted; rows with
 ``flags`` (suspicious prices) are ranked but carry the flag in ``flags``, ``risks`` and ``reason``
 (a flag that names pricing options, e.g. "spot 0 in the source", is carried only by the offers of
 those options; ``offer.instance.flags`` keeps them all).
 
-Speed: sizing runs once per distinct (accelerator, devices per instance) pair; every offer is then
-priced with a handful of multiplications, and only the offers returned (``top``) are turned into
-:class:`RankedOffer` objects.
+Speed of the ranking: fit runs once per distinct (accelerator, devices per instance) pair (memory
+once per placement), the speed estimate only where the unit needs it; every offer is then priced
+with a few multiplications into a plain tuple whose first items are the sort key, and the tuples are
+sorted (the garbage collector paused meanwhile). ``Recommendation.offers`` is a read-only,
+tuple-like sequence that builds each :class:`RankedOffer` on first read, so a full ranking of the
+bundled catalog (~6,000 fitting offers) takes a few ms and a 100,000-offer one well under 500 ms
+(``bench/bench_recommend.py``); ``to_dict()`` builds the offers it serializes.
 
 JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)::
 
     {"workload": {...}, "unit": str, "pricing": str, "schedule": {"hours_per_month", "label"},
      "constraints": {...}, "current": OFFER | null, "offers": [OFFER, ...],
-     "fitting_offers": int, "considered_rows": int, "skipped": {reason: count}, "notes": [str]}
+     "fitting_offers": int, "speed_unknown_offers": int, "considered_rows": int,
+     "skipped": {reason: count}, "notes": [str]}
 
     OFFER = {"rank", "cloud", "instance_type", "region", "accelerator", "vendor", "software_stack",
              "accelerator_count", "instances", "gpus", "sharding", "pricing", "list_usd_per_hour",
@@ -51,9 +68,11 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
              "tokens_per_s", "latency_ms", "headroom_gib", "memory_used_pct", "fits",
              "savings_usd_per_month", "savings_pct", "speedup", "spot_overhead_pct",
              "reserved_estimated", "break_even_utilization", "risks", "flags", "reason",
-             "is_current", "misfit"}
+             "is_current", "misfit", "speed_unknown", "speed_unknown_reason"}
 
-``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100.
+``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100. ``tokens_per_s``,
+``latency_ms``, ``speedup`` and (for work units) ``cost_per_unit``/``savings_*`` are null when the
+speed is unknown.
 """
 
 from __future__ import annotations

@@ -184,6 +184,8 @@ def test_quote_unit_costs_use_the_effective_price():
     assert q.usd_per_hour == pytest.approx(13.0)
     assert q.cost_per_million_tokens(1000) == pytest.approx(13.0 / 3.6)
     assert q.run_cost(1800) == pytest.approx(6.5)
+    # unknown speed (Throughput.tokens_per_s / RunEstimate.seconds None): unknown cost, not 0
+    assert q.cost_per_million_tokens(None) is None and q.run_cost(None) is None
 
 
 def test_quote_is_none_when_not_offered():
