@@ -284,28 +284,31 @@ _MEAN_FIELDS = ("gpu_util_pct", "mem_util_pct", "sm_active_pct", "tensor_active_
                 "dram_active_pct", "fp32_active_pct", "fp16_active_pct", "power_w", "sm_clock_mhz",
                 "temp_c", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "mem_used_bytes")
 _N_MEANS = len(_MEAN_FIELDS)
-_I_REASONS, _I_ECC, _I_XID, _I_PHASE = range(_N_MEANS, _N_MEANS + 4)
-_row = attrgetter(*_MEAN_FIELDS, "clock_event_reasons", "ecc_uncorrected", "xid_errors", "phase")
+_row = attrgetter(*_MEAN_FIELDS)
 
 
 class _Counts:
-    """Integer tallies over the rows of a window, updated as rows enter and leave: exact, O(1)
-    per row, so a sliding window never rescans its samples for them."""
+    """Integer tallies over the samples of a window, updated as samples enter and leave: exact,
+    O(1) per sample, so a sliding window never rescans its samples for them."""
 
-    __slots__ = ("reasons", "util_n", "wait_n", "ecc_n", "xid_n", "phases")
+    __slots__ = ("reasons", "util_n", "wait_n", "ecc_n", "xid_n", "phases", "gaps")
 
-    def __init__(self, rows: Iterable[tuple] = ()):
+    def __init__(self, rows: Iterable[tuple] = (), samples: Iterable[DeviceSnapshot] = ()):
         self.reasons: dict[int, int] = {}  # clock-event mask -> samples with it
         self.util_n = 0  # samples with a duty cycle (NVML util, else SM activity)
         self.wait_n = 0  # ... of which kernels ran under half the time
         self.ecc_n = 0  # samples with an uncorrected-ECC count
         self.xid_n = 0  # samples with XID codes
         self.phases: dict[str, int] = {}  # ground-truth label -> samples
-        for row in rows:
-            self.add(row)
+        self.gaps = 0  # samples with an N/A among the averaged signals
+        for row, d in zip(rows, samples):
+            self.add(row, d)
 
-    def add(self, row: tuple) -> None:
-        r = row[_I_REASONS]
+    def add(self, row: tuple, d: DeviceSnapshot) -> None:
+        """``row``: ``_row(d)``."""
+        if None in row:
+            self.gaps += 1
+        r = d.clock_event_reasons
         if r is not None:
             c = self.reasons
             c[r] = c.get(r, 0) + 1
@@ -316,17 +319,19 @@ class _Counts:
             self.util_n += 1
             if u < SPARSE_DUTY_MAX_PCT:
                 self.wait_n += 1
-        if row[_I_ECC] is not None:
+        if d.ecc_uncorrected is not None:
             self.ecc_n += 1
-        if row[_I_XID]:
+        if d.xid_errors:
             self.xid_n += 1
-        p = row[_I_PHASE]
+        p = d.phase
         if p:
             c = self.phases
             c[p] = c.get(p, 0) + 1
 
-    def remove(self, row: tuple) -> None:
-        r = row[_I_REASONS]
+    def remove(self, row: tuple, d: DeviceSnapshot) -> None:
+        if None in row:
+            self.gaps -= 1
+        r = d.clock_event_reasons
         if r is not None:
             c = self.reasons
             if c[r] == 1:
@@ -340,11 +345,11 @@ class _Counts:
             self.util_n -= 1
             if u < SPARSE_DUTY_MAX_PCT:
                 self.wait_n -= 1
-        if row[_I_ECC] is not None:
+        if d.ecc_uncorrected is not None:
             self.ecc_n -= 1
-        if row[_I_XID]:
+        if d.xid_errors:
             self.xid_n -= 1
-        p = row[_I_PHASE]
+        p = d.phase
         if p:
             c = self.phases
             if c[p] == 1:
@@ -352,7 +357,7 @@ class _Counts:
             else:
                 c[p] -= 1
 
-    def phase(self, rows: Iterable[tuple]) -> str | None:
+    def phase(self, samples: Iterable[DeviceSnapshot]) -> str | None:
         """The label most samples carry; a tie goes to the one seen first in the window."""
         c = self.phases
         if not c:
@@ -363,7 +368,7 @@ class _Counts:
         tied = [p for p, k in c.items() if k == top]
         if len(tied) == 1:
             return tied[0]
-        return next(row[_I_PHASE] for row in rows if row[_I_PHASE] in tied)
+        return next(d.phase for d in samples if d.phase in tied)
 
 
 def _col_means(cols: Sequence[tuple], n: int) -> list[float | None]:
@@ -389,15 +394,40 @@ def _col_means(cols: Sequence[tuple], n: int) -> list[float | None]:
 
 def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
     rows = list(map(_row, samples))
-    return _stats_rows(rows, samples[-1], _Counts(rows))
+    return _stats_rows(rows, samples, _Counts(rows, samples))
 
 
-def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot, counts: _Counts) -> _Stats:
-    """Window statistics from per-sample signal rows (``_row``), oldest first, and their tallies."""
+_LINK_BYTES: dict[tuple[Any, Any], float] = {}
+
+
+def _link(extra: tuple[tuple[str, float], ...]) -> tuple[float, bool]:
+    """(per-direction link bytes/s, whether the source reported the link) from a device's extras."""
+    gen = width = None
+    for k, v in extra:
+        if k == "pcie_link_gen":
+            gen = v
+        elif k == "pcie_link_width":
+            width = v
+    rate = _LINK_BYTES.get((gen, width))
+    if rate is None:
+        rate = pcie_link_bytes_s(gen, width)
+        if len(_LINK_BYTES) < 64:
+            _LINK_BYTES[(gen, width)] = rate
+    return rate, gen is not None and width is not None
+
+
+def _stats_rows(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
+                counts: _Counts) -> _Stats:
+    """Window statistics from the samples (oldest first), their signal rows (``_row``) and their
+    tallies."""
     n = len(rows)
-    cols = tuple(zip(*rows))
+    last = samples[-1]
+    if counts.gaps:
+        means = _col_means(tuple(zip(*rows)), n)
+    else:  # no N/A reading in the window: every column summed in C, in window order
+        means = [t / n for t in map(sum, zip(*rows))]
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
-     pcie_tx, mem_used) = _col_means(cols[:_N_MEANS], n)
+     pcie_tx, mem_used) = means
     mask = power_n = thermal_n = nr = 0
     for r, k in counts.reasons.items():
         mask |= r
@@ -406,34 +436,32 @@ def _stats_rows(rows: Sequence[tuple], last: DeviceSnapshot, counts: _Counts) ->
             power_n += k
         if r & THERMAL_BITS:
             thermal_n += k
-    ecc: Sequence[int] = [e for e in cols[_I_ECC] if e is not None] if counts.ecc_n else ()
+    ecc: Sequence[int] = ([e for e in map(attrgetter("ecc_uncorrected"), samples) if e is not None]
+                          if counts.ecc_n else ())
     xids: list[int] = []
     if counts.xid_n:
-        for codes in cols[_I_XID]:
-            for x in codes:
+        for d in samples:
+            for x in d.xid_errors:
                 if x not in xids:
                     xids.append(x)
-    extra = dict(last.extra) if last.extra else {}
-    gen, width = extra.get("pcie_link_gen"), extra.get("pcie_link_width")
+    link_bytes_s, link_known = _link(last.extra)
     procs = last.processes
+    # positional, in field order (keywords cost a third of the call)
     return _Stats(
-        n=n, gpu_util=gpu_util, mem_util=mem_util, sm=sm, tensor=tensor, dram=dram, fp32=fp32,
-        fp16=fp16, power_w=power_w, power_limit_w=last.power_limit_w, sm_clock=sm_clock,
-        sm_clock_max=last.sm_clock_max_mhz, temp_c=temp_c, slowdown_temp_c=last.slowdown_temp_c,
-        pcie_rx=pcie_rx, pcie_tx=pcie_tx, link_bytes_s=pcie_link_bytes_s(gen, width),
-        link_known=gen is not None and width is not None, mem_used=mem_used,
-        mem_total=last.mem_total_bytes,
-        power_share=(power_n / nr) if nr else None,
-        thermal_share=(thermal_n / nr) if nr else None,
-        reasons_seen=mask,
-        procs=len(procs),
-        proc_bytes=sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,
-        ecc_uncorrected_delta=(max(ecc) - min(ecc)) if ecc else 0,
-        ecc_uncorrected_last=ecc[-1] if ecc else None,
-        xids=tuple(xids),
-        lost=last.state == "lost",
-        # share of samples in which kernels ran under half the time
-        wait_share=(counts.wait_n / counts.util_n) if counts.util_n else None,
+        n, gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, last.power_limit_w,
+        sm_clock, last.sm_clock_max_mhz, temp_c, last.slowdown_temp_c, pcie_rx, pcie_tx,
+        link_bytes_s, link_known, mem_used, last.mem_total_bytes,
+        (power_n / nr) if nr else None,  # power_share
+        (thermal_n / nr) if nr else None,  # thermal_share
+        mask,  # reasons_seen
+        len(procs),
+        sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,  # proc_bytes
+        (max(ecc) - min(ecc)) if ecc else 0,  # ecc_uncorrected_delta
+        ecc[-1] if ecc else None,  # ecc_uncorrected_last
+        tuple(xids),
+        last.state == "lost",
+        # wait_share: samples in which kernels ran under half the time
+        (counts.wait_n / counts.util_n) if counts.util_n else None,
     )
 
 
@@ -777,7 +805,7 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     if not samples:
         raise ValueError("analyze_device_window needs at least one sample")
     rows = list(map(_row, samples))
-    return _analyze(rows, _Counts(rows), samples, growth_points, start, end)
+    return _analyze(rows, _Counts(rows, samples), samples, growth_points, start, end)
 
 
 def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSnapshot],
@@ -787,7 +815,7 @@ def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSna
     """``rows``: ``_row`` of each of ``samples`` (the same window, oldest first); ``counts``
     their tallies."""
     last = samples[-1]
-    st = _stats_rows(rows, last, counts)
+    st = _stats_rows(rows, samples, counts)
     missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
                                     ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
                if v is None]
@@ -831,7 +859,7 @@ def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSna
         start=samples[0].timestamp if start is None else start,
         end=last.timestamp if end is None else end,
         samples=len(samples), diagnoses=tuple(diags), missing_signals=tuple(missing),
-        phase=counts.phase(rows))
+        phase=counts.phase(samples))
 
 
 def _rank(d: Diagnosis) -> tuple[int, float]:
@@ -870,17 +898,16 @@ class SlidingWindow:
         rows = self._rows
         rows.append(row)
         counts = self._counts
-        counts.add(row)
+        counts.add(row, d)
         cutoff = ts - self.seconds
         while len(s) > limit or s[0].timestamp <= cutoff:
-            s.popleft()
-            counts.remove(rows.popleft())
+            counts.remove(rows.popleft(), s.popleft())
         return True
 
     def reset(self, samples: Sequence[DeviceSnapshot]) -> None:
         self._samples = deque(samples)
         self._rows = deque(map(_row, samples))
-        self._counts = _Counts(self._rows)
+        self._counts = _Counts(self._rows, self._samples)
         self._ordered = all(a.timestamp <= b.timestamp for a, b in zip(samples, samples[1:]))
 
     def __len__(self) -> int:
@@ -951,12 +978,12 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
             # counts tally rows[c_lo:c_hi]; windows move forward, so usually only the rows that
             # left and entered since the previous window are tallied
             if c_lo <= lo < c_hi <= hi:
-                for row in rows[c_lo:lo]:
-                    counts.remove(row)
-                for row in rows[c_hi:hi]:
-                    counts.add(row)
+                for i in range(c_lo, lo):
+                    counts.remove(rows[i], samples[i])
+                for i in range(c_hi, hi):
+                    counts.add(rows[i], samples[i])
             else:
-                counts = _Counts(rows[lo:hi])
+                counts = _Counts(rows[lo:hi], samples[lo:hi])
             c_lo, c_hi = lo, hi
             results.append(_analyze(rows[lo:hi], counts, samples[lo:hi], mem_points[g_lo:g_hi],
                                     start=start, end=end))
