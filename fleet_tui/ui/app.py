@@ -19,7 +19,6 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from fleet_tui.ui.help import HelpScreen, bindings_markdown
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
 
@@ -95,12 +94,14 @@ class FleetApp(App[int]):
     def on_mount(self) -> None:
         self.catalog_settled = asyncio.Event()  # set once the catalog loaded or failed
         self.switch_mode(self._start_mode)
-        self.load_catalog()
+        # After the first frame: the load is a thread, but pure Python holds the GIL while it
+        # parses, and the first paint should not wait for that.
+        self.call_after_refresh(self.load_catalog)
         if self.source is not None:
             from fleet_tui.ui.monitor_link import MonitorLink
 
             self.monitor = MonitorLink(self, self.source, self.interval_s)
-            self.monitor.start()
+            self.call_after_refresh(self.monitor.start)  # engine imports wait for the first frame
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")
@@ -151,11 +152,15 @@ class FleetApp(App[int]):
         return True
 
     def action_help(self) -> None:
+        from fleet_tui.ui.help import HelpScreen  # Markdown is heavy: load it on first use
+
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(self.help_text()))
 
     def help_text(self) -> str:
+        from fleet_tui.ui.help import bindings_markdown
+
         sections = [("Everywhere", [b for b in self._bindings_list(self.BINDINGS)])]
         for mode, title in PANE_TITLES.items():
             if mode == "fleet" and not self.has_fleet:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Static
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
+from fleet_tui.ui.widgets.text import update_text
 
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
@@ -79,7 +80,7 @@ class MonitorScreen(PaneScreen):
         if link is not None:
             link.redraw_now()
         else:
-            self.query_one("#mon-message", Static).update(
+            update_text(self.query_one("#mon-message", Static), 
                 "No monitor source. Start with --source sim:8, --source replay:demo or on a GPU host.")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
@@ -93,7 +94,7 @@ class MonitorScreen(PaneScreen):
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
         if snap.errors:
             message += ("  " if message else "") + "; ".join(snap.errors)
-        self.query_one("#mon-message", Static).update(escape(message))
+        update_text(self.query_one("#mon-message", Static), escape(message))
         self._draw_host(snap)
         self._draw_cards(view)
         self._draw_processes(snap)
@@ -103,7 +104,7 @@ class MonitorScreen(PaneScreen):
     def _draw_host(self, snap) -> None:
         host = snap.host
         if host is None:
-            self.query_one("#mon-top", Static).update("")
+            update_text(self.query_one("#mon-top", Static), "")
             return
         cpu = None if host.cpu_pct is None else host.cpu_pct / 100
         mem = (host.mem_used_bytes / host.mem_total_bytes
@@ -114,7 +115,7 @@ class MonitorScreen(PaneScreen):
                 + gauge("RAM", mem, ram, 10, label_width=4))
         if host.load_avg:
             text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
-        self.query_one("#mon-top", Static).update(text)
+        update_text(self.query_one("#mon-top", Static), text)
 
     def _draw_cards(self, view) -> None:
         container = self.query_one("#cards")
@@ -123,7 +124,7 @@ class MonitorScreen(PaneScreen):
             self.focused_key = None
         shown = [d for d in devices if self.focused_key in (None, d.key)][:MAX_CARDS]
         if len(devices) > MAX_CARDS and self.focused_key is None:
-            self.query_one("#mon-message", Static).update(
+            update_text(self.query_one("#mon-message", Static), 
                 f"Showing {MAX_CARDS} of {len(devices)} devices"
                 + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
         container.set_class(len(shown) == 1, "-single")
@@ -181,7 +182,7 @@ class MonitorScreen(PaneScreen):
         if not lines:
             lines = ["[$success]No problems seen[/]" if view.analysis_available
                      else "[$text-muted]Analysis not available in this build.[/]"]
-        self.query_one("#diagnoses-text", Static).update("\n".join(lines))
+        update_text(self.query_one("#diagnoses-text", Static), "\n".join(lines), reserve=True)
 
     def _draw_cost(self, view) -> None:
         cost = view.cost
@@ -190,7 +191,7 @@ class MonitorScreen(PaneScreen):
                     if not self.app.instance_type else "[$text-muted]Cost not available.[/]")
         else:
             text = "\n".join(f"[$text-muted]{escape(label)}[/] {escape(value)}" for label, value in cost)
-        self.query_one("#cost", Static).update(text)
+        update_text(self.query_one("#cost", Static), text)
 
     # ----- actions -----
     def action_pause(self) -> None:

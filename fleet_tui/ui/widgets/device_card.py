@@ -11,6 +11,7 @@ from textual.widgets import Sparkline, Static
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.ui.widgets.gauges import gauge, gib, pct
+from fleet_tui.ui.widgets.text import update_text
 
 
 def device_markup(dev: DeviceSnapshot, *, width: int = 12) -> str:
@@ -99,13 +100,16 @@ class DeviceCard(Vertical):
     def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False) -> None:
         """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history)."""
         markup = device_markup(dev)
-        if markup != self._last_markup:  # skip a repaint when nothing changed
-            self._last_markup = markup
-            self._text.update(markup)
+        self._last_markup = markup
+        update_text(self._text, markup)  # no repaint when unchanged, no relayout unless reshaped
         self.set_class(detailed, "-detailed")
         for metric, _label, css in HISTORY_GRAPHS:
             if css and not detailed:
                 continue  # hidden graphs cost nothing
             series = view.history(dev.key, metric)
             if series is not None:
-                self._sparks[metric].data = list(series)
+                # only as many points as the graph has cells: the rest would be averaged away
+                width = max(self._sparks[metric].content_size.width, 1)
+                data = list(series[-width:])
+                if data != self._sparks[metric].data:
+                    self._sparks[metric].data = data

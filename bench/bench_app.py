@@ -1,0 +1,185 @@
+"""Benchmarks for the Textual app. Run: .venv/bin/python bench/bench_app.py [--quick]
+
+Targets (issue 4, section 6): first frame within 0.5 s of start; steady-state CPU with
+``--source sim:8`` at a 1 s interval <= 3% of one core; typing in the builder never blocks the UI
+for more than 50 ms.
+
+1. Time to first frame, end to end in a real terminal: tmux starts ``python -m fleet_tui --source
+   sim:8`` and the clock runs from the moment tmux is asked to start it until ``capture-pane``
+   first shows the pane bar (polled every 5 ms, so the figure is at most ~5 ms late). It includes
+   the interpreter start and imports. Median and max of N runs.
+2. Steady-state CPU: the same command in tmux; after a 5 s warm-up, the process's user+system CPU
+   time from /proc over 20 s, as % of one core — once with the Monitor pane showing (it redraws
+   every tick) and once with the Catalog pane showing (the monitor engine keeps sampling, the
+   hidden pane draws nothing).
+3. Longest block while typing in the builder: in-process (``App.run_test``, headless, 120×40), a
+   task on the app's event loop sleeps 2 ms at a time and records how late it wakes; meanwhile the
+   pilot types a model size, digit by digit (each keystroke recomputes the sizing in a worker).
+   The maximum lateness is the longest time the loop was blocked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="fleet-tui-bench-")
+        self.socket = os.path.join(self.dir, "tmux.sock")
+        self.name = "bench"
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.socket, "-f", os.devnull, *args],
+                              capture_output=True, text=True, timeout=20).stdout
+
+    def start(self, argv: list[str]) -> None:
+        env = (f"env -u COLUMNS -u LINES XDG_CONFIG_HOME={shlex.quote(self.dir)}/cfg "
+               f"PYTHONPATH={shlex.quote(str(ROOT))}")
+        command = f"cd {shlex.quote(self.dir)} && exec {env} " + " ".join(map(shlex.quote, argv))
+        self("new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", command)
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", self.name)
+
+    def pid(self) -> int:
+        return int(self("display", "-p", "-t", self.name, "#{pane_pid}").strip())
+
+    def close(self) -> None:
+        self("kill-server")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+APP = [sys.executable, "-m", "fleet_tui", "--source", "sim:8", "--interval", "1"]
+
+
+def first_frame(runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        tmux = Tmux()
+        try:
+            t0 = time.perf_counter()
+            tmux.start(APP)
+            while time.perf_counter() - t0 < 20:
+                if "1 Catalog" in tmux.screen():
+                    times.append(time.perf_counter() - t0)
+                    break
+                time.sleep(0.005)
+            tmux("send-keys", "-t", tmux.name, "q")
+            time.sleep(0.5)
+        finally:
+            tmux.close()
+    return times
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def steady_cpu(pane_key: str | None, warmup_s: float, window_s: float) -> float:
+    tmux = Tmux()
+    try:
+        tmux.start(APP)
+        deadline = time.monotonic() + 20
+        while "SIMULATED" not in tmux.screen() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if pane_key:
+            tmux("send-keys", "-t", tmux.name, pane_key)
+        time.sleep(warmup_s)
+        pid = tmux.pid()
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(window_s)
+        c1, t1 = cpu_seconds(pid), time.monotonic()
+        tmux("send-keys", "-t", tmux.name, "q")
+        time.sleep(0.5)
+        return (c1 - c0) / (t1 - t0) * 100
+    finally:
+        tmux.close()
+
+
+async def typing_block(keys: list[str]) -> tuple[float, float, int]:
+    from fleet_tui.ui.launch import build_app
+
+    args = argparse.Namespace(source=None, instance=None, theme=None, catalog_dir=[], interval=None)
+    app = build_app(args, source=None)
+    app.animation_level = "none"
+    lags: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(4):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        await pilot.press("2")
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        screen = app.screen
+        screen.query_one("#b-accel").value = "H100"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen.query_one("#b-params").focus()
+        running = True
+
+        async def probe() -> None:
+            while running:
+                t = time.perf_counter()
+                await asyncio.sleep(0.002)
+                lags.append(time.perf_counter() - t - 0.002)
+
+        task = asyncio.create_task(probe())
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.03)  # a fast typist: ~33 keys/s
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        running = False
+        await task
+        result = screen.last_result
+        assert result is not None and result.error is None, result
+    lags.sort()
+    return lags[-1], lags[int(len(lags) * 0.99)], len(lags)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="fleet-tui app benchmarks")
+    parser.add_argument("--quick", action="store_true", help="fewer runs, shorter CPU window")
+    opts = parser.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is needed for the first-frame and CPU measurements", file=sys.stderr)
+        return 1
+    runs, window = (3, 8.0) if opts.quick else (7, 20.0)
+
+    times = first_frame(runs)
+    print(f"first frame (tmux, spawn -> pane bar visible): median {statistics.median(times)*1000:.0f} ms, "
+          f"max {max(times)*1000:.0f} ms over {len(times)} runs   [target <= 500 ms]")
+
+    mon = steady_cpu(None, 5.0, window)
+    print(f"steady CPU, sim:8 @ 1 s, Monitor pane showing: {mon:.2f}% of one core over {window:.0f} s"
+          "   [target <= 3%]")
+    cat = steady_cpu("1", 5.0, window)
+    print(f"steady CPU, sim:8 @ 1 s, Catalog pane showing (monitor hidden): {cat:.2f}% of one core")
+
+    worst, p99, n = asyncio.run(typing_block(
+        [*"70B", "backspace", "backspace", "backspace", *"405000000000"]))
+    print(f"typing in the builder: longest event-loop block {worst*1000:.1f} ms, p99 {p99*1000:.1f} ms "
+          f"({n} probes)   [target <= 50 ms]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
