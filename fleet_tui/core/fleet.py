@@ -23,6 +23,7 @@ Definitions (stated once here so every surface agrees):
 from __future__ import annotations
 
 import math
+import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -418,7 +419,9 @@ class FleetAnalyzer:
     """
 
     def __init__(self, window_s: float = 120.0, max_samples: int = 6,
-                 forget_after_s: float = 900.0, growth_lookback_s: float = 600.0):
+                 forget_after_s: float = 900.0, growth_lookback_s: float = 600.0,
+                 reanalyze_every_s: float = 6.0):
+        self.reanalyze_every_s = reanalyze_every_s
         self.window_s = window_s
         self.max_samples = max_samples
         self.forget_after_s = forget_after_s
@@ -426,7 +429,8 @@ class FleetAnalyzer:
         self._windows: dict[str, deque[DeviceSnapshot]] = {}
         self._growth: dict[str, deque[tuple[float, float]]] = {}
         self._last_seen: dict[str, float] = {}
-        self._analysis: dict[str, tuple[float, int, Any]] = {}  # key -> (last ts, n, analysis)
+        # key -> (newest reading's time, window length, time slot, analysis)
+        self._analysis: dict[str, tuple[float, int, int, Any]] = {}
 
     def add(self, snapshot: Snapshot) -> None:
         now = snapshot.timestamp
@@ -459,16 +463,27 @@ class FleetAnalyzer:
         from fleet_tui.core.monitor.analysis import analyze_device_window
 
         out = {}
+        period = self.reanalyze_every_s
         for key, window in self._windows.items():
             if not window:
                 continue
-            stamp = (window[-1].timestamp, len(window))
+            newest = window[-1]
             cached = self._analysis.get(key)
-            if cached is not None and cached[:2] == stamp:
-                out[key] = cached[2]
-                continue
+            # A window diagnosis changes slowly: re-run it when the device's time slot turns
+            # (slots are staggered per device, so a fleet scraped all at once does not re-analyze
+            # all at once); at once while the window fills, or when a hardware alarm shows.
+            slot = int((newest.timestamp + (zlib.crc32(key.encode()) % 1000) * period / 1000)
+                       // period) if period > 0 else 0
+            if cached is not None:
+                unchanged = cached[0] == newest.timestamp and cached[1] == len(window)
+                alarm = bool(newest.xid_errors) or (newest.ecc_uncorrected or 0) > (
+                    window[-2].ecc_uncorrected or 0 if len(window) > 1 else 0)
+                filling = len(window) < self.max_samples
+                if unchanged or (period > 0 and cached[2] == slot and not alarm and not filling):
+                    out[key] = cached[3]
+                    continue
             analysis = analyze_device_window(list(window), growth_points=list(self._growth[key]))
-            self._analysis[key] = (*stamp, analysis)
+            self._analysis[key] = (newest.timestamp, len(window), slot, analysis)
             out[key] = analysis
         return out
 

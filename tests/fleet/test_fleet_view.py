@@ -109,6 +109,26 @@ def test_analyzer_skips_repeated_scrapes_and_forgets_gone_devices():
     assert d.key not in analyzer._windows
 
 
+def test_analyzer_reanalyzes_on_a_staggered_cadence_and_at_once_on_alarms(monkeypatch):
+    import fleet_tui.core.monitor.analysis as analysis
+
+    calls = []
+    real = analysis.analyze_device_window
+    monkeypatch.setattr(analysis, "analyze_device_window",
+                        lambda w, **kw: calls.append(w[-1].timestamp) or real(w, **kw))
+    analyzer = FleetAnalyzer(max_samples=4, reanalyze_every_s=6.0)
+    d = dev("n", 0, 50, sm=50)
+    for t in range(100, 130):
+        analyzer.update(Snapshot(timestamp=t, source="s", source_kind="fleet",
+                                 devices=(replace(d, timestamp=float(t)),)))
+    filling = 4  # every reading while the window fills
+    assert filling + 30 / 6 - 1 <= len(calls) <= filling + 30 / 6 + 1
+    before = len(calls)
+    view = analyzer.update(Snapshot(timestamp=130.0, source="s", source_kind="fleet", devices=(
+        replace(d, timestamp=130.0, xid_errors=(79,)),)))
+    assert len(calls) == before + 1 and view.offenders[0].primary == "xid"
+
+
 @pytest.mark.prometheus
 def test_fleet_diagnoses_through_prometheus_match_single_box(fleet16):
     fleet, prom = fleet16
