@@ -18,6 +18,7 @@ from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
 from fleet_tui.ui.widgets.text import update_text
 
+MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
                   "warn": "$warning", "info": "$primary"}
@@ -160,22 +161,31 @@ class MonitorScreen(PaneScreen):
                         table.update_cell(key, column, value)
             else:
                 table.add_row(*values, key=key)
-        table.border_title = f"Processes ({len(rows)})"
 
     def _draw_diagnoses(self, view) -> None:
         lines = []
-        for diag in view.diagnoses:
+        shown = 0
+        findings = view.diagnoses
+        for diag in findings:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
             if self.focused_key is not None and getattr(diag, "device_key", None) not in (
                     None, self.focused_key):
                 continue  # focused on one device: its diagnoses only
+            if self.focused_key is None and shown >= MAX_FINDINGS:
+                lines.append(f"[$text-muted]+{len(findings) - shown} more — press f to focus one "
+                             "device and see all of its diagnoses[/]")
+                break
+            shown += 1
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
             head = f"[b {style}]{escape(str(title))}[/]"
             if where not in (None, ""):
                 head += f" [$text-muted]· {escape(str(where))}[/]"
             lines.append(head)
-            for item in _as_list(getattr(diag, "evidence", ())):
+            evidence = _as_list(getattr(diag, "evidence", ()))
+            if self.focused_key is None:
+                evidence = evidence[:1]  # the sentence; the signal values show when focused
+            for item in evidence:
                 lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
             for item in _as_list(getattr(diag, "actions", ())):
                 lines.append(f"  [$accent]→[/] {escape(str(item))}")
