@@ -181,8 +181,14 @@ def test_export_command_serves_and_stops_on_ctrl_c():
     try:
         line = proc.stderr.readline()
         port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
-        metrics = wait_until(lambda: (m := scrape(port)).get("fleet_tui_fleet_devices") and m, 20,
-                             what="the first refresh")
+        def first_refresh():
+            try:
+                m = scrape(port)
+            except OSError:  # the new process may still be starting up its server
+                return None
+            return m if m.get("fleet_tui_fleet_devices") else None
+
+        metrics = wait_until(first_refresh, 20, what="the first refresh")
         assert metrics["fleet_tui_fleet_devices"][0][1] == 1
         assert metrics["fleet_tui_fleet_cost_usd_per_hour"][0][1] == pytest.approx(10.0)
         proc.send_signal(signal.SIGINT)
