@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from fleet_tui.core.monitor.snapshot import (
-    CLOCK_EVENT_HW_SLOWDOWN,
     CLOCK_EVENT_SW_POWER_CAP,
     CLOCK_EVENT_SW_THERMAL,
     DeviceSnapshot,
@@ -845,6 +844,12 @@ class PrometheusSource(Source):
         """Range query of the per-refresh query -> one Snapshot per step (oldest first); device
         timestamps are their samples' own, so a reading repeated across steps is recognisable.
         Returns [] when Prometheus cannot answer (the live refresh reports why)."""
+        try:
+            return self._history_locked(seconds, step_s)
+        except Exception:  # noqa: BLE001 - a backfill is optional; never raise into the UI loop
+            return []
+
+    def _history_locked(self, seconds: float, step_s: float) -> list[Snapshot]:
         with self._lock:
             end = self._clock()
             try:
