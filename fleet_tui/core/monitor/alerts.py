@@ -19,7 +19,7 @@ from typing import Any
 
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis
+from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
@@ -252,7 +252,7 @@ class AlertEvaluator:
         self._state: dict[tuple[str, str], _State] = {}
 
     def _check(self, rule: AlertRule, key: str, index: int | None, now: float, held: bool,
-               value: float | str | None, name: str = "") -> Alert | None:
+               value: float | str | Diagnosis | None, name: str = "") -> Alert | None:
         st = self._state.get((rule.name, key))
         if st is None:
             st = self._state[(rule.name, key)] = _State()
@@ -266,6 +266,8 @@ class AlertEvaluator:
         if st.last_fired is not None and now - st.last_fired + 1e-9 < rule.cooldown_s:
             return None
         st.last_fired = now
+        if isinstance(value, Diagnosis):
+            value = value.explanation
         where = "" if index is None else f"GPU {index}{f' ({name})' if name else ''}: "
         if rule.message:
             msg = rule.message
@@ -316,7 +318,7 @@ class AlertEvaluator:
                 else:
                     diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
                     held = diag is not None and diag.confidence >= rule.min_confidence
-                    value = diag.explanation if diag else None
+                    value = diag  # its explanation, built only if the rule fires
                 if not held:
                     # the common case: nothing holds, so only an existing timer needs resetting
                     st = state.get((name, key))

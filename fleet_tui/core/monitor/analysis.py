@@ -25,7 +25,7 @@ import bisect
 import math
 from collections import deque
 from operator import attrgetter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,14 +170,53 @@ ACTIONS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Diagnosis:
+    """One finding about one device. Immutable.
+
+    Diagnoses made by the rules build ``evidence`` and ``explanation`` (rounded numbers, a
+    sentence) when first read: the engine diagnoses every device every tick, while only the ticks a
+    pane draws, a CLI prints or an alert quotes need the text. Reading, comparing, printing,
+    copying or pickling a diagnosis gives the same values either way (no slots, so the two fields
+    can be filled in on first read; ``__getstate__`` fills them before a copy)."""
+
     kind: str
     confidence: float  # 0-1
     evidence: tuple[tuple[str, float | str | None], ...]  # signal -> value that triggered it
     explanation: str  # a sentence with the numbers
     action: str
     severity: str = "info"  # ok | info | warning | critical
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when normal lookup fails: a lazy field not built yet
+        d = self.__dict__
+        if name == "evidence":
+            raw = d.get("_raw")
+            if raw is not None:
+                d["evidence"] = tuple([(k, _r3(v) if isinstance(v, float) else v)
+                                       for k, v in raw.items()])
+                d.pop("_raw", None)
+        elif name == "explanation":
+            text = d.get("_text")
+            if text is not None:
+                d["explanation"] = text()
+                d.pop("_text", None)
+        if name in d:  # (also when another thread just built it)
+            return d[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in _DIAGNOSIS_FIELDS}
+
+    def evidence_value(self, signal: str, default: Any = None) -> Any:
+        """``evidence_dict.get(signal, default)`` without building the rest of the evidence."""
+        raw = self.__dict__.get("_raw")
+        if raw is None or "evidence" in self.__dict__:
+            return self.evidence_dict.get(signal, default)
+        if signal not in raw:
+            return default
+        v = raw[signal]
+        return _r3(v) if isinstance(v, float) else v
 
     @property
     def evidence_dict(self) -> dict[str, Any]:
@@ -187,6 +226,9 @@ class Diagnosis:
         return {"kind": self.kind, "confidence": round(self.confidence, 3),
                 "evidence": self.evidence_dict, "explanation": self.explanation,
                 "action": self.action, "severity": self.severity}
+
+
+_DIAGNOSIS_FIELDS = ("kind", "confidence", "evidence", "explanation", "action", "severity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,12 +531,19 @@ def _r3(x: float) -> float | None:
     return round(x, 2 - _floor(_log10(a)))
 
 
-def _diag(kind: str, confidence: float, evidence: dict[str, Any], explanation: str,
-          action: str | None = None) -> Diagnosis:
-    ev = tuple([(k, _r3(v) if isinstance(v, float) else v) for k, v in evidence.items()])
-    return Diagnosis(kind=kind, confidence=round(min(1.0, max(0.0, confidence)), 3), evidence=ev,
-                     explanation=explanation, action=action or ACTIONS[kind],
-                     severity=SEVERITY[kind])
+_new = object.__new__
+
+
+def _diag(kind: str, confidence: float, evidence: dict[str, Any],
+          explanation: Callable[[], str]) -> Diagnosis:
+    """A diagnosis of ``kind``. ``evidence``: signal -> raw value (floats are rounded to 3
+    significant digits when the evidence is first read); ``explanation()`` makes the sentence when
+    first read, so it must only use values that do not change afterwards."""
+    diag = _new(Diagnosis)
+    diag.__dict__.update(kind=kind, confidence=round(min(1.0, max(0.0, confidence)), 3),
+                         action=ACTIONS[kind], severity=SEVERITY[kind], _raw=evidence,
+                         _text=explanation)
+    return diag
 
 
 def _clamp(x: float, lo: float = 0.0, hi: float = 1.0) -> float:
@@ -509,16 +558,17 @@ def _alarms(st: _Stats) -> list[Diagnosis]:
     out = []
     if st.lost:
         out.append(_diag("device_lost", 1.0, {"state": "lost"},
-                         "The device stopped answering (NVML: GPU is lost)."))
+                         lambda: "The device stopped answering (NVML: GPU is lost)."))
     if st.xids:
         out.append(_diag("xid", 1.0, {"xid_codes": ",".join(map(str, st.xids))},
-                         f"The driver reported XID error(s) {', '.join(map(str, st.xids))}."))
+                         lambda: f"The driver reported XID error(s) "
+                                 f"{', '.join(map(str, st.xids))}."))
     if st.ecc_uncorrected_delta > 0 or (st.ecc_uncorrected_last or 0) > 0:
         rising = st.ecc_uncorrected_delta > 0
         out.append(_diag("ecc_errors", 1.0 if rising else 0.7,
                          {"ecc_uncorrected": st.ecc_uncorrected_last,
                           "ecc_uncorrected_new": st.ecc_uncorrected_delta},
-                         f"{st.ecc_uncorrected_last} uncorrectable ECC error(s)"
+                         lambda: f"{st.ecc_uncorrected_last} uncorrectable ECC error(s)"
                          + (f", {st.ecc_uncorrected_delta} new in this window." if rising else ".")))
     return out
 
@@ -534,7 +584,7 @@ def _clock_rules(st: _Stats) -> list[Diagnosis]:
               "power_w": st.power_w, "power_limit_w": st.power_limit_w}
         out.append(_diag(
             "power_capped", _clamp(0.5 + st.power_share * 0.3 + pct_below / 100), ev,
-            f"Power cap (clock reason 0x4) in {st.power_share:.0%} of samples: SM clock "
+            lambda: f"Power cap (clock reason 0x4) in {st.power_share:.0%} of samples: SM clock "
             f"{st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz ({pct_below:.0f}% below max), "
             f"power {st.power_w or 0:.0f} of {st.power_limit_w or 0:.0f} W."))
     hot = st.temp_c is not None and st.slowdown_temp_c is not None and \
@@ -546,7 +596,7 @@ def _clock_rules(st: _Stats) -> list[Diagnosis]:
         share = st.thermal_share or 0.0
         out.append(_diag(
             "thermal_throttled", _clamp(0.6 + 0.4 * share + (0.2 if hot else 0.0)), ev,
-            f"Thermal slowdown (clock reasons 0x8/0x20/0x40) in {share:.0%} of samples at "
+            lambda: f"Thermal slowdown (clock reasons 0x8/0x20/0x40) in {share:.0%} of samples at "
             f"{st.temp_c or 0:.0f} C (slowdown at {st.slowdown_temp_c or 0:.0f} C)"
             + (f", SM clock {st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz." if below else ".")))
     return out
@@ -560,7 +610,7 @@ def _memory_rules(st: _Stats) -> list[Diagnosis]:
         return []
     ev = {"mem_used_frac": frac, "mem_used_bytes": st.mem_used, "mem_total_bytes": st.mem_total}
     return [_diag("memory_capacity_pressure", _clamp(0.7 + (frac - MEM_PRESSURE_FRAC) * 3), ev,
-                  f"{frac:.0%} of device memory in use ({_gib(st.mem_used)} of "
+                  lambda: f"{frac:.0%} of device memory in use ({_gib(st.mem_used)} of "
                   f"{_gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.")]
 
 
@@ -582,7 +632,7 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
         held = (f"; {st.procs} process(es) hold {_gib(st.proc_bytes)} without running kernels"
                 if st.procs else "")
         out.append(_diag("idle", 0.95 * conf_scale, ev,
-                         f"No kernels ran: GPU utilization {util or 0:.1f}%, SM active "
+                         lambda: f"No kernels ran: GPU utilization {util or 0:.1f}%, SM active "
                          f"{sm:.1f}%{held}."))
         return out
 
@@ -591,7 +641,8 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
                   pcie_link_bytes_s=st.link_bytes_s, pcie_link_frac=pf)
         out.append(_diag("host_transfer_bound", _clamp((0.55 + 0.5 * pf) * conf_scale
                                                        * (1.0 if st.link_known else 0.85)), ev,
-                         f"PCIe runs at {pf:.0%} of the link ({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}"
+                         lambda: f"PCIe runs at {pf:.0%} of the link "
+                                 f"({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}"
                          f" of {_gbs(st.link_bytes_s)}) while SMs are {sm:.1f}% active: the GPU "
                          f"waits on host transfers (GPU utilization {util or 0:.0f}% counts copies)."))
     elif (duty >= LAUNCH_MIN_DUTY_PCT and fill is not None and fill < LAUNCH_MAX_FILL
@@ -599,20 +650,22 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
         if pf >= PCIE_COPY_EXPLAINS_FRAC:
             ev = dict(base_ev, pcie_link_frac=pf, pcie_rx_bytes_s=st.pcie_rx)
             out.append(_diag("host_transfer_bound", 0.5 * conf_scale, ev,
-                             f"Busy {duty:.0f}% of the time with SMs {sm:.1f}% active and PCIe at "
+                             lambda: f"Busy {duty:.0f}% of the time with SMs {sm:.1f}% active and "
+                                     f"PCIe at "
                              f"{pf:.0%} of the link: copies rather than kernels keep it busy."))
         else:
             ev = dict(base_ev, sm_fill=fill, pcie_link_frac=pf)
             out.append(_diag("launch_bound", _clamp((0.6 + 0.4 * (1 - fill / LAUNCH_MAX_FILL))
                                                     * conf_scale), ev,
-                             f"Kernels run {duty:.0f}% of the time but SMs are only {sm:.1f}% "
+                             lambda: f"Kernels run {duty:.0f}% of the time but SMs are only "
+                                     f"{sm:.1f}% "
                              f"active (they fill {fill:.0%} of the GPU while running): many tiny "
                              f"kernels, the CPU cannot launch them fast enough."))
     elif duty < SPARSE_DUTY_MAX_PCT and sm < BUSY_SM_MIN_PCT:
         ev = dict(base_ev, tensor_active_pct=tensor, processes=st.procs)
         conf = 0.55 + 0.35 * (1 - duty / SPARSE_DUTY_MAX_PCT) + (0.05 if st.procs else 0.0)
         out.append(_diag("input_starved", _clamp(conf * conf_scale), ev,
-                         f"Kernels run only {duty:.1f}% of the time (SM active {sm:.1f}%)"
+                         lambda: f"Kernels run only {duty:.1f}% of the time (SM active {sm:.1f}%)"
                          + (f" while {st.procs} process(es) hold the GPU" if st.procs else "")
                          + ": the GPU waits for input between short bursts of work."))
     elif (sm < BUSY_SM_MIN_PCT and st.wait_share is not None
@@ -620,7 +673,8 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
         # Sampled at ~1 Hz, starvation shows as whole samples of waiting between busy ones.
         ev = dict(base_ev, wait_share=st.wait_share, processes=st.procs)
         out.append(_diag("input_starved", _clamp((0.45 + 0.4 * st.wait_share) * conf_scale), ev,
-                         f"The GPU waited (kernels under {SPARSE_DUTY_MAX_PCT:.0f}% of the time) in "
+                         lambda: f"The GPU waited (kernels under {SPARSE_DUTY_MAX_PCT:.0f}% of the "
+                                 f"time) in "
                          f"{st.wait_share:.0%} of samples between bursts; on average SMs were "
                          f"{sm:.0f}% active: work arrives in bursts with gaps."))
 
@@ -628,12 +682,14 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
         ev = dict(base_ev, dram_active_pct=dram, tensor_active_pct=tensor)
         out.append(_diag("memory_bandwidth_bound",
                          _clamp((0.6 + (dram - DRAM_BOUND_PCT) / 100) * conf_scale), ev,
-                         f"HBM bandwidth at {dram:.0f}% of peak (SM active {sm:.0f}%, tensor "
+                         lambda: f"HBM bandwidth at {dram:.0f}% of peak (SM active {sm:.0f}%, "
+                                 f"tensor "
                          f"{tensor or 0:.0f}%): memory traffic, not math, sets the pace."))
     if sm >= BUSY_SM_MIN_PCT and tensor is not None and tensor >= TENSOR_ACTIVE_MIN_PCT:
         ev = dict(base_ev, tensor_active_pct=tensor, dram_active_pct=dram)
         out.append(_diag("healthy_compute", _clamp((0.55 + tensor / 200) * conf_scale), ev,
-                         f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active: the GPU "
+                         lambda: f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active: "
+                                 f"the GPU "
                          f"computes at a good share of its peak."))
     elif (sm >= BUSY_SM_MIN_PCT and (tensor is None or tensor < TENSOR_UNUSED_MAX_PCT)
           and (dram is None or dram < DRAM_BOUND_PCT)):
@@ -645,20 +701,22 @@ def _activity_rules_gpm(st: _Stats, pcie_frac: float | None, conf_scale: float) 
             ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32,
                       fp16_active_pct=st.fp16)
             out.append(_diag("compute_no_tensor_cores", _clamp((0.6 + simt / 200) * conf_scale),
-                             ev, f"SMs {sm:.0f}% active, {pipe} pipe {simt:.0f}% but tensor cores "
+                             ev, lambda: f"SMs {sm:.0f}% active, {pipe} pipe {simt:.0f}% but "
+                                         f"tensor cores "
                                  f"only {tensor or 0:.0f}%: the math runs on CUDA cores, not "
                                  f"tensor cores."))
         else:
             ev = dict(base_ev, tensor_active_pct=tensor, fp32_active_pct=fp32)
             out.append(_diag("compute_no_tensor_cores", 0.4 * conf_scale, ev,
-                             f"SMs {sm:.0f}% active with tensor cores {tensor or 0:.0f}% and no "
+                             lambda: f"SMs {sm:.0f}% active with tensor cores {tensor or 0:.0f}% "
+                                     f"and no "
                              f"clear FP32 load: integer, FP64 or special-function work that "
                              f"tensor cores do not cover."))
     if not out:
         # Busy but none of the limits above: moderate tensor use (mixed workloads).
         ev = dict(base_ev, tensor_active_pct=tensor, dram_active_pct=dram)
         out.append(_diag("healthy_compute", 0.45 * conf_scale, ev,
-                         f"SMs {sm:.0f}% active, tensor cores {tensor or 0:.0f}%, HBM "
+                         lambda: f"SMs {sm:.0f}% active, tensor cores {tensor or 0:.0f}%, HBM "
                          f"{dram or 0:.0f}% of peak: busy, no single limit stands out."))
     return out
 
@@ -679,39 +737,44 @@ def _activity_rules_fallback(st: _Stats, pcie_frac: float | None) -> list[Diagno
     if util < ACTIVITY_MIN_PCT:
         held = (f"; {st.procs} process(es) hold {_gib(st.proc_bytes)}" if st.procs else "")
         out.append(_diag("idle", 0.85, dict(ev, processes=st.procs),
-                         f"No kernels ran (GPU utilization {util:.1f}%){held}."))
+                         lambda: f"No kernels ran (GPU utilization {util:.1f}%){held}."))
         return out
     if pf >= PCIE_SATURATED_FRAC:
         out.append(_diag("host_transfer_bound", 0.7 * (1.0 if st.link_known else 0.85),
                          dict(ev, pcie_link_frac=pf, pcie_rx_bytes_s=st.pcie_rx,
                               pcie_tx_bytes_s=st.pcie_tx),
-                         f"PCIe at {pf:.0%} of the link ({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}); "
+                         lambda: f"PCIe at {pf:.0%} of the link "
+                                 f"({_gbs(max(st.pcie_rx or 0, st.pcie_tx or 0))}); "
                          f"GPU utilization {util:.0f}% likely counts the copies."))
         return out
     bursty = st.wait_share is not None and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3
     if util >= SPARSE_DUTY_MAX_PCT and bursty:
         out.append(_diag("input_starved", 0.35, dict(ev, wait_share=st.wait_share),
-                         f"Kernels ran under half the time in {st.wait_share:.0%} of samples "
+                         lambda: f"Kernels ran under half the time in {st.wait_share:.0%} of "
+                                 f"samples "
                          f"between busy ones: work arrives in bursts (no SM activity to confirm)."))
     elif util >= SPARSE_DUTY_MAX_PCT:
         if st.mem_util is not None and st.mem_util >= MEM_UTIL_BOUND_PCT:
             out.append(_diag("memory_bandwidth_bound", 0.5, ev,
-                             f"Memory read/written {st.mem_util:.0f}% of the time with kernels "
+                             lambda: f"Memory read/written {st.mem_util:.0f}% of the time with "
+                                     f"kernels "
                              f"running {util:.0f}%: likely HBM-bandwidth bound (no GPM to "
                              f"confirm)."))
         elif power_frac is not None and power_frac < POWER_LOW_FRAC:
             out.append(_diag("launch_bound", 0.35, ev,
-                             f"Kernels or copies run {util:.0f}% of the time but the board draws "
+                             lambda: f"Kernels or copies run {util:.0f}% of the time but the board "
+                                     f"draws "
                              f"only {power_frac:.0%} of its power limit: little work per kernel "
                              f"(tiny kernels or copies; SM activity unknown)."))
         else:
             out.append(_diag("healthy_compute", 0.4 if (power_frac or 0) >= POWER_HIGH_FRAC else 0.3,
-                             ev, f"Kernels run {util:.0f}% of the time"
+                             ev, lambda: f"Kernels run {util:.0f}% of the time"
                                  + (f" at {power_frac:.0%} of the power limit" if power_frac else "")
                                  + "; tensor-core use is unknown without GPM."))
     else:
         out.append(_diag("input_starved", 0.4, dict(ev, processes=st.procs),
-                         f"Kernels run only {util:.0f}% of the time: the GPU waits (input, host "
+                         lambda: f"Kernels run only {util:.0f}% of the time: the GPU waits (input, "
+                                 f"host "
                          f"or tiny kernels look alike without SM activity)."))
     return out
 
@@ -758,7 +821,7 @@ def _growth_rule(points: Sequence[tuple[float, float]], mem_total: float | None)
           "span_s": span, "mem_used_bytes": points[-1][1], "mem_total_bytes": mem_total}
     conf = _clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
     return _diag("memory_growth", conf, ev,
-                 f"Memory grew {_gib(growth)} over {span:.0f} s ({rises} rises, "
+                 lambda: f"Memory grew {_gib(growth)} over {span:.0f} s ({rises} rises, "
                  f"{slope / 2**20:.1f} MiB/s): full in about {_duration(time_to_full)} at this rate.")
 
 
@@ -851,7 +914,7 @@ def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSna
             diags.append(g)
     if not diags:
         diags.append(_diag("unknown", 0.2, {"missing": ",".join(missing)},
-                           "Not enough signals: " + (", ".join(missing) or "none") + "."))
+                           lambda: "Not enough signals: " + (", ".join(missing) or "none") + "."))
     if len(diags) > 1:
         diags.sort(key=_rank, reverse=True)
     return DeviceAnalysis(

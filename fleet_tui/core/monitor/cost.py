@@ -203,10 +203,10 @@ def _useful_share(an: DeviceAnalysis) -> float:
         return USEFUL_WORK[kind]
     # other primaries: fall back to how busy the SMs (or kernels) were
     for d in an.diagnoses:
-        ev = d.evidence_dict
-        v = ev.get("sm_active_pct")
+        # evidence_value reads one signal without building the whole (display) evidence
+        v = d.evidence_value("sm_active_pct")
         if v is None:
-            v = ev.get("gpu_util_pct")
+            v = d.evidence_value("gpu_util_pct")
         if isinstance(v, (int, float)):
             return max(0.0, min(1.0, v / 100.0))
     return 0.0
