@@ -31,6 +31,8 @@ _EXPORTS = {
     "Workload": "fleet_tui.core.workload",
     "estimate_memory": "fleet_tui.core.sizing",
     "check_fit": "fleet_tui.core.sizing",
+    "kv_capacity": "fleet_tui.core.sizing",
+    "param_count": "fleet_tui.core.modelspec",
     "size_workload": "fleet_tui.core.sizing",
     "estimate_throughput": "fleet_tui.core.perf",
     "training_run": "fleet_tui.core.perf",
@@ -47,6 +49,12 @@ _EXPORTS = {
     "MonitorEngine": "fleet_tui.core.monitor.engine",
     "Snapshot": "fleet_tui.core.monitor.snapshot",
     "DeviceSnapshot": "fleet_tui.core.monitor.snapshot",
+    "analyze_trace": "fleet_tui.core.monitor.analysis",
+    "rightsize": "fleet_tui.core.monitor.rightsize",
+    # fleets
+    "PrometheusSource": "fleet_tui.core.monitor.sources.prometheus",
+    "FleetView": "fleet_tui.core.fleet",
+    "fleet_json": "fleet_tui.core.fleet",
     # errors
     "UserError": "fleet_tui.core.errors",
     "CatalogError": "fleet_tui.core.errors",
