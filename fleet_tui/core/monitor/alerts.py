@@ -244,12 +244,35 @@ class _State:
     last_fired: float | None = None
 
 
+def _hit_order(hit: tuple[int, int, Alert]) -> tuple[int, int]:
+    return hit[0], hit[1]
+
+
+class _RuleIndex:
+    """The enabled rules by what they watch, with their position in the rule list."""
+
+    __slots__ = ("rules", "machine", "metric", "diagnosis", "by_kind", "unique_names")
+
+    def __init__(self, rules: tuple[AlertRule, ...]):
+        self.rules = rules
+        self.machine = [(i, r) for i, r in enumerate(rules) if r.machine_wide]
+        self.metric = [(i, r) for i, r in enumerate(rules) if not r.machine_wide and r.metric]
+        self.diagnosis = [(i, r) for i, r in enumerate(rules) if not r.machine_wide and not r.metric]
+        self.by_kind: dict[str, list[tuple[int, AlertRule]]] = {}
+        for i, r in self.diagnosis:
+            self.by_kind.setdefault(r.diagnosis, []).append((i, r))  # type: ignore[arg-type]
+        self.unique_names = len({r.name for r in rules}) == len(rules)
+
+
 class AlertEvaluator:
     """Keeps each rule's timer per device and emits ``Alert`` events."""
 
     def __init__(self, rules: Iterable[AlertRule]):
         self.rules = [r for r in rules if r.enabled]
         self._state: dict[tuple[str, str], _State] = {}
+        self._index: _RuleIndex | None = None
+        # device key -> names of diagnosis rules whose timer runs (condition held last time)
+        self._running: dict[str, set[str]] = {}
 
     def _check(self, rule: AlertRule, key: str, index: int | None, now: float, held: bool,
                value: float | str | Diagnosis | None, name: str = "") -> Alert | None:
@@ -280,9 +303,89 @@ class AlertEvaluator:
                      device_index=index, at=now, since=st.since, value=value,
                      threshold=rule.threshold)
 
+    def _rule_index(self) -> _RuleIndex:
+        idx = self._index
+        rules = tuple(self.rules)
+        if idx is None or idx.rules != rules:  # (first call, or the rule list was changed)
+            idx = self._index = _RuleIndex(rules)
+            diag_names = {r.name for _, r in idx.diagnosis}
+            self._running = {}
+            for (name, key), st in self._state.items():
+                if st.since is not None and name in diag_names:
+                    self._running.setdefault(key, set()).add(name)
+        return idx
+
     def evaluate(self, now: float, devices: Sequence[DeviceSnapshot],
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
                  machine: Mapping[str, float | None] | None = None) -> list[Alert]:
+        """Alerts that fire now, in rule order, then device order."""
+        idx = self._rule_index()
+        if not idx.unique_names:  # rules sharing a name share timers: evaluate rule by rule
+            return self._evaluate_by_rule(now, devices, analyses, machine)
+        analyses = analyses or {}
+        machine = machine or {}
+        state = self._state
+        hits: list[tuple[int, int, Alert]] = []  # (rule position, device position, alert)
+        for pos, rule in idx.machine:
+            v = machine.get(rule.metric)  # type: ignore[arg-type]
+            held = v is not None and OPS[rule.op](v, rule.threshold)
+            a = self._check(rule, MACHINE_KEY, None, now, held, v)
+            if a:
+                hits.append((pos, -1, a))
+        by_kind = idx.by_kind
+        running_by_key = self._running
+        for j, d in enumerate(devices):
+            key = d.key
+            for pos, rule in idx.metric:
+                v = metric_value(d, rule.metric)  # type: ignore[arg-type]
+                if v is None or not OPS[rule.op](v, rule.threshold):
+                    st = state.get((rule.name, key))
+                    if st is not None:
+                        st.since = None
+                    continue
+                a = self._check(rule, key, d.index, now, True, v, d.name)
+                if a:
+                    hits.append((pos, j, a))
+            if not by_kind:
+                continue
+            # Diagnosis rules: only those whose diagnosis this device has are looked at; the
+            # others can only need their running timer reset.
+            held_names: list[str] = []
+            an = analyses.get(key)
+            if an is not None:
+                seen: list[str] = []
+                for diag in an.diagnoses:
+                    kind = diag.kind
+                    rules = by_kind.get(kind)
+                    if rules is None or kind in seen:  # the first diagnosis of a kind counts
+                        continue
+                    seen.append(kind)
+                    for pos, rule in rules:
+                        if diag.confidence < rule.min_confidence:
+                            continue
+                        held_names.append(rule.name)
+                        # value: the diagnosis, whose explanation is built only if the rule fires
+                        a = self._check(rule, key, d.index, now, True, diag, d.name)
+                        if a:
+                            hits.append((pos, j, a))
+            running = running_by_key.get(key)
+            if running:
+                for name in [n for n in running if n not in held_names]:
+                    st = state.get((name, key))
+                    if st is not None:
+                        st.since = None
+                    running.discard(name)
+            if held_names:
+                if running is None:
+                    running = running_by_key[key] = set()
+                running.update(held_names)
+        if len(hits) > 1:
+            hits.sort(key=_hit_order)
+        return [h[2] for h in hits]
+
+    def _evaluate_by_rule(self, now: float, devices: Sequence[DeviceSnapshot],
+                          analyses: Mapping[str, DeviceAnalysis] | None = None,
+                          machine: Mapping[str, float | None] | None = None) -> list[Alert]:
         out: list[Alert] = []
         analyses = analyses or {}
         machine = machine or {}
