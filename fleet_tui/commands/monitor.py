@@ -162,6 +162,11 @@ def _tick_json(tick) -> dict[str, Any]:
         dev["diagnosis"] = an.to_dict() if an is not None else None
     snap["cost"] = tick.cost.to_dict() if tick.cost is not None else None
     snap["alerts"] = [a.to_dict() for a in tick.new_alerts]
+    if tick.snapshot.source_kind == "fleet":
+        # Per-node and fleet-wide roll-ups (worst nodes first), the same as `fleet-tui fleet --json`.
+        from fleet_tui.core.fleet import fleet_json
+
+        snap["fleet"] = fleet_json(tick.snapshot, tick.analyses, devices=False)
     return snap
 
 
@@ -176,7 +181,11 @@ def _print_tick_text(tick, stream) -> None:
     stream.write(head + "\n")
     if snap.devices:
         rows = [_device_line(d, tick.analyses.get(d.key)) for d in snap.devices]
-        stream.write(format_table(_HEADERS, rows) + "\n")
+        headers = _HEADERS
+        if any(d.node for d in snap.devices):  # a fleet: devices of different nodes share indexes
+            headers = ["node", *_HEADERS]
+            rows = [[d.node, *row] for d, row in zip(snap.devices, rows)]
+        stream.write(format_table(headers, rows) + "\n")
         for f in tick.diagnoses[:6]:
             stream.write(f"  {f.device}: {f.kind} ({f.confidence:.0%}) {f.evidence[0]}\n")
             stream.write(f"    -> {f.actions[0]}\n")

@@ -59,3 +59,16 @@ def test_monitor_once_json_through_prometheus(fleet16, capsys):
     assert {d["node"] for d in data["devices"]} == set(names)
     for d in data["devices"]:
         assert d["state"] == "ok" and d["age_s"] is not None and d["diagnosis"] is not None
+    # the same per-node roll-ups as `fleet --json`, worst first
+    roll = data["fleet"]
+    assert roll["fleet"]["nodes"] == 16 and roll["fleet"]["devices"] == 32
+    assert {n["node"] for n in roll["nodes"]} == set(names)
+
+
+def test_monitor_once_text_names_each_node(fleet16, capsys):
+    fleet, prom = fleet16
+    assert main(["monitor", "--once", "--source", f"prometheus:{prom.url}"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[0] == "node"
+    for name in fleet.node_names():
+        assert name in out
