@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from fleet_tui.core.errors import UserError
@@ -173,11 +174,15 @@ class CostMeter:
         n = self.accelerator_count or device_count or len(analyses) or 1
         if self.usd_per_hour is not None and dt > 0 and analyses:
             per_device = self.usd_per_hour / n * dt / 3600.0
+            by_kind = self._by_kind
+            total, useful = self._total, self._useful
             for an in analyses.values():
                 kind = an.primary
-                self._by_kind[kind] = self._by_kind.get(kind, 0.0) + per_device
-                self._total += per_device
-                self._useful += per_device * _useful_share(an)
+                by_kind[kind] = by_kind.get(kind, 0.0) + per_device
+                total += per_device
+                share = USEFUL_WORK.get(kind)
+                useful += per_device * (share if share is not None else _useful_share(an))
+            self._total, self._useful = total, useful
             # devices of the instance the source does not show are booked as unobserved
             unseen = max(0, n - len(analyses))
             if unseen:
@@ -187,14 +192,18 @@ class CostMeter:
 
     def state(self, now: float | None = None) -> CostState:
         elapsed = 0.0 if self._start_t is None or now is None else now - self._start_t
-        total = sum(self._by_kind.values())
+        by_kind = self._by_kind
+        get = by_kind.get
+        # positional, in field order (runs every tick); sorted(reverse=True) keeps ties in
+        # insertion order, exactly like sorting on the negated amount
         return CostState(
-            instance_type=self.instance_type, usd_per_hour=self.usd_per_hour, elapsed_s=elapsed,
-            usd_so_far=total, usd_idle=self._by_kind.get("idle", 0.0),
-            usd_waiting=sum(self._by_kind.get(k, 0.0) for k in WAITING_KINDS),
-            usd_by_kind=tuple(sorted(self._by_kind.items(), key=lambda kv: -kv[1])),
-            efficiency=(self._useful / self._total) if self._total > 0 else None,
-            candidates=self.candidates, note=self.note)
+            self.instance_type, self.usd_per_hour, elapsed,
+            sum(by_kind.values()),  # usd_so_far
+            get("idle", 0.0),  # usd_idle
+            sum([get(k, 0.0) for k in WAITING_KINDS]),  # usd_waiting
+            tuple(sorted(by_kind.items(), key=itemgetter(1), reverse=True)),  # usd_by_kind
+            (self._useful / self._total) if self._total > 0 else None,  # efficiency
+            self.candidates, self.note)
 
 
 def _useful_share(an: DeviceAnalysis) -> float:

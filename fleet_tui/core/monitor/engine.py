@@ -64,9 +64,13 @@ class Finding:
         return f"{self.kind.replace('_', ' ')} ({self.confidence:.0%})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Tick:
-    """Everything one refresh produced. Immutable; safe to hand to another task or thread."""
+    """Everything one refresh produced. Immutable; safe to hand to another task or thread.
+
+    The engine's ticks build ``diagnoses`` (display-ready findings) when first read: many ticks are
+    never shown (hidden pane, headless, coalesced redraws). Reading it always gives the same value
+    (no slots, so the field can be filled in on first read)."""
 
     seq: int
     snapshot: Snapshot
@@ -78,6 +82,20 @@ class Tick:
     interval_s: float
     paused: bool = False
     focus: str | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached when normal lookup fails: the lazy field not built yet
+        d = self.__dict__
+        if name == "diagnoses" and "_devices" in d:
+            d["diagnoses"] = _findings(d["snapshot"], d["analyses"], d["_devices"])
+            d.pop("_devices", None)
+        if name in d:  # (also when another thread just built it)
+            return d[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.diagnoses  # noqa: B018 - build the lazy field
+        return {k: v for k, v in self.__dict__.items() if k != "_devices"}
 
     @property
     def alerts(self) -> tuple[Alert, ...]:
@@ -97,6 +115,8 @@ class Tick:
 
 
 EngineState = Tick
+
+_new = object.__new__
 
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
 
@@ -300,11 +320,12 @@ class MonitorEngine:
         new_alerts = tuple(self.alerts.evaluate(snapshot.timestamp, snapshot.devices, analyses,
                                                 machine))
         self._seq += 1
-        tick = Tick(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
-                    diagnoses=_findings(snapshot, analyses, dict(zip(keys, devices))),
-                    new_alerts=new_alerts, cost=cost,
-                    work_s=time.perf_counter() - t0, interval_s=self.interval_s,
-                    paused=self._paused, focus=self.focus)
+        tick = _new(Tick)
+        # diagnoses (display findings) are built from these when first read
+        tick.__dict__.update(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
+                             _devices=dict(zip(keys, devices)), new_alerts=new_alerts, cost=cost,
+                             work_s=time.perf_counter() - t0, interval_s=self.interval_s,
+                             paused=self._paused, focus=self.focus)
         self.latest = tick
         return tick
 
