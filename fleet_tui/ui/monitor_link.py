@@ -10,9 +10,12 @@ not called at all; when it is shown again it redraws from the latest tick and th
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from textual.app import ScreenStackError
@@ -50,10 +53,18 @@ class MonitorLink:
         self._last_draw = 0.0
         self._draw_pending = False
         self._seen_alerts: set[Any] = set()
+        # This session's samples go to a temporary SQLite file (the core's Recorder) so the
+        # Recommendations pane can right-size from what was observed; removed on exit.
+        self.session_dir: str | None = None
+        self.recorder = None
 
     # ----- lifecycle -----
     def start(self) -> None:
         self.app.run_worker(self._run(), group="monitor", name="monitor engine", exit_on_error=False)
+
+    @property
+    def session_db(self) -> Path | None:
+        return Path(self.session_dir) / "session.db" if self.session_dir else None
 
     async def stop(self) -> None:
         engine = self.engine
@@ -61,6 +72,27 @@ class MonitorLink:
             result = engine.stop()
             if asyncio.iscoroutine(result):
                 await result
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            recorder.close()
+        if self.session_dir:
+            shutil.rmtree(self.session_dir, ignore_errors=True)
+            self.session_dir = None
+
+    async def _open_recorder(self):
+        if getattr(self.source, "kind", "") == "fleet":
+            return None  # a fleet's history lives in Prometheus; right-sizing is per machine
+        try:
+            from fleet_tui.core.monitor.recorder import Recorder
+        except ImportError:
+            return None
+        self.session_dir = tempfile.mkdtemp(prefix="fleet-tui-session-")
+        try:
+            return await asyncio.to_thread(Recorder, Path(self.session_dir) / "session.db")
+        except Exception:  # no right-sizing then; monitoring goes on
+            shutil.rmtree(self.session_dir, ignore_errors=True)
+            self.session_dir = None
+            return None
 
     async def _run(self) -> None:
         try:
@@ -74,8 +106,10 @@ class MonitorLink:
             # The engine prices this machine from the catalog; wait for the app's load (a thread)
             # rather than let the engine load it again on the event loop.
             await self.app.catalog_settled.wait()
+            self.recorder = await self._open_recorder()
             self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
-                                        instance=self.app.instance_type, catalog=self.app.catalog)
+                                        instance=self.app.instance_type, catalog=self.app.catalog,
+                                        recorder=self.recorder)
             self.engine.subscribe(self._on_tick)
             await self.engine.run()
         except Exception as exc:  # a source that fails must not take the app down

@@ -278,37 +278,73 @@ def _recommend_screen(app):
 
 # ----- right-sizing -----------------------------------------------------------------------------
 def show_rightsizing(app) -> None:
-    """Right-size from the monitor's observed history (the core decides; we show its lines)."""
+    """Right-size from this session's observed usage (the core's ``rightsize``; we show its lines)."""
     link = app.monitor
-    engine = getattr(link, "engine", None)
-    if engine is None or getattr(link, "latest", None) is None:
+    db = getattr(link, "session_db", None)
+    if link is None or link.latest is None or db is None or app.catalog is None:
         app.notify("Right-sizing needs monitor history: start with --source (a GPU host, "
-                   "replay:demo or sim:N) and let it run.", severity="warning")
+                   "replay:demo or sim:N) and let it run a little.", severity="warning")
         return
     screen = _recommend_screen(app)
-    app.run_worker(lambda: _rightsize_lines(app, engine), thread=True, group="rightsize",
-                   exclusive=True, exit_on_error=False, name="right-size")
     if screen is not None:
         screen.query_one("#rec-side").remove_class("-hidden")
+        screen.query_one("#rec-side-text", Static).update("[$text-muted]right-sizing…[/]")
+    app.run_worker(lambda: _rightsize_in_thread(app, db), thread=True, group="rightsize",
+                   exclusive=True, exit_on_error=False, name="right-size")
 
 
-def _rightsize_lines(app, engine) -> None:
+def rightsize_lines(report) -> list[str]:
+    """The report as markup lines (formatting only)."""
+    lines = []
+    for d in report.devices:
+        busy = d.busy_p99_pct
+        busy_name = "SM active" if d.busy_signal == "sm_active_pct" else "utilization"
+        mem = d.mem_used_gib.p99
+        lines.append(f"#{d.index} {escape(d.name)}: p99 {busy_name} "
+                     f"{'N/A' if busy is None else f'{busy:.0f}%'}, memory "
+                     f"{'N/A' if mem is None else f'{mem:,.1f}'} GiB"
+                     + (f" of {d.mem_total_gib:,.0f}" if d.mem_total_gib else "")
+                     + f" [$text-muted]({d.samples} samples, {d.span_s:,.0f} s)[/]")
+    need = []
+    if report.need_mem_per_device_gib is not None:
+        need.append(f"{report.need_mem_per_device_gib:,.1f} GiB per device")
+    if report.need_bf16_tflops is not None:
+        need.append(f"{report.need_bf16_tflops:,.0f} bf16 TFLOP/s")
+    if need:
+        lines.append("Needs (p99 + headroom): " + ", ".join(need))
+    if report.current is not None:
+        c = report.current
+        lines.append(f"Now: {escape(c.instance_type)} {usd(c.usd_per_month, 0)}/month")
+    if report.candidates:
+        lines.append("[b]Cheapest instances that hold it:[/]")
+        for c in report.candidates:
+            save = (f"  [$success]saves {usd(c.savings_usd_per_month, 0)}/month[/]"
+                    if c.savings_usd_per_month else "")
+            lines.append(f"  {escape(c.instance_type)} ({escape(c.cloud)} {escape(c.region)}, "
+                         f"{c.accelerator_count}× {escape(c.accelerator)}) "
+                         f"{usd(c.usd_per_month, 0)}/month{save}")
+    lines += [f"[$text-muted]{escape(n)}[/]" for n in report.notes]
+    return lines
+
+
+def _rightsize_in_thread(app, db) -> None:
+    from fleet_tui.core.errors import UserError
+
     try:
-        from fleet_tui.core.monitor import rightsize
-    except ImportError:
-        app.call_from_thread(app.notify, "Right-sizing is not available in this build.",
-                             severity="warning")
-        return
-    try:
-        report = rightsize.rightsize_from_engine(engine, app.catalog)
-        lines = list(report.lines()) if hasattr(report, "lines") else [str(report)]
+        from fleet_tui.core.monitor.rightsize import rightsize
+
+        report = rightsize(db, app.catalog, since_s=None, instance=app.instance_type)
+        lines = rightsize_lines(report)
+    except (UserError, ImportError) as exc:
+        lines = [f"[$warning]{escape(str(exc))}[/]"]
     except Exception as exc:  # shown, not raised: the pane stays usable
-        lines = [f"Right-sizing failed: {exc}"]
+        lines = [f"[$error]Right-sizing failed: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"]
 
     def show() -> None:
         screen = _recommend_screen(app)
         if screen is not None:
+            screen.query_one("#rec-side").border_title = "Right-sizing"
             screen.query_one("#rec-side-text", Static).update(
-                "[b $primary]Right-sizing from observed usage[/]\n" + "\n".join(map(escape, lines)))
+                "[b $primary]Right-sizing from observed usage[/]\n" + "\n".join(lines))
 
     app.call_from_thread(show)

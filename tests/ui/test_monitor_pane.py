@@ -72,3 +72,22 @@ async def test_replay_is_labelled_as_replay(make_app):
                        "replay banner")
         await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 1, "the H200 card")
         assert "H200" in app.screen.query_one(DeviceCard)._last_markup
+
+
+async def test_rightsizing_from_this_sessions_history(make_app):
+    import os
+
+    from textual.widgets import Static
+
+    app = make_app(source="sim:2", interval=0.25)
+    async with app.run_test(size=(130, 40)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.latest is not None
+                       and app.monitor.latest.tick.seq >= 4, "a few recorded ticks")
+        session_dir = app.monitor.session_dir
+        assert session_dir and os.path.isdir(session_dir)
+        await pilot.press("4")
+        await pilot.press("s")
+        text = lambda: str(app.screen.query_one("#rec-side-text", Static).render())  # noqa: E731
+        await wait_for(pilot, lambda: "Right-sizing from observed usage" in text(), "the report")
+        assert "#0" in text() and "#1" in text()  # one usage line per simulated device
+    assert not os.path.exists(session_dir)  # the session's temporary history is removed on exit
