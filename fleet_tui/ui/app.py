@@ -194,9 +194,26 @@ class FleetApp(App[int]):
         yield SystemCommand("Export report as JSON",
                             "Write the recommendations report (JSON) to the current directory",
                             lambda: self._export("json"))
+        yield SystemCommand("Export report to a path…",
+                            "Write the recommendations report to a file you name (.json or .md)",
+                            self._export_to_path)
         if self.monitor is not None:
             yield SystemCommand("Monitor: pause/resume", "Pause or resume sampling",
                                 self.monitor.toggle_pause)
+
+    def _export_to_path(self) -> None:
+        from fleet_tui.ui.recommend import REPORT_STEM, export_report
+        from fleet_tui.ui.widgets.path_prompt import PathPrompt
+
+        def chosen(path: str | None) -> None:
+            if path:
+                target = Path(path).expanduser()
+                fmt = "json" if target.suffix.lower() == ".json" else "markdown"
+                export_report(self, fmt, target)
+
+        default = str(self.export_dir / f"{REPORT_STEM}.md")
+        self.push_screen(PathPrompt("Write the recommendations report to (.md or .json):", default),
+                         chosen)
 
     def _export(self, fmt: str) -> None:
         from fleet_tui.ui.recommend import export_report

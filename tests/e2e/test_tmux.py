@@ -111,3 +111,21 @@ def test_real_terminal_session(tmux, tmp_path):
     screen = tmux.wait_for("FLEET_EXIT=")
     assert "FLEET_EXIT=0" in screen
     assert "Traceback" not in screen and "Error" not in screen
+
+
+def test_no_color_16_colours_80x24(tmux, tmp_path):
+    """NO_COLOR and a plain 16-colour TERM at 80×24: the app still draws, labels its source and
+    quits cleanly."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+           "TERM": "xterm", "COLORTERM": ""}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    command = (f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES {exports} "
+               f"{shlex.quote(sys.executable)} -m fleet_tui --source replay:demo; "
+               f"echo FLEET_EXIT=$?; sleep 60")
+    tmux.run("new-session", "-d", "-s", tmux.name, "-x", "80", "-y", "24", command)
+    tmux.wait_for("REPLAY", "NVIDIA H200")
+    tmux.keys("1")
+    tmux.wait_for("$/GPU-h")
+    tmux.keys("q")
+    screen = tmux.wait_for("FLEET_EXIT=")
+    assert "FLEET_EXIT=0" in screen and "Traceback" not in screen

@@ -91,3 +91,18 @@ async def test_rightsizing_from_this_sessions_history(make_app):
         await wait_for(pilot, lambda: "Right-sizing from observed usage" in text(), "the report")
         assert "#0" in text() and "#1" in text()  # one usage line per simulated device
     assert not os.path.exists(session_dir)  # the session's temporary history is removed on exit
+
+
+async def test_new_alerts_become_notifications(make_app):
+    from fleet_tui.core.monitor.alerts import Alert
+
+    app = make_app(source="sim:1", interval=0.25)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.latest is not None, "first tick")
+        alert = Alert(rule="gpu_hot", severity="critical", message="GPU 0 at 91 °C for 30 s",
+                      device_key="/0", device_index=0, at=1.0, since=0.0, value=91.0, threshold=85.0)
+        app.monitor._notify_alert(alert)
+        await pilot.pause()
+        notes = list(app._notifications)
+        assert any(n.message == alert.message and n.severity == "error" and "gpu_hot" in n.title
+                   for n in notes)

@@ -113,3 +113,31 @@ async def test_recommendations_rank_and_export(make_app, tmp_path):
         md = (tmp_path / "fleet-tui-recommendations.md").read_text()
         assert offers[0].instance_type in md
         assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+async def test_palette_commands_and_export_to_a_chosen_path(make_app, tmp_path):
+    app = make_app(overrides=dict(source=None, export_dir=tmp_path))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for wanted in ("Pane: Catalog", "Pane: Workload builder", "Pane: Monitor",
+                       "Pane: Recommendations", "Theme: fleet-light", "Theme: fleet-high-contrast",
+                       "Export report as Markdown", "Export report as JSON",
+                       "Export report to a path…"):
+            assert wanted in titles
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-model", Select).value = "llama-3.1-8b"
+        await settle(app, pilot)
+        app.set_focus(None)
+        await pilot.press("4")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        command = next(c for c in app.get_system_commands(app.screen)
+                       if c.title == "Export report to a path…")
+        command.callback()
+        await pilot.pause()
+        target = tmp_path / "sub" / "report.json"
+        app.screen.query_one("#path-input", Input).value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert json.loads(target.read_text())["offers"]
