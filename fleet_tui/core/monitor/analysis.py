@@ -24,7 +24,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, truediv
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -333,13 +334,13 @@ class _Counts:
     """Integer tallies over the samples of a window, updated as samples enter and leave: exact,
     O(1) per sample, so a sliding window never rescans its samples for them."""
 
-    __slots__ = ("reasons", "util_n", "wait_n", "ecc_n", "xid_n", "phases", "gaps")
+    __slots__ = ("reasons", "util_n", "wait_n", "ecc", "xid_n", "phases", "gaps")
 
     def __init__(self, rows: Iterable[tuple] = (), samples: Iterable[DeviceSnapshot] = ()):
         self.reasons: dict[int, int] = {}  # clock-event mask -> samples with it
         self.util_n = 0  # samples with a duty cycle (NVML util, else SM activity)
         self.wait_n = 0  # ... of which kernels ran under half the time
-        self.ecc_n = 0  # samples with an uncorrected-ECC count
+        self.ecc: dict[int, int] = {}  # uncorrected-ECC count -> samples with it
         self.xid_n = 0  # samples with XID codes
         self.phases: dict[str, int] = {}  # ground-truth label -> samples
         self.gaps = 0  # samples with an N/A among the averaged signals
@@ -361,8 +362,10 @@ class _Counts:
             self.util_n += 1
             if u < SPARSE_DUTY_MAX_PCT:
                 self.wait_n += 1
-        if d.ecc_uncorrected is not None:
-            self.ecc_n += 1
+        e = d.ecc_uncorrected
+        if e is not None:
+            c = self.ecc
+            c[e] = c.get(e, 0) + 1
         if d.xid_errors:
             self.xid_n += 1
         p = d.phase
@@ -387,8 +390,13 @@ class _Counts:
             self.util_n -= 1
             if u < SPARSE_DUTY_MAX_PCT:
                 self.wait_n -= 1
-        if d.ecc_uncorrected is not None:
-            self.ecc_n -= 1
+        e = d.ecc_uncorrected
+        if e is not None:
+            c = self.ecc
+            if c[e] == 1:
+                del c[e]
+            else:
+                c[e] -= 1
         if d.xid_errors:
             self.xid_n -= 1
         p = d.phase
@@ -467,7 +475,7 @@ def _stats_rows(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
     if counts.gaps:
         means = _col_means(tuple(zip(*rows)), n)
     else:  # no N/A reading in the window: every column summed in C, in window order
-        means = [t / n for t in map(sum, zip(*rows))]
+        means = list(map(truediv, map(sum, zip(*rows)), repeat(n)))
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
      pcie_tx, mem_used) = means
     mask = power_n = thermal_n = nr = 0
@@ -478,8 +486,15 @@ def _stats_rows(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
             power_n += k
         if r & THERMAL_BITS:
             thermal_n += k
-    ecc: Sequence[int] = ([e for e in map(attrgetter("ecc_uncorrected"), samples) if e is not None]
-                          if counts.ecc_n else ())
+    ecc = counts.ecc
+    if ecc:
+        ecc_delta = max(ecc) - min(ecc)
+        ecc_last = last.ecc_uncorrected
+        if ecc_last is None:  # the newest count the window has
+            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
+                            if e is not None)
+    else:
+        ecc_delta, ecc_last = 0, None
     xids: list[int] = []
     if counts.xid_n:
         for d in samples:
@@ -498,8 +513,8 @@ def _stats_rows(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot],
         mask,  # reasons_seen
         len(procs),
         sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,  # proc_bytes
-        (max(ecc) - min(ecc)) if ecc else 0,  # ecc_uncorrected_delta
-        ecc[-1] if ecc else None,  # ecc_uncorrected_last
+        ecc_delta,  # ecc_uncorrected_delta
+        ecc_last,  # ecc_uncorrected_last
         tuple(xids),
         last.state == "lost",
         # wait_share: samples in which kernels ran under half the time
