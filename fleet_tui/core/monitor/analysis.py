@@ -894,9 +894,12 @@ def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSna
     their tallies."""
     last = samples[-1]
     st = _stats_rows(rows, samples, counts)
-    missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
-                                    ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
-               if v is None]
+    if st.sm is None or st.tensor is None or st.dram is None or st.fp32 is None:
+        missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
+                                        ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
+                   if v is None]
+    else:
+        missing = []
     if st.gpu_util is None:
         missing.append("gpu_util_pct")
     if st.pcie_rx is None and st.pcie_tx is None:
@@ -932,12 +935,11 @@ def _analyze(rows: Sequence[tuple], counts: _Counts, samples: Sequence[DeviceSna
                            lambda: "Not enough signals: " + (", ".join(missing) or "none") + "."))
     if len(diags) > 1:
         diags.sort(key=_rank, reverse=True)
-    return DeviceAnalysis(
-        device_key=last.key if key is None else key, device_index=last.index,
-        start=samples[0].timestamp if start is None else start,
-        end=last.timestamp if end is None else end,
-        samples=len(samples), diagnoses=tuple(diags), missing_signals=tuple(missing),
-        phase=counts.phase(samples))
+    return DeviceAnalysis(  # positional, in field order (once per device per tick)
+        last.key if key is None else key, last.index,
+        samples[0].timestamp if start is None else start,  # start
+        last.timestamp if end is None else end,  # end
+        len(samples), tuple(diags), tuple(missing), counts.phase(samples))
 
 
 def _rank(d: Diagnosis) -> tuple[int, float]:
