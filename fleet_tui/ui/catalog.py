@@ -24,9 +24,10 @@ PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 SORT_KEYS = (("$/GPU-hour", "usd_per_gpu_hour"), ("$/hour", "price"), ("memory/device", "memory"),
              ("devices", "count"), ("cloud", "cloud"), ("instance", "instance_type"),
              ("accelerator", "accelerator"), ("region", "region"))
-COLUMNS = (("cloud", "cloud"), ("instance", "instance"), ("region", "region"), ("acc", "accelerator"),
-           ("n", "n"), ("mem", "GiB/dev"), ("vcpu", "vCPU"), ("ram", "RAM GiB"),
-           ("price", "$/hour"), ("gpuh", "$/GPU-h"), ("flags", "flags"))
+# Most telling first, so an 80-column terminal still shows the prices.
+COLUMNS = (("cloud", "cloud"), ("instance", "instance"), ("acc", "accelerator"), ("n", "n"),
+           ("gpuh", "$/GPU-h"), ("price", "$/hour"), ("mem", "GiB/dev"), ("region", "region"),
+           ("vcpu", "vCPU"), ("ram", "RAM GiB"), ("flags", "flags"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,12 +222,12 @@ def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     rows = []
     for inst in result.rows:
         rows.append((
-            inst.cloud, inst.instance_type, inst.region, inst.accelerator,
-            f"{inst.accelerator_count:g}", f"{inst.accelerator_memory_gib:g}",
+            inst.cloud, inst.instance_type, inst.accelerator, f"{inst.accelerator_count:g}",
+            usd(inst.usd_per_gpu_hour(pricing), 3), usd(inst.price(pricing), 3),
+            f"{inst.accelerator_memory_gib:g}", inst.region,
             "" if inst.vcpus is None else f"{inst.vcpus:g}",
             "" if inst.ram_gib is None else f"{inst.ram_gib:g}",
-            usd(inst.price(pricing), 3), usd(inst.usd_per_gpu_hour(pricing), 3),
-            ",".join(inst.flags) + (" excluded" if inst.excluded else ""),
+            (",".join(f.split(":")[0] for f in inst.flags) + (" excluded" if inst.excluded else ""))[:40],
         ))
     return CatalogPage(tuple(rows), tuple(result.rows), result.total)
 

@@ -26,9 +26,10 @@ from fleet_tui.ui.widgets.gauges import usd
 TOP_OFFERS = 50
 REPORT_STEM = "fleet-tui-recommendations"
 PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
-COLUMNS = (("rank", "#"), ("offer", "offer"), ("gpus", "devices"), ("pricing", "pricing"),
-           ("unit", "cost/unit"), ("month", "$/month"), ("save", "savings"), ("speed", "speedup"),
-           ("head", "headroom"), ("risk", "risk"))
+# Most telling first, so an 80-column terminal still shows cost and savings.
+COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
+           ("save", "savings"), ("gpus", "devices"), ("where", "where"), ("pricing", "pricing"),
+           ("speed", "speedup"), ("head", "headroom"), ("risk", "risk"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +188,13 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
     for offer in _table_offers(rec):
         rows.append((
             "now" if offer.is_current else str(offer.rank),
-            offer.label,
-            f"{offer.gpus}× {offer.accelerator}",
-            offer.pricing,
+            (f"{offer.instances}× " if offer.instances > 1 else "") + offer.instance_type[:32],
             usd(offer.cost_per_unit, 4 if (offer.cost_per_unit or 0) < 1 else 2),
             usd(offer.usd_per_month, 0),
             "" if offer.savings_pct is None else f"{offer.savings_pct:+.0f}%",
+            f"{offer.gpus}× {offer.accelerator}",
+            f"{offer.cloud} {offer.region}"[:28],
+            offer.pricing,
             "" if offer.speedup is None else f"{offer.speedup:.2f}×",
             "" if offer.headroom_gib is None else f"{offer.headroom_gib:,.1f} GiB",
             (offer.risks[0] if offer.risks else "") + (f" +{len(offer.risks) - 1}"
