@@ -1,0 +1,172 @@
+"""The engine's incremental bookkeeping gives what recomputing from scratch gives.
+
+The engine keeps a sliding window per device (signals read once per sample, integer tallies updated
+as samples enter and leave), builds display text (diagnosis evidence and explanation, tick findings)
+only when read, and indexes alert rules by diagnosis. These tests hold each shortcut to the plain
+computation it replaces.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import random
+
+import pytest
+
+from fleet_tui.core.monitor.alerts import AlertEvaluator, AlertRule
+from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, SlidingWindow,
+                                             analyze_device_window, analyze_trace)
+from fleet_tui.core.monitor.engine import MonitorEngine
+from fleet_tui.core.monitor.history import History
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+from fleet_tui.core.monitor.sources.sim import SimSource
+from fleet_tui.core.monitor.trace import load_trace
+
+WINDOW_S = 5.0
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load_trace("demo")
+
+
+def _without_growth(a: DeviceAnalysis) -> tuple:
+    """Everything the window decides (the growth rule reads the engine's longer memory log)."""
+    return (a.device_key, a.start, a.end, a.samples, a.missing_signals, a.phase,
+            tuple(d for d in a.diagnoses if d.kind != "memory_growth"))
+
+
+def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
+    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0, **kw)
+    compared = 0
+    for i, snap in enumerate(snaps):
+        if changes and i in changes:
+            eng.set_interval(changes[i])
+        tick = eng.process(snap)
+        for d in snap.devices:
+            window = eng.history.samples(d.key, eng.window_s)
+            expected = analyze_device_window(window, growth_points=[])
+            assert _without_growth(tick.analyses[d.key]) == _without_growth(expected), (i, d.key)
+            compared += 1
+    return compared
+
+
+def test_engine_windows_equal_analysing_history_from_scratch(trace):
+    assert _replay_and_compare(trace) == len(trace)
+
+
+def test_windows_stay_exact_when_time_goes_back_or_history_shrinks(trace):
+    looped = trace[:300] + trace[:300]  # a replay that starts over: timestamps jump back
+    swapped = list(trace[:120])
+    for i in range(0, 120, 9):  # out-of-order samples inside the window
+        swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+    assert _replay_and_compare(looped) == 600
+    assert _replay_and_compare(swapped) == 120
+    # history (6 s at 1 s) holds fewer samples than 5 s of this 5 Hz trace: windows are cut to it
+    assert _replay_and_compare(trace[:200], interval=1.0, history_s=1.0, growth_lookback_s=1.0)
+    assert _replay_and_compare(trace[:300], changes={60: 1.0, 150: 5.0, 220: 0.25}, history_s=3.0)
+
+
+def test_sliding_window_refuses_time_going_back_and_rebuilds():
+    def dev(t: float, util: float) -> DeviceSnapshot:
+        return DeviceSnapshot(index=0, name="x", uuid="u", timestamp=t, gpu_util_pct=util)
+
+    win = SlidingWindow(5.0)
+    for t in range(10):
+        assert win.push(dev(float(t), 10.0 * t), limit=100)
+    assert [s.timestamp for s in win.samples()] == [5.0, 6.0, 7.0, 8.0, 9.0]
+    assert not win.push(dev(3.0, 0.0), limit=100)  # unchanged; the caller rebuilds from history
+    assert len(win) == 5
+    h = History(seconds=60, interval_s=1.0)
+    snaps = [dev(float(t), 10.0 * t) for t in range(10)] + [dev(3.0, 0.0)]
+    for s in snaps:
+        from fleet_tui.core.monitor.snapshot import Snapshot
+
+        h.add(Snapshot(timestamp=s.timestamp, source="t", source_kind="simulated", devices=(s,)))
+    win.reset(h.samples("/u", 5.0))
+    assert win.analyze() == analyze_device_window(h.samples("/u", 5.0))
+    assert win.push(dev(4.0, 0.0), limit=100) is False  # still out of order inside: rebuild again
+
+
+def test_lazy_diagnoses_read_compare_copy_and_pickle_like_eager_ones(trace):
+    windows = analyze_trace(trace, window_s=WINDOW_S)
+    diags = [d for a in windows for d in a.diagnoses]
+    assert len({d.kind for d in diags}) >= 6
+    for d in diags:
+        # a signal read on its own before anything else equals the one in the full evidence
+        lazy_value = d.evidence_value("sm_active_pct", "absent")
+        eager = Diagnosis(kind=d.kind, confidence=d.confidence, evidence=d.evidence,
+                          explanation=d.explanation, action=d.action, severity=d.severity)
+        assert d == eager and hash(d) == hash(eager) and repr(d) == repr(eager)
+        assert lazy_value == d.evidence_dict.get("sm_active_pct", "absent")
+        assert d.explanation and d.evidence and d.to_dict()["explanation"] == d.explanation
+    sample = diags[:: max(1, len(diags) // 25)]
+    signals = {k for d in diags for k, _ in d.evidence} | {
+        "gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct", "processes",
+        "pcie_link_frac", "power_cap_share", "mem_used_frac", "slope_bytes_s"}
+    fresh = [d for a in analyze_trace(trace, window_s=WINDOW_S) for d in a.diagnoses]
+    for d in fresh:  # never read before: single signals first, then the whole evidence
+        one_by_one = {k: d.evidence_value(k, "absent") for k in signals}
+        assert one_by_one == {k: d.evidence_dict.get(k, "absent") for k in signals}
+    fresh = [d for a in analyze_trace(trace, window_s=WINDOW_S) for d in a.diagnoses]
+    for d in fresh[:: max(1, len(fresh) // 25)]:  # never read before being copied
+        text = dataclasses.asdict(d)
+        assert text["explanation"] and text["evidence"]
+    for d in sample:
+        assert pickle.loads(pickle.dumps(d)) == d
+        assert copy.deepcopy(d) == d and copy.copy(d) == d
+        assert dataclasses.replace(d, confidence=0.5).explanation == d.explanation
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            d.kind = "idle"  # type: ignore[misc]
+
+
+def test_tick_findings_are_the_non_ok_diagnoses_most_important_first():
+    src = SimSource(n=6, interval_s=1.0, start_time=1_700_000_000.0)
+    eng = MonitorEngine(None, interval=1.0, usd_per_hour=10.0)
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    for k in range(120):
+        tick = eng.process(src.snapshot_at(k))
+        expected = sorted(((key, d) for key, a in tick.analyses.items() for d in a.diagnoses
+                           if d.severity != "ok"),
+                          key=lambda kd: (rank[kd[1].severity], -kd[1].confidence))
+        got = tick.diagnoses
+        assert [(f.device_key, f.diagnosis) for f in got] == expected
+        for f in got:
+            assert f.evidence[0] == f.diagnosis.explanation and f.actions == (f.diagnosis.action,)
+            assert f.device.startswith("GPU ")
+        assert copy.copy(tick).diagnoses == got
+
+
+def test_alert_rules_indexed_by_diagnosis_fire_exactly_like_rule_by_rule():
+    kinds = ["idle", "input_starved", "thermal_throttled", "healthy_compute", "memory_growth"]
+    rules = [AlertRule(name=f"d{i}", severity="warning", duration_s=dur, cooldown_s=cool,
+                       diagnosis=kind, min_confidence=conf)
+             for i, (kind, dur, cool, conf) in enumerate(
+                 [("idle", 2.0, 5.0, 0.5), ("input_starved", 0.0, 0.0, 0.3),
+                  ("thermal_throttled", 1.0, 3.0, 0.8), ("idle", 0.0, 4.0, 0.9),
+                  ("memory_growth", 3.0, 0.0, 0.5)])]
+    rules.insert(2, AlertRule(name="hot", severity="info", duration_s=1.0, cooldown_s=2.0,
+                              metric="temp_c", op=">", threshold=80.0))
+    rules.append(AlertRule(name="cost", severity="info", duration_s=0.0, cooldown_s=3.0,
+                           metric="cost_usd_so_far", op=">", threshold=1.0))
+    indexed, by_rule = AlertEvaluator(rules), AlertEvaluator(rules)
+    rnd = random.Random(3)
+    fired = 0
+    for step in range(400):
+        now = step * 0.5
+        devices = [DeviceSnapshot(index=i, name="g", uuid=f"u{rnd.choice([i, i, 0])}",
+                                  temp_c=rnd.choice([40.0, 90.0])) for i in range(rnd.randrange(4))]
+        analyses = {}
+        for d in devices:
+            diags = tuple(Diagnosis(kind=k, confidence=rnd.choice([0.2, 0.6, 0.95]), evidence=(),
+                                    explanation=f"{k} now", action="", severity="info")
+                          for k in rnd.sample(kinds, rnd.randrange(3)))
+            analyses[d.key] = DeviceAnalysis(d.key, d.index, 0.0, now, 1, diags)
+        machine = {"cost_usd_so_far": rnd.choice([0.5, 2.0])}
+        a = indexed.evaluate(now, devices, analyses, machine)
+        b = by_rule._evaluate_by_rule(now, devices, analyses, machine)
+        assert a == b, step
+        fired += len(a)
+    assert fired > 50
