@@ -53,7 +53,11 @@ def make_source(spec: str, interval_s: float):
     try:
         if parsed.kind in ("nvml", "hpu", "neuron"):
             # Asked for one backend by name: find out now, not inside the app, if it cannot run.
-            asyncio.run(_probe(open_source(spec)))
+            try:
+                asyncio.run(_probe(open_source(spec)))
+            except UserError as exc:
+                text = str(exc)
+                raise UserError(text if text.startswith("--source") else f"--source {spec}: {text}") from None
         return open_source(spec)
     except ModuleNotFoundError as exc:
         if spec == "auto":  # no backend built: the app still opens, without a monitor

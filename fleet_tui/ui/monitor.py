@@ -189,6 +189,8 @@ class MonitorScreen(PaneScreen):
                 lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
             for item in _as_list(getattr(diag, "actions", ())):
                 lines.append(f"  [$accent]→[/] {escape(str(item))}")
+        if not lines and not view.snapshot.devices:
+            lines = ["[$text-muted]No devices to diagnose.[/]"]
         if not lines:
             lines = ["[$success]No problems seen[/]" if view.analysis_available
                      else "[$text-muted]Analysis not available in this build.[/]"]
