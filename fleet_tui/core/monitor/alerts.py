@@ -317,8 +317,10 @@ class AlertEvaluator:
 
     def evaluate(self, now: float, devices: Sequence[DeviceSnapshot],
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
-                 machine: Mapping[str, float | None] | None = None) -> list[Alert]:
-        """Alerts that fire now, in rule order, then device order."""
+                 machine: Mapping[str, float | None] | None = None, *,
+                 keys: Sequence[str] | None = None) -> list[Alert]:
+        """Alerts that fire now, in rule order, then device order. ``keys``: the devices' keys
+        when the caller has them."""
         idx = self._rule_index()
         if not idx.unique_names:  # rules sharing a name share timers: evaluate rule by rule
             return self._evaluate_by_rule(now, devices, analyses, machine)
@@ -334,8 +336,7 @@ class AlertEvaluator:
                 hits.append((pos, -1, a))
         by_kind = idx.by_kind
         running_by_key = self._running
-        for j, d in enumerate(devices):
-            key = d.key
+        for j, (d, key) in enumerate(zip(devices, keys or [d.key for d in devices])):
             for pos, rule in idx.metric:
                 v = metric_value(d, rule.metric)  # type: ignore[arg-type]
                 if v is None or not OPS[rule.op](v, rule.threshold):

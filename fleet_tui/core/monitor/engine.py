@@ -261,16 +261,19 @@ class MonitorEngine:
         self._cost = CostMeter.from_choice(choice)
         return self._cost
 
-    def _growth_points(self, d, snap_ts: float) -> list[tuple[float, float]]:
+    def _growth_points(self, d, snap_ts: float, key: str | None = None
+                       ) -> list[tuple[float, float]]:
         """Memory change points over the growth lookback (only changes above the noise floor are
         kept, so steady memory costs nothing), plus the newest reading."""
         if d.mem_used_bytes is None:
             return []
         ts = d.timestamp or snap_ts
         mem = float(d.mem_used_bytes)
-        log = self._memlog.get(d.key)
+        if key is None:
+            key = d.key
+        log = self._memlog.get(key)
         if log is None:
-            log = self._memlog[d.key] = deque(maxlen=4096)
+            log = self._memlog[key] = deque(maxlen=4096)
         if not log or abs(mem - log[-1][1]) > GROWTH_NOISE_BYTES:
             log.append((ts, mem))
         cutoff = ts - self.growth_lookback_s
@@ -292,10 +295,10 @@ class MonitorEngine:
         """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
         t0 = time.perf_counter()
         history = self.history
-        history.add(snapshot)
-        analyses: dict[str, DeviceAnalysis] = {}
         devices = snapshot.devices
         keys = [d.key for d in devices]
+        history.add(snapshot, keys)
+        analyses: dict[str, DeviceAnalysis] = {}
         # a key seen twice in one snapshot added two samples: rebuild those windows from history
         dup = len(set(keys)) != len(keys)
         windows = self._windows
@@ -306,19 +309,20 @@ class MonitorEngine:
             if win is None:
                 win = windows[key] = SlidingWindow(self.window_s)
             # the window slides with history (which fills in unset device timestamps)
-            if dup or not win.push(history.latest(key), history.count(key)):
+            newest, held = history.tail(key)
+            if dup or not win.push(newest, held):
                 win.reset(history.samples(key, self.window_s))
             if not len(win):
                 continue
-            analyses[key] = win.analyze(self._growth_points(d, snapshot.timestamp), key)
+            analyses[key] = win.analyze(self._growth_points(d, snapshot.timestamp, key), key)
         meter = self._cost_meter(snapshot)
         cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
         machine = {}
         if cost is not None and cost.usd_per_hour is not None:
             machine = {"cost_usd_per_day": cost.usd_per_day, "cost_usd_per_hour": cost.usd_per_hour,
                        "cost_usd_so_far": cost.usd_so_far}
-        new_alerts = tuple(self.alerts.evaluate(snapshot.timestamp, snapshot.devices, analyses,
-                                                machine))
+        new_alerts = tuple(self.alerts.evaluate(snapshot.timestamp, devices, analyses, machine,
+                                                keys=keys))
         self._seq += 1
         tick = _new(Tick)
         # diagnoses (display findings) are built from these when first read

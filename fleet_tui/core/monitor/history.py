@@ -74,9 +74,9 @@ class History:
         self._devices = {k: deque(v, maxlen=new) for k, v in self._devices.items()}
         self._host = deque(self._host, maxlen=new)
 
-    def add(self, snapshot: Snapshot) -> None:
-        for d in snapshot.devices:
-            key = d.key
+    def add(self, snapshot: Snapshot, keys: list[str] | None = None) -> None:
+        """``keys``: the devices' keys when the caller has them (saves recomputing them)."""
+        for d, key in zip(snapshot.devices, keys or [d.key for d in snapshot.devices]):
             q = self._devices.get(key)
             if q is None:
                 if len(self._devices) >= MAX_DEVICES:
@@ -113,6 +113,11 @@ class History:
         """How many samples of one device are held."""
         q = self._devices.get(key)
         return len(q) if q is not None else 0
+
+    def tail(self, key: str) -> tuple[DeviceSnapshot | None, int]:
+        """(newest sample, how many are held) of one device."""
+        q = self._devices.get(key)
+        return (q[-1], len(q)) if q else (None, 0)
 
     def samples(self, key: str, seconds: float | None = None) -> list[DeviceSnapshot]:
         """Samples of one device, oldest first; only the last ``seconds`` if given."""
