@@ -84,3 +84,25 @@ def test_bad_input_is_exit_2_without_traceback(capsys, extra, needle):
     assert code == 2
     assert needle in err and "Traceback" not in err
     assert out == ""
+
+
+def test_json_marks_offers_without_a_speed_estimate(capsys):
+    # LoRA per run on AWS with the A10G box as the current setup: the A10G has no published bf16
+    # peak, so its cost per run is null and the reason names the missing figure
+    code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--workload", "lora",
+                         "--seq-len", "1024", "--grad-checkpointing", "--training-tokens", "1e8",
+                         "--cloud", "aws", "--current", "g5.2xlarge", "--top", "500", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["speed_unknown_offers"] >= 1
+    cur = d["current"]
+    assert cur["speed_unknown"] is True and cur["cost_per_unit"] is None and cur["tokens_per_s"] is None
+    assert cur["speed_unknown_reason"] == "no published bf16 peak for A10G"
+    offers = d["offers"]
+    first_unknown = next(i for i, o in enumerate(offers) if o["speed_unknown"])
+    assert all(o["cost_per_unit"] is not None for o in offers[:first_unknown])
+    assert all(o["speed_unknown"] and o["cost_per_unit"] is None for o in offers[first_unknown:])
+    code, out, _ = run(capsys, "recommend", "--model", "llama-3.1-8b", "--workload", "lora",
+                       "--seq-len", "1024", "--grad-checkpointing", "--training-tokens", "1e8",
+                       "--cloud", "aws", "--current", "g5.2xlarge", "--top", "3")
+    assert code == 0 and "speed unknown" in out
