@@ -20,6 +20,7 @@ from textual.widgets import Checkbox, Input, Select, Static
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Field
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
+from fleet_tui.ui.widgets.text import update_text
 
 KINDS = ("inference", "training", "finetune", "lora", "qlora")
 PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
@@ -44,6 +45,7 @@ class BuilderResult:
     choice: BuilderChoice
     markup: str  # breakdown + verdict, ready to show
     error: str | None = None
+    content: object = None  # ``markup`` parsed in the worker (a textual Content)
 
 
 def parse_count(text: str) -> int | None:
@@ -153,6 +155,12 @@ class BuilderScreen(PaneScreen):
     @work(thread=True, exclusive=True, group="builder-size", exit_on_error=False)
     def _size_in_worker(self, catalog, form: dict, generation: int) -> None:
         result = compute(catalog, form)
+        if result.markup:  # parse here, not on the event loop
+            from dataclasses import replace
+
+            from textual.content import Content
+
+            result = replace(result, content=Content.from_markup(result.markup))
         self.app.call_from_thread(self._show, result, generation)
 
     def _show(self, result: BuilderResult, generation: int) -> None:
@@ -161,9 +169,9 @@ class BuilderScreen(PaneScreen):
         self.last_result = result
         text = self.query_one("#b-result-text", Static)
         if result.error:
-            text.update(f"[$error]{escape(result.error)}[/]")
+            update_text(text, f"[$error]{escape(result.error)}[/]", reserve=True)
             return
-        text.update(result.markup)
+        update_text(text, result.markup, reserve=True, content=result.content)
         self.app.builder_context = result.choice
         if result.workload is not None and result.workload != self.app.workload:
             self.app.workload = result.workload

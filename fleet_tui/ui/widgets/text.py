@@ -17,15 +17,17 @@ def _height(content: Content, width: int) -> int:
     return sum(-(-max(line.cell_length, 1) // width) for line in content.split("\n"))
 
 
-def update_text(widget: Static, markup: str, *, reserve: bool = False) -> None:
+def update_text(widget: Static, markup: str, *, reserve: bool = False,
+                content: Content | None = None) -> None:
     """Show ``markup``. ``reserve=True`` (for a text inside a scroll area whose length changes
     every tick): the widget keeps a fixed height that only grows, or shrinks by a lot, so most
-    updates repaint without re-laying out the screen."""
+    updates repaint without re-laying out the screen. ``content``: ``markup`` already parsed (in a
+    worker thread), so the event loop does not parse it again."""
     if markup == getattr(widget, "_last_markup_text", None):
         return
     if reserve:
         widget._last_markup_text = markup  # type: ignore[attr-defined]
-        content = Content.from_markup(markup)
+        content = content if content is not None else Content.from_markup(markup)
         needed = _height(content, widget.content_size.width or widget.size.width or 40)
         current = getattr(widget, "_reserved_lines", None)
         if current is None or needed > current or needed < current - 8:
@@ -34,7 +36,8 @@ def update_text(widget: Static, markup: str, *, reserve: bool = False) -> None:
         widget.update(content, layout=False)
         return
     widget._last_markup_text = markup  # type: ignore[attr-defined]
-    content = Content.from_markup(markup)  # parsed once, handed to the widget as is
+    if content is None:
+        content = Content.from_markup(markup)  # parsed once, handed to the widget as is
     shape = _height(content, widget.content_size.width)
     relayout = shape != getattr(widget, "_last_markup_shape", None)
     widget._last_markup_shape = shape  # type: ignore[attr-defined]
