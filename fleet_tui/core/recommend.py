@@ -225,7 +225,7 @@ class _LazyOffers(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return tuple(self[j] for j in range(*i.indices(len(self._cands))))
+            return self._build(range(*i.indices(len(self._cands))))
         n = len(self._cands)
         if i < 0:
             i += n
@@ -240,6 +240,19 @@ class _LazyOffers(Sequence):
         for i in range(len(self._cands)):
             yield self[i]
 
+    def _build(self, indices: range) -> tuple[RankedOffer, ...]:
+        """Many offers at once (slices, ``to_dict``), the garbage collector paused meanwhile."""
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return tuple(self[j] for j in indices)
+        finally:
+            if was:
+                gc.enable()
+
+    def all(self) -> tuple[RankedOffer, ...]:
+        return self._build(range(len(self._cands)))
+
     def __eq__(self, other) -> bool:
         if isinstance(other, (_LazyOffers, tuple, list)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
@@ -248,7 +261,7 @@ class _LazyOffers(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce__(self):
-        return (tuple, (tuple(self),))
+        return (tuple, (self.all(),))
 
     def __repr__(self) -> str:
         return f"<{len(self)} ranked offers>"
@@ -289,7 +302,8 @@ class Recommendation:
                          "label": self.schedule.label},
             "constraints": {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.constraints},
             "current": self.current.to_dict() if self.current else None,
-            "offers": [o.to_dict() for o in self.offers],
+            "offers": [o.to_dict() for o in (self.offers.all() if isinstance(self.offers, _LazyOffers)
+                                             else self.offers)],
             "fitting_offers": self.fitting_offers,
             "speed_unknown_offers": self.speed_unknown_offers,
             "considered_rows": self.considered_rows,
