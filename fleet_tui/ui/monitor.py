@@ -7,6 +7,8 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 
 from __future__ import annotations
 
+import time
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -18,6 +20,7 @@ from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
 from fleet_tui.ui.widgets.text import update_text
 
+DIAGNOSES_REFRESH_S = 3.0  # numbers in unchanged findings refresh this often
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
@@ -48,6 +51,8 @@ class MonitorScreen(PaneScreen):
     """
 
     focused_key: str | None = None
+    _diag_signature: tuple | None = None
+    _diag_drawn_at: float = 0.0
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="mon-message")
@@ -163,6 +168,15 @@ class MonitorScreen(PaneScreen):
                 table.add_row(*values, key=key)
 
     def _draw_diagnoses(self, view) -> None:
+        # The findings are judged over a window of several seconds; their sentences' numbers drift
+        # every tick. Re-render when the set of findings changes, else at most every few seconds.
+        signature = (self.focused_key, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
+                                              getattr(d, "severity", None)) for d in view.diagnoses),
+                     bool(view.snapshot.devices))
+        now = time.monotonic()
+        if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
+            return
+        self._diag_signature, self._diag_drawn_at = signature, now
         lines = []
         shown = 0
         findings = view.diagnoses
