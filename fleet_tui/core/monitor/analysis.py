@@ -442,11 +442,6 @@ def _col_means(cols: Sequence[tuple], n: int) -> list[float | None]:
     return out
 
 
-def _stats(samples: Sequence[DeviceSnapshot]) -> _Stats:
-    rows = list(map(_row, samples))
-    return _stats_rows(rows, samples, _Counts(rows, samples))
-
-
 _LINK_BYTES: dict[tuple[Any, Any], float] = {}
 
 
@@ -1001,10 +996,6 @@ class SlidingWindow:
         if not self._samples:
             raise ValueError("the window is empty")
         return _analyze(self._rows, self._counts, self._samples, growth_points, key=key)
-
-
-_STAT_OF = {"sm_active_pct": "sm", "tensor_active_pct": "tensor", "dram_active_pct": "dram",
-            "fp32_active_pct": "fp32"}
 
 
 def device_series(snapshots: Iterable[Snapshot]) -> dict[str, list[DeviceSnapshot]]:
