@@ -154,12 +154,12 @@ def _scaling(sharding: str, gpus: int) -> float:
     return cal.SCALING_PER_DOUBLING[sharding] ** math.log2(gpus)
 
 
-def _weight_stream_bytes(w: Workload, batch: int) -> float:
+def _weight_stream_bytes(w: Workload, batch: int, pc=None) -> float:
     """Weight bytes one decode step reads: dense all; MoE the experts the batch routes to."""
     from fleet_tui.core.sizing import _weight_bytes
 
     a = w.arch
-    pc = param_counts(a)
+    pc = pc or param_counts(a)
     total = _weight_bytes(w if not w.is_training else w.derive(kind="inference"), pc)
     if not a.is_moe:
         return total
@@ -237,7 +237,7 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
     b = w.batch
     prefill_tokens = b * ctx_prefill
     tp_div = gpus * scale if sharding == "tensor" else 1.0
-    t_mem = (_weight_stream_bytes(w, max(1, prefill_tokens)) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+    t_mem = (_weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
              if bw is not None else None)
     prefill_s = prefill_tok_s = ttft = t_cmp = None
     if rate is not None:
@@ -263,7 +263,7 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
     bound_dec = "memory"
     if bw is not None:
         kv_read = per_gpu_b * ctx * _kv_bytes_per_token(a, w, 1, ctx)
-        bytes_step = _weight_stream_bytes(w, per_gpu_b) + kv_read
+        bytes_step = _weight_stream_bytes(w, per_gpu_b, pc) + kv_read
         d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
         tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
         decode_tok_s = per_gpu_b / tpot * replicas

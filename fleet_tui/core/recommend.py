@@ -49,7 +49,7 @@ those options; ``offer.instance.flags`` keeps them all).
 
 Speed of the ranking: fit runs once per distinct (accelerator, devices per instance) pair (memory
 once per placement), the speed estimate only where the unit needs it; every offer is then priced
-with a few multiplications into a plain tuple whose first items are the sort key, and the tuples are
+with a few multiplications into a plain tuple whose first item (a float) is the sort key; they are
 sorted (the garbage collector paused meanwhile). ``Recommendation.offers`` is a read-only,
 tuple-like sequence that builds each :class:`RankedOffer` on first read, so a full ranking of the
 bundled catalog (~6,000 fitting offers) takes a few ms and a 100,000-offer one well under 500 ms
@@ -81,6 +81,7 @@ import difflib
 import gc
 import heapq
 import math
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -471,6 +472,10 @@ class _Engine:
         self._variants: dict[tuple[int, str], Any] = {}
         self._need: dict[tuple[int, str], int] = {}  # per-GPU bytes by placement
         self._prec: dict[int, bool] = {}  # precision allowed, by accelerator object id
+        self._weights_bytes: float | None = None  # stored weights of the whole model
+        from fleet_tui.core import calibration as cal
+
+        self._fixed_bytes = cal.DRIVER_RESERVE_BYTES + cal.CUDA_CONTEXT_BYTES
 
     def _variant(self, gpus: int, sharding: str):
         key = (gpus, sharding)
@@ -480,7 +485,7 @@ class _Engine:
             self._variants[key] = w
         return w
 
-    def _quick_fit(self, w, acc, gpus: int) -> tuple[bool, int, int, bool]:
+    def _quick_fit(self, w, acc, gpus: int, *, exact: bool = True) -> tuple[bool, int, int, bool]:
         """(fits, headroom_bytes, capacity_bytes, precision_ok) exactly as ``check_fit`` decides,
         without the search for suggestions that ``check_fit`` runs on a misfit.
 
@@ -489,13 +494,30 @@ class _Engine:
         sz = self._sizing
         mkey = (gpus, w.sharding)
         need = self._need.get(mkey)
-        if need is None:
-            need = self._need[mkey] = sz.estimate_memory(w, gpus).total_bytes
         cap = sz.capacity_bytes(acc)
+        if need is None:
+            if not exact:
+                # a placement whose stored weights alone (plus the driver reserve and context,
+                # which every estimate includes) overflow the device cannot fit: skip the full
+                # estimate (most misfits of a big model on small devices end here)
+                floor = self._floor(w, gpus)
+                if floor > cap:
+                    return False, cap - floor, cap, True
+            need = self._need[mkey] = sz.estimate_memory(w, gpus).total_bytes
         prec_ok = self._prec.get(id(acc))
         if prec_ok is None:
             prec_ok = self._prec[id(acc)] = sz.precision_support(w.precision, acc)[0]
         return (need <= cap and prec_ok), cap - need, cap, prec_ok
+
+    def _floor(self, w, gpus: int) -> float:
+        """A lower bound of ``estimate_memory(w, gpus)``: weights per GPU + fixed overheads."""
+        sz = self._sizing
+        if self._weights_bytes is None:
+            from fleet_tui.core.modelspec import param_counts
+
+            self._weights_bytes = sz._weight_bytes(w, param_counts(w.arch))
+        _dp, tp, shard = sz._split(w, gpus)
+        return self._weights_bytes / (tp * shard) + self._fixed_bytes - 64  # (per-part rounding)
 
     def size(self, acc, devices: int, instances: int | None = None, *,
              detail: bool = False) -> _Sized:
@@ -520,7 +542,7 @@ class _Engine:
             gpus = devices * n
             for sharding in (_sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
                 w = self._variant(gpus, sharding)
-                q = self._quick_fit(w, acc, gpus)
+                q = self._quick_fit(w, acc, gpus, exact=detail)
                 # when nothing fits, report the attempt that came closest
                 if first is None or (q[3] and not first[4][3]) or (
                         q[3] == first[4][3] and q[1] > first[4][1]):
@@ -709,6 +731,10 @@ def _catalog_index(catalog) -> _Index:
 
 
 _SLICES: dict[tuple[int, float], tuple[Any, Any]] = {}
+#: Offers sort by their first item alone (a float: Python's sort compares floats natively, several
+#: times faster than tuples); the sort is stable and offers are collected in catalog order, so equal
+#: costs keep catalog order.
+_SORT_KEY = operator.itemgetter(0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -866,8 +892,8 @@ def recommend(
                     if month > budget:
                         over_budget += 1
                         continue
-                    # sort key first: cheapest unit (or month when the speed is unknown), then
-                    # month, then the faster, then catalog order (seq is unique: ties stop there)
+                    # sort key first: cheapest unit (or month when the unit is $/month or the
+                    # speed is unknown); equal keys keep catalog order (seq)
                     cand = (month * per_unit / hours if per_unit else month, month, neg_tps, seq,
                             inst, p, price, sized, acc)
                     out.append(cand)
@@ -880,12 +906,12 @@ def recommend(
 
         fitting = len(cands) + len(unknown)
         if top is None or top * 8 >= len(cands):
-            cands.sort()
+            cands.sort(key=_SORT_KEY)
             chosen = cands if top is None else cands[:top]
         else:
-            chosen = heapq.nsmallest(top, cands)
+            chosen = heapq.nsmallest(top, cands, key=_SORT_KEY)
         if unknown and (top is None or len(chosen) < top):
-            unknown.sort()
+            unknown.sort(key=_SORT_KEY)
             chosen = chosen + (unknown if top is None else unknown[:top - len(chosen)])
     finally:
         if gc_was_enabled:
@@ -912,7 +938,9 @@ def recommend(
         if chosen and cheapest_cand is chosen[0]:
             cheapest = offers[0]
         else:
-            cheapest = make(1 + sum(1 for c in cands if c < cheapest_cand), cheapest_cand)
+            k0, s0 = cheapest_cand[0], cheapest_cand[3]
+            cheapest = make(1 + sum(1 for c in cands if c[0] < k0 or (c[0] == k0 and c[3] < s0)),
+                            cheapest_cand)
     if skipped["excluded_rows"]:
         notes.append(f"{skipped['excluded_rows']} catalog rows excluded by validation "
                      "(placeholder/zero prices and similar) were not ranked")

@@ -515,3 +515,26 @@ def test_offers_read_like_a_tuple(toy):
     assert len(rec.offers) == rec.fitting_offers
     with pytest.raises(IndexError):
         rec.offers[len(full)]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=workloads(), gpus=st.sampled_from([1, 2, 4, 8, 16, 64]),
+       sharding=st.sampled_from(["data", "tensor", "fsdp"]))
+def test_the_ranking_shortcut_never_rejects_a_placement_that_fits(toy, spec, gpus, sharding):
+    """Ranking skips the full memory estimate when weights + fixed overheads already overflow a
+    device: that floor must never exceed the estimate itself."""
+    from fleet_tui.core.recommend import _Engine
+    from fleet_tui.core.sizing import estimate_memory
+
+    spec = dict(spec)
+    spec["model"] = toy.model(spec["model"])
+    w = Workload(**spec)
+    if w.kind == "inference" and sharding == "fsdp":
+        sharding = "tensor"
+    try:
+        variant = w.model_copy(update={"gpus": gpus, "sharding": sharding})
+        need = estimate_memory(variant, gpus).total_bytes
+    except (UserError, ValueError):
+        return  # a placement the model cannot take (e.g. more tensor ranks than heads)
+    engine = _Engine(w, training_tokens=None, unit_kind="tokens", max_instances=16)
+    assert engine._floor(variant, gpus) <= need
