@@ -216,15 +216,10 @@ class ActiveAlerts:
                 for d in view.offenders if d.severity in ("warning", "critical"))
         now = snapshot.timestamp
         self.evaluator.evaluate(now, [d for d in snapshot.devices if d.state == "ok"], analyses)
-        rules = {r.name: r for r in self.evaluator.rules}
         out = []
-        for (rule_name, key), state in getattr(self.evaluator, "_state", {}).items():
-            rule = rules.get(rule_name)
-            since = getattr(state, "since", None)
-            if rule is None or since is None or now - since + 1e-9 < rule.duration_s:
-                continue
+        for rule, key, _since in self.evaluator.holding(now):
             d = by_key.get(key)
-            out.append({"rule": rule_name, "severity": rule.severity,
+            out.append({"rule": rule.name, "severity": rule.severity,
                         "node": d.node if d else "", "device": d.index if d else None,
                         "device_key": key})
         return tuple(out)

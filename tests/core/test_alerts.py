@@ -100,3 +100,18 @@ def test_diagnosis_and_machine_rules():
         out += ev.evaluate(float(t), [d], {d.key: an}, {"cost_usd_per_day": 2000.0})
     assert [a.rule for a in out] == ["cost", "idle"]
     assert out[0].device_key == "machine" and out[1].at == 2
+
+
+def test_holding_lists_conditions_held_past_their_duration_until_they_clear():
+    rule = AlertRule(name="hot", severity="warning", duration_s=10, cooldown_s=30,
+                     metric="gpu_util_pct", op=">", threshold=90)
+    ev = AlertEvaluator([rule])
+    for t in range(0, 9):
+        ev.evaluate(float(t), [_dev(95.0, t)])
+    assert ev.holding(8.0) == []  # held, but not yet for 10 s
+    for t in range(9, 15):
+        ev.evaluate(float(t), [_dev(95.0, t)])
+    held = ev.holding(14.0)
+    assert [(r.name, since) for r, _key, since in held] == [("hot", 0.0)]
+    ev.evaluate(15.0, [_dev(10.0, 15)])  # condition clears
+    assert ev.holding(15.0) == []

@@ -274,6 +274,18 @@ class AlertEvaluator:
         # device key -> names of diagnosis rules whose timer runs (condition held last time)
         self._running: dict[str, set[str]] = {}
 
+    def holding(self, now: float) -> list[tuple[AlertRule, str, float]]:
+        """Alerts whose condition holds now and has held for the rule's duration (fired or in
+        cooldown): ``(rule, device key, since)``. What an exporter shows as *active*."""
+        rules = {r.name: r for r in self.rules}
+        out = []
+        for (rule_name, key), st in self._state.items():
+            rule = rules.get(rule_name)
+            if rule is None or st.since is None or now - st.since + 1e-9 < rule.duration_s:
+                continue
+            out.append((rule, key, st.since))
+        return out
+
     def _check(self, rule: AlertRule, key: str, index: int | None, now: float, held: bool,
                value: float | str | Diagnosis | None, name: str = "") -> Alert | None:
         st = self._state.get((rule.name, key))
