@@ -38,7 +38,8 @@ figure, e.g. "no published bf16 peak for A10G"). When the unit is work (USD per 
 they cannot be costed per unit: ``cost_per_unit`` is null and they come **after every ranked offer**,
 cheapest per hour first (``speed_unknown_offers`` counts them; a ``top`` page shows them only when
 fewer ranked offers exist). For always-on interactive serving the unit is $/month, which needs no
-speed: they are ranked by it like any other offer. A ``--latency-target-ms`` cannot be checked
+speed to price, but nobody can say whether such a server keeps up with the load: they keep their
+$/month and follow every offer with a speed estimate, cheapest per month first. A ``--latency-target-ms`` cannot be checked
 without a speed: such rows are counted in ``skipped["latency_unknown_rows"]``. A current setup with
 unknown speed gets no cost per unit and no savings; ``explain`` says why instead of comparing.
 
@@ -866,8 +867,15 @@ def recommend(
                     skipped["too_slow_rows"] += len(rows)
                     continue
             n = sized.instances
-            if per_month:  # $/month needs no speed: none is computed for ranking
-                out, per_unit, neg_tps, track_cheapest = cands, 0.0, 0.0, False
+            if per_month:
+                # $/month needs no speed to be priced, but an always-on server whose speed cannot
+                # be estimated cannot be said to serve the load: it follows every offer that can.
+                if sized.tokens_per_s is None:
+                    unknown_notes.setdefault(acc.id, sized.speed_note)
+                    out = unknown
+                else:
+                    out = cands
+                per_unit, neg_tps, track_cheapest = 0.0, 0.0, False
             else:
                 uph = sized.units_per_hour
                 if uph is None:
@@ -949,7 +957,11 @@ def recommend(
         devices = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
         why = (unknown_notes[ids[0]] if len(ids) == 1 else
                "their catalog entries lack the published peak or memory bandwidth it needs")
-        if unknown:
+        if unknown and per_month:
+            notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
+                         f"whether they keep up with the load cannot be checked, so they are listed "
+                         f"after the {len(cands)} offers with one, cheapest per month first")
+        elif unknown:
             notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
                          f"they cannot be costed per {unit.removeprefix('USD/')} and are listed "
                          f"after the {len(cands)} ranked offers, cheapest per hour first")
@@ -1275,7 +1287,7 @@ def explain(rec: Recommendation) -> list[str]:
         f"Best: {best.label}, {best.devices}: {_money(best.cost_per_unit)} per "
         f"{per}, {_money(best.usd_per_hour)}/h, {_money(best.usd_per_month)}/month."
     )
-    ranked = rec.fitting_offers - (rec.speed_unknown_offers if rec.unit != UNIT_MONTH else 0)
+    ranked = rec.fitting_offers - rec.speed_unknown_offers
     why = [f"lowest cost per {per} of {ranked} fitting offers with a speed estimate"
            if ranked != rec.fitting_offers else f"lowest cost per {per} of {rec.fitting_offers} fitting offers"]
     if best.tokens_per_s:
@@ -1299,11 +1311,14 @@ def explain(rec: Recommendation) -> list[str]:
             + (f" because it is slower ({ch.tokens_per_s:,.0f} vs {best.tokens_per_s:,.0f} tokens/s)"
                if ch.tokens_per_s and best.tokens_per_s else "") + "."
         )
-    if rec.speed_unknown_offers and rec.unit != UNIT_MONTH:
+    if rec.speed_unknown_offers:
         lines.append(
             f"{rec.speed_unknown_offers} fitting offers have no speed estimate (a spec figure the "
-            f"estimate needs is not published) and are not ranked by cost per {per}; they follow "
-            "the ranked offers, cheapest per hour first."
+            "estimate needs is not published)"
+            + (": whether they keep up with the load cannot be checked, so they follow the offers "
+               "with one, cheapest per month first." if rec.unit == UNIT_MONTH else
+               f" and are not ranked by cost per {per}; they follow the ranked offers, cheapest "
+               "per hour first.")
         )
     if best.risks:
         lines.append("Watch out: " + "; ".join(best.risks) + ".")

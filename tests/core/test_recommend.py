@@ -475,14 +475,20 @@ def test_decode_needs_only_bandwidth_so_the_a10g_is_ranked_for_batch_generation(
     assert rec.offers[-1].instance_type == "cheap.4090"
 
 
-def test_interactive_serving_ranks_unknown_speed_by_the_monthly_bill(unknown_toy):
+def test_interactive_serving_puts_unknown_speed_after_every_known_one(unknown_toy):
     rec = recommend(chat(unknown_toy), unknown_toy)
     assert rec.unit == UNIT_MONTH
-    assert [o.instance_type for o in rec.offers][:2] == ["cheap.a10g", "cheap.4090"]
-    rtx = rec.offers[1]
+    types = [o.instance_type for o in rec.offers]
+    rtx = next(o for o in rec.offers if o.instance_type == "cheap.4090")
     assert rtx.speed_unknown and rtx.tokens_per_s is None
+    # priced per month all the same, but it cannot be shown to keep up: after every known offer,
+    # although $0.02/h is cheaper than some of them
     assert rtx.cost_per_unit == pytest.approx(0.02 * HOURS_PER_MONTH)
-    assert rec.speed_unknown_offers == 0  # nothing left unranked
+    assert types[-1] == "cheap.4090" and types[0] == "cheap.a10g"
+    assert all(not o.speed_unknown for o in rec.offers[:-1])
+    assert rec.speed_unknown_offers == 1
+    assert any("keep up with the load" in n for n in rec.notes)
+    assert "keep up with the load" in " ".join(explain(rec))
     # a latency target cannot be checked without a speed: counted, not guessed
     rec = recommend(chat(unknown_toy), unknown_toy, latency_target_ms=1000)
     assert "cheap.4090" not in {o.instance_type for o in rec.offers}
