@@ -605,7 +605,9 @@ def _suggest(w: Workload, gpus: int, acc: "Accelerator", cap: int, limit: int = 
 
     for change, desc, w2, n in cands:  # first fitting option of each kind (smallest change)
         consider(change, desc, w2, n)
-    if not found and w.is_training:  # no single change: pair checkpointing with the others
+    # No single change fits, or only buying more GPUs does: pair checkpointing with the others
+    # (checkpointing + a smaller batch often fits the hardware the user already has).
+    if w.is_training and all(f.change == "gpus" for f in found):
         base = w.derive(grad_checkpointing=True) if not w.grad_checkpointing else w
         for change, desc, w2, n in _candidates(base, gpus, acc):
             if change == "checkpointing":

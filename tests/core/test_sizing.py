@@ -154,6 +154,20 @@ def test_training_suggestions_include_memory_savers():
         assert s.total_bytes <= res.capacity_bytes
 
 
+def test_when_only_more_gpus_fit_checkpointing_pairs_are_offered_on_the_gpus_at_hand():
+    # LoRA on one L4 at batch 8 x 2048: no single change but buying GPUs fits; checkpointing with a
+    # smaller batch does, on the one GPU the user has
+    w = Workload(kind="lora", model=L8, batch=8, seq_len=2048)
+    res = check_fit(w, L4)
+    assert not res.fits
+    changes = {s.change for s in res.suggestions}
+    assert "gpus" in changes
+    on_one = [s for s in res.suggestions if s.gpus == 1]
+    assert any(s.change == "checkpointing+batch" for s in on_one)
+    for s in res.suggestions:
+        assert s.total_bytes <= res.capacity_bytes
+        assert check_fit(s.workload, L4, s.gpus).fits
+
 # Ampere GA102 with no published peak (NVIDIA has no A10G datasheet): memory and bandwidth only
 A10G = Accelerator(id="A10G", vendor="NVIDIA (AWS-specific SKU)", software_stack="CUDA", memory_gib=24,
                    memory_bandwidth_gbs=600, architecture="Ampere")
