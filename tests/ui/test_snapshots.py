@@ -40,7 +40,10 @@ async def _settle(pilot) -> None:
         await app.workers.wait_for_complete([w for w in app.workers if w.group != "monitor"])
         await pilot.pause()
     app.set_focus(None)
-    await pilot.pause()
+    # DataTable sizes its columns on the next idle after rows arrive: let a few frames pass.
+    for _ in range(3):
+        await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
 
 
 def test_catalog_pane(snap_compare):
