@@ -23,10 +23,8 @@ from __future__ import annotations
 import ast
 import csv
 import math
-import os
 import re
 import statistics
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.fsutil import write_atomic
 
 KNOWN_CLOUDS = ("aws", "gcp", "azure", "lambda", "oci", "nebius", "vast", "runpod")
 
@@ -541,22 +540,6 @@ def render_toml(cloud: str, offers: list[dict[str, Any]], *, source: str, as_of:
         lines.append("  {" + ", ".join(parts) + "},")
     lines.append("]")
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: str | None = None,
