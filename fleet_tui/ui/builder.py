@@ -264,7 +264,9 @@ def compute(catalog, form: dict) -> BuilderResult:
         where = ".".join(str(p) for p in first.get("loc", ())) or "workload"
         return BuilderResult(None, BuilderChoice(), "", error=f"{where}: {first.get('msg')}")
     except (ValueError, UserError) as exc:
-        return BuilderResult(None, BuilderChoice(), "", error=str(exc))
+        # the core names CLI flags; here the same value is a form field
+        text = str(exc).replace("--model-config", "config.json path", 1)
+        return BuilderResult(None, BuilderChoice(), "", error=text)
     try:
         markup = sizing_markup(catalog, workload, choice)
     except ImportError as exc:
