@@ -12,6 +12,7 @@ import time
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Region
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 
@@ -25,6 +26,16 @@ MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
                   "warn": "$warning", "info": "$primary"}
+
+
+class CardsScroll(VerticalScroll):
+    """The cards' scroll area; tells the pane when it scrolls (cards off screen are not redrawn
+    every tick, so the ones scrolled into view are brought up to date at once)."""
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if old_value != new_value and isinstance(self.screen, MonitorScreen):
+            self.screen.cards_scrolled()
 
 
 class MonitorScreen(PaneScreen):
@@ -58,7 +69,7 @@ class MonitorScreen(PaneScreen):
         yield Static("", id="mon-message")
         yield Static("", id="mon-top")
         with Horizontal(id="mon-main"):
-            yield VerticalScroll(id="cards")
+            yield CardsScroll(id="cards")
             with Vertical(id="mon-side"):
                 yield Static("", id="cost")
                 yield VerticalScroll(Static("", id="diagnoses-text"), id="diagnoses")
@@ -80,6 +91,10 @@ class MonitorScreen(PaneScreen):
         self.query_one("#procs").set_class(height < 32, "-short")
         self.query_one("#cards").set_class(width < 110, "-narrow")
         self.query_one("#mon-side").set_class(width < 90, "-narrow")
+
+    def cards_scrolled(self) -> None:
+        if self.app.monitor is not None:
+            self.call_after_refresh(self.app.monitor.redraw_now)  # fill cards that came into view
 
     def on_screen_resume(self) -> None:
         link = self.app.monitor
@@ -141,8 +156,14 @@ class MonitorScreen(PaneScreen):
             container.remove_children()
             cards = {d.key: DeviceCard(d.key) for d in shown}
             container.mount_all(cards.values())
+        # the visible part of the cards' scroll canvas (virtual_region is in the same space)
+        offset, size = container.scroll_offset, container.scrollable_content_region.size
+        viewport = Region(offset.x, offset.y, size.width, size.height)
         for dev in shown:
             card = cards[dev.key]
+            if card.drawn and not viewport.overlaps(card.virtual_region):
+                continue  # scrolled out of view: drawn again when scrolled back (see on_scroll)
+            card.drawn = True
             card.set_class(self.focused_key == dev.key, "-focused")
             card.show(dev, view, detailed=self.focused_key == dev.key)
 

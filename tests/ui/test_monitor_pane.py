@@ -106,3 +106,19 @@ async def test_new_alerts_become_notifications(make_app):
         notes = list(app._notifications)
         assert any(n.message == alert.message and n.severity == "error" and "gpu_hot" in n.title
                    for n in notes)
+
+
+async def test_cards_scrolled_into_view_are_brought_up_to_date(make_app):
+    from fleet_tui.ui.widgets.device_card import device_markup
+
+    app = make_app(source="sim:8", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 8, "eight cards")
+        await wait_for(pilot, lambda: app.monitor.latest.tick.seq >= 6, "several ticks")
+        await pilot.press("p")  # freeze the data so "up to date" is well defined
+        await pilot.pause(0.3)
+        latest = app.monitor.latest.snapshot.devices
+        last_card = list(app.screen.query(DeviceCard))[-1]
+        app.screen.query_one("#cards").scroll_end(animate=False)
+        await wait_for(pilot, lambda: last_card._last_markup == device_markup(latest[-1]),
+                       "the last card redrawn from the latest tick")

@@ -85,6 +85,7 @@ class DeviceCard(Vertical):
     def __init__(self, key: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.device_key = key
+        self.drawn = False  # filled at least once (later ticks skip it while scrolled away)
         self._last_markup = ""
         self._text = Static("", classes="card-text")
         # metric name in the core's history -> sparkline; the extra ones show when focused
