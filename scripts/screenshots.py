@@ -70,7 +70,9 @@ async def shoot(out: Path, size: tuple[int, int]) -> None:
         _write(app, out, "help", "fleet-tui: keys")
 
     # Monitor: the bundled H200 recording, replayed 20x so the busy phases show up.
-    app = build_app(_args(source="replay:demo@20", interval=0.25), include_user_catalog=False)
+    # priced as a one-H200 cloud instance so the cost meter has something to show
+    app = build_app(_args(source="replay:demo@20", interval=0.25,
+                          instance="gpu-h200-sxm_1gpu-16vcpu-200gb"), include_user_catalog=False)
     app.animation_level = "none"
     async with app.run_test(size=size) as pilot:
         for _ in range(200):  # until the trace reaches a throttled, busy phase
@@ -89,7 +91,8 @@ async def shoot(out: Path, size: tuple[int, int]) -> None:
     from tests.ui.fleet_fake import SimFleetSource
 
     source = SimFleetSource(nodes=12, devices_per_node=8)
-    app = build_app(_args(source="sim:1", interval=0.25), source=source, source_spec=source.name,
+    app = build_app(_args(source="sim:1", interval=0.25, instance="p5.48xlarge"), source=source,
+                    source_spec=source.name,
                     start_mode="fleet", include_user_catalog=False)
     app.animation_level = "none"
     async with app.run_test(size=size) as pilot:
