@@ -322,7 +322,11 @@ def describe_sizing(result, accel) -> str:
                      f"{kv.concurrent_sequences:,} concurrent sequences of "
                      f"{kv.sequence_tokens:,} tokens")
     thr = result.throughput
-    if thr is not None:
+    if thr is not None and thr.tokens_per_s is None:
+        # a spec figure the estimate needs was never published: say which, invent nothing
+        lines.append("[b $primary]Speed (model)[/]  unknown: "
+                     + escape(thr.unknown or "no published figure for this device"))
+    elif thr is not None:
         parts = [f"{thr.tokens_per_s:,.0f} tokens/s ({escape(str(thr.phase))}, {thr.bound}-bound)"]
         if thr.time_to_first_token_s is not None:
             parts.append(f"first token {thr.time_to_first_token_s * 1000:,.0f} ms")

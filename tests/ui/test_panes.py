@@ -77,6 +77,22 @@ async def test_builder_sizes_as_you_type_and_publishes_workload(make_app):
         assert app.workload.params == 1_000_000_000
 
 
+async def test_builder_says_speed_unknown_instead_of_inventing_one(make_app):
+    # A10G: Ampere, but NVIDIA publishes no dense bf16 peak, so a forward pass has no speed estimate
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-params", Input).value = "1B"
+        screen.query_one("#b-gen", Input).value = ""  # one forward pass: compute-bound
+        screen.query_one("#b-accel", Select).value = "A10G"
+        await settle(app, pilot)
+        assert screen.last_result.error is None
+        text = str(screen.query_one("#b-result-text", Static).render())
+        assert "Fits" in text
+        assert "unknown" in text and "A10G" in text and "tokens/s" not in text
+
+
 async def test_builder_bad_input_is_a_sentence(make_app):
     app = make_app(overrides=dict(source=None))
     async with app.run_test(size=(120, 36)) as pilot:
