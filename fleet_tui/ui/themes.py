@@ -9,9 +9,13 @@ so a file is all a new look needs. A user file with the same ``name`` replaces t
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from textual.theme import Theme
 
