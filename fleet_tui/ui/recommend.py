@@ -8,8 +8,6 @@ publishes a new workload; this pane formats the result and writes files atomical
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Select, Static
 
+from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 
@@ -205,52 +204,12 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
 
 # ----- export -----------------------------------------------------------------------------------
 def report_text(rec, fmt: str) -> str:
-    """The report in ``fmt`` using the core's own exporters where they exist."""
+    """The report in ``fmt``: the same JSON and Markdown as ``fleet-tui recommend --json/--markdown``."""
     if fmt == "json":
         return json.dumps(rec.to_dict(), indent=2) + "\n"
-    for module, name in (("fleet_tui.core.recommend", "to_markdown"),
-                         ("fleet_tui.core.recommend", "render_markdown"),
-                         ("fleet_tui.commands.recommend", "render_markdown"),
-                         ("fleet_tui.commands.recommend", "to_markdown")):
-        try:
-            mod = __import__(module, fromlist=[name])
-        except ImportError:
-            continue
-        func = getattr(mod, name, None)
-        if callable(func):
-            return func(rec)
-    return _markdown_fallback(rec)
+    from fleet_tui.commands.recommend import render_markdown
 
-
-def _markdown_fallback(rec) -> str:
-    from fleet_tui.core.recommend import explain
-
-    lines = ["# fleet-tui recommendations", "", f"Ranked by {rec.unit}, pricing {rec.pricing}.", ""]
-    lines += [f"- {line}" for line in explain(rec)] + [""]
-    lines.append("| # | offer | devices | cost/unit | $/month | savings | risks |")
-    lines.append("|---|---|---|---|---|---|---|")
-    for o in _table_offers(rec):
-        lines.append(f"| {'now' if o.is_current else o.rank} | {o.label} | {o.gpus}× {o.accelerator} "
-                     f"| {usd(o.cost_per_unit, 4)} | {usd(o.usd_per_month, 0)} | "
-                     f"{'' if o.savings_pct is None else f'{o.savings_pct:+.0f}%'} | "
-                     f"{'; '.join(o.risks)} |")
-    return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    return render_markdown(rec)
 
 
 def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
