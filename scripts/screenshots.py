@@ -19,9 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+async def _wait(app, workers: list) -> None:
+    """Wait for ``workers``. Textual's ``wait_for_complete([])`` waits for *every* worker, the
+    never-ending monitor loop included, so an empty selection (those workers already done) must not
+    reach it: that hung this script whenever the fleet-view worker finished before it was awaited."""
+    if workers:
+        await app.workers.wait_for_complete(workers)
+
+
 async def _settle(app, pilot) -> None:
     for _ in range(4):
-        await app.workers.wait_for_complete([w for w in app.workers if w.group != "monitor"])
+        await _wait(app, [w for w in app.workers if w.group != "monitor"])
         await pilot.pause()
 
 
@@ -100,7 +108,7 @@ async def shoot(out: Path, size: tuple[int, int]) -> None:
             if app.screen.view is not None and app.monitor.latest.tick.seq >= 8:
                 break
             await pilot.pause(0.05)
-        await app.workers.wait_for_complete([w for w in app.workers if w.group == "fleet-view"])
+        await _wait(app, [w for w in app.workers if w.group == "fleet-view"])
         await pilot.pause()
         _write(app, out, "fleet", "fleet-tui: fleet pane — SIMULATED 12 × 8 fleet (test data)")
 
