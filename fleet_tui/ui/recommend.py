@@ -26,8 +26,9 @@ TOP_OFFERS = 50
 REPORT_STEM = "fleet-tui-recommendations"
 PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 # Most telling first, so an 80-column terminal still shows cost and savings.
+# "where" before savings: the same instance type in several regions must be told apart at 120 columns.
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
-           ("save", "savings"), ("gpus", "devices"), ("where", "where"), ("pricing", "pricing"),
+           ("where", "where"), ("save", "savings"), ("gpus", "devices"), ("pricing", "pricing"),
            ("speed", "speedup"), ("head", "headroom"), ("risk", "risk"))
 
 
@@ -190,9 +191,9 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
             (f"{offer.instances}× " if offer.instances > 1 else "") + offer.instance_type[:32],
             usd(offer.cost_per_unit, 4 if (offer.cost_per_unit or 0) < 1 else 2),
             usd(offer.usd_per_month, 0),
+            f"{offer.cloud} {offer.region}"[:28],
             "" if offer.savings_pct is None else f"{offer.savings_pct:+.0f}%",
             f"{offer.gpus}× {offer.accelerator}",
-            f"{offer.cloud} {offer.region}"[:28],
             offer.pricing,
             "" if offer.speedup is None else f"{offer.speedup:.2f}×",
             "" if offer.headroom_gib is None else f"{offer.headroom_gib:,.1f} GiB",
