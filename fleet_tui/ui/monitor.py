@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 from textual.markup import escape
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
@@ -36,6 +37,21 @@ class CardsScroll(VerticalScroll):
         super().watch_scroll_y(old_value, new_value)
         if old_value != new_value and isinstance(self.screen, MonitorScreen):
             self.screen.cards_scrolled()
+
+
+class ProcessTable(DataTable):
+    """The process table. ``set_cell`` changes a cell and repaints only its row:
+    ``DataTable.update_cell`` repaints every visible row, and on a tick usually one number (a
+    growing process's memory) changes."""
+
+    def set_cell(self, row_key: str, column_key: str, value: str) -> None:
+        if self.get_cell(row_key, column_key) == value:
+            return
+        # The same data change update_cell makes (its caches are keyed by the update count),
+        # but only the row's lines are marked dirty; the others repaint from the line cache.
+        self._data[RowKey(row_key)][ColumnKey(column_key)] = value
+        self._update_count += 1
+        self.refresh_row(self.get_row_index(row_key))
 
 
 class MonitorScreen(PaneScreen):
@@ -73,7 +89,7 @@ class MonitorScreen(PaneScreen):
             with Vertical(id="mon-side"):
                 yield Static("", id="cost")
                 yield VerticalScroll(Static("", id="diagnoses-text"), id="diagnoses")
-        yield DataTable(id="procs", cursor_type="row", zebra_stripes=True)
+        yield ProcessTable(id="procs", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#procs", DataTable)
@@ -168,7 +184,7 @@ class MonitorScreen(PaneScreen):
             card.show(dev, view, detailed=self.focused_key == dev.key)
 
     def _draw_processes(self, snap) -> None:
-        table = self.query_one("#procs", DataTable)
+        table = self.query_one("#procs", ProcessTable)
         rows = {}
         for dev in snap.devices:
             for proc in dev.processes:
@@ -181,10 +197,9 @@ class MonitorScreen(PaneScreen):
             table.remove_row(key)
         columns = ("pid", "dev", "mem", "user", "cmd")
         for key, values in rows.items():
-            if key in existing:  # update in place by key, no rebuild
+            if key in existing:  # update in place by key, no rebuild; only changed rows repaint
                 for column, value in zip(columns, values):
-                    if table.get_cell(key, column) != value:
-                        table.update_cell(key, column, value)
+                    table.set_cell(key, column, value)
             else:
                 table.add_row(*values, key=key)
 
