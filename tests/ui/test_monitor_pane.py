@@ -122,3 +122,36 @@ async def test_cards_scrolled_into_view_are_brought_up_to_date(make_app):
         app.screen.query_one("#cards").scroll_end(animate=False)
         await wait_for(pilot, lambda: last_card._last_markup == device_markup(latest[-1]),
                        "the last card redrawn from the latest tick")
+
+
+def _cells(strips) -> list[list[tuple[str, object]]]:
+    """Each line as (character, style) per cell, however the segments are split."""
+    return [[(ch, seg.style) for seg in strip for ch in seg.text] for strip in strips]
+
+
+async def test_history_graph_draws_what_textuals_sparkline_draws():
+    import random
+
+    from textual.app import App
+    from textual.visual import RichVisual, Visual
+
+    from fleet_tui.ui.widgets.device_card import HistoryGraph
+
+    class GraphApp(App):
+        CSS = "HistoryGraph { height: 2; width: 30; }"
+
+        def compose(self):
+            yield HistoryGraph([], summary_function=max)
+
+    rng = random.Random(7)
+    app = GraphApp()
+    async with app.run_test(size=(40, 6)) as pilot:
+        graph = app.query_one(HistoryGraph)
+        for data in ([], [5.0], [3.0, 3.0, 3.0], [rng.uniform(0, 100) for _ in range(30)],
+                     [rng.uniform(0, 100) for _ in range(11)], [rng.uniform(0, 1e11) for _ in range(47)],
+                     [float(i % 4) for i in range(30)]):
+            graph.data = data
+            await pilot.pause()
+            stock = Visual.to_strips(graph, RichVisual(graph, graph.render()), 30, 2, graph.visual_style)
+            ours = [graph.render_line(y) for y in range(2)]
+            assert _cells(ours) == _cells(stock), data

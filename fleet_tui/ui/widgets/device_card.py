@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.segment import Segment
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.markup import escape
+from textual.renderables._blend_colors import blend_colors
+from textual.renderables.sparkline import Sparkline as SparklineRenderable
+from textual.strip import Strip
 from textual.widgets import Sparkline, Static
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
@@ -68,18 +73,92 @@ HISTORY_GRAPHS = (
 )
 
 
+class HistoryGraph(Sparkline):
+    """Textual's Sparkline, drawn straight to strips.
+
+    The stock widget renders through Rich's console, one segment per cell, every tick; here the
+    same bars and colours (the same bucketing and colour blend as Textual's renderable) are built
+    directly, runs of equal cells share one segment, and both lines come from one computation."""
+
+    _graph_key: tuple | None = None
+    _graph_lines: list[Strip] = []
+
+    def render_line(self, y: int) -> Strip:
+        spark = self.render()  # reads the CSS colours and the data; draws nothing
+        base = self.visual_style.rich_style
+        data = tuple(spark.data)
+        key = (data, spark.width, spark.height, spark.min_color, spark.max_color, base,
+               self.summary_function)
+        if key != self._graph_key:
+            self._graph_key = key
+            self._graph_lines = _graph_lines(spark, data, base)
+        lines = self._graph_lines
+        return lines[y] if 0 <= y < len(lines) else Strip.blank(self.size.width, base)
+
+
+def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style) -> list[Strip]:
+    width, height = spark.width or 0, spark.height or 1
+    if width <= 0:
+        return []
+    min_style, max_style = base + spark.min_color, base + spark.max_color
+    if not data:
+        return [Strip([], 0)] * (height - 1) + [Strip([Segment("▁" * width, min_style)], width)]
+    if len(data) == 1:
+        return [Strip([Segment("█" * width, max_style)], width)] * height
+    bars = SparklineRenderable.BARS
+    per_line = len(bars)
+    top_index = per_line * height - 1
+    low, high = min(data), max(data)
+    extent = high - low or 1
+    min_color, max_color = spark.min_color.color, spark.max_color.color
+    buckets = tuple(SparklineRenderable._buckets(list(data), num_buckets=width))
+    step = len(buckets) / width
+    summary = spark.summary_function
+    columns = []  # (bar index, colour ratio) per cell, left to right
+    position = 0.0
+    for _ in range(width):
+        ratio = (summary(buckets[int(position)]) - low) / extent
+        columns.append((int(ratio * top_index), ratio))
+        position += step
+    styles: dict[float, Style] = {}
+    lines = []
+    for i in reversed(range(height)):
+        part_low, part_high = i * per_line, (i + 1) * per_line
+        segments: list[Segment] = []
+        run_text, run_style = "", None
+        for index, ratio in columns:
+            if index < part_low:
+                char, style = " ", base
+            else:
+                char = "█" if index >= part_high else bars[index % per_line]
+                style = styles.get(ratio)
+                if style is None:
+                    style = styles[ratio] = base + Style.from_color(
+                        blend_colors(min_color, max_color, ratio))
+            if style == run_style:
+                run_text += char
+            else:
+                if run_text:
+                    segments.append(Segment(run_text, run_style))
+                run_text, run_style = char, style
+        if run_text:
+            segments.append(Segment(run_text, run_style))
+        lines.append(Strip(segments, width))
+    return lines
+
+
 class DeviceCard(Vertical):
     DEFAULT_CSS = """
     DeviceCard { height: auto; border: round $panel-lighten-2; background: $surface; padding: 0 1;
                  width: 1fr; }
     DeviceCard.-focused { border: round $primary; }
     DeviceCard > .card-text { height: auto; }
-    DeviceCard > Sparkline { height: 2; margin-top: 0; }
+    DeviceCard > HistoryGraph { height: 2; margin-top: 0; }
     DeviceCard > .spark-label { height: 1; color: $text-muted; }
     DeviceCard > .detail { display: none; }
     DeviceCard.-detailed > .detail { display: block; }
-    DeviceCard > Sparkline > .sparkline--max-color { color: $accent; }
-    DeviceCard > Sparkline > .sparkline--min-color { color: $primary; }
+    DeviceCard > HistoryGraph > .sparkline--max-color { color: $accent; }
+    DeviceCard > HistoryGraph > .sparkline--min-color { color: $primary; }
     """
 
     def __init__(self, key: str, **kwargs) -> None:
@@ -89,7 +168,7 @@ class DeviceCard(Vertical):
         self._last_markup = ""
         self._text = Static("", classes="card-text")
         # metric name in the core's history -> sparkline; the extra ones show when focused
-        self._sparks = {metric: Sparkline([], summary_function=max, classes=css)
+        self._sparks = {metric: HistoryGraph([], summary_function=max, classes=css)
                         for metric, _label, css in HISTORY_GRAPHS}
 
     def compose(self) -> ComposeResult:
