@@ -38,7 +38,8 @@ async def settle(app, pilot) -> None:
     """Wait for every finished-able worker (catalog, queries, sizing), not the monitor loop."""
     for _ in range(5):
         workers = [w for w in app.workers if w.group != "monitor"]
-        await app.workers.wait_for_complete(workers)
+        if workers:  # wait_for_complete([]) waits for every worker, the endless monitor loop too
+            await app.workers.wait_for_complete(workers)
         await pilot.pause()
         if all(w.is_finished for w in app.workers if w.group != "monitor"):
             return

@@ -37,7 +37,9 @@ def _app(theme: str = "dark", **kw):
 async def _settle(pilot) -> None:
     app = pilot.app
     for _ in range(4):
-        await app.workers.wait_for_complete([w for w in app.workers if w.group != "monitor"])
+        workers = [w for w in app.workers if w.group != "monitor"]
+        if workers:  # wait_for_complete([]) waits for every worker, the endless monitor loop too
+            await app.workers.wait_for_complete(workers)
         await pilot.pause()
     app.set_focus(None)
     # DataTable sizes its columns on the next idle after rows arrive: let a few frames pass.
