@@ -20,7 +20,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
-from fleet_tui.ui.widgets.text import update_text
+from fleet_tui.ui.widgets.text import LiveText, update_text
 
 DIAGNOSES_REFRESH_S = 3.0  # numbers in unchanged findings refresh this often
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
@@ -82,13 +82,13 @@ class MonitorScreen(PaneScreen):
     _diag_drawn_at: float = 0.0
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="mon-message")
-        yield Static("", id="mon-top")
+        yield LiveText(id="mon-message")
+        yield LiveText(id="mon-top")
         with Horizontal(id="mon-main"):
             yield CardsScroll(id="cards")
             with Vertical(id="mon-side"):
-                yield Static("", id="cost")
-                yield VerticalScroll(Static("", id="diagnoses-text"), id="diagnoses")
+                yield LiveText(id="cost")
+                yield VerticalScroll(LiveText(id="diagnoses-text"), id="diagnoses")
         yield ProcessTable(id="procs", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:

@@ -155,3 +155,56 @@ async def test_history_graph_draws_what_textuals_sparkline_draws():
             stock = Visual.to_strips(graph, RichVisual(graph, graph.render()), 30, 2, graph.visual_style)
             ours = [graph.render_line(y) for y in range(2)]
             assert _cells(ours) == _cells(stock), data
+
+
+async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lines():
+    from textual.app import App
+    from textual.widgets import Static
+
+    from fleet_tui.ui.widgets.gauges import gauge
+    from fleet_tui.ui.widgets.text import LiveText, update_text
+
+    class TextApp(App):
+        CSS = "Static { width: 24; padding: 0 1; }"
+
+        def compose(self):
+            yield Static(id="plain")
+            yield LiveText(id="live")
+
+    texts = [
+        "[b]#0 H100[/b]\n" + gauge("util", 0.5, "50%", 8) + "\n[$text-muted]clock [/]1980 MHz",
+        "[b]#0 H100[/b]\n" + gauge("util", 0.75, "75%", 8) + "\n[$text-muted]clock [/]1980 MHz",
+        "[b]#0 H100[/b]\n" + gauge("util", 0.75, "75%", 8) + "\na sentence long enough to wrap "
+        "over several lines of this narrow widget\n[$error]XID 79[/]",
+        "[b]#0 H100[/b]\n" + gauge("util", None, "N/A", 8) + "\na sentence long enough to wrap "
+        "over several lines of this narrow widget, now longer\n[$error]XID 79[/]",
+        "",
+        "one line",
+    ]
+    app = TextApp()
+    async with app.run_test(size=(40, 16)) as pilot:
+        plain, live = app.query_one("#plain", Static), app.query_one("#live", LiveText)
+        for text in texts:
+            plain.update(text)
+            dirty = []
+            original = live.refresh
+            live.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+            update_text(live, text)
+            live.refresh = original
+            await pilot.pause()
+            await pilot.pause()
+            assert live.size == plain.size, text
+            assert str(live.render()) == str(plain.render())
+            ours = live.render_lines(live.size.region)
+            stock = plain.render_lines(plain.size.region)
+            assert _cells(ours) == _cells(stock), text
+        # the second text differs from the first in one line: only that row was marked dirty
+        plain.update(texts[0])
+        update_text(live, texts[0])
+        await pilot.pause()
+        dirty = []
+        original = live.refresh
+        live.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+        update_text(live, texts[1])
+        live.refresh = original
+        assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(1, 1)]]

@@ -16,7 +16,7 @@ from textual.widgets import Sparkline, Static
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.ui.widgets.gauges import gauge, gib, pct
-from fleet_tui.ui.widgets.text import update_text
+from fleet_tui.ui.widgets.text import LiveText, update_text
 
 
 def device_markup(dev: DeviceSnapshot, *, width: int = 12) -> str:
@@ -166,7 +166,7 @@ class DeviceCard(Vertical):
         self.device_key = key
         self.drawn = False  # filled at least once (later ticks skip it while scrolled away)
         self._last_markup = ""
-        self._text = Static("", classes="card-text")
+        self._text = LiveText(classes="card-text")
         # metric name in the core's history -> sparkline; the extra ones show when focused
         self._sparks = {metric: HistoryGraph([], summary_function=max, classes=css)
                         for metric, _label, css in HISTORY_GRAPHS}

@@ -8,6 +8,9 @@ pass only when the number of (wrapped) lines can have changed.
 from __future__ import annotations
 
 from textual.content import Content
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
 
 
@@ -23,6 +26,9 @@ def update_text(widget: Static, markup: str, *, reserve: bool = False,
     every tick): the widget keeps a fixed height that only grows, or shrinks by a lot, so most
     updates repaint without re-laying out the screen. ``content``: ``markup`` already parsed (in a
     worker thread), so the event loop does not parse it again."""
+    if isinstance(widget, LiveText) and content is None:
+        widget.set_markup(markup, reserve=reserve)
+        return
     if markup == getattr(widget, "_last_markup_text", None):
         return
     if reserve:
@@ -42,3 +48,134 @@ def update_text(widget: Static, markup: str, *, reserve: bool = False,
     relayout = shape != getattr(widget, "_last_markup_shape", None)
     widget._last_markup_shape = shape  # type: ignore[attr-defined]
     widget.update(content, layout=relayout)
+
+
+class LiveText(Static):
+    """A Static for text redrawn every tick that repaints only the lines that changed.
+
+    ``Static.update`` re-renders every line of the widget and repaints all of it. Here each line
+    of the markup is parsed once (and kept while it stays the same), rendered to strips once per
+    width, and after an update only the rows whose strips differ are marked dirty; an update that
+    changes the number of rows re-lays out as ``update_text`` would. Each line of the markup must
+    stand alone (tags closed on the line they open), which is how the monitor writes it. What it
+    shows is exactly what a Static with the same markup shows (a test compares them).
+    """
+
+    _PARSE_CACHE_SIZE = 512
+
+    def __init__(self, markup: str = "", **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self._markup = ""
+        self._parsed: dict[str, Content] = {}
+        self._line_strips: dict[tuple[int, str], list] = {}  # (line no, markup) -> its strips
+        self._strips_width = -1
+        self._rows: list | None = None  # strips of every row at _strips_width
+        if markup:
+            self.set_markup(markup)
+
+    @property
+    def markup_text(self) -> str:
+        return self._markup
+
+    def render(self):
+        return Content.from_markup(self._markup) if self._markup else Content("")
+
+    def update(self, content="", *, layout: bool = True) -> None:  # noqa: ARG002 - layout decided here
+        if isinstance(content, str) and self._render_markup:
+            self.set_markup(content)
+        else:  # not markup: plain Static behaviour, line cache dropped
+            self._markup = str(content)
+            self._rows = None
+            super().update(content, layout=layout)
+
+    def refresh(self, *regions, repaint: bool = True, layout: bool = False, recompose: bool = False):
+        if repaint and not regions:  # styles, theme or size changed: render every line again
+            self._line_strips = {}
+            self._rows = None
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def set_markup(self, markup: str, *, reserve: bool = False) -> None:
+        if markup == self._markup and self._rows is not None:
+            return
+        self._markup = markup
+        self._last_markup_text = markup
+        width = self.size.width
+        old = self._rows
+        if old is None or width <= 0 or width != self._strips_width or not self.is_mounted:
+            self._rows = None
+            self._resize_for(reserve)
+            return
+        new = self._build_rows(width)
+        if len(new) != len(old):
+            self._rows = new
+            self._resize_for(reserve)
+            return
+        self._rows = new
+        dirty = [y for y, (a, b) in enumerate(zip(old, new)) if a is not b]
+        if dirty:
+            self.refresh(*(Region(0, y, width, 1) for y in dirty))
+
+    def _resize_for(self, reserve: bool) -> None:
+        if reserve:
+            width = self.content_size.width or self.size.width or 40
+            needed = len(self._build_rows(width)) if width > 0 else 1
+            current = getattr(self, "_reserved_lines", None)
+            if current is None or needed > current or needed < current - 8:
+                self._reserved_lines = needed + 4
+                self.styles.height = needed + 4
+            self._line_strips, self._rows = {}, None
+            super().refresh()
+            return
+        self._line_strips, self._rows = {}, None
+        super().refresh(layout=True)
+
+    def _content(self, line: str) -> Content:
+        content = self._parsed.get(line)
+        if content is None:
+            if len(self._parsed) >= self._PARSE_CACHE_SIZE:
+                self._parsed.clear()
+            content = self._parsed[line] = Content.from_markup(line)
+        return content
+
+    def _build_rows(self, width: int) -> list:
+        if width != self._strips_width:
+            self._line_strips, self._strips_width = {}, width
+        cache, fresh = self._line_strips, {}
+        rows = []
+        style = self.visual_style
+        for index, line in enumerate(self._markup.split("\n")):
+            key = (index, line)
+            strips = cache.get(key)
+            if strips is None:
+                strips = self._render_line(index, self._content(line), width, style)
+            fresh[key] = strips
+            rows.extend(strips)
+        self._line_strips = fresh  # only the lines shown now
+        return rows
+
+    def _render_line(self, index: int, content: Content, width: int, style) -> list[Strip]:
+        """Line ``index`` of the text as strips, as ``Visual.to_strips`` renders it within the
+        whole text: its segments carry their (column, line) for text selection, so it is rendered
+        after ``index`` blank lines (which cost next to nothing) and those are dropped."""
+        if index:
+            content = Content("\n" * index) + content
+        if self.styles.content_align != ("left", "top"):
+            return Visual.to_strips(self, content, width, None, style)[index:] or [Strip.blank(0)]
+        strips = content.render_strips(width, None, style,
+                                       RenderOptions(self._get_style, self.styles, None, None))[index:]
+        if self.auto_links and not self.screen._selecting:  # as Visual.to_strips does
+            link_style = self.link_style
+            strips = [strip._apply_link_style(link_style) for strip in strips]
+        return strips or [Strip.blank(0)]
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return max(len(self._build_rows(width)), 1) if width > 0 else 1
+
+    def render_line(self, y: int) -> Strip:
+        if self.text_selection is not None:  # selecting text: the plain path handles highlights
+            return super().render_line(y)
+        width = self.size.width
+        if self._rows is None or width != self._strips_width:
+            self._rows = self._build_rows(width)
+        rows = self._rows
+        return rows[y] if y < len(rows) else Strip.blank(width, self.visual_style.rich_style)
