@@ -269,8 +269,6 @@ def compute(catalog, form: dict) -> BuilderResult:
         return BuilderResult(None, BuilderChoice(), "", error=text)
     try:
         markup = sizing_markup(catalog, workload, choice)
-    except ImportError as exc:
-        markup = f"[$text-muted]Sizing is not available in this build ({escape(str(exc))}).[/]"
     except UserError as exc:
         return BuilderResult(workload, choice, "", error=str(exc))
     except Exception as exc:  # an engine bug is shown, the form stays usable

@@ -205,11 +205,7 @@ class CatalogScreen(PaneScreen):
 def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     """Run the core query and format one page (called in a worker thread)."""
     from fleet_tui.core.errors import UserError
-
-    try:
-        from fleet_tui.core.query import query_instances
-    except ImportError:
-        return CatalogPage((), (), 0, error="catalog queries are not available in this build")
+    from fleet_tui.core.query import query_instances
 
     pricing = filters.get("pricing") or "on-demand"
     try:

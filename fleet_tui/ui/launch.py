@@ -49,20 +49,15 @@ def make_source(spec: str, interval_s: float):
     """The unopened core Source for ``spec``; UserError for a spec that cannot work."""
     from fleet_tui.core.monitor.sources import open_source, parse_source_spec
 
-    parsed = parse_source_spec(spec)  # a malformed spec is a UserError even before a backend exists
-    try:
-        if parsed.kind in ("nvml", "hpu", "neuron"):
-            # Asked for one backend by name: find out now, not inside the app, if it cannot run.
-            try:
-                asyncio.run(_probe(open_source(spec)))
-            except UserError as exc:
-                text = str(exc)
-                raise UserError(text if text.startswith("--source") else f"--source {spec}: {text}") from None
-        return open_source(spec)
-    except ModuleNotFoundError as exc:
-        if spec == "auto":  # no backend built: the app still opens, without a monitor
-            return None
-        raise UserError(f"--source {spec!r}: this source is not available in this build ({exc.name}).") from None
+    parsed = parse_source_spec(spec)  # a malformed spec is a UserError before anything opens
+    if parsed.kind in ("nvml", "hpu", "neuron"):
+        # Asked for one backend by name: find out now, not inside the app, if it cannot run.
+        try:
+            asyncio.run(_probe(open_source(spec)))
+        except UserError as exc:
+            text = str(exc)
+            raise UserError(text if text.startswith("--source") else f"--source {spec}: {text}") from None
+    return open_source(spec)
 
 
 async def _probe(source) -> None:

@@ -167,10 +167,7 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
     from fleet_tui.core.errors import UserError
 
-    try:
-        from fleet_tui.core.recommend import explain, recommend
-    except ImportError as exc:
-        return RankingResult(None, error=f"Recommendations are not available in this build ({exc}).")
+    from fleet_tui.core.recommend import explain, recommend
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS)
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
