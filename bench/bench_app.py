@@ -9,9 +9,9 @@ for more than 50 ms.
    first shows the pane bar (polled every 5 ms, so the figure is at most ~5 ms late). It includes
    the interpreter start and imports. Median and max of N runs.
 2. Steady-state CPU: the same command in tmux; after a 5 s warm-up, the process's user+system CPU
-   time from /proc over 20 s, as % of one core — once with the Monitor pane showing (it redraws
-   every tick) and once with the Catalog pane showing (the monitor engine keeps sampling, the
-   hidden pane draws nothing).
+   time from /proc over 20 s, as % of one core — with the Monitor pane showing (it redraws every
+   tick) and with the Catalog pane showing (the monitor engine keeps sampling, the hidden pane
+   draws nothing). Three runs of each, alternating; the median of each is reported.
 3. Longest block while typing in the builder: in-process (``App.run_test``, headless, 120×40), a
    task on the app's event loop sleeps 2 ms at a time and records how late it wakes; meanwhile the
    pilot types a model size, digit by digit (each keystroke recomputes the sizing in a worker).
@@ -166,17 +166,22 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("tmux is needed for the first-frame and CPU measurements", file=sys.stderr)
         return 1
-    runs, window = (3, 8.0) if opts.quick else (7, 20.0)
+    runs, window, cpu_runs = (3, 8.0, 1) if opts.quick else (7, 20.0, 3)
 
     times = first_frame(runs)
     print(f"first frame (tmux, spawn -> pane bar visible): median {statistics.median(times)*1000:.0f} ms, "
           f"max {max(times)*1000:.0f} ms over {len(times)} runs   [target <= 500 ms]")
 
-    mon = steady_cpu(None, 5.0, window)
-    print(f"steady CPU, sim:8 @ 1 s, Monitor pane showing: {mon:.2f}% of one core over {window:.0f} s"
-          "   [target <= 3%]")
-    cat = steady_cpu("1", 5.0, window)
-    print(f"steady CPU, sim:8 @ 1 s, Catalog pane showing (monitor hidden): {cat:.2f}% of one core")
+    # The machine is shared: one window can land on a busy moment, so several runs, alternating
+    # Monitor / Catalog, and the median of each.
+    mons, cats = [], []
+    for _ in range(cpu_runs):
+        mons.append(steady_cpu(None, 5.0, window))
+        cats.append(steady_cpu("1", 5.0, window))
+    print(f"steady CPU, sim:8 @ 1 s, Monitor pane showing: median {statistics.median(mons):.2f}% of one "
+          f"core ({', '.join(f'{v:.2f}' for v in mons)}; {window:.0f} s each)   [target <= 3%]")
+    print(f"steady CPU, sim:8 @ 1 s, Catalog pane showing (monitor hidden): median "
+          f"{statistics.median(cats):.2f}% of one core ({', '.join(f'{v:.2f}' for v in cats)})")
 
     worst, p99, n = asyncio.run(typing_block(
         [*"70B", "backspace", "backspace", "backspace", *"405000000000"]))
