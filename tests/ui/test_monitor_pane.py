@@ -186,11 +186,7 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
         plain, live = app.query_one("#plain", Static), app.query_one("#live", LiveText)
         for text in texts:
             plain.update(text)
-            dirty = []
-            original = live.refresh
-            live.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
             update_text(live, text)
-            live.refresh = original
             await pilot.pause()
             await pilot.pause()
             assert live.size == plain.size, text
@@ -208,3 +204,12 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
         update_text(live, texts[1])
         live.refresh = original
         assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(1, 1)]]
+        # a theme change re-renders every line in the new colours
+        plain.update(texts[1])
+        before = _cells(live.render_lines(live.size.region))
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.pause()
+        after = _cells(live.render_lines(live.size.region))
+        assert after != before
+        assert after == _cells(plain.render_lines(plain.size.region))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
