@@ -37,6 +37,13 @@ from fleet_tui.core.monitor.sources.prometheus import (  # noqa: E402
 TS_MARK = "__TS__"
 
 
+def _prom_json(doc: dict) -> str:
+    """JSON as Prometheus writes it: compact, each series' labels sorted by name."""
+    for item in doc["data"]["result"]:
+        item["metric"] = dict(sorted(item["metric"].items()))
+    return json.dumps(doc, separators=(",", ":"))
+
+
 def _fleet_templates(n_nodes: int, gpus: int, variants: int = 4) -> tuple[list[str], str]:
     """Canned /api/v1/query bodies for the fleet, shaped as Prometheus answers PrometheusSource's
     two queries: per-refresh ones (moving metrics with the identity labels ``max by`` keeps, the
@@ -69,10 +76,10 @@ def _fleet_templates(n_nodes: int, gpus: int, variants: int = 4) -> tuple[list[s
                                "value": [TS_MARK, f"@N{n}@"]})
             result.append({"metric": {"__name__": "up", "instance": inst, "job": "dcgm-exporter"},
                            "value": [TS_MARK, "1"]})
-        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}})
-        bodies.append(body.replace(f'"{TS_MARK}"', TS_MARK))  # "@Nn@": node n's scrape time
-    static_body = json.dumps({"status": "success", "data": {"resultType": "vector",
-                                                            "result": static_result}})
+        body = _prom_json({"status": "success", "data": {"resultType": "vector", "result": result}})
+        bodies.append(body.replace(f'"{TS_MARK}"', TS_MARK))  # "@Nn@": node n's scrape time (a string, as Prometheus writes sample values)
+    static_body = _prom_json({"status": "success", "data": {"resultType": "vector",
+                                                             "result": static_result}})
     return bodies, static_body.replace(f'"{TS_MARK}"', TS_MARK)
 
 
@@ -104,7 +111,7 @@ def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
                 else:
                     stamps = [ts] * n_nodes
                 text = templates[count[0] % len(templates)].replace(TS_MARK, ts)
-                body = node_mark.sub(lambda m: stamps[int(m.group(1))], text).encode()
+                body = node_mark.sub(lambda m: f'"{stamps[int(m.group(1))]}"', text).encode()
                 count[0] += 1
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -17,6 +17,7 @@ from fleet_tui.core.monitor.sources.prometheus import (
     parse_envelope,
     parse_value,
     snapshot_devices,
+    split_vector,
 )
 from tests.fleet.dcgm_replay import COMPARED_FIELDS, expected_device
 from tests.fleet.promserver import wait_until
@@ -29,6 +30,75 @@ def series(metric_name, value, **labels):
 
 
 # -- parsing rules (no server) -------------------------------------------------------------------
+def _compact(result, **extra) -> bytes:
+    doc = {"status": "success", "data": {"resultType": "vector", "result": result}, **extra}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def test_split_vector_cuts_compact_answers_like_json_and_refuses_the_rest():
+    result = [
+        series("DCGM_FI_DEV_GPU_UTIL", 50, gpu="0", UUID="GPU-a", Hostname="n{1}", err="a},b"),
+        {"metric": {}, "value": [1000.5, "NaN"]},
+        series("up", 1, instance="10.0.0.1:9400", job="x"),
+    ]
+    rows = split_vector(_compact(result, warnings=["a {warning}"]))
+    assert rows is not None and len(rows) == 3
+    for (labels, ts, raw), item in zip(rows, result):
+        assert json.loads("{%s}" % labels) == item["metric"]
+        assert float(ts) == item["value"][0] and raw == item["value"][1]
+    body = _compact(result)
+    assert split_vector(body[:-3]) is None  # truncated
+    assert split_vector(body.replace(b'"50"', b'50')) is None  # a value that is not a string
+    assert split_vector(_compact([series("up", 1, instance='a"b')])) is None  # escapes -> JSON
+    assert split_vector(json.dumps(json.loads(body)).encode()) is None  # not compact
+    assert split_vector(_compact([])) is None  # nothing to split: json.loads is as quick
+    assert split_vector(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
+
+
+def test_source_reads_compact_and_spaced_answers_alike():
+    """The split fast path (compact answers) and the JSON path give the same devices."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    lab = dict(gpu="1", UUID="GPU-a", Hostname="n1", instance="10.0.0.1:9400")
+    result = [series("DCGM_FI_DEV_GPU_UTIL", 50, **lab), series("DCGM_FI_DEV_FB_USED", 1024, **lab),
+              series("DCGM_FI_DEV_FB_FREE", 3072, **lab), series("up", 1, instance="10.0.0.1:9400"),
+              series("DCGM_FI_DEV_POWER_USAGE", "9223372036854775794", **lab)]
+    bodies = {"compact": _compact(result),
+              "spaced": json.dumps({"status": "success",
+                                    "data": {"resultType": "vector", "result": result}}).encode()}
+    mode = ["compact"]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = bodies[mode[0]]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        got = {}
+        for m in bodies:
+            mode[0] = m
+            src = PrometheusSource(f"http://127.0.0.1:{srv.server_address[1]}", env={},
+                                   clock=lambda: 1000.0)
+            got[m] = [src.sample_blocking(), src.sample_blocking()]  # 2nd: label cache warm
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    (dev,) = got["compact"][0].devices
+    assert dev.gpu_util_pct == 50 and dev.mem_total_bytes == 4096 * MIB and dev.power_w is None
+    assert dev.index == 1 and dev.node == "n1"
+    assert got["compact"][0].devices == got["compact"][1].devices == got["spaced"][0].devices
+
+
 def test_blank_sentinels_nan_and_junk_are_not_readings():
     assert parse_value("9223372036854775794") is None  # DCGM int64 blank
     assert parse_value("9.223372036854776e+18") is None

@@ -250,87 +250,150 @@ def _int_label(labels: Mapping[str, str], *keys: str) -> int | None:
     return None
 
 
+def classify_series(labels: Mapping[str, str]) -> tuple | None:
+    """What one series' label set means, worked out once per distinct label set (the source caches
+    it by the label text, since a fleet's label sets repeat refresh after refresh):
+
+    - ``("dev", key, metric, vendor, node, index, model, default_name, uuid, instance, mig_profile)``
+      where ``metric`` is the value's name, or None for an age probe (the value is a sample time);
+    - ``("up", instance)``; ``("neuron_hw", node, cores_per_device)``; None: not a series we read.
+    """
+    name = labels.get("__name__", "")
+    if name.startswith("DCGM_") or (not name and labels.get(PROBE_LABEL) == "nvidia"):
+        # nearly every series of a GPU fleet
+        node = labels.get("Hostname") or labels.get("hostname") or labels.get("instance") or ""
+        uuid = labels.get("UUID") or labels.get("uuid") or ""
+        gpu = labels.get("gpu")
+        if not uuid and gpu is None:
+            return None
+        mig = labels.get("GPU_I_ID", "")
+        key = ("nvidia", node, uuid or f"gpu{gpu}", mig)
+        return ("dev", key, name or None, "nvidia", node, _int_label(labels, "gpu") or 0,
+                labels.get("modelName") or labels.get("model_name"), "NVIDIA GPU", uuid,
+                labels.get("instance", ""), labels.get("GPU_I_PROFILE", mig) if mig else "")
+    if name == "up":
+        return ("up", labels["instance"]) if "instance" in labels else None
+    if name == "neuron_hardware_info":
+        per = _int_label(labels, "neuroncore_per_device_count")
+        return ("neuron_hw", node_of(labels), per) if per else None
+    node = node_of(labels)
+    probe = labels.get(PROBE_LABEL)
+    if name.startswith("habanalabs_") or probe == "intel":
+        ident_index = _int_label(labels, "index", "module_id", "device", "gpu", "hl", "accel")
+        uuid = labels.get("uuid") or labels.get("UUID") or labels.get("serial") or ""
+        key = ("intel", node, uuid or str(ident_index), "")
+        vendor, default_name = "intel", "Intel Gaudi"
+        index = ident_index if ident_index is not None else 0
+        model = labels.get("name") or labels.get("modelName") or labels.get("device_name")
+    elif name.startswith("neuron") or probe == "aws":
+        core = _int_label(labels, "neuroncore")
+        if core is None:
+            return None
+        key = ("aws", node, f"nc{core}", "")
+        vendor, default_name, index, uuid = "aws", "AWS NeuronCore", core, ""
+        model = labels.get("neuron_device_type")
+    else:
+        return None
+    return ("dev", key, None if probe else name, vendor, node, index, model, default_name, uuid,
+            labels.get("instance", ""), "")
+
+
+def group_classified(rows: Iterable[tuple[tuple | None, object]], *,
+                     neuron_per_device: dict[str, int] | None = None,
+                     ) -> tuple[dict[tuple, _Acc], dict[str, float]]:
+    """(classify_series(labels), raw value) pairs -> values grouped by device, ``up`` by instance."""
+    devices: dict[tuple, _Acc] = {}
+    up: dict[str, float] = {}
+    per_device = {} if neuron_per_device is None else neuron_per_device
+    get = devices.get
+    for entry, raw in rows:
+        if entry is None:
+            continue
+        kind = entry[0]
+        if kind == "dev":
+            acc = get(entry[1])
+            if acc is None:
+                acc = devices[entry[1]] = _Acc(
+                    vendor=entry[3], node=entry[4], ident=entry[1][2], index=entry[5],
+                    name=entry[6] or entry[7], uuid=entry[8], instance=entry[9],
+                    mig_profile=entry[10], values={})
+            elif entry[6] and acc.name == entry[7]:
+                acc.name = entry[6]
+            if entry[2] is not None:
+                acc.values[entry[2]] = raw
+            else:
+                acc.sample_ts = parse_value(raw)
+        elif kind == "up":
+            value = parse_value(raw)
+            if value is not None:
+                up[entry[1]] = value
+        elif kind == "neuron_hw":
+            per_device[entry[1]] = entry[2]
+    if per_device and any(k[0] == "aws" for k in devices):
+        devices = _group_neuron_cores(devices, per_device)
+    return devices, up
+
+
+def _decoded_rows(result: list) -> list[tuple[tuple | None, object]]:
+    rows = []
+    for item in result:
+        try:
+            labels = item["metric"]
+            raw = item["value"][1]
+            entry = classify_series(labels)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            continue
+        rows.append((entry, raw))
+    return rows
+
+
 def group_series(result: list, *, neuron_per_device: dict[str, int] | None = None,
                  ) -> tuple[dict[tuple, _Acc], dict[str, float]]:
     """Group instant-vector samples by device; also return ``up`` per scrape instance.
 
     ``neuron_per_device`` (node -> NeuronCores per device, from ``neuron_hardware_info``) is read
     and updated in place, so a static query's answer can fold a later refresh's cores."""
-    devices: dict[tuple, _Acc] = {}
-    up: dict[str, float] = {}
-    per_device = {} if neuron_per_device is None else neuron_per_device
-    for item in result:
-        try:
-            labels = item["metric"]
-            raw = item["value"][1]
-            name = labels.get("__name__", "")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            continue
-        if name.startswith("DCGM_") or (not name and labels.get(PROBE_LABEL) == "nvidia"):
-            # hot path: nearly every series of a GPU fleet
-            node = labels.get("Hostname") or labels.get("hostname") or labels.get("instance") or ""
-            uuid = labels.get("UUID") or labels.get("uuid") or ""
-            gpu = labels.get("gpu")
-            if not uuid and gpu is None:
-                continue
-            key = ("nvidia", node, uuid or f"gpu{gpu}", labels.get("GPU_I_ID", ""))
-            acc = devices.get(key)
-            if acc is None:
-                acc = devices[key] = _Acc(
-                    vendor="nvidia", node=node, ident=key[2], index=_int_label(labels, "gpu") or 0,
-                    name=labels.get("modelName") or labels.get("model_name") or "NVIDIA GPU",
-                    uuid=uuid, instance=labels.get("instance", ""), values={},
-                    mig_profile=labels.get("GPU_I_PROFILE", key[3]) if key[3] else "")
-            elif acc.name == "NVIDIA GPU" and labels.get("modelName"):
-                acc.name = labels["modelName"]
-            if name:
-                acc.values[name] = raw
-            else:
-                acc.sample_ts = parse_value(raw)
-            continue
-        if name == "up":
-            value = parse_value(raw)
-            if value is not None and "instance" in labels:
-                up[labels["instance"]] = value
-            continue
-        if name == "neuron_hardware_info":
-            per = _int_label(labels, "neuroncore_per_device_count")
-            if per:
-                per_device[node_of(labels)] = per
-            continue
-        node = node_of(labels)
-        probe = labels.get(PROBE_LABEL)
-        if name.startswith("habanalabs_") or probe == "intel":
-            ident_index = _int_label(labels, "index", "module_id", "device", "gpu", "hl", "accel")
-            uuid = labels.get("uuid") or labels.get("UUID") or labels.get("serial") or ""
-            key = ("intel", node, uuid or str(ident_index), "")
-            vendor, default_name = "intel", "Intel Gaudi"
-            index = ident_index if ident_index is not None else 0
-            model = labels.get("name") or labels.get("modelName") or labels.get("device_name")
-        elif name.startswith("neuron") or probe == "aws":
-            core = _int_label(labels, "neuroncore")
-            if core is None:
-                continue
-            key = ("aws", node, f"nc{core}", "")
-            vendor, default_name, index, uuid = "aws", "AWS NeuronCore", core, ""
-            model = labels.get("neuron_device_type")
-        else:
-            continue
-        acc = devices.get(key)
-        if acc is None:
-            acc = _Acc(vendor=vendor, node=node, ident=key[2], index=index,
-                       name=model or default_name, uuid=uuid,
-                       instance=labels.get("instance", ""), values={})
-            devices[key] = acc
-        elif model and acc.name == default_name:
-            acc.name = model
-        if probe:
-            acc.sample_ts = parse_value(raw)
-        else:
-            acc.values[name] = raw
-    if per_device and any(k[0] == "aws" for k in devices):
-        devices = _group_neuron_cores(devices, per_device)
-    return devices, up
+    return group_classified(_decoded_rows(result), neuron_per_device=neuron_per_device)
+
+
+# Prometheus writes its answers compactly, fields in a fixed order (the API's Go structs), so an
+# instant vector can be cut into (label text, time, value) by string splits, about 3x faster than
+# json.loads building a dict per series, and the label text is a ready cache key. Only an answer
+# without backslashes takes this path: then no string can hold a quote, so the separators below
+# cannot occur inside a label value and the cut is exact. Anything else goes through json.
+_MISSING = object()
+_VECTOR_HEAD = '{"status":"success","data":{"resultType":"vector","result":['
+
+
+def split_vector(body: bytes) -> list[tuple[str, str, str]] | None:
+    """A compact instant-vector answer -> (label text, time, value) per series; None when the
+    body is not in that form (the caller then decodes it as JSON)."""
+    if not body.startswith(b'{"status":"success","data":{"resultType":"vector","result":[{') \
+            or b"\\" in body:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    parts = text.split('{"metric":{')
+    if len(parts) < 2 or parts[0] != _VECTOR_HEAD:
+        return None
+    rows = []
+    append = rows.append
+    last = len(parts) - 2
+    for i, chunk in enumerate(parts[1:]):
+        labels, sep, rest = chunk.partition('},"value":[')
+        if not sep:
+            return None
+        ts, sep, rest = rest.partition(',"')
+        if not sep:
+            return None
+        value, sep, rest = rest.partition('"]}')
+        if not sep or (rest != "," if i != last
+                       else not (rest.startswith("]}") and rest.rstrip().endswith("}"))):
+            return None
+        append((labels, ts, value))
+    return rows
 
 
 def _group_neuron_cores(devices: dict[tuple, _Acc], per_device: dict[str, int]) -> dict[tuple, _Acc]:
@@ -570,6 +633,7 @@ class PrometheusSource(Source):
         self._static_values: dict[tuple, dict[str, object]] = {}
         self._static_names: dict[tuple, tuple[str, str]] = {}  # key -> (model name, MIG profile)
         self._neuron_per_device: dict[str, int] = {}
+        self._classified: dict[str, tuple | None] = {}  # label text -> classify_series()
         self._static_at = -math.inf
         self._static_tried: set[tuple] = set()
         self._static_error: str | None = None
@@ -646,6 +710,33 @@ class PrometheusSource(Source):
                          post=True)
         return parse_envelope(body)
 
+    def query_classified(self, query: str) -> list[tuple[tuple | None, object]]:
+        """An instant query's series as (classify_series(labels), raw value) pairs, for
+        ``group_classified``. Compact answers are split without a JSON decode and each distinct
+        label text is classified once for the source's lifetime (the per-refresh hot path)."""
+        body = self._get("/api/v1/query", {"query": query, "timeout": self._promql_timeout},
+                         post=True)
+        split = split_vector(body)
+        if split is None:
+            return _decoded_rows(parse_envelope(body))
+        cache = self._classified
+        if len(cache) > 4 * len(split) + 10_000:  # label sets churn (pods come and go)
+            cache.clear()
+        rows = []
+        append = rows.append
+        missing = _MISSING
+        for labels, _ts, raw in split:
+            entry = cache.get(labels, missing)
+            if entry is missing:
+                try:
+                    decoded = json.loads("{%s}" % labels)
+                    entry = classify_series(decoded) if isinstance(decoded, dict) else None
+                except (ValueError, TypeError, AttributeError, KeyError):
+                    return _decoded_rows(parse_envelope(body))
+                cache[labels] = entry
+            append((entry, raw))
+        return rows
+
     def query_range(self, query: str, start: float, end: float, step_s: float) -> list[dict]:
         body = self._get("/api/v1/query_range",
                          {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
@@ -699,7 +790,7 @@ class PrometheusSource(Source):
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
         try:
-            result = self.query_instant(self.query)
+            rows = self.query_classified(self.query)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             return self._fail(now, exc)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
@@ -707,7 +798,7 @@ class PrometheusSource(Source):
         self._refresh_scrape_interval(now)
         if now - self._static_at >= self.static_every_s:
             self._refresh_static(now)
-        groups, up = group_series(result, neuron_per_device=self._neuron_per_device)
+        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
         new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
         if new and now - self._static_at >= 5.0:
             self._refresh_static(now)  # new devices: learn their names and limits now
@@ -719,12 +810,12 @@ class PrometheusSource(Source):
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
         self._static_at = now
         try:
-            result = self.query_instant(self.static_query)
+            rows = self.query_classified(self.static_query)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
             return
         self._static_error = None
-        groups, _ = group_series(result, neuron_per_device=self._neuron_per_device)
+        groups, _ = group_classified(rows, neuron_per_device=self._neuron_per_device)
         # replaced wholesale, so devices gone from the fleet do not accumulate
         self._static_values, self._static_names, self._static_tried = {}, {}, set()
         for key, acc in groups.items():
