@@ -213,3 +213,13 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
         after = _cells(live.render_lines(live.size.region))
         assert after != before
         assert after == _cells(plain.render_lines(plain.size.region))
+        # update() with a Content whose style spans lines, as a Static takes it
+        from textual.content import Content
+
+        content = Content.from_markup("[b]bold over\ntwo lines[/b]\n[$error]XID 79[/]")
+        plain.update(content)
+        live.update(content)
+        await pilot.pause()
+        await pilot.pause()
+        assert _cells(live.render_lines(live.size.region)) == _cells(
+            plain.render_lines(plain.size.region))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from textual.content import Content
 from textual.geometry import Region
+from textual.markup import escape
 from textual.strip import Strip
 from textual.visual import RenderOptions, Visual
 from textual.widgets import Static
@@ -80,13 +81,13 @@ class LiveText(Static):
     def render(self):
         return Content.from_markup(self._markup) if self._markup else Content("")
 
-    def update(self, content="", *, layout: bool = True) -> None:  # noqa: ARG002 - layout decided here
-        if isinstance(content, str) and self._render_markup:
-            self.set_markup(content)
-        else:  # not markup: plain Static behaviour, line cache dropped
-            self._markup = str(content)
-            self._rows = None
-            super().update(content, layout=layout)
+    def update(self, content="", *, layout: bool = True) -> None:  # noqa: ARG002 - decided here
+        """Text only: markup (or plain text when markup is off) or a Content."""
+        if isinstance(content, Content):  # each line's markup standing alone
+            content = "\n".join(line.markup for line in content.split("\n", allow_blank=True))
+        elif not self._render_markup:
+            content = escape(str(content))
+        self.set_markup(str(content))
 
     def refresh(self, *regions, repaint: bool = True, layout: bool = False, recompose: bool = False):
         if repaint and not regions:  # styles, theme or size changed: render every line again
@@ -174,6 +175,7 @@ class LiveText(Static):
     def render_line(self, y: int) -> Strip:
         if self.text_selection is not None:  # selecting text: the plain path handles highlights
             return super().render_line(y)
+        self._dirty_regions.clear()  # Static's own whole-text render is not used on this path
         width = self.size.width
         if self._rows is None or width != self._strips_width:
             self._rows = self._build_rows(width)
