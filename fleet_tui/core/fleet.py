@@ -22,6 +22,7 @@ Definitions (stated once here so every surface agrees):
 
 from __future__ import annotations
 
+import gc
 import math
 import zlib
 from collections import deque
@@ -489,8 +490,16 @@ class FleetAnalyzer:
 
     def update(self, snapshot: Snapshot, instance_prices: Prices = None) -> FleetView:
         """Add a refresh and return the fleet view with fresh diagnoses."""
-        self.add(snapshot)
-        return FleetView.from_snapshot(snapshot, self.diagnose(), instance_prices)
+        # the collector paused as in PrometheusSource.sample_blocking: a 1,024-GPU refresh
+        # allocates thousands of short-lived rows whose mid-way collections re-walk the windows
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self.add(snapshot)
+            return FleetView.from_snapshot(snapshot, self.diagnose(), instance_prices)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
 
 def instance_price_usd_per_hour(instance_type: str, *, pricing: str = "on-demand",
