@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.geometry import Region
 from textual.markup import escape
 from textual.strip import Strip
-from textual.visual import RenderOptions, Visual
+from textual.visual import Visual
 from textual.widgets import Static
 
 
@@ -156,14 +156,27 @@ class LiveText(Static):
 
     def _render_line(self, index: int, content: Content, width: int, style) -> list[Strip]:
         """Line ``index`` of the text as strips, as ``Visual.to_strips`` renders it within the
-        whole text: its segments carry their (column, line) for text selection, so it is rendered
-        after ``index`` blank lines (which cost next to nothing) and those are dropped."""
-        if index:
-            content = Content("\n" * index) + content
-        if self.styles.content_align != ("left", "top"):
-            return Visual.to_strips(self, content, width, None, style)[index:] or [Strip.blank(0)]
-        strips = content.render_strips(width, None, style,
-                                       RenderOptions(self._get_style, self.styles, None, None))[index:]
+        whole text. Its segments carry their (column, line) for text selection, so each formatted
+        line is given ``index`` as its line before it becomes a strip (Content.render_strips,
+        which numbers lines from 0, is otherwise followed step by step)."""
+        if width <= 0:
+            return [Strip.blank(0)]
+        if self.styles.content_align != ("left", "top"):  # alignment needs the whole text
+            padded = Content("\n" * index) + content if index else content
+            return Visual.to_strips(self, padded, width, None, style)[index:] or [Strip.blank(0)]
+        get_rule = self.styles.get
+        lines = content._wrap_and_format(
+            width,
+            align=get_rule("text_align", "left"),
+            overflow=get_rule("text_overflow", "fold"),
+            no_wrap=get_rule("text_wrap", "wrap") == "nowrap",
+            line_pad=get_rule("line_pad", 0),
+            tab_size=8,
+            get_style=self._get_style,
+        )
+        for line in lines:
+            line.y = index
+        strips = [Strip(*line.to_strip(style)) for line in lines]
         if self.auto_links and not self.screen._selecting:  # as Visual.to_strips does
             link_style = self.link_style
             strips = [strip._apply_link_style(link_style) for strip in strips]
