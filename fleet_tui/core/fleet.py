@@ -58,10 +58,19 @@ def _diagnosis_dict(d: Any) -> dict[str, Any]:
             "action": _get(d, "action", ""), "severity": _get(d, "severity", "info")}
 
 
+class _Diagnosed(tuple):
+    """Diagnoses already converted by ``_diagnoses_of`` (FleetAnalyzer keeps them while a device's
+    analysis is unchanged, so a refresh does not re-convert ~1,000 devices' findings)."""
+
+    __slots__ = ()
+
+
 def _diagnoses_of(entry: Any) -> list[dict[str, Any]]:
     """Accepts an analysis.DeviceAnalysis, a sequence of diagnoses, or None."""
     if entry is None:
         return []
+    if type(entry) is _Diagnosed:
+        return entry  # type: ignore[return-value]
     inner = _get(entry, "diagnoses", None)
     if inner is not None and not isinstance(entry, (list, tuple)):
         entry = inner
@@ -432,6 +441,7 @@ class FleetAnalyzer:
         self._last_seen: dict[str, float] = {}
         # key -> (newest reading's time, window length, time slot, analysis)
         self._analysis: dict[str, tuple[float, int, int, Any]] = {}
+        self._converted: dict[str, tuple[Any, _Diagnosed]] = {}  # key -> (analysis, its dicts)
 
     def add(self, snapshot: Snapshot) -> None:
         now = snapshot.timestamp
@@ -458,6 +468,7 @@ class FleetAnalyzer:
             self._windows.pop(key, None)
             self._growth.pop(key, None)
             self._analysis.pop(key, None)
+            self._converted.pop(key, None)
             del self._last_seen[key]
 
     def diagnose(self) -> dict[str, Any]:
@@ -496,7 +507,14 @@ class FleetAnalyzer:
         gc.disable()
         try:
             self.add(snapshot)
-            return FleetView.from_snapshot(snapshot, self.diagnose(), instance_prices)
+            converted = {}
+            cache = self._converted
+            for key, analysis in self.diagnose().items():
+                kept = cache.get(key)
+                if kept is None or kept[0] is not analysis:
+                    kept = cache[key] = (analysis, _Diagnosed(_diagnoses_of(analysis)))
+                converted[key] = kept[1]
+            return FleetView.from_snapshot(snapshot, converted, instance_prices)
         finally:
             if gc_was_enabled:
                 gc.enable()

@@ -129,6 +129,22 @@ def test_analyzer_reanalyzes_on_a_staggered_cadence_and_at_once_on_alarms(monkey
     assert len(calls) == before + 1 and view.offenders[0].primary == "xid"
 
 
+def test_analyzer_views_carry_the_same_diagnoses_as_a_fresh_conversion():
+    """update() reuses converted diagnoses while a device's analysis is unchanged; the view must
+    equal one built from the analyses themselves, refresh after refresh."""
+    analyzer = FleetAnalyzer(max_samples=3, reanalyze_every_s=4.0)
+    devices = [dev("a", 0, 0, sm=0), dev("a", 1, 95, sm=20), dev("b", 0, 97, sm=90)]
+    for t in range(100, 112):
+        snap = Snapshot(timestamp=float(t), source="s", source_kind="fleet",
+                        devices=tuple(replace(d, timestamp=float(t) - (t % 3) * (d.index == 1),
+                                              gpu_util_pct=d.gpu_util_pct + (t % 2))
+                                      for d in devices))
+        view = analyzer.update(snap, {"*": 10.0})
+        fresh = FleetView.from_snapshot(snap, analyzer.diagnose(), {"*": 10.0})
+        assert view.to_dict() == fresh.to_dict()
+        assert [d.diagnoses for d in view.offenders] == [d.diagnoses for d in fresh.offenders]
+
+
 @pytest.mark.prometheus
 def test_fleet_diagnoses_through_prometheus_match_single_box(fleet16):
     fleet, prom = fleet16

@@ -366,9 +366,8 @@ _MISSING = object()
 _VECTOR_HEAD = '{"status":"success","data":{"resultType":"vector","result":['
 
 
-def split_vector(body: bytes) -> list[tuple[str, str, str]] | None:
-    """A compact instant-vector answer -> (label text, time, value) per series; None when the
-    body is not in that form (the caller then decodes it as JSON)."""
+def _vector_parts(body: bytes) -> list[str] | None:
+    """The series' texts of a compact instant-vector answer (each from after ``{"metric":{``)."""
     if not body.startswith(b'{"status":"success","data":{"resultType":"vector","result":[{') \
             or b"\\" in body:
         return None
@@ -379,10 +378,19 @@ def split_vector(body: bytes) -> list[tuple[str, str, str]] | None:
     parts = text.split('{"metric":{')
     if len(parts) < 2 or parts[0] != _VECTOR_HEAD:
         return None
+    del parts[0]
+    return parts
+
+
+def split_vector(body: bytes) -> list[tuple[str, str, str]] | None:
+    """A compact instant-vector answer -> (label text, time, value) per series; None when the
+    body is not in that form (the caller then decodes it as JSON)."""
+    parts = _vector_parts(body)
+    if parts is None:
+        return None
     rows = []
-    append = rows.append
-    last = len(parts) - 2
-    for i, chunk in enumerate(parts[1:]):
+    last = len(parts) - 1
+    for i, chunk in enumerate(parts):
         labels, sep, rest = chunk.partition('},"value":[')
         if not sep:
             return None
@@ -393,7 +401,43 @@ def split_vector(body: bytes) -> list[tuple[str, str, str]] | None:
         if not sep or (rest != "," if i != last
                        else not (rest.startswith("]}") and rest.rstrip().endswith("}"))):
             return None
-        append((labels, ts, value))
+        rows.append((labels, ts, value))
+    return rows
+
+
+def split_classified(body: bytes, cache: dict[str, tuple | None],
+                     ) -> list[tuple[tuple | None, str]] | None:
+    """``split_vector`` and ``classify_series`` in one pass: (classification, raw value) per
+    series, each label text classified once and kept in ``cache`` (label text -> classification;
+    cleared when it outgrows the answer, as label sets churn). None: decode the body as JSON."""
+    parts = _vector_parts(body)
+    if parts is None:
+        return None
+    if len(cache) > 4 * len(parts) + 10_000:
+        cache.clear()
+    rows: list[tuple[tuple | None, str]] = []
+    append = rows.append
+    missing = _MISSING
+    lookup = cache.get
+    last = len(parts) - 1
+    for i, chunk in enumerate(parts):
+        labels, sep, rest = chunk.partition('},"value":[')
+        if not sep:
+            return None
+        rest = rest.partition(',"')[2]
+        raw, sep, rest = rest.partition('"]}')
+        if not sep or (rest != "," if i != last
+                       else not (rest.startswith("]}") and rest.rstrip().endswith("}"))):
+            return None
+        entry = lookup(labels, missing)
+        if entry is missing:
+            try:
+                decoded = json.loads("{%s}" % labels)
+                entry = classify_series(decoded) if isinstance(decoded, dict) else None
+            except (ValueError, TypeError, AttributeError, KeyError):
+                return None
+            cache[labels] = entry
+        append((entry, raw))
     return rows
 
 
@@ -719,26 +763,8 @@ class PrometheusSource(Source):
         label text is classified once for the source's lifetime (the per-refresh hot path)."""
         body = self._get("/api/v1/query", {"query": query, "timeout": self._promql_timeout},
                          post=True)
-        split = split_vector(body)
-        if split is None:
-            return _decoded_rows(parse_envelope(body))
-        cache = self._classified
-        if len(cache) > 4 * len(split) + 10_000:  # label sets churn (pods come and go)
-            cache.clear()
-        rows = []
-        append = rows.append
-        missing = _MISSING
-        for labels, _ts, raw in split:
-            entry = cache.get(labels, missing)
-            if entry is missing:
-                try:
-                    decoded = json.loads("{%s}" % labels)
-                    entry = classify_series(decoded) if isinstance(decoded, dict) else None
-                except (ValueError, TypeError, AttributeError, KeyError):
-                    return _decoded_rows(parse_envelope(body))
-                cache[labels] = entry
-            append((entry, raw))
-        return rows
+        rows = split_classified(body, self._classified)
+        return _decoded_rows(parse_envelope(body)) if rows is None else rows
 
     def query_range(self, query: str, start: float, end: float, step_s: float) -> list[dict]:
         body = self._get("/api/v1/query_range",
