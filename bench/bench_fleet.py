@@ -4,7 +4,8 @@
 
 1. Canned: a separate process serves a Prometheus /api/v1/query answer for the whole fleet (every
    metric PrometheusSource asks for, with dcgm-exporter's labels, values from the real H200 trace,
-   fresh sample timestamps each time), so only fleet-tui's own CPU is measured in this process:
+   fresh sample timestamps each time; compact JSON with sorted labels and string values, as
+   Prometheus writes it), so only fleet-tui's own CPU is measured in this process:
    HTTP + JSON parse + mapping to DeviceSnapshots ("query+parse"), then FleetAnalyzer (the
    single-box analysis on every device's window) + FleetView roll-ups ("analysis").
 2. --real: the same fleet as 128 DCGM-format exporters (another process) scraped every 2 s by a
