@@ -55,6 +55,62 @@ def test_split_vector_cuts_compact_answers_like_json_and_refuses_the_rest():
     assert split_vector(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
 
 
+def _serve(bodies: list[bytes]):
+    """A one-route server answering every query with ``bodies[0]`` (tests swap it)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(bodies[0])))
+            self.end_headers()
+            self.wfile.write(bodies[0])
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_a_scrape_seen_again_keeps_its_reading_and_only_ages():
+    """Between scrapes the same reading comes back: the device (violation rate included) stays as
+    it was, with its age moved on; a new scrape is read afresh."""
+    lab = dict(gpu="0", UUID="GPU-a", Hostname="n1", instance="10.0.0.1:9400")
+
+    def answer(sample_t, violation_ns, util):
+        probe = {"metric": {**lab, "fleet_tui_probe": "nvidia"}, "value": [1.0, str(sample_t)]}
+        return _compact([series("DCGM_FI_DEV_GPU_UTIL", util, **lab),
+                         series("DCGM_FI_DEV_POWER_VIOLATION", violation_ns, **lab), probe])
+
+    bodies = [answer(100.0, 0, 40)]
+    now = [101.0]
+    srv = _serve(bodies)
+    try:
+        src = PrometheusSource(f"http://127.0.0.1:{srv.server_address[1]}", env={},
+                               clock=lambda: now[0], static_every_s=1e9)
+        first = src.sample_blocking().devices[0]
+        bodies[0], now[0] = answer(110.0, 5e9, 60), 111.0  # 5 s throttled in 10 s
+        second = src.sample_blocking().devices[0]
+        now[0] = 113.0  # same scrape again
+        third = src.sample_blocking().devices[0]
+        bodies[0], now[0] = answer(120.0, 5e9, 70), 121.0
+        fourth = src.sample_blocking().devices[0]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert first.gpu_util_pct == 40 and second.gpu_util_pct == 60
+    assert dict(second.extra)["power_violation_frac"] == pytest.approx(0.5)
+    assert second.clock_event_reasons == 0x4  # derived: power cap active
+    assert third.age_s == pytest.approx(3.0) and second.age_s == pytest.approx(1.0)
+    assert replace(third, age_s=second.age_s) == second
+    assert fourth.gpu_util_pct == 70 and dict(fourth.extra)["power_violation_frac"] == 0.0
+    assert fourth.clock_event_reasons == 0
+
+
 def test_source_reads_compact_and_spaced_answers_alike():
     """The split fast path (compact answers) and the JSON path give the same devices."""
     import threading

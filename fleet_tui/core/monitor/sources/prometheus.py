@@ -610,6 +610,10 @@ class _Cached:
     device: DeviceSnapshot
     seen_at: float  # wall clock when this device's reading was taken (sample time)
     instance: str
+    # what the device was built from: the same sample time, identity and raw values next refresh
+    # (a scrape not yet repeated) reuse it with only its age updated
+    raw: dict | None = None
+    ident: tuple = ()
 
 
 class PrometheusSource(Source):
@@ -919,18 +923,29 @@ class PrometheusSource(Source):
 
     def _merge(self, now: float, groups: dict[tuple, _Acc], up: dict[str, float]) -> Snapshot:
         seen: set[str] = set()
+        cache = self._cache
         for acc in groups.values():
-            device_key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
-            device, counters = device_from_acc(acc, timestamp=now,
-                                               previous_counters=self._counters.get(device_key))
-            key = device.key
+            key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
             if key in seen:  # two series sets collide (e.g. instance fallback); keep both apart
                 key = f"{key}#{acc.ident}"
             seen.add(key)
+            ident = (acc.index, acc.name, acc.mig_profile, acc.vendor, acc.uuid)
+            sample_ts = acc.sample_ts
+            before = cache.get(key)
+            if (before is not None and sample_ts is not None and before.seen_at == sample_ts
+                    and before.ident == ident and before.raw == acc.values):
+                # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
+                # so most devices on most refreshes): only the reading's age moved
+                cache[key] = _Cached(device=replace(before.device, age_s=max(0.0, now - sample_ts)),
+                                     seen_at=sample_ts, instance=acc.instance, raw=acc.values,
+                                     ident=ident)
+                continue
+            device, counters = device_from_acc(acc, timestamp=now,
+                                               previous_counters=self._counters.get(key))
             if counters:
                 self._counters[key] = counters
-            self._cache[key] = _Cached(device=device, seen_at=acc.sample_ts or now,
-                                       instance=acc.instance)
+            cache[key] = _Cached(device=device, seen_at=sample_ts or now, instance=acc.instance,
+                                 raw=acc.values, ident=ident)
         self._forget(now)
         down_instances = {inst for inst, value in up.items() if value == 0}
         errors: list[str] = []
