@@ -42,9 +42,26 @@ async def _settle(pilot) -> None:
             await app.workers.wait_for_complete(workers)
         await pilot.pause()
     app.set_focus(None)
-    # DataTable sizes its columns on the next idle after rows arrive: let a few frames pass.
-    for _ in range(3):
+    # DataTable sizes its columns on an idle event after rows arrive; on a loaded machine that can
+    # take more than a few frames, so wait until no table still owes its column sizes (bounded).
+    from textual.widgets import DataTable
+
+    def sized(table: DataTable) -> bool:
+        if table._require_update_dimensions or table._new_rows or table._updated_cells:
+            return False
+        for key, column in table.columns.items():  # every column as wide as its widest cell
+            cells = [len(str(table.get_cell(row, key))) for row in table.rows]
+            if cells and column.content_width < max(cells):
+                return False
+        return True
+
+    settled = 0
+    for _ in range(200):
         await pilot.pause()
+        settled = settled + 1 if all(sized(t) for t in app.screen.query(DataTable)) else 0
+        if settled >= 3:
+            break
+    await pilot.pause()
     await pilot.wait_for_scheduled_animations()
 
 
