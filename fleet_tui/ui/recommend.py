@@ -156,6 +156,11 @@ class RecommendScreen(PaneScreen):
         show_rightsizing(self.app)
 
 
+def _clip(text: str, width: int) -> str:
+    """Cut to ``width`` cells with an ellipsis (the detail panel shows the whole name)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _table_offers(rec) -> list:
     offers = list(rec.offers)
     if rec.current is not None:
@@ -185,10 +190,10 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
     for offer in _table_offers(rec):
         rows.append((
             "now" if offer.is_current else str(offer.rank),
-            (f"{offer.instances}× " if offer.instances > 1 else "") + offer.instance_type[:32],
+            _clip((f"{offer.instances}× " if offer.instances > 1 else "") + offer.instance_type, 26),
             usd(offer.cost_per_unit, 4 if (offer.cost_per_unit or 0) < 1 else 2),
             usd(offer.usd_per_month, 0),
-            f"{offer.cloud} {offer.region}"[:28],
+            _clip(f"{offer.cloud} {offer.region}", 24),
             "" if offer.savings_pct is None else f"{offer.savings_pct:+.0f}%",
             f"{offer.gpus}× {offer.accelerator}",
             offer.pricing,
