@@ -42,6 +42,9 @@ def add_app_args(parser: argparse.ArgumentParser) -> None:
                              "(repeatable)")
     parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
                         help="monitor refresh interval in seconds (>= 0.25, default 1)")
+    parser.add_argument("--record", default=None, metavar="DB",
+                        help="app: also record the monitor's samples to this SQLite history "
+                             "database (as 'fleet-tui record'; 'fleet-tui rightsize --db DB' reads it)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -71,7 +71,8 @@ class FleetApp(App[int]):
                  instance: str | None = None, theme: str = "fleet-dark",
                  themes: Iterable[LoadedTheme] = (), catalog_dirs: Iterable[str | Path] = (),
                  include_user_catalog: bool = True, interval_s: float = 1.0,
-                 start_mode: str | None = None, export_dir: str | Path | None = None) -> None:
+                 start_mode: str | None = None, export_dir: str | Path | None = None,
+                 record_db: str | Path | None = None) -> None:
         super().__init__()
         for loaded in themes:
             self.register_theme(loaded.theme)
@@ -83,6 +84,7 @@ class FleetApp(App[int]):
         self.include_user_catalog = include_user_catalog
         self.interval_s = interval_s
         self.export_dir = Path(export_dir) if export_dir else Path.cwd()
+        self.record_db = Path(record_db) if record_db else None  # --record: keep the history
         self.monitor = None  # fleet_tui.ui.monitor_link.MonitorLink once started
         kind = getattr(source, "kind", "none") if source is not None else "none"
         self.has_fleet = kind == "fleet"

@@ -36,7 +36,11 @@ def build_app(args: argparse.Namespace, **overrides):
 
     from fleet_tui.ui.app import FleetApp
 
-    options = dict(source_spec=explicit or "auto", source=source,
+    record = getattr(args, "record", None)
+    record_db = Path(record).expanduser() if record else None
+    if record_db is not None and not record_db.parent.is_dir():
+        raise UserError(f"--record {record!r}: folder {str(record_db.parent)!r} does not exist.")
+    options = dict(source_spec=explicit or "auto", source=source, record_db=record_db,
                    instance=getattr(args, "instance", None), theme=theme, themes=themes,
                    catalog_dirs=catalog_dirs, interval_s=interval,
                    start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")

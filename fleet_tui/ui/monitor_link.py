@@ -64,6 +64,9 @@ class MonitorLink:
 
     @property
     def session_db(self) -> Path | None:
+        """The history database this session writes (``--record`` or the temporary one)."""
+        if self.app.record_db is not None and self.recorder is not None:
+            return self.app.record_db
         return Path(self.session_dir) / "session.db" if self.session_dir else None
 
     async def stop(self) -> None:
@@ -80,12 +83,16 @@ class MonitorLink:
             self.session_dir = None
 
     async def _open_recorder(self):
+        """The recorder for this session: the ``--record`` database when given (kept), else a
+        temporary SQLite file (removed on exit) so the Recommendations pane can right-size from
+        what was observed. None for a fleet: its history lives in Prometheus."""
+        from fleet_tui.core.monitor.recorder import Recorder
+
         if getattr(self.source, "kind", "") == "fleet":
-            return None  # a fleet's history lives in Prometheus; right-sizing is per machine
-        try:
-            from fleet_tui.core.monitor.recorder import Recorder
-        except ImportError:
             return None
+        if self.app.record_db is not None:
+            # an unwritable --record path is reported by the engine's failure path below
+            return await asyncio.to_thread(Recorder, self.app.record_db)
         self.session_dir = tempfile.mkdtemp(prefix="fleet-tui-session-")
         try:
             return await asyncio.to_thread(Recorder, Path(self.session_dir) / "session.db")
@@ -95,14 +102,9 @@ class MonitorLink:
             return None
 
     async def _run(self) -> None:
+        from fleet_tui.core.monitor.engine import MonitorEngine
+
         try:
-            from fleet_tui.core.monitor.engine import MonitorEngine
-        except ModuleNotFoundError:
-            MonitorEngine = None  # noqa: N806 - engine not in this build: plain sampling below
-        try:
-            if MonitorEngine is None:
-                await self._run_plain()
-                return
             # The engine prices this machine from the catalog; wait for the app's load (a thread)
             # rather than let the engine load it again on the event loop.
             await self.app.catalog_settled.wait()
@@ -114,18 +116,6 @@ class MonitorLink:
             await self.engine.run()
         except Exception as exc:  # a source that fails must not take the app down
             self._report_failure(exc)
-
-    async def _run_plain(self) -> None:
-        """Sampling without analysis or history (only when the engine module is missing)."""
-        await self.source.open()
-        try:
-            while True:
-                if not self.paused:
-                    snap = await self.source.sample()
-                    self._publish(MonitorView(snapshot=snap))
-                await asyncio.sleep(self.interval_s)  # next poll after the previous finished
-        finally:
-            await self.source.close()
 
     def _report_failure(self, exc: Exception) -> None:
         from fleet_tui.core.errors import UserError
