@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.tomlio import TomlDoc, problem, pydantic_problems, read_toml
+from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
 
 Pricing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
 PRICING_OPTIONS: tuple[str, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
@@ -324,8 +324,6 @@ def _check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: l
 
 
 def _read_file(path: Path) -> _FileResult:
-    from pydantic import ValidationError
-
     from fleet_tui.core.modelspec import ModelArch
     from fleet_tui.core.specs import Accelerator
 
@@ -344,27 +342,9 @@ def _read_file(path: Path) -> _FileResult:
                                + f" (allowed: [[accelerator]], [[model]], [[instance]], [meta])"))
     res.meta = _check_meta(doc, out)
     for table, model, sink in (("accelerator", Accelerator, res.accelerators), ("model", ModelArch, res.models)):
-        raw = doc.data.get(table, [])
-        if not isinstance(raw, list):
-            out.append(problem(path, doc.line_of(table), table, f"must be an array of tables ([[{table}]])"))
-            continue
-        seen: dict[str, int] = {}
-        for i, item in enumerate(raw):
-            if not isinstance(item, dict):
-                out.append(problem(path, doc.line_of(table, i), f"{table}[{i}]", "must be a table"))
-                continue
-            try:
-                obj = model.model_validate(item)
-            except ValidationError as exc:
-                out.extend(pydantic_problems(doc, table, i, exc, model))
-                continue
-            k = obj.id.lower()
-            if k in seen:
-                out.append(problem(path, doc.line_of(table, i, "id"), f"{table}[{i}].id",
-                                   f"duplicate id '{obj.id}' (first defined at line {doc.line_of(table, seen[k], 'id')})"))
-                continue
-            seen[k] = i
-            sink.append(obj)
+        entries, probs = validate_table(doc, table, model)
+        out.extend(probs)
+        sink.extend(obj for _i, obj in entries)
     raw = doc.data.get("instance", [])
     if not isinstance(raw, list):
         out.append(problem(path, doc.line_of("instance"), "instance", "must be an array of tables ([[instance]])"))

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 from fleet_tui.core import paths
 from fleet_tui.core.errors import CatalogError, UserError
 from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
-from fleet_tui.core.tomlio import TomlDoc, problem, pydantic_problems, read_toml
+from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
 
 WORKLOADS_FILE = "workloads.toml"
 _TOP_KEYS = ("scenario", "set", "meta")
@@ -137,27 +137,9 @@ def _read_file(path: Path, catalog) -> tuple[list[ScenarioSpec], list[ScenarioSe
     sets: list[ScenarioSetSpec] = []
     origin: dict[str, str] = {}
     for table, model, sink in (("scenario", ScenarioSpec, scenarios), ("set", ScenarioSetSpec, sets)):
-        raw = doc.data.get(table, [])
-        if not isinstance(raw, list):
-            problems.append(problem(path, doc.line_of(table), table,
-                                    f"must be an array of tables ([[{table}]])"))
-            continue
-        seen: dict[str, int] = {}
-        for i, item in enumerate(raw):
-            if not isinstance(item, dict):
-                problems.append(problem(path, doc.line_of(table, i), f"{table}[{i}]", "must be a table"))
-                continue
-            try:
-                spec = model.model_validate(item)
-            except ValidationError as exc:
-                problems.extend(pydantic_problems(doc, table, i, exc))
-                continue
-            if spec.id in seen:
-                problems.append(problem(path, doc.line_of(table, i, "id"), f"{table}[{i}].id",
-                                        f"duplicate id '{spec.id}' (first defined at line "
-                                        f"{doc.line_of(table, seen[spec.id], 'id')})"))
-                continue
-            seen[spec.id] = i
+        entries, probs = validate_table(doc, table, model)
+        problems.extend(probs)
+        for i, spec in entries:
             origin[f"{table}:{spec.id}"] = f"{path}:{doc.line_of(table, i)}"
             sink.append(spec)
             if table == "scenario":

@@ -4,14 +4,13 @@
 entries are located afterwards in the text: the n-th ``[[table]]`` header (or, for an inline array
 ``table = [ {...}, ... ]``, the n-th line opening ``{``), then ``key =`` inside that entry.
 
-Other catalogs (workloads.toml) load through :func:`load_entries` with their own pydantic model.
+Every ``[[table]]`` of entries is checked by :func:`validate_table` against its pydantic model.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,33 +154,22 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
     return out
 
 
-def load_entries(
-    path: Path,
-    table: str,
-    model: type,
-    *,
-    allowed_top: Sequence[str] = (),
-    check: Callable[[TomlDoc, list[Any]], list[str]] | None = None,
-) -> tuple[list[Any], list[str]]:
-    """Validate every ``[[table]]`` of ``path`` with pydantic ``model``.
+def validate_table(doc: TomlDoc, table: str, model: type) -> tuple[list[tuple[int, Any]], list[str]]:
+    """Validate every ``[[table]]`` entry of ``doc`` with the pydantic ``model``.
 
-    Returns ``(entries, problems)``; when there is any problem the entries are ``[]`` (nothing
-    half-loaded). Duplicate ``id`` values and unknown top-level keys are problems too.
+    Returns ``(entries, problems)``: ``entries`` are ``(index, object)`` for the entries that passed
+    (their index locates them with ``doc.line_of(table, index)``); a second entry with an ``id``
+    already seen (case-insensitive) is a problem, not an entry. Callers that must load nothing from
+    a broken file check ``problems``.
     """
     from pydantic import ValidationError
 
-    doc, problems = read_toml(path)
-    if doc is None:
-        return [], problems
-    for key in doc.data:
-        if key != table and key not in allowed_top:
-            problems.append(problem(path, doc.line_of(None, key=key) or doc.line_of(key), key,
-                                    f"unknown table or key (allowed: {', '.join([table, *allowed_top])})"))
+    path = doc.path
+    problems: list[str] = []
     raw = doc.data.get(table, [])
     if not isinstance(raw, list):
-        problems.append(problem(path, doc.line_of(table), table, f"must be an array of tables ([[{table}]])"))
-        raw = []
-    entries: list[Any] = []
+        return [], [problem(path, doc.line_of(table), table, f"must be an array of tables ([[{table}]])")]
+    entries: list[tuple[int, Any]] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
@@ -201,7 +189,5 @@ def load_entries(
                                         f"{doc.line_of(table, seen[k], 'id')})"))
                 continue
             seen[k] = i
-        entries.append(obj)
-    if check is not None and not problems:
-        problems.extend(check(doc, entries))
-    return ([] if problems else entries), problems
+        entries.append((i, obj))
+    return entries, problems
