@@ -85,7 +85,8 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.recommend import DEFAULT_MAX_INSTANCES, explain, recommend
+    from fleet_tui.core.explain import explain
+    from fleet_tui.core.recommend import DEFAULT_MAX_INSTANCES, recommend
 
     try:
         from fleet_tui.commands._workload_args import workload_from_args
@@ -218,7 +219,7 @@ def _short_notes(o) -> str:
 
 def render_markdown(rec) -> str:
     """Markdown report with the explanation (used by the app's export too)."""
-    from fleet_tui.core.recommend import explain
+    from fleet_tui.core.explain import explain
 
     return render_recommendation(rec, markdown=True, explain_lines=explain(rec))
 

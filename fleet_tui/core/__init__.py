@@ -39,7 +39,7 @@ _EXPORTS = {
     # pricing and recommendations
     "Schedule": "fleet_tui.core.pricing",
     "recommend": "fleet_tui.core.recommend",
-    "explain": "fleet_tui.core.recommend",
+    "explain": "fleet_tui.core.explain",
     "migration_report": "fleet_tui.core.recommend",
     "run_scenario": "fleet_tui.core.scenarios",
     "run_set": "fleet_tui.core.scenarios",

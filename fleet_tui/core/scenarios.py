@@ -377,7 +377,8 @@ class SetResult:
 
 
 def run_spec(spec: ScenarioSpec, catalog, *, top: int = 5) -> ScenarioResult:
-    from fleet_tui.core.recommend import explain, recommend, report_between
+    from fleet_tui.core.explain import explain
+    from fleet_tui.core.recommend import recommend, report_between
 
     workload = build_workload(spec, catalog)
     consider = spec.consider_pricing or spec.pricing

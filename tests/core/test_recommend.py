@@ -19,11 +19,11 @@ from fleet_tui.core import paths
 from fleet_tui.core.catalog import build_catalog, load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule, SpotAssumptions
+from fleet_tui.core.explain import explain
 from fleet_tui.core.recommend import (
     UNIT_MONTH,
     UNIT_RUN,
     evaluate_setup,
-    explain,
     migration_report,
     recommend,
 )
