@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
 from fleet_tui.core.modelspec import ModelArch
 

@@ -130,16 +130,15 @@ class MonitorLink:
 
     def _view_of(self, tick) -> MonitorView:
         snapshot = getattr(tick, "snapshot", tick)
-        engine = self.engine
-        history = None
-        if engine is not None and hasattr(engine, "history"):
-            store = engine.history
+        store = self.engine.history if self.engine is not None else None
 
-            def history(key: str, metric: str, _store=store):
-                try:
-                    return _store.series(key, metric)
-                except (KeyError, AttributeError):
-                    return None
+        def history(key: str, metric: str):
+            if store is None:
+                return None
+            try:
+                return store.series(key, metric)
+            except KeyError:
+                return None
 
         for alert in getattr(tick, "new_alerts", ()) or ():
             self._notify_alert(alert)
@@ -149,7 +148,7 @@ class MonitorLink:
             cost=_cost_lines(getattr(tick, "cost", None)),
             analysis_available=hasattr(tick, "diagnoses"),
             tick=tick,
-            history=history or (lambda key, metric: None),
+            history=history,
         )
 
     def _notify_alert(self, alert) -> None:

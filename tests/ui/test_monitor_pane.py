@@ -17,10 +17,9 @@ async def test_cards_per_device_and_simulated_label(make_app):
         status = str(app.screen.query_one(StatusLine).render())
         assert "SIMULATED" in status and "LIVE" not in status
         procs = app.screen.query_one("#procs", DataTable)
-        expected = sum(len(d.processes) for d in app.monitor.latest.snapshot.devices)
         await wait_for(pilot, lambda: procs.row_count == sum(
             len(d.processes) for d in app.monitor.latest.snapshot.devices), "process rows")
-        assert expected >= 0
+        assert procs.row_count > 0  # the simulator's busy devices hold processes
 
 
 async def test_pause_interval_and_focus(make_app):
