@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Select, Static
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Field
 from fleet_tui.ui.widgets.gauges import usd
+from fleet_tui.ui.widgets.table import Table
 
 PAGE_ROWS = 500  # rows handed to the DataTable at once (≈ 60 ms to lay out on this machine class)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y")
@@ -82,7 +83,7 @@ class CatalogScreen(PaneScreen):
                                         allow_blank=False, id="f-order", compact=True))
         yield Static("catalog loading…", id="cat-count")
         with Horizontal(id="cat-main"):
-            yield DataTable(id="cat-table", cursor_type="row", zebra_stripes=True)
+            yield Table(id="cat-table", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="cat-detail-text"), id="cat-detail")
 
     def on_mount(self) -> None:
@@ -155,7 +156,9 @@ class CatalogScreen(PaneScreen):
     def _show_page(self, page: CatalogPage, generation: int) -> None:
         if generation != self._generation:
             return  # a newer query is on its way
-        self._page = page
+        previous, self._page = self._page, page
+        if previous is not None and previous == page:
+            return  # the same answer again (a Select settling on mount): keep the table, no flicker
         count = self.query_one("#cat-count", Static)
         table = self.query_one("#cat-table", DataTable)
         table.clear()

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Static
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
+from fleet_tui.ui.widgets.table import Table
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
@@ -56,7 +57,7 @@ class FleetScreen(PaneScreen):
         with Horizontal(id="fleet-main"):
             with Vertical(id="fleet-left"):
                 yield VerticalScroll(Static("", id="fleet-grid-text"), id="fleet-grid")
-                yield DataTable(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
+                yield Table(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="fleet-side-text"), id="fleet-side")
 
     def on_mount(self) -> None:

@@ -20,6 +20,7 @@ from textual.widgets.data_table import ColumnKey, RowKey
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
+from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import LiveText, update_text
 
 DIAGNOSES_REFRESH_S = 3.0  # numbers in unchanged findings refresh this often
@@ -39,7 +40,7 @@ class CardsScroll(VerticalScroll):
             self.screen.cards_scrolled()
 
 
-class ProcessTable(DataTable):
+class ProcessTable(Table):
     """The process table. ``set_cell`` changes a cell and repaints only its row:
     ``DataTable.update_cell`` repaints every visible row, and on a tick usually one number (a
     growing process's memory) changes."""

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Select, Static
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
+from fleet_tui.ui.widgets.table import Table
 
 TOP_OFFERS = 50
 REPORT_STEM = "fleet-tui-recommendations"
@@ -70,7 +71,7 @@ class RecommendScreen(PaneScreen):
             yield Select([(p, p) for p in PRICING_CHOICES], value="on-demand", allow_blank=False,
                          id="rec-pricing", compact=True)
         with Horizontal(id="rec-main"):
-            yield DataTable(id="rec-table", cursor_type="row", zebra_stripes=True)
+            yield Table(id="rec-table", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="rec-side-text"), id="rec-side")
 
     def on_mount(self) -> None:
