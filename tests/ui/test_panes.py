@@ -40,6 +40,26 @@ async def test_catalog_filters_page_and_detail(make_app):
         assert known_desc == sorted(known_desc, reverse=True)
 
 
+async def test_catalog_same_answer_keeps_the_table_and_cursor(make_app):
+    # A repeated query (a Select settling on mount, a reload with no change) must not clear and
+    # refill the table: that flickers and throws away the user's place.
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(130, 36)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#cat-table", DataTable)
+        table.focus()
+        await pilot.press("down", "down", "down")
+        assert table.cursor_row == 3
+        app.screen.refresh_query()
+        await settle(app, pilot)
+        assert table.cursor_row == 3 and table.row_count > 3
+        # a different answer does replace the page
+        app.screen.query_one("#f-accelerator", Input).value = "H100"
+        await settle(app, pilot)
+        assert table.cursor_row == 0
+        assert all(i.accelerator == "H100" for i in app.screen._page.instances)
+
+
 async def test_catalog_unknown_accelerator_is_explained(make_app):
     app = make_app(overrides=dict(source=None))
     async with app.run_test(size=(100, 30)) as pilot:

@@ -58,7 +58,9 @@ async def _settle(pilot) -> None:
     settled = 0
     for _ in range(200):
         await pilot.pause()
-        settled = settled + 1 if all(sized(t) for t in app.screen.query(DataTable)) else 0
+        busy = any(w.group != "monitor" and not w.is_finished for w in app.workers)
+        quiet = not busy and all(sized(t) for t in app.screen.query(DataTable))
+        settled = settled + 1 if quiet else 0
         if settled >= 3:
             break
     await pilot.pause()
