@@ -153,16 +153,6 @@ def handler(args: argparse.Namespace) -> int:
 # Rendering (shared with `scenarios`)
 
 
-def money(x: float | None) -> str:
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    if abs(x) >= 1000:
-        return f"${x:,.0f}"
-    if abs(x) >= 1:
-        return f"${x:,.2f}"
-    return f"${x:.4f}"
-
-
 def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
     return "-" if x is None or not math.isfinite(x) else fmt.format(x)
 
@@ -179,6 +169,8 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
 
 def _offer_row(o, with_current: bool, per_month: bool = False,
                with_latency: bool = False) -> list[str]:
+    from fleet_tui.core.recommend import money
+
     row = [
         "now" if o.is_current else str(o.rank),
         (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,

@@ -1161,13 +1161,16 @@ def _reason_text(acc, inst, sized: _Sized, p: str, flags) -> tuple[str, str, str
 
 
 def money(x: float | None) -> str:
+    """Dollars as the tables and explanations print them: cents below $1,000, whole dollars
+    above, four decimals below $1 (a per-token or per-sample cost)."""
     if x is None or not math.isfinite(x):
         return "n/a"
-    if abs(x) >= 100:
-        return f"${x:,.0f}"
-    if abs(x) >= 1:
-        return f"${x:,.2f}"
-    return f"${x:.4f}"
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    if x >= 1000:
+        return f"{sign}${x:,.0f}"
+    if x >= 1:
+        return f"{sign}${x:,.2f}"
+    return f"{sign}${x:.4f}"
 
 
 def devices_label(count: float, accelerator: str, instances: int = 1) -> str:

@@ -544,3 +544,10 @@ def test_the_ranking_shortcut_never_rejects_a_placement_that_fits(toy, spec, gpu
         return  # a placement the model cannot take (e.g. more tensor ranks than heads)
     engine = _Engine(w, training_tokens=None, unit_kind="tokens", max_instances=16)
     assert engine._floor(variant, gpus) <= need
+
+
+def test_money_is_one_format_for_tables_and_sentences():
+    from fleet_tui.core.recommend import money
+
+    assert [money(x) for x in (None, float("nan"), 0.012345, 1.5, 123.456, 999.994, 1234.5, -250.0)] \
+        == ["n/a", "n/a", "$0.0123", "$1.50", "$123.46", "$999.99", "$1,234", "-$250.00"]
