@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fleet_tui.core.fsutil import atomic_writer
 from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
@@ -226,17 +226,8 @@ class RecordingWriter:
 def write_recording(path: str | os.PathLike[str], snapshots: Iterable[Snapshot]) -> Path:
     """Write a whole recording atomically (temp file + rename)."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".rec-", suffix=".jsonl", dir=str(target.parent or "."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"kind": "fleet-tui-recording", "format": RECORDING_FORMAT}) + "\n")
-            for snap in snapshots:
-                fh.write(dump_snapshot_line(snap) + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_writer(target) as fh:
+        fh.write(json.dumps({"kind": "fleet-tui-recording", "format": RECORDING_FORMAT}) + "\n")
+        for snap in snapshots:
+            fh.write(dump_snapshot_line(snap) + "\n")
     return target
