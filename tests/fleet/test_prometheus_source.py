@@ -7,6 +7,8 @@ import json
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleet_tui.core.monitor.source import SourceUnavailable
 from fleet_tui.core.monitor.sources.prometheus import (
@@ -17,6 +19,7 @@ from fleet_tui.core.monitor.sources.prometheus import (
     parse_envelope,
     parse_value,
     snapshot_devices,
+    split_classified,
     split_vector,
 )
 from tests.fleet.dcgm_replay import COMPARED_FIELDS, expected_device
@@ -53,6 +56,35 @@ def test_split_vector_cuts_compact_answers_like_json_and_refuses_the_rest():
     assert split_vector(json.dumps(json.loads(body)).encode()) is None  # not compact
     assert split_vector(_compact([])) is None  # nothing to split: json.loads is as quick
     assert split_vector(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
+
+
+# Label values that try to break the hand cut: the separators it splits on, braces, quotes,
+# backslashes, control and non-ASCII characters, alongside the real label names it classifies.
+_TRICKY = st.lists(st.sampled_from(list('ab0{}[],:"\\ \n\u00e9\u2603')
+                                   + ['},"value":[', '"]}', '{"metric":{', ',"']),
+                   max_size=6).map("".join)
+_LABELS = st.dictionaries(
+    st.sampled_from(["__name__", "gpu", "UUID", "Hostname", "hostname", "instance", "job",
+                     "device", "modelName", "x"]),
+    st.one_of(st.sampled_from(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "up", "0", "1",
+                               "GPU-a", "node-1:9400"]), _TRICKY), max_size=6)
+_SERIES = st.builds(lambda labels, ts, value: {"metric": labels, "value": [ts, value]}, _LABELS,
+                    st.floats(0, 2e9, allow_nan=False), st.sampled_from(["1", "NaN", "9.2e18", "-3.5"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SERIES, min_size=1, max_size=6))
+def test_split_classified_agrees_with_json_or_declines(result):
+    # The fast cut must give exactly what decoding the answer as JSON gives, or return None so the
+    # caller decodes it as JSON; it must never return something different.
+    from fleet_tui.core.monitor.sources.prometheus import _decoded_rows
+
+    body = _compact(result)
+    fast = split_classified(body, {})
+    if fast is not None:
+        assert fast == _decoded_rows(json.loads(body)["data"]["result"])
+    if b"\\" not in body:  # only escapes send an answer to the JSON path
+        assert fast is not None
 
 
 def _serve(bodies: list[bytes]):
