@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fleet_tui.core.catalog import Catalog, Instance, load_catalog  # noqa: E402
-from fleet_tui.core.recommend import recommend  # noqa: E402
+from fleet_tui.core.ranking import recommend  # noqa: E402
 from fleet_tui.core.workload import Workload  # noqa: E402
 
 

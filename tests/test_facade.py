@@ -16,6 +16,21 @@ def test_every_exported_name_resolves():
     assert not missing, "facade names that do not resolve:\n" + "\n".join(missing)
 
 
+def test_exported_names_are_never_shadowed_by_submodules():
+    # Importing a submodule binds its name on the package, so an exported function that shares a
+    # submodule's name (``recommend`` in a ``core/recommend.py``) turns into that module as soon as
+    # anything imports it first. Load every submodule, then resolve every name, in a fresh process.
+    code = (
+        "import importlib, pkgutil, types, fleet_tui.core as core\n"
+        "for info in pkgutil.walk_packages(core.__path__, 'fleet_tui.core.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "bad = [n for n in core.__all__ if isinstance(getattr(core, n), types.ModuleType)]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_importing_the_facade_is_lazy():
     code = (
         "import sys, fleet_tui.core;"

@@ -2,7 +2,7 @@
 
 Workload flags are the ones of ``fleet-tui size`` (shared in ``_workload_args``). The JSON output
 (``--json``) is ``Recommendation.to_dict()``, documented key by key in
-:mod:`fleet_tui.core.recommend`, plus ``"explain": [str]`` when ``--explain`` is given.
+:mod:`fleet_tui.core.ranking`, plus ``"explain": [str]`` when ``--explain`` is given.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.explain import explain
-    from fleet_tui.core.recommend import DEFAULT_MAX_INSTANCES, recommend
+    from fleet_tui.core.explanation import explain
+    from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
 
     try:
         from fleet_tui.commands._workload_args import workload_from_args
@@ -169,7 +169,7 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
 
 def _offer_row(o, with_current: bool, per_month: bool = False,
                with_latency: bool = False) -> list[str]:
-    from fleet_tui.core.recommend import money
+    from fleet_tui.core.ranking import money
 
     row = [
         "now" if o.is_current else str(o.rank),
@@ -211,7 +211,7 @@ def _short_notes(o) -> str:
 
 def render_markdown(rec) -> str:
     """Markdown report with the explanation (used by the app's export too)."""
-    from fleet_tui.core.explain import explain
+    from fleet_tui.core.explanation import explain
 
     return render_recommendation(rec, markdown=True, explain_lines=explain(rec))
 

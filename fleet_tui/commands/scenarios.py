@@ -135,7 +135,7 @@ def _run_set(args) -> int:
 def _render_summary(result, *, markdown: bool) -> str:
     from fleet_tui.commands._output import format_table
     from fleet_tui.commands.recommend import markdown_table
-    from fleet_tui.core.recommend import money
+    from fleet_tui.core.ranking import money
 
     rows = []
     for r in result.results:
@@ -208,6 +208,6 @@ def _unknown_speed(mig) -> str:
 
 
 def _money_or_na(x):
-    from fleet_tui.core.recommend import money
+    from fleet_tui.core.ranking import money
 
     return money(x)

@@ -38,9 +38,9 @@ _EXPORTS = {
     "training_run": "fleet_tui.core.perf",
     # pricing and recommendations
     "Schedule": "fleet_tui.core.pricing",
-    "recommend": "fleet_tui.core.recommend",
-    "explain": "fleet_tui.core.explain",
-    "migration_report": "fleet_tui.core.recommend",
+    "recommend": "fleet_tui.core.ranking",
+    "explain": "fleet_tui.core.explanation",
+    "migration_report": "fleet_tui.core.ranking",
     "run_scenario": "fleet_tui.core.scenarios",
     "run_set": "fleet_tui.core.scenarios",
     # monitoring

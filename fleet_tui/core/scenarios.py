@@ -2,7 +2,7 @@
 
 A scenario is the old GPU migration analyzer's unit: "this model, this shape, on this many of this
 instance". :func:`run_scenario` sizes it on its current setup, ranks every catalog offer for it
-(:func:`fleet_tui.core.recommend.recommend`) and reports the migration to the best one (savings,
+(:func:`fleet_tui.core.ranking.recommend`) and reports the migration to the best one (savings,
 performance change, memory check, risk, complexity). :func:`run_set` does that for a named set.
 
 Files: the bundled ``workloads.toml``, then ``workloads.toml`` in the user's catalog directory and
@@ -377,8 +377,8 @@ class SetResult:
 
 
 def run_spec(spec: ScenarioSpec, catalog, *, top: int = 5) -> ScenarioResult:
-    from fleet_tui.core.explain import explain
-    from fleet_tui.core.recommend import recommend, report_between
+    from fleet_tui.core.explanation import explain
+    from fleet_tui.core.ranking import recommend, report_between
 
     workload = build_workload(spec, catalog)
     consider = spec.consider_pricing or spec.pricing

@@ -173,8 +173,8 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
     from fleet_tui.core.errors import UserError
 
-    from fleet_tui.core.explain import explain
-    from fleet_tui.core.recommend import recommend
+    from fleet_tui.core.explanation import explain
+    from fleet_tui.core.ranking import recommend
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS)
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,

@@ -19,8 +19,8 @@ from fleet_tui.core import paths
 from fleet_tui.core.catalog import build_catalog, load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule, SpotAssumptions
-from fleet_tui.core.explain import explain
-from fleet_tui.core.recommend import (
+from fleet_tui.core.explanation import explain
+from fleet_tui.core.ranking import (
     UNIT_MONTH,
     UNIT_RUN,
     evaluate_setup,
@@ -529,7 +529,7 @@ def test_offers_read_like_a_tuple(toy):
 def test_the_ranking_shortcut_never_rejects_a_placement_that_fits(toy, spec, gpus, sharding):
     """Ranking skips the full memory estimate when weights + fixed overheads already overflow a
     device: that floor must never exceed the estimate itself."""
-    from fleet_tui.core.recommend import _Engine
+    from fleet_tui.core.ranking import _Engine
     from fleet_tui.core.sizing import estimate_memory
 
     spec = dict(spec)
@@ -547,7 +547,7 @@ def test_the_ranking_shortcut_never_rejects_a_placement_that_fits(toy, spec, gpu
 
 
 def test_money_is_one_format_for_tables_and_sentences():
-    from fleet_tui.core.recommend import money
+    from fleet_tui.core.ranking import money
 
     assert [money(x) for x in (None, float("nan"), 0.012345, 1.5, 123.456, 999.994, 1234.5, -250.0)] \
         == ["n/a", "n/a", "$0.0123", "$1.50", "$123.46", "$999.99", "$1,234", "-$250.00"]

@@ -1,12 +1,12 @@
 """Why a recommendation's top choice wins and why the current setup loses, in sentences.
 
-Reads a :class:`~fleet_tui.core.recommend.Recommendation` only; used by ``recommend --explain``,
+Reads a :class:`~fleet_tui.core.ranking.Recommendation` only; used by ``recommend --explain``,
 the Markdown report, the scenarios' migration reports and the app's explain panel.
 """
 
 from __future__ import annotations
 
-from fleet_tui.core.recommend import UNIT_MONTH, Recommendation, money
+from fleet_tui.core.ranking import UNIT_MONTH, Recommendation, money
 
 
 def explain(rec: Recommendation) -> list[str]:

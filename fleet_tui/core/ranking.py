@@ -452,7 +452,7 @@ class _Engine:
 
     def __init__(self, workload, *, training_tokens: float | None, unit_kind: str,
                  max_instances: int):
-        from fleet_tui.core import perf, sizing  # imported here to keep `import recommend` light
+        from fleet_tui.core import perf, sizing  # imported here to keep `import ranking` light
 
         self._sizing = sizing
         self._perf = perf
@@ -1258,7 +1258,7 @@ def _current_offer(engine: _Engine, catalog, accs, current, region, pricing, *, 
 
 
 # ------------------------------------------------------------------------------------------------
-# Migration reports (why the top choice wins: fleet_tui.core.explain)
+# Migration reports (why the top choice wins: fleet_tui.core.explanation)
 
 
 @dataclass(frozen=True, slots=True)
