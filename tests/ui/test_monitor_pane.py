@@ -51,14 +51,19 @@ async def test_hidden_pane_does_not_draw_and_catches_up(make_app):
         original = monitor_screen.redraw
         monitor_screen.redraw = lambda view: (calls.append(view), original(view))
         await pilot.press("1")
+        # a draw may land while the switch is still under way; from when it is done, none may
+        await wait_for(pilot, lambda: app.screen is not monitor_screen, "the catalog pane shown")
+        calls.clear()
         first = app.monitor.latest
         await wait_for(pilot, lambda: app.monitor.latest is not first, "ticks while hidden")
+        await wait_for(pilot, lambda: app.monitor.latest.tick.seq >= first.tick.seq + 2,
+                       "more ticks while hidden")
         assert calls == []  # hidden: no drawing at all
         at_switch = app.monitor.latest
         await pilot.press("3")
-        await pilot.pause()
+        await wait_for(pilot, lambda: calls, "a draw on return")
         # drawn on return, from a tick no older than the newest one at the time of switching
-        assert calls and calls[0].snapshot.timestamp >= at_switch.snapshot.timestamp
+        assert calls[0].snapshot.timestamp >= at_switch.snapshot.timestamp
 
 
 async def test_replay_is_labelled_as_replay(make_app):
