@@ -136,7 +136,7 @@ def bench_target(engine: dict[str, float], quick: bool) -> None:
 
     r = bench_nvml(8, 600 if quick else 3000)
     own, nvml_us = r["own_us_per_device"], r["h200_nvml_us_per_device"]
-    print(f"== target: NVML source overhead + engine work <= 2x the NVML calls (per device per tick) ==")
+    print("== target: NVML source overhead + engine work <= 2x the NVML calls (per device per tick) ==")
     print(f"  NVML calls per device per tick: {r['calls_per_device_per_tick']:.1f}, costing "
           f"~{nvml_us:.1f} us on the H200 (nvml_latency.json) -> budget {2 * nvml_us:.1f} us")
     print(f"  NvmlSource overhead (fake pynvml, call time excluded): {own:.1f} us/device")

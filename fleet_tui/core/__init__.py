@@ -40,7 +40,7 @@ _EXPORTS = {
     "Schedule": "fleet_tui.core.pricing",
     "recommend": "fleet_tui.core.ranking",
     "explain": "fleet_tui.core.explanation",
-    "migration_report": "fleet_tui.core.ranking",
+    "migration_report": "fleet_tui.core.migration",
     "run_scenario": "fleet_tui.core.scenarios",
     "run_set": "fleet_tui.core.scenarios",
     # monitoring

@@ -339,7 +339,7 @@ def _read_file(path: Path) -> _FileResult:
             near = difflib.get_close_matches(key, _TABLES, n=1)
             out.append(problem(path, doc.line_of(None, key=key) or doc.line_of(key), key,
                                f"unknown table or key '{key}'" + (f"; did you mean '{near[0]}'?" if near else "")
-                               + f" (allowed: [[accelerator]], [[model]], [[instance]], [meta])"))
+                               + " (allowed: [[accelerator]], [[model]], [[instance]], [meta])"))
     res.meta = _check_meta(doc, out)
     for table, model, sink in (("accelerator", Accelerator, res.accelerators), ("model", ModelArch, res.models)):
         entries, probs = validate_table(doc, table, model)

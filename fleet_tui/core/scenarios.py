@@ -378,7 +378,8 @@ class SetResult:
 
 def run_spec(spec: ScenarioSpec, catalog, *, top: int = 5) -> ScenarioResult:
     from fleet_tui.core.explanation import explain
-    from fleet_tui.core.ranking import recommend, report_between
+    from fleet_tui.core.migration import report_between
+    from fleet_tui.core.ranking import recommend
 
     workload = build_workload(spec, catalog)
     consider = spec.consider_pricing or spec.pricing

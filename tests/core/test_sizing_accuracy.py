@@ -19,8 +19,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-import pytest
-
 from fleet_tui.core.modelspec import ModelArch, param_count
 from fleet_tui.core.workload import Workload
 
