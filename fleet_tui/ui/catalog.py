@@ -205,6 +205,11 @@ class CatalogScreen(PaneScreen):
         order.value = "desc" if order.value == "asc" else "asc"
 
 
+def gib(value: float) -> str:
+    """A size in GiB to one decimal, without a trailing .0: some clouds report 15.996 for 16."""
+    return f"{round(value, 1):g}"
+
+
 def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     """Run the core query and format one page (called in a worker thread)."""
     from fleet_tui.core.errors import UserError
@@ -223,9 +228,9 @@ def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
         rows.append((
             inst.cloud, inst.instance_type, inst.accelerator, f"{inst.accelerator_count:g}",
             usd(inst.usd_per_gpu_hour(pricing), 3), usd(inst.price(pricing), 3),
-            f"{inst.accelerator_memory_gib:g}", inst.region,
+            gib(inst.accelerator_memory_gib), inst.region,
             "" if inst.vcpus is None else f"{inst.vcpus:g}",
-            "" if inst.ram_gib is None else f"{inst.ram_gib:g}",
+            "" if inst.ram_gib is None else gib(inst.ram_gib),
             (",".join(f.split(":")[0] for f in inst.flags) + (" excluded" if inst.excluded else ""))[:40],
         ))
     return CatalogPage(tuple(rows), tuple(result.rows), result.total)
@@ -235,9 +240,9 @@ def instance_detail(catalog, inst) -> str:
     lines = [f"[b]{escape(inst.instance_type)}[/b]  [$text-muted]{escape(inst.cloud)} "
              f"{escape(inst.region)}[/]", ""]
     lines.append(f"{inst.accelerator_count:g} × {escape(inst.accelerator)}, "
-                 f"{inst.accelerator_memory_gib:g} GiB each")
+                 f"{gib(inst.accelerator_memory_gib)} GiB each")
     if inst.vcpus is not None or inst.ram_gib is not None:
-        lines.append(f"{inst.vcpus or 0:g} vCPU, {inst.ram_gib or 0:g} GiB RAM")
+        lines.append(f"{inst.vcpus or 0:g} vCPU, {gib(inst.ram_gib or 0)} GiB RAM")
     lines.append("")
     lines.append("[b $primary]Prices (USD/hour)[/]")
     for pricing in PRICING:

@@ -177,3 +177,11 @@ async def test_palette_commands_and_export_to_a_chosen_path(make_app, tmp_path):
         await pilot.press("enter")
         await pilot.pause()
         assert json.loads(target.read_text())["offers"]
+
+
+def test_catalog_sizes_are_rounded_to_a_tenth():
+    from fleet_tui.ui.catalog import gib
+
+    # Vast reports 15.996 GiB for a 16 GiB card; the table shows what a person would say
+    assert [gib(x) for x in (15.996, 11.94, 23.988, 80, 141.0, 0.5)] == \
+        ["16", "11.9", "24", "80", "141", "0.5"]
