@@ -56,6 +56,8 @@ class FleetApp(App[int]):
         Binding("3", "switch_mode('monitor')", "Monitor", tooltip="Live devices"),
         Binding("4", "switch_mode('recommend')", "Recommend", tooltip="Ranked offers"),
         Binding("5", "switch_mode('fleet')", "Fleet", tooltip="Nodes x devices (Prometheus)"),
+        # without a fleet source the binding above is hidden and disabled; this one says why
+        Binding("5", "fleet_unavailable", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -143,14 +145,19 @@ class FleetApp(App[int]):
     # ----- actions ----------------------------------------------------------------------------
     async def action_switch_mode(self, mode: str) -> None:
         if mode == "fleet" and not self.has_fleet:
-            self.notify("The fleet pane needs a fleet source: start with --source prometheus:URL.",
-                        severity="warning")
+            self.action_fleet_unavailable()
             return
         await self.switch_mode(mode)
+
+    def action_fleet_unavailable(self) -> None:
+        self.notify("The fleet pane needs a fleet source: start with --source prometheus:URL.",
+                    severity="warning")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "switch_mode" and parameters and parameters[0] == "fleet" and not self.has_fleet:
             return False  # no fleet source: the key does nothing and is not in the footer
+        if action == "fleet_unavailable":
+            return not self.has_fleet
         return True
 
     def action_help(self) -> None:

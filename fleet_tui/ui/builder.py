@@ -182,8 +182,8 @@ class BuilderScreen(PaneScreen):
     def action_leave_field(self) -> None:
         self.set_focus(None)
 
-    def action_recommend(self) -> None:
-        self.app.run_action("switch_mode('recommend')")
+    async def action_recommend(self) -> None:
+        await self.app.run_action("switch_mode('recommend')")
 
 
 def build_workload(catalog, form: dict):

@@ -19,9 +19,10 @@ async def test_number_keys_switch_panes(make_app):
             await pilot.press(key)
             await pilot.pause()
             assert app.current_mode == mode
-        await pilot.press("5")  # no fleet source: the pane stays put
+        await pilot.press("5")  # no fleet source: the pane stays put, and the user is told why
         await pilot.pause()
         assert app.current_mode == "catalog"
+        assert any("needs a fleet source" in n.message for n in app._notifications)
 
 
 async def test_clicking_the_pane_bar_switches(make_app):

@@ -97,6 +97,20 @@ async def test_builder_sizes_as_you_type_and_publishes_workload(make_app):
         assert app.workload.params == 1_000_000_000
 
 
+async def test_builder_ctrl_r_opens_recommendations_for_the_workload(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(130, 40)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-params", Input).value = "8B"
+        await settle(app, pilot)
+        assert app.workload is not None
+        screen.query_one("#b-params", Input).focus()  # from inside a field, as people do
+        await pilot.press("ctrl+r")
+        await settle(app, pilot)
+        assert app.current_mode == "recommend"
+
+
 async def test_builder_says_speed_unknown_instead_of_inventing_one(make_app):
     # A10G: Ampere, but NVIDIA publishes no dense bf16 peak, so a forward pass has no speed estimate
     app = make_app(overrides=dict(source=None))
