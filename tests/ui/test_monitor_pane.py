@@ -161,6 +161,41 @@ async def test_history_graph_draws_what_textuals_sparkline_draws():
             assert _cells(ours) == _cells(stock), data
 
 
+async def test_history_graph_on_a_fixed_scale_tells_busy_from_idle():
+    # Scaled to its own min and max, a GPU steady at 100 % drew the same flat line as an idle one.
+    from textual.app import App
+
+    from fleet_tui.ui.widgets.device_card import HistoryGraph
+
+    class GraphApp(App):
+        CSS = "HistoryGraph { height: 2; width: 20; }"
+
+        def compose(self):
+            yield HistoryGraph([], summary_function=max)
+
+    def text(graph):
+        return [graph.render_line(y).text for y in range(2)]
+
+    app = GraphApp()
+    async with app.run_test(size=(30, 6)) as pilot:
+        graph = app.query_one(HistoryGraph)
+        graph.scale = (0.0, 100.0)
+        graph.data = [100.0] * 20
+        await pilot.pause()
+        assert text(graph) == ["█" * 20, "█" * 20]
+        graph.data = [0.0] * 20
+        await pilot.pause()
+        assert text(graph) == [" " * 20, "▁" * 20]
+        graph.data = [50.0] * 20
+        await pilot.pause()
+        top, bottom = text(graph)
+        assert top.strip() == "" and set(bottom) == {"█"}
+        graph.data = [100.0]  # one point is drawn at its level, not as a full bar by default
+        graph.scale = (0.0, 200.0)
+        await pilot.pause()
+        assert text(graph) == [" " * 20, "█" * 20]
+
+
 async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lines():
     from textual.app import App
     from textual.widgets import Static

@@ -80,33 +80,43 @@ class HistoryGraph(Sparkline):
 
     _graph_key: tuple | None = None
     _graph_lines: list[Strip] = []
+    # The bars' scale: (bottom, top) in the data's unit. A monitor graph needs a fixed one (0-100 %
+    # for utilization, 0-capacity for memory): scaled to its own min and max, a GPU steady at 100 %
+    # draws the same flat line as an idle one. (None, None) scales to the data, as Textual does.
+    scale: tuple[float | None, float | None] = (None, None)
 
     def render_line(self, y: int) -> Strip:
         spark = self.render()  # reads the CSS colours and the data; draws nothing
         base = self.visual_style.rich_style
         data = tuple(spark.data)
         key = (data, spark.width, spark.height, spark.min_color, spark.max_color, base,
-               self.summary_function)
+               self.summary_function, self.scale)
         if key != self._graph_key:
             self._graph_key = key
-            self._graph_lines = _graph_lines(spark, data, base)
+            self._graph_lines = _graph_lines(spark, data, base, self.scale)
         lines = self._graph_lines
         return lines[y] if 0 <= y < len(lines) else Strip.blank(self.size.width, base)
 
 
-def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style) -> list[Strip]:
+def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style,
+                 scale: tuple[float | None, float | None] = (None, None)) -> list[Strip]:
     width, height = spark.width or 0, spark.height or 1
     if width <= 0:
         return []
     min_style, max_style = base + spark.min_color, base + spark.max_color
     if not data:
         return [Strip([], 0)] * (height - 1) + [Strip([Segment("▁" * width, min_style)], width)]
-    if len(data) == 1:
+    bottom, top = scale
+    if len(data) == 1 and bottom is None and top is None:
         return [Strip([Segment("█" * width, max_style)], width)] * height
     bars = SparklineRenderable.BARS
     per_line = len(bars)
     top_index = per_line * height - 1
     low, high = min(data), max(data)
+    if bottom is not None:
+        low = min(low, bottom)
+    if top is not None:
+        high = max(high, top)
     extent = high - low or 1
     min_color, max_color = spark.min_color.color, spark.max_color.color
     buckets = tuple(SparklineRenderable._buckets(list(data), num_buckets=width))
@@ -143,6 +153,17 @@ def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style) -> list[S
             segments.append(Segment(run_text, run_style))
         lines.append(Strip(segments, width))
     return lines
+
+
+def _graph_scale(metric: str, dev: DeviceSnapshot) -> tuple[float | None, float | None]:
+    """Fixed scales, so the height of a bar means the same on every card and every tick."""
+    if metric == "gpu_util_pct":
+        return (0.0, 100.0)
+    if metric == "mem_used_bytes":
+        return (0.0, float(dev.mem_total_bytes) if dev.mem_total_bytes else None)
+    if metric == "power_w":
+        return (0.0, dev.power_limit_w)
+    return (None, None)
 
 
 class DeviceCard(Vertical):
@@ -185,9 +206,14 @@ class DeviceCard(Vertical):
             if css and not detailed:
                 continue  # hidden graphs cost nothing
             series = view.history(dev.key, metric)
+            graph = self._sparks[metric]
+            scale = _graph_scale(metric, dev)
+            if scale != graph.scale:
+                graph.scale = scale
+                graph.refresh()
             if series is not None:
                 # only as many points as the graph has cells: the rest would be averaged away
-                width = max(self._sparks[metric].content_size.width, 1)
+                width = max(graph.content_size.width, 1)
                 data = list(series[-width:])
-                if data != self._sparks[metric].data:
-                    self._sparks[metric].data = data
+                if data != graph.data:
+                    graph.data = data
