@@ -95,6 +95,11 @@ class FleetApp(App[int]):
         self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
 
     # ----- start-up -------------------------------------------------------------------------
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # Textual's own themes (reachable through the palette) do not define the panes' border
+        # colour; fleet themes derive one (ui/themes.py). A mid grey shows on light and dark.
+        return {**super().get_theme_variable_defaults(), "pane-border": "#808080"}
+
     def on_mount(self) -> None:
         self.catalog_settled = asyncio.Event()  # set once the catalog loaded or failed
         self.switch_mode(self._start_mode)

@@ -72,7 +72,7 @@ class BuilderScreen(PaneScreen):
     DEFAULT_CSS = """
     BuilderScreen #b-form { grid-size: 6; grid-rows: 2; height: auto; padding: 0 1; }
     BuilderScreen #b-form.-narrow { grid-size: 5; }
-    BuilderScreen #b-result { height: 1fr; border: round $panel-lighten-2; padding: 0 1; }
+    BuilderScreen #b-result { height: 1fr; border: round $pane-border; padding: 0 1; }
     """
 
     def __init__(self) -> None:

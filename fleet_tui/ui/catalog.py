@@ -55,7 +55,7 @@ class CatalogScreen(PaneScreen):
     CatalogScreen #cat-count { height: 1; padding: 0 1; color: $text-muted; }
     CatalogScreen #cat-main { height: 1fr; }
     CatalogScreen #cat-table { width: 1fr; }
-    CatalogScreen #cat-detail { width: 44; border: round $panel-lighten-2; padding: 0 1; }
+    CatalogScreen #cat-detail { width: 44; border: round $pane-border; padding: 0 1; }
     CatalogScreen #cat-detail.-narrow { display: none; }
     """
 

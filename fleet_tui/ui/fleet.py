@@ -40,9 +40,9 @@ class FleetScreen(PaneScreen):
     FleetScreen #fleet-main { height: 1fr; }
     FleetScreen #fleet-left { width: 1fr; }
     FleetScreen #fleet-nodes { height: 1fr; }
-    FleetScreen #fleet-grid { height: auto; max-height: 50%; border: round $panel-lighten-2;
+    FleetScreen #fleet-grid { height: auto; max-height: 50%; border: round $pane-border;
                               padding: 0 1; }
-    FleetScreen #fleet-side { width: 48; border: round $panel-lighten-2; padding: 0 1; }
+    FleetScreen #fleet-side { width: 48; border: round $pane-border; padding: 0 1; }
     FleetScreen #fleet-side.-narrow { display: none; }
     """
 

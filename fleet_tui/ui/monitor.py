@@ -71,8 +71,8 @@ class MonitorScreen(PaneScreen):
     MonitorScreen #cards.-narrow, MonitorScreen #cards.-focus, MonitorScreen #cards.-single { grid-size: 1; }
     MonitorScreen #mon-side { width: 42; height: 1fr; }
     MonitorScreen #mon-side.-narrow { display: none; }
-    MonitorScreen #diagnoses { height: 1fr; border: round $panel-lighten-2; padding: 0 1; }
-    MonitorScreen #cost { height: auto; border: round $panel-lighten-2; padding: 0 1; }
+    MonitorScreen #diagnoses { height: 1fr; border: round $pane-border; padding: 0 1; }
+    MonitorScreen #cost { height: auto; border: round $pane-border; padding: 0 1; }
     MonitorScreen #procs { height: 7; }
     MonitorScreen #procs.-short { height: 4; }
     MonitorScreen #mon-message { height: auto; color: $warning; padding: 0 1; }

@@ -56,7 +56,7 @@ class RecommendScreen(PaneScreen):
     RecommendScreen #rec-bar > Select { width: 20; }
     RecommendScreen #rec-main { height: 1fr; }
     RecommendScreen #rec-table { width: 1fr; }
-    RecommendScreen #rec-side { width: 50; border: round $panel-lighten-2; padding: 0 1; }
+    RecommendScreen #rec-side { width: 50; border: round $pane-border; padding: 0 1; }
     RecommendScreen #rec-side.-hidden { display: none; }
     """
 

@@ -54,10 +54,25 @@ def load_theme_file(path: Path) -> Theme:
         raise UserError(f"{path}: [variables] must map names to strings")
     try:
         theme = Theme(**data)
-        theme.to_color_system()  # validates every colour now, not on first paint
+        colors = theme.to_color_system().generate()  # validates every colour now, not on first paint
+        if PANE_BORDER not in variables:
+            theme = Theme(**{**data, "variables": {**variables,
+                                                   PANE_BORDER: pane_border(colors)}})
     except Exception as exc:  # Textual raises ColorParseException and friends
         raise UserError(f"{path}: bad colour in theme {data['name']!r}: {exc}") from None
     return theme
+
+
+PANE_BORDER = "pane-border"
+
+
+def pane_border(colors: dict[str, str]) -> str:
+    """The panes' border colour when a theme does not set ``pane-border``: halfway from
+    the surface to the text colour, so it shows on light and dark surfaces alike (a shade of the
+    panel colour vanished on the light theme's white)."""
+    from textual.color import Color
+
+    return Color.parse(colors["surface"]).blend(Color.parse(colors["foreground"]), 0.5).hex
 
 
 def theme_dirs() -> list[Path]:

@@ -34,3 +34,33 @@ def test_cli_exit_2_and_message(capsys):
 def test_theme_alias_and_default():
     assert build_app(app_args(theme="light")).theme == "fleet-light"
     assert build_app(app_args()).theme == "fleet-dark"
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio of two colours."""
+    from textual.color import Color
+
+    def luminance(color: Color) -> float:
+        def channel(v: int) -> float:
+            v /= 255
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+        return 0.2126 * channel(color.r) + 0.7152 * channel(color.g) + 0.0722 * channel(color.b)
+
+    high, low = sorted((luminance(Color.parse(a)), luminance(Color.parse(b))), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_pane_borders_show_on_every_theme(tmp_path):
+    # The light theme once drew its panels' borders (and their titles) white on white.
+    from fleet_tui.ui.themes import load_theme_file, load_themes
+
+    for item in load_themes():
+        colors = item.theme.to_color_system().generate()
+        border = item.theme.variables["pane-border"]
+        assert _contrast(border, colors["surface"]) >= 3.0, (item.theme.name, border)
+    # a user's theme that does not set it gets one derived from its surface and text colours
+    path = tmp_path / "paper.toml"
+    path.write_text('name = "paper"\nprimary = "#224488"\ndark = false\n'
+                    'surface = "#FAFAF5"\nforeground = "#101010"\n')
+    theme = load_theme_file(path)
+    assert _contrast(theme.variables["pane-border"], "#FAFAF5") >= 3.0

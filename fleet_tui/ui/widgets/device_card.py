@@ -168,7 +168,7 @@ def _graph_scale(metric: str, dev: DeviceSnapshot) -> tuple[float | None, float 
 
 class DeviceCard(Vertical):
     DEFAULT_CSS = """
-    DeviceCard { height: auto; border: round $panel-lighten-2; background: $surface; padding: 0 1;
+    DeviceCard { height: auto; border: round $pane-border; background: $surface; padding: 0 1;
                  width: 1fr; }
     DeviceCard.-focused { border: round $primary; }
     DeviceCard > .card-text { height: auto; }
