@@ -194,6 +194,13 @@ def query_instances(
                         + f" Fields: {', '.join(INSTANCE_FIELDS)}")
     if limit is not None and limit < 0:
         raise UserError(f"--limit {limit}: must be 0 or more")
+    for label, value, lowest, strict in (("minimum GiB per device", min_memory_gib, 0, False),
+                                         ("device count", count, 0, True),
+                                         ("maximum $/hour", max_usd_per_hour, 0, False)):
+        if value is not None and not (math.isfinite(value) and (value > lowest if strict
+                                                                 else value >= lowest)):
+            raise UserError(f"{label} {value:g}: must be {'more than' if strict else 'at least'} "
+                            f"{lowest} (leave it empty for any)")
     clouds = {c.lower() for c in _text_values(cloud) or ()}
     regions = {r.lower() for r in _text_values(region) or ()}
     accs: set[str] = set()

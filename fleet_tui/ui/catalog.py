@@ -73,10 +73,11 @@ class CatalogScreen(PaneScreen):
             yield Field("pricing", Select([(p, p) for p in PRICING], value="on-demand",
                                           allow_blank=False, id="f-pricing", compact=True))
             yield Field("min GiB/device", Input(placeholder="any", id="f-min-mem", type="number",
-                                                compact=True))
-            yield Field("devices", Input(placeholder="any", id="f-count", type="integer", compact=True))
+                                                valid_empty=True, compact=True))
+            yield Field("devices", Input(placeholder="any", id="f-count", type="integer",
+                                         valid_empty=True, compact=True))
             yield Field("max $/hour", Input(placeholder="any", id="f-max-price", type="number",
-                                            compact=True))
+                                            valid_empty=True, compact=True))
             yield Field("sort by", Select(SORT_KEYS, value="usd_per_gpu_hour", allow_blank=False,
                                           id="f-sort", compact=True))
             yield Field("order", Select((("ascending", "asc"), ("descending", "desc")), value="asc",

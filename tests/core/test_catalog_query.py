@@ -218,3 +218,18 @@ def test_cli_validate_includes_user_and_catalog_dir(tmp_path, monkeypatch, capsy
                                   'accelerator = "H100", accelerator_count = 1},\n]\n')
     assert main(["--catalog-dir", str(extra), "catalog", "validate"]) == 2
     assert "x.toml:3: instance[0].on_demand_usd_per_hour: missing price" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(max_usd_per_hour=-5), "maximum $/hour -5: must be at least 0"),
+    (dict(min_memory_gib=float("nan")), "minimum GiB per device nan"),
+    (dict(count=0), "device count 0: must be more than 0"),
+])
+def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, words):
+    # A negative price limit used to return "0 offers" with no word of why.
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.query import query_instances
+
+    with pytest.raises(UserError) as err:
+        query_instances(load_catalog(), **kw)
+    assert words in str(err.value)

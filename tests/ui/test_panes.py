@@ -60,6 +60,21 @@ async def test_catalog_same_answer_keeps_the_table_and_cursor(make_app):
         assert all(i.accelerator == "H100" for i in app.screen._page.instances)
 
 
+async def test_catalog_empty_number_fields_are_not_errors_and_negatives_are_explained(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(130, 36)) as pilot:
+        await settle(app, pilot)
+        price = app.screen.query_one("#f-max-price", Input)
+        price.focus()
+        await pilot.press("5", "backspace")  # typed, then cleared: "any", not an error
+        await settle(app, pilot)
+        assert price.value == "" and not price.has_class("-invalid")
+        price.value = "-5"
+        await settle(app, pilot)
+        count = str(app.screen.query_one("#cat-count", Static).render())
+        assert "maximum $/hour -5: must be at least 0" in count
+
+
 async def test_catalog_unknown_accelerator_is_explained(make_app):
     app = make_app(overrides=dict(source=None))
     async with app.run_test(size=(100, 30)) as pilot:
