@@ -57,6 +57,9 @@ class CatalogScreen(PaneScreen):
     CatalogScreen #cat-table { width: 1fr; }
     CatalogScreen #cat-detail { width: 44; border: round $pane-border; padding: 0 1; }
     CatalogScreen #cat-detail.-narrow { display: none; }
+    CatalogScreen #cat-main.-below { layout: vertical; }
+    CatalogScreen #cat-main.-below > #cat-table { height: 1fr; }
+    CatalogScreen #cat-main.-below > #cat-detail { width: 1fr; height: 9; }
     """
 
     def __init__(self) -> None:
@@ -99,7 +102,10 @@ class CatalogScreen(PaneScreen):
         self._set_narrow(event.size.width)
 
     def _set_narrow(self, width: int) -> None:
+        # Beside the table from 150 columns; below it down to 110 (beside, it would push the price
+        # and region columns off screen); hidden under that (80x24).
         self.query_one("#cat-detail").set_class(width < 110, "-narrow")
+        self.query_one("#cat-main").set_class(110 <= width < 150, "-below")
 
     def _catalog_changed(self, catalog) -> None:
         if catalog is None:
@@ -162,7 +168,11 @@ class CatalogScreen(PaneScreen):
             return  # the same answer again (a Select settling on mount): keep the table, no flicker
         count = self.query_one("#cat-count", Static)
         table = self.query_one("#cat-table", DataTable)
-        table.clear()
+        # columns too: DataTable only ever widens a column, so after a page of long instance names
+        # a narrower page would keep pushing the price and region columns off screen
+        table.clear(columns=True)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
         if page.error:
             count.update(f"[$error]{escape(page.error)}[/]")
             return
@@ -206,6 +216,11 @@ class CatalogScreen(PaneScreen):
         order.value = "desc" if order.value == "asc" else "asc"
 
 
+def price(value: float | None) -> str:
+    """Dollars per hour: tenths of a cent under $10 (cheap GPUs differ there), cents above."""
+    return usd(value, 3 if value is not None and abs(value) < 10 else 2)
+
+
 def gib(value: float) -> str:
     """A size in GiB to one decimal, without a trailing .0: some clouds report 15.996 for 16."""
     return f"{round(value, 1):g}"
@@ -228,7 +243,7 @@ def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     for inst in result.rows:
         rows.append((
             inst.cloud, inst.instance_type, inst.accelerator, f"{inst.accelerator_count:g}",
-            usd(inst.usd_per_gpu_hour(pricing), 3), usd(inst.price(pricing), 3),
+            price(inst.usd_per_gpu_hour(pricing)), price(inst.price(pricing)),
             gib(inst.accelerator_memory_gib), inst.region,
             "" if inst.vcpus is None else f"{inst.vcpus:g}",
             "" if inst.ram_gib is None else gib(inst.ram_gib),
