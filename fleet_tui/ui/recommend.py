@@ -41,8 +41,12 @@ class RankingResult:
     error: str | None = None
 
 
+SIDE_MIN_WIDTH = 100
+
+
 class RecommendScreen(PaneScreen):
     MODE = "recommend"
+    AUTO_FOCUS = "#rec-table"  # arrow keys move through the offers, not into the pricing menu
     BINDINGS = [
         Binding("e", "toggle_explain", "Explain"),
         Binding("m", "export('markdown')", "Export Markdown"),
@@ -64,6 +68,7 @@ class RecommendScreen(PaneScreen):
         super().__init__()
         self._generation = 0
         self.result: RankingResult | None = None
+        self._side_wanted: bool | None = None  # None: shown when there is room; e/s decide after
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="rec-bar"):
@@ -79,10 +84,25 @@ class RecommendScreen(PaneScreen):
         for key, label in COLUMNS:
             table.add_column(label, key=key)
         self.query_one("#rec-side").border_title = "Explain"
-        self.query_one("#rec-side").set_class(self.size.width < 100, "-hidden")
+        self._place_side(self.size.width)
         self.watch(self.app, "workload", self._inputs_changed)
         self.watch(self.app, "catalog", self._inputs_changed)
         self.watch(self.app, "builder_context", self._inputs_changed)
+
+    def on_resize(self, event) -> None:
+        self._place_side(event.size.width)
+
+    def _place_side(self, width: int) -> None:
+        # Under 100 columns the side panel would cover every number but the instance name, so it
+        # only shows there when asked for (e, s).
+        wanted = self._side_wanted if self._side_wanted is not None else width >= SIDE_MIN_WIDTH
+        self.query_one("#rec-side").set_class(not wanted, "-hidden")
+
+    def show_side(self, title: str) -> None:
+        side = self.query_one("#rec-side")
+        side.border_title = title
+        self._side_wanted = True
+        side.remove_class("-hidden")
 
     def _inputs_changed(self, _value=None) -> None:
         self.rerank()
@@ -141,11 +161,18 @@ class RecommendScreen(PaneScreen):
                 lines.append(escape(offer.reason))
             for risk in offer.risks:
                 lines.append(f"[$warning]⚠ {escape(risk)}[/]")
+        self.query_one("#rec-side").border_title = "Explain"
         self.query_one("#rec-side-text", Static).update("\n".join(lines))
 
     # ----- actions -----
     def action_toggle_explain(self) -> None:
-        self.query_one("#rec-side").toggle_class("-hidden")
+        side = self.query_one("#rec-side")
+        if side.has_class("-hidden") or side.border_title != "Explain":
+            self.show_side("Explain")
+            self._show_side(self.query_one("#rec-table", DataTable).cursor_row)
+        else:
+            self._side_wanted = False
+            side.add_class("-hidden")
 
     def action_rerank(self) -> None:
         self.rerank()
@@ -253,7 +280,7 @@ def show_rightsizing(app) -> None:
         return
     screen = _recommend_screen(app)
     if screen is not None:
-        screen.query_one("#rec-side").remove_class("-hidden")
+        screen.show_side("Right-sizing")
         screen.query_one("#rec-side-text", Static).update("[$text-muted]right-sizing…[/]")
     app.run_worker(lambda: _rightsize_in_thread(app, db), thread=True, group="rightsize",
                    exclusive=True, exit_on_error=False, name="right-size")
@@ -309,7 +336,7 @@ def _rightsize_in_thread(app, db) -> None:
     def show() -> None:
         screen = _recommend_screen(app)
         if screen is not None:
-            screen.query_one("#rec-side").border_title = "Right-sizing"
+            screen.show_side("Right-sizing")
             screen.query_one("#rec-side-text", Static).update(
                 "[b $primary]Right-sizing from observed usage[/]\n" + "\n".join(lines))
 

@@ -180,6 +180,34 @@ async def test_recommendations_rank_and_export(make_app, tmp_path):
         assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+async def test_recommendations_keys_and_side_panel_at_80_columns(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        screen = await _open_builder(app, pilot)
+        screen.query_one("#b-model", Select).value = "llama-3.1-8b"
+        await settle(app, pilot)
+        app.set_focus(None)
+        await pilot.press("4")
+        await settle(app, pilot)
+        rec = app.screen
+        table, side = rec.query_one("#rec-table", DataTable), rec.query_one("#rec-side")
+        # at 80 columns the side panel would hide every number: it waits to be asked for
+        assert side.has_class("-hidden")
+        assert app.focused is table  # arrow keys move through the offers, not the pricing menu
+        await pilot.press("down")
+        assert table.cursor_row == 1
+        await pilot.press("e")
+        assert not side.has_class("-hidden") and side.border_title == "Explain"
+        await pilot.press("e")
+        assert side.has_class("-hidden")
+        await pilot.resize_terminal(120, 30)  # the user's choice survives a resize
+        await pilot.pause()
+        assert side.has_class("-hidden")
+        await pilot.press("e")
+        assert not side.has_class("-hidden") and side.border_title == "Explain"
+
+
 async def test_palette_commands_and_export_to_a_chosen_path(make_app, tmp_path):
     app = make_app(overrides=dict(source=None, export_dir=tmp_path))
     async with app.run_test(size=(120, 36)) as pilot:
