@@ -15,6 +15,7 @@ import importlib
 import sys
 
 from fleet_tui import __version__
+from fleet_tui.commands._numbers import finite_float
 
 # Each module defines ``register(subparsers)``; handlers are ``func(args) -> int`` set via
 # ``set_defaults(func=...)``.
@@ -40,7 +41,7 @@ def add_app_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--catalog-dir", action="append", default=[], metavar="DIR",
                         help="extra catalog directory; overrides bundled entries with the same id "
                              "(repeatable)")
-    parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--interval", type=finite_float, default=None, metavar="SECONDS",
                         help="monitor refresh interval in seconds (>= 0.25, default 1)")
     parser.add_argument("--record", default=None, metavar="DB",
                         help="app: also record the monitor's samples to this SQLite history "

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Any
 
+from fleet_tui.commands._numbers import finite_float, whole_number
+
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
 
@@ -17,11 +19,11 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance", default=_S, metavar="TYPE",
                    help="catalog instance type of every node, for cost (e.g. p5.48xlarge); the "
                         "cheapest listed region's on-demand price is used")
-    p.add_argument("--node-price", type=float, default=None, metavar="USD_PER_HOUR",
+    p.add_argument("--node-price", type=finite_float, default=None, metavar="USD_PER_HOUR",
                    help="price of one node per hour (instead of --instance)")
     p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=finite_float, default=5.0, metavar="SECONDS",
                    help="Prometheus query timeout (default 5)")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify the Prometheus server's TLS certificate")
@@ -35,9 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "FLEET_TUI_PROM_USER/FLEET_TUI_PROM_PASSWORD), diagnose every device over "
                     "--window seconds of history, and print per-node roll-ups worst first.")
     f.add_argument("--node", default=None, metavar="NAME", help="drill into one node's devices")
-    f.add_argument("--window", type=float, default=60.0, metavar="SECONDS",
+    f.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history used for the diagnoses (default 60; 0 = the current reading)")
-    f.add_argument("--top", type=int, default=20, metavar="N",
+    f.add_argument("--top", type=whole_number, default=20, metavar="N",
                    help="nodes (or worst devices) shown in the table (default 20)")
     f.add_argument("--json", action="store_true", help="the whole fleet view as JSON")
     _source_flags(f)
@@ -56,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--port", type=int, default=9877, help="port to listen on (default 9877)")
     e.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --bind (anyone who reaches it reads hosts and costs)")
-    e.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+    e.add_argument("--interval", type=finite_float, default=_S, metavar="SECONDS",
                    help="seconds between refreshes (default 2, at least 0.5)")
     _source_flags(e)
     e.set_defaults(func=_cmd_export)

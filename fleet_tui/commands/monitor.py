@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any
 
+from fleet_tui.commands._numbers import finite_float, whole_number
+
 _S = argparse.SUPPRESS  # re-declared app flags keep a value given before the subcommand
 
 
@@ -20,7 +22,7 @@ def _app_flags(p: argparse.ArgumentParser, *, instance: bool = True, interval: b
         p.add_argument("--instance", default=_S, metavar="TYPE",
                        help="catalog instance type this machine is, for cost (e.g. p5.48xlarge)")
     if interval:
-        p.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+        p.add_argument("--interval", type=finite_float, default=_S, metavar="SECONDS",
                        help="seconds between samples (>= 0.25, default 1)")
     p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
@@ -39,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--alerts", action="store_true",
                       help="only alerts, as JSON lines, until --count or Ctrl-C")
     m.add_argument("--json", action="store_true", help="JSON (JSON lines when repeating)")
-    m.add_argument("--count", type=int, default=None, metavar="N", help="stop after N readings")
-    m.add_argument("--window", type=float, default=5.0, metavar="SECONDS",
+    m.add_argument("--count", type=whole_number, default=None, metavar="N", help="stop after N readings")
+    m.add_argument("--window", type=finite_float, default=5.0, metavar="SECONDS",
                    help="diagnosis window in seconds (default 5)")
     m.add_argument("--rules", action="append", default=None, metavar="FILE",
                    help="alert rules TOML instead of the bundled + user rules (repeatable)")
@@ -54,9 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Replay a trace (the raw H200 capture format or a fleet-tui recording; "
                     "'demo' = the bundled labelled H200 trace) and diagnose each window.")
     a.add_argument("trace", metavar="TRACE", help="path to a .jsonl trace, or 'demo'")
-    a.add_argument("--window", type=float, default=5.0, metavar="SECONDS",
+    a.add_argument("--window", type=finite_float, default=5.0, metavar="SECONDS",
                    help="window length in seconds (default 5)")
-    a.add_argument("--step", type=float, default=None, metavar="SECONDS",
+    a.add_argument("--step", type=finite_float, default=None, metavar="SECONDS",
                    help="start a window every SECONDS (default: back to back)")
     a.add_argument("--json", action="store_true", help="JSON list of windows")
     a.set_defaults(func=_cmd_analyze)
@@ -67,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "samples are kept 24 h, then folded into one-minute means kept 30 days.")
     r.add_argument("--db", default=None, metavar="PATH",
                    help="database file (default: ~/.local/share/fleet-tui/history.db)")
-    r.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+    r.add_argument("--duration", type=finite_float, default=None, metavar="SECONDS",
                    help="stop after this many seconds (default: until Ctrl-C)")
     r.add_argument("--raw-retention", default="24h", metavar="DURATION",
                    help="keep raw samples this long (default 24h)")
@@ -76,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true",
                    help="print one JSON line per committed tick")
     _app_flags(r, instance=False, interval=False)
-    r.add_argument("--interval", type=float, default=_S, metavar="SECONDS",
+    r.add_argument("--interval", type=finite_float, default=_S, metavar="SECONDS",
                    help="seconds between samples (default 1; >= 0.01 for recording)")
     r.set_defaults(func=_cmd_record)
 
@@ -92,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how far back from the newest sample (default 7d; e.g. 12h, 30m)")
     z.add_argument("--pricing", default="on-demand",
                    choices=("on-demand", "spot", "reserved-1y", "reserved-3y"))
-    z.add_argument("--top", type=int, default=5, metavar="N", help="candidates to list (default 5)")
+    z.add_argument("--top", type=whole_number, default=5, metavar="N", help="candidates to list (default 5)")
     z.add_argument("--cloud", action="append", default=None, metavar="NAME",
                    help="only candidates of this cloud (repeatable; default: all clouds)")
     z.add_argument("--json", action="store_true", help="JSON report")

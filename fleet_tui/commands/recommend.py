@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from fleet_tui.commands._numbers import finite_float, whole_number
+
 PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 
 
@@ -33,7 +35,7 @@ def register(subparsers) -> None:
         add_workload_args(p)
     cur = p.add_argument_group("current setup (for savings and speedup)")
     cur.add_argument("--current", metavar="INSTANCE", help="instance type running it today, e.g. p5.48xlarge")
-    cur.add_argument("--current-count", type=int, default=1, metavar="N",
+    cur.add_argument("--current-count", type=whole_number, default=1, metavar="N",
                      help="how many of --current (default 1)")
     cur.add_argument("--current-region", metavar="REGION",
                      help="region of --current (default: its cheapest region)")
@@ -51,21 +53,21 @@ def register(subparsers) -> None:
                      help="on-demand (default), spot, reserved-1y, reserved-3y or any")
     con.add_argument("--no-spot", action="store_true", help="never rank spot offers (with --pricing any)")
     sched = con.add_mutually_exclusive_group()
-    sched.add_argument("--hours-per-month", type=float, metavar="H",
+    sched.add_argument("--hours-per-month", type=finite_float, metavar="H",
                        help="hours the instance runs per month (default 730 = always on)")
     sched.add_argument("--schedule", metavar="HxD",
                        help="hours/day x days/month, e.g. 8x22 for a dev box, or always-on")
-    con.add_argument("--latency-target-ms", type=float, metavar="MS",
+    con.add_argument("--latency-target-ms", type=finite_float, metavar="MS",
                      help="inference: max time per generated token (or per forward pass)")
-    con.add_argument("--budget", type=float, metavar="USD", help="max USD per month")
-    con.add_argument("--training-tokens", type=float, metavar="N",
+    con.add_argument("--budget", type=finite_float, metavar="USD", help="max USD per month")
+    con.add_argument("--training-tokens", type=finite_float, metavar="N",
                      help="training: tokens of the whole run; ranks by USD per run")
-    con.add_argument("--checkpoint-interval-h", type=float, default=None, metavar="H",
+    con.add_argument("--checkpoint-interval-h", type=finite_float, default=None, metavar="H",
                      help="spot: hours between checkpoints (default 1)")
-    con.add_argument("--max-instances", type=int, default=None, metavar="N",
+    con.add_argument("--max-instances", type=whole_number, default=None, metavar="N",
                      help="most instances of an 8+-device type one offer may take (default 16)")
     out = p.add_argument_group("output")
-    out.add_argument("--top", type=int, default=10, metavar="K", help="offers shown (default 10)")
+    out.add_argument("--top", type=whole_number, default=10, metavar="K", help="offers shown (default 10)")
     out.add_argument("--explain", action="store_true",
                      help="say why the top choice wins and why the current setup loses")
     fmt = out.add_mutually_exclusive_group()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fleet_tui.commands._numbers import whole_number
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -35,12 +37,12 @@ def register(subparsers) -> None:
     ls.set_defaults(func=_list)
     run = sub.add_parser("run", help="run one scenario")
     run.add_argument("id", metavar="ID")
-    run.add_argument("--top", type=int, default=5, metavar="K", help="alternatives shown (default 5)")
+    run.add_argument("--top", type=whole_number, default=5, metavar="K", help="alternatives shown (default 5)")
     common(run)
     run.set_defaults(func=_run)
     rs = sub.add_parser("run-set", help="run every scenario of a set")
     rs.add_argument("name", metavar="NAME")
-    rs.add_argument("--top", type=int, default=3, metavar="K",
+    rs.add_argument("--top", type=whole_number, default=3, metavar="K",
                     help="alternatives shown per scenario (default 3)")
     common(rs)
     rs.set_defaults(func=_run_set)

@@ -18,7 +18,10 @@ def _no_user_config(tmp_path, monkeypatch):
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:  # argparse refuses a malformed flag value itself (also exit 2)
+        code = exit_.code
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -156,9 +156,12 @@ def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Itera
     source = f"replay:{'demo' if p == DEMO_TRACE else p.name}"
     static_kwargs: dict[str, Any] | None = None
     fmt: str | None = None
-    with p.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
+    with p.open("rb") as fh:  # decoded line by line, so a bad byte is reported with its line
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise _bad_line(p, lineno, "not UTF-8 text (is this a trace file?)") from None
             if not line:
                 continue
             try:
