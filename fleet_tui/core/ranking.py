@@ -870,21 +870,18 @@ def recommend(
             if per_month:
                 # $/month needs no speed to be priced, but an always-on server whose speed cannot
                 # be estimated cannot be said to serve the load: it follows every offer that can.
-                if sized.tokens_per_s is None:
-                    unknown_notes.setdefault(acc.id, sized.speed_note)
-                    out = unknown
-                else:
-                    out = cands
+                out = unknown if sized.tokens_per_s is None else cands
                 per_unit, neg_tps, track_cheapest = 0.0, 0.0, False
             else:
                 uph = sized.units_per_hour
                 if uph is None:
-                    unknown_notes.setdefault(acc.id, sized.speed_note)
                     out, per_unit = unknown, 0.0
                 else:
                     out, per_unit = cands, 1.0 / uph
                 neg_tps = -(sized.tokens_per_s or 0.0)
                 track_cheapest = uph is not None
+            # noted only for offers that stay (within budget, priced): the note lists their devices
+            speed_note = sized.speed_note if out is unknown else None
             for inst, _cloud_key, _region_key, prices in rows:
                 cloud = inst.cloud
                 per_cloud = cloud_prices.get(cloud)
@@ -905,6 +902,8 @@ def recommend(
                     cand = (month * per_unit / hours if per_unit else month, month, neg_tps, seq,
                             inst, p, price, sized, acc)
                     out.append(cand)
+                    if speed_note is not None:
+                        unknown_notes.setdefault(acc.id, speed_note)
                     if track_cheapest and month < cheapest_eff:
                         cheapest_eff, cheapest_cand = month, cand
                     seq += 1
@@ -960,7 +959,8 @@ def recommend(
         if unknown and per_month:
             notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
                          f"whether they keep up with the load cannot be checked, so they are listed "
-                         f"after the {len(cands)} offers with one, cheapest per month first")
+                         + (f"after the {len(cands)} offers with one, cheapest per month first"
+                            if cands else "cheapest per month first"))
         elif unknown:
             notes.append(f"{len(unknown)} fitting offers on {devices} have no speed estimate ({why}): "
                          f"they cannot be costed per {unit.removeprefix('USD/')} and are listed "

@@ -109,3 +109,16 @@ def test_json_marks_offers_without_a_speed_estimate(capsys):
                        "--seq-len", "1024", "--grad-checkpointing", "--training-tokens", "1e8",
                        "--cloud", "aws", "--current", "g5.2xlarge", "--top", "3")
     assert code == 0 and "speed unknown" in out
+
+
+def test_speed_unknown_note_names_only_the_devices_it_lists(capsys):
+    # Under a $300/month budget the note once named 20 accelerators (from before the budget cut)
+    # for 8 offers, and said they came "after the 0 offers with one".
+    code, out, err = run(capsys, *CHAT, "--budget", "300", "--top", "50", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    listed = {o["accelerator"] for o in d["offers"] if o.get("speed_unknown")}
+    (note,) = [n for n in d["notes"] if "have no speed estimate" in n]
+    named = note.split(" fitting offers on ")[1].split(" have no speed")[0].replace(" and ", ", ")
+    assert listed and set(named.split(", ")) == listed
+    assert "after the 0 offers" not in note
