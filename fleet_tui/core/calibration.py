@@ -158,3 +158,11 @@ TRAINING_STEP_EFFICIENCY = 0.62
 #: ≈ 0.98 per doubling). Tensor parallel pays more (all-reduce per layer): 0.92 per doubling within
 #: an NVLink node (derived from vLLM/TRT-LLM TP scaling tables in field-notes §3.4).
 SCALING_PER_DOUBLING = {"data": 0.98, "fsdp": 0.97, "tensor": 0.92}
+
+#: Decode with tensor parallelism all-reduces the activations twice per layer (after attention and
+#: after the MLP). At decode sizes (a few KiB per sequence) that is latency-bound: NCCL's small-
+#: message all-reduce on one NVLink node takes roughly 10-20 us at 8 GPUs and serving engines'
+#: custom all-reduce about half that; both grow with the log of the group (a tree or a ring of
+#: doubling steps). We charge 4 us per doubling: 12 us per all-reduce at TP 8, so Llama-3.1-8B
+#: (32 layers) pays ~0.8 ms per token. It is what stops a 64-way split from looking 64x faster.
+TP_ALLREDUCE_S_PER_DOUBLING = 4e-6

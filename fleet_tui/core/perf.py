@@ -148,6 +148,12 @@ def _attn_flops_per_token(w: Workload, context: float) -> float:
     return float(flops)
 
 
+#: Shape assumed for speed when an inference workload gives neither a sequence nor a prompt length
+#: (its memory is then the weights alone); the output says so.
+DEFAULT_PROMPT_TOKENS = 512
+DEFAULT_GEN_TOKENS = 128
+
+
 def _scaling(sharding: str, gpus: int) -> float:
     if gpus <= 1:
         return 1.0
@@ -232,7 +238,10 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
                           mfu=mfu)
 
     # inference: prefill (compute-bound, floor: streaming the weights once)
-    ctx_prefill = w.seq_len or w.prompt_len or 2048
+    if w.seq_len is None and w.prompt_len is None:
+        notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "
+                     f"prompts and {DEFAULT_GEN_TOKENS} generated tokens")
+    ctx_prefill = w.seq_len or w.prompt_len or DEFAULT_PROMPT_TOKENS
     prefill_flops_tok = 2 * n_mat + _attn_flops_per_token(w, ctx_prefill)
     b = w.batch
     prefill_tokens = b * ctx_prefill
@@ -251,8 +260,8 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
     # decode, optimized engine: batch b sequences at the mean context
     from fleet_tui.core.sizing import _kv_bytes_per_token
 
-    prompt = w.prompt_len or w.seq_len or 512
-    gen = w.gen_len or 128
+    prompt = w.prompt_len or w.seq_len or DEFAULT_PROMPT_TOKENS
+    gen = w.gen_len or DEFAULT_GEN_TOKENS
     ctx = prompt + gen / 2
     per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
     tp = gpus if sharding == "tensor" else 1
@@ -266,6 +275,11 @@ def _throughput(w: Workload, acc_key: tuple, gpus: int) -> Throughput:
         bytes_step = _weight_stream_bytes(w, per_gpu_b, pc) + kv_read
         d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
         tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
+        if tp > 1:
+            # two all-reduces per layer wait on the slowest device: a latency no split removes
+            sync = 2 * a.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp))
+            tpot += sync
+            notes.append(f"tensor parallel over {tp}: {sync * 1e3:.2f} ms per token in all-reduces")
         decode_tok_s = per_gpu_b / tpot * replicas
         bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
     if w.is_generation or w.seq_len is None:

@@ -98,6 +98,29 @@ def test_multi_gpu_scaling_is_sublinear_but_close():
     assert 7.0 * one < eight < 8.0 * one
 
 
+def test_tensor_parallel_decode_pays_a_sync_per_layer_that_no_split_removes():
+    # Without it a 64-way split of an 8B model decoded at 0.68 ms/token and won a 1 ms target.
+    from fleet_tui.core import calibration as cal
+
+    w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128, sharding="tensor")
+    tpot = {n: estimate_throughput(w.with_(gpus=n), H100, n).time_per_output_token_s
+            for n in (1, 8, 64)}
+    assert tpot[64] < tpot[8] < tpot[1]  # splitting still helps a memory-bound step...
+    floor = 2 * L8.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * 6  # ...but 64 GPUs sync in 6 steps
+    assert tpot[64] > floor > 1e-3
+    assert tpot[1] / tpot[64] < 16  # far from 64x
+    assert any("all-reduce" in n for n in estimate_throughput(w.with_(gpus=8), H100, 8).assumptions)
+
+
+def test_unstated_prompt_length_is_one_assumption_and_said():
+    w = Workload(kind="inference", model=L8, batch=1)
+    thr = estimate_throughput(w, H100, 1)
+    stated = estimate_throughput(w.with_(prompt_len=512, gen_len=128), H100, 1)
+    assert thr.time_per_output_token_s == pytest.approx(stated.time_per_output_token_s)
+    assert thr.time_to_first_token_s == pytest.approx(stated.time_to_first_token_s)
+    assert any("speeds assume 512-token prompts" in n for n in thr.assumptions)
+
+
 def test_training_run_hours():
     w = Workload(kind="finetune", model=L8, batch=8, seq_len=2048)
     run = training_run(w, H100, 8, 1_000_000_000)
