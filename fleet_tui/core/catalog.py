@@ -386,6 +386,7 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
         cat.problems.extend(r.problems)
     # accelerators and models from every good file, then instances resolved against them. A file
     # whose instances name an unknown accelerator is dropped whole and the merge redone.
+    dropped_all: list = []
     while True:
         accs: dict[str, Any] = {}
         models: dict[str, Any] = {}
@@ -414,18 +415,20 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
                 dropped.append(r)
         if not dropped:
             break
+        dropped_all.extend(dropped)
         for r in dropped:
             cat.problems.extend(r.problems)
         good = [r for r in good if r not in dropped]
-    # files already rejected: still report instances naming unknown accelerators (validate shows all)
+    # files rejected for other problems: still report instances naming unknown accelerators
+    # (validate shows all), once: the files dropped above have reported theirs
+    reported = {id(r) for r in dropped_all}
     for r in results:
-        if r.problems and r.doc is not None and r not in good:
+        if r.problems and r.doc is not None and r not in good and id(r) not in reported:
             for i, d in r.rows:
                 if cat.resolve_accelerator(d["accelerator"]) is None and "excluded" not in d:
-                    msg = problem(r.path, r.doc.line_of("instance", i, "accelerator"), f"instance[{i}].accelerator",
-                                  _unknown("accelerator", d["accelerator"], list(cat.accelerators)))
-                    if msg not in cat.problems:
-                        cat.problems.append(msg)
+                    cat.problems.append(problem(
+                        r.path, r.doc.line_of("instance", i, "accelerator"), f"instance[{i}].accelerator",
+                        _unknown("accelerator", d["accelerator"], list(cat.accelerators))))
     merged: dict[tuple[str, str, str], Instance] = {}
     for r in good:
         for _, d in r.rows:

@@ -374,8 +374,12 @@ def import_rows(cloud: str, rows: list[_Row], catalog, *, source: str, as_of: st
         acc_id, rflags = _resolve(cloud, first, catalog)
         flags.extend(rflags)
         count = first.acc_count or 1.0
-        if cloud == "gcp" and (tpu := tpu_chips(first.acc_name)):
+        tpu = cloud == "gcp" and tpu_chips(first.acc_name)
+        if tpu:
             count = tpu[1]
+        elif not first.acc_count:  # empty, 0 or not a number: a per-GPU price would be a guess
+            flags.append("count-missing: the source's AcceleratorCount is empty, zero or not a "
+                         "number; 1 written, offer excluded from ranking")
         if cloud == "azure" and itype.lower() in _AZURE_PARTIAL_GPU:
             count = _AZURE_PARTIAL_GPU[itype.lower()]
             flags.append(f"count-fix: {itype} gets {count:g} of one GPU (source says {first.acc_count:g})")
@@ -417,6 +421,8 @@ def import_rows(cloud: str, rows: list[_Row], catalog, *, source: str, as_of: st
             report.unresolved[first.acc_name] = report.unresolved.get(first.acc_name, 0) + 1
         if on_demand is None and spot is None and excluded is None:
             excluded = "no usable price in the source"
+        if excluded is None and any(f.startswith("count-missing") for f in flags):
+            excluded = "accelerator count missing in the source"
         src = (row_sources or {}).get(first.file, source)
         d: dict[str, Any] = {
             "instance_type": itype, "region": region, "zones": len(zones - {""}) or 1,

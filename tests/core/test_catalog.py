@@ -239,6 +239,19 @@ def test_bad_input_problem_names_file_line_field(name, line, field, words):
     assert words in hits[0]
 
 
+def test_every_problem_is_reported_once(tmp_path):
+    # An unknown accelerator in an otherwise valid file was listed twice (with two wordings).
+    f = _write(tmp_path / "one.toml", '[[instance]]\ncloud = "x"\ninstance_type = "a"\nregion = "r"\n'
+                                      'accelerator = "NOPE"\naccelerator_count = 1\n'
+                                      'on_demand_usd_per_hour = 1.0\n')
+    problems, _ = validate_paths([f])
+    assert len(problems) == 1 and "unknown accelerator 'NOPE'" in problems[0]
+    for name in ("instance_problems.toml", "nonpositive_price.toml"):
+        problems, _ = validate_paths([BAD / name])
+        places = [p.split(": ")[0] + p.split(": ")[1] for p in problems]
+        assert len(places) == len(set(places)), problems
+
+
 def test_bad_files_load_nothing_and_good_ones_still_do(tmp_path):
     d = tmp_path / "cat"
     shutil.copytree(BAD, d)

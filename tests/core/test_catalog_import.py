@@ -197,6 +197,25 @@ def test_unresolvable_accelerator_is_excluded_and_reported(tmp_path):
     assert x9.excluded and "Warp9000" in x9.excluded and x9.price("on-demand") is None
 
 
+def test_unusable_accelerator_count_is_flagged_and_excluded(tmp_path):
+    # 'abc' was written as accelerator_count = 1.0 with no word: its $/GPU-hour would be a guess.
+    csv_file = tmp_path / "aws" / "vms.csv"
+    csv_file.parent.mkdir()
+    csv_file.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,"
+                        "Region,AvailabilityZone\ng5.xlarge,A10G,abc,4,16,,1.0,,us-east-1,use1-az1\n"
+                        "g5.2xlarge,A10G,1,8,32,,1.2,,us-east-1,use1-az1\n")
+    import_skypilot([csv_file], out_dir=tmp_path / "out", catalog=load_catalog(include_user=False))
+    from fleet_tui.core.paths import bundled_catalog_dir
+
+    cat = build_catalog([bundled_catalog_dir() / "accelerators.toml", tmp_path / "out" / "aws.toml"])
+    assert cat.problems == []
+    by_type = {i.instance_type: i for i in cat.instances}
+    bad, good = by_type["g5.xlarge"], by_type["g5.2xlarge"]
+    assert bad.excluded == "accelerator count missing in the source"
+    assert any(f.startswith("count-missing") for f in bad.flags)
+    assert not good.excluded and not any(f.startswith("count-missing") for f in good.flags)
+
+
 def test_importer_input_errors(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         import_skypilot([tmp_path / "missing.csv"], out_dir=tmp_path)
