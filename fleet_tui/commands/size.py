@@ -92,6 +92,13 @@ def handler(args: argparse.Namespace) -> int:
     if tokens is not None and speed_acc is not None:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
     data = _to_dict(res, thr, speed_acc, acc, run)
+    data["cost"] = None
+    if acc is not None and res.fit is not None and res.fit.fits:
+        from fleet_tui.core.query import cheapest_setup
+
+        cost = cheapest_setup(catalog, acc.id, workload.gpus,
+                              tokens_per_s=thr.tokens_per_s if thr is not None else None)
+        data["cost"] = cost.to_dict() if cost is not None else None
     if args.json:
         from fleet_tui.commands._output import print_json
 
@@ -231,6 +238,19 @@ def _render(d: dict) -> str:
         lines.append(f"  run of {r['tokens']:,} tokens: time unknown ({r['unknown']})")
     elif r is not None:
         lines.append(f"  run of {r['tokens']:,} tokens: {r['hours']:,.1f} h, {r['gpu_hours']:,.1f} GPU-hours")
+    c = d.get("cost")
+    if c is not None:
+        from fleet_tui.core.ranking import money
+
+        boxes = f"{c['instances']}× " if c["instances"] > 1 else ""
+        per_m = (f", {money(c['usd_per_million_tokens'])} per 1M tokens"
+                 if c["usd_per_million_tokens"] is not None else "")
+        idle = f"; {c['idle_devices']:g} of its devices idle" if c["idle_devices"] else ""
+        lines += ["", f"Cost: {money(c['usd_per_hour'])}/h, {money(c['usd_per_month'])}/month at "
+                      f"{c['hours_per_month']:g} h{per_m}",
+                  f"  cheapest {c['pricing']} offer with {d['gpus']}× {d['accelerator']}: {boxes}"
+                  f"{c['instance_type']} ({c['cloud']} {c['region']}){idle}; "
+                  "'fleet-tui recommend' ranks them all"]
     notes = list(mem["assumptions"]) + (list(t["assumptions"]) if t else [])
     if notes:
         lines += ["", "Assumptions:"] + [f"  - {n}" for n in dict.fromkeys(notes)]

@@ -19,6 +19,7 @@ from textual.widgets import Checkbox, Input, Select, Static
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Field
+from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
 
@@ -278,14 +279,41 @@ def compute(catalog, form: dict) -> BuilderResult:
 
 
 def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
+    from fleet_tui.core.query import cheapest_setup
     from fleet_tui.core.sizing import size_workload
 
     accel = catalog.accelerator(choice.accelerator) if (catalog and choice.accelerator) else None
     result = size_workload(workload, accel, gpus=workload.gpus)
-    return describe_sizing(result, accel)
+    cost = None
+    if accel is not None and result.fit is not None and result.fit.fits:
+        thr = result.throughput
+        cost = cheapest_setup(catalog, accel.id, workload.gpus, hours_per_month=choice.hours_per_month,
+                              tokens_per_s=thr.tokens_per_s if thr is not None else None)
+    cost_text = (describe_cost(cost, accel.id, workload.gpus, result.throughput)
+                 if accel is not None and result.fit is not None and result.fit.fits else None)
+    return describe_sizing(result, accel, cost_text)
 
 
-def describe_sizing(result, accel) -> str:
+def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
+    """The cheapest catalog offer carrying the devices (the core's ``cheapest_setup``)."""
+    if cost is None:
+        return (f"[b $primary]Cost[/]  no priced offer in the catalog carries {devices}× "
+                f"{escape(accelerator)}")
+    i = cost.instance
+    boxes = f"{cost.instances}× " if cost.instances > 1 else ""
+    line = (f"[b $primary]Cost[/]  {usd(cost.usd_per_hour)}/h · {usd(cost.usd_per_month, 0)}/month "
+            f"at {cost.hours_per_month:g} h")
+    if cost.usd_per_million_tokens is not None and throughput is not None:
+        what = "generated" if throughput.phase == "decode" else "processed"
+        line += f" · {usd(cost.usd_per_million_tokens)} per 1M tokens {what}"
+    detail = (f"  [$text-muted]cheapest {cost.pricing} offer with {devices}× {escape(accelerator)}: "
+              f"{boxes}{escape(i.instance_type)} ({escape(i.cloud)} {escape(i.region)})")
+    if cost.idle_devices:
+        detail += f", {cost.idle_devices:g} device{'s' if cost.idle_devices != 1 else ''} idle"
+    return line + "\n" + detail + " · every offer ranked: ctrl+r[/]"
+
+
+def describe_sizing(result, accel, cost_text: str | None = None) -> str:
     """Format a SizingResult (the core decides everything; this only lays it out)."""
     lines: list[str] = []
     memory = result.memory
@@ -333,6 +361,8 @@ def describe_sizing(result, accel) -> str:
         if thr.mfu is not None:
             parts.append(f"MFU {thr.mfu:.0%}")
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
+    if cost_text:
+        lines.append(cost_text)
     for note in memory.assumptions:
         lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -233,3 +234,25 @@ def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, 
     with pytest.raises(UserError) as err:
         query_instances(load_catalog(), **kw)
     assert words in str(err.value)
+
+
+def test_cheapest_setup_rents_whole_instances_and_charges_idle_devices():
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.query import cheapest_setup
+
+    cat = load_catalog()
+    one = cheapest_setup(cat, "H100", 1, tokens_per_s=1000.0)
+    two = cheapest_setup(cat, "H100", 2, tokens_per_s=1000.0)
+    eight = cheapest_setup(cat, "H100", 8)
+    # brute force over the catalog: the cheapest total for 2 devices, whole boxes only
+    totals = [i.price("on-demand") * math.ceil(2 / i.accelerator_count) for i in cat.instances
+              if i.accelerator == "H100" and i.price("on-demand") is not None]
+    assert two.usd_per_hour == pytest.approx(min(totals))
+    assert two.instances * two.instance.accelerator_count - 2 == two.idle_devices >= 0
+    assert one.usd_per_hour <= two.usd_per_hour <= eight.usd_per_hour
+    assert one.usd_per_month == pytest.approx(one.usd_per_hour * 730)
+    assert one.usd_per_million_tokens == pytest.approx(one.usd_per_hour / 3.6)
+    assert eight.usd_per_million_tokens is None  # no speed, no per-token cost
+    assert cheapest_setup(cat, "H100", 1, pricing="spot").usd_per_hour <= one.usd_per_hour
+    with pytest.raises(UserError):
+        cheapest_setup(cat, "H1OO", 1)

@@ -138,3 +138,20 @@ def test_unknown_peak_gives_null_speed_with_the_missing_figure(capsys):
                      "--grad-checkpointing", "--gpu", "A10G", "--tokens", "1e8")
     assert rc == 0 and "training speed unknown: no published bf16 peak for A10G" in out
     assert "time unknown" in out
+
+
+def test_size_prices_a_setup_that_fits(capsys):
+    from fleet_tui.cli import main
+
+    assert main(["size", "--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-len", "256",
+                 "--gpu", "H100", "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    cost = d["cost"]
+    assert d["fits"] and cost["usd_per_hour"] > 0
+    assert cost["usd_per_month"] == pytest.approx(cost["usd_per_hour"] * 730, rel=1e-6)
+    per_m = cost["usd_per_hour"] / (d["throughput"]["tokens_per_s"] * 3600) * 1e6
+    assert cost["usd_per_million_tokens"] == pytest.approx(per_m, rel=1e-4)
+    assert main(["size", "--model", "llama-3.1-8b", "--gpu", "H100"]) == 0
+    assert "Cost: $" in capsys.readouterr().out

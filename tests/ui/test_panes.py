@@ -106,10 +106,17 @@ async def test_builder_sizes_as_you_type_and_publishes_workload(make_app):
         await settle(app, pilot)
         text = str(screen.query_one("#b-result-text", Static).render())
         assert "Does not fit" in text and "Changes that would make it fit" in text
+        assert "Cost" not in text  # a setup that does not fit is not priced
         screen.query_one("#b-params", Input).value = "1B"
         await settle(app, pilot)
-        assert "Fits" in str(screen.query_one("#b-result-text", Static).render())
+        text = str(screen.query_one("#b-result-text", Static).render())
+        assert "Fits" in text
         assert app.workload.params == 1_000_000_000
+        # the cost of the cheapest catalog offer with the chosen devices, as the core computes it
+        from fleet_tui.core.query import cheapest_setup
+
+        cost = cheapest_setup(app.catalog, "L4", 1)
+        assert f"${cost.usd_per_hour:,.2f}/h" in text and cost.instance.instance_type in text
 
 
 async def test_builder_ctrl_r_opens_recommendations_for_the_workload(make_app):
