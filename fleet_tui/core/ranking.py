@@ -1155,7 +1155,7 @@ def _reason_text(acc, inst, sized: _Sized, p: str, flags) -> tuple[str, str, str
     if acc.software_stack != "CUDA":
         tail.append(f"{acc.software_stack} stack")
     if flags:
-        tail.append("flagged price: " + "; ".join(flags))
+        tail.append("catalog flag: " + "; ".join(flags))  # price or data notes from the import
     return (devices_label(inst.accelerator_count, acc.id, sized.instances), ", ".join(mid),
             ", ".join(tail))
 

@@ -214,7 +214,8 @@ def read_skypilot_csv(path: Path) -> tuple[list[_Row], bool]:
             rows.append(_Row(
                 file=path,
                 instance_type=(rec.get("InstanceType") or "").strip(),
-                region=(rec.get("Region") or "").strip(),
+                # Vast lists some hosts without a city (", US, NA"): drop the empty part
+                region=(rec.get("Region") or "").strip().lstrip(", ").strip(),
                 zone=(rec.get("AvailabilityZone") or "").strip(),
                 acc_name=(rec.get("AcceleratorName") or "").strip(),
                 acc_count=_num(rec.get("AcceleratorCount")),

@@ -208,7 +208,7 @@ def test_flagged_rows_carry_their_flag(toy):
     o = flagged[0]
     assert o.flags == ("price-outlier: 0.02x the median",)
     assert any("price-outlier" in r for r in o.risks)
-    assert "flagged price" in o.reason
+    assert "catalog flag: " in o.reason
 
 
 def test_a_flag_naming_a_pricing_option_stays_with_that_option(toy):
@@ -216,7 +216,7 @@ def test_a_flag_naming_a_pricing_option_stays_with_that_option(toy):
     rows = {o.pricing: o for o in rec.offers if o.instance_type == "spotflag.1x"}
     assert set(rows) == {"on-demand", "spot"}
     assert rows["spot"].flags == ("spot-outlier: spot 0.2x the median",)
-    assert "flagged price" in rows["spot"].reason
+    assert "catalog flag: " in rows["spot"].reason
     assert rows["on-demand"].flags == () and "flagged" not in rows["on-demand"].reason
     assert rows["on-demand"].instance.flags  # the row keeps every flag
 
