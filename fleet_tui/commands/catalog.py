@@ -19,11 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="catalog_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: _no_sub(p))
 
-    def listing(name: str, help_text: str, sort_default: str, func) -> argparse.ArgumentParser:
+    def listing(name: str, help_text: str, sort_default: str, func,
+                example: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("--filter", default=None, metavar="EXPR",
-                        help="comma-separated FIELD OP VALUE, OP one of = != < <= > >= ~ "
-                             "(e.g. cloud=aws,accelerator=H100,price<40,memory>=80)")
+                        help=f"comma-separated FIELD OP VALUE, OP one of = != < <= > >= ~ (e.g. {example})")
         sp.add_argument("--sort", default=sort_default, metavar="FIELD", help=f"sort field (default {sort_default})")
         sp.add_argument("--desc", action="store_true", help="sort descending")
         sp.add_argument("--limit", type=int, default=None, metavar="N",
@@ -34,13 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sp.set_defaults(func=func)
         return sp
 
-    inst = listing("instances", "cloud instance offers with prices", "price", _cmd_instances)
+    inst = listing("instances", "cloud instance offers with prices", "price", _cmd_instances,
+                   "cloud=aws,accelerator=H100,price<40,memory>=80")
     inst.add_argument("--pricing", default="on-demand", choices=("on-demand", "spot", "reserved-1y", "reserved-3y"),
                       help="which price `price`, sorting and the table use (default on-demand)")
     inst.add_argument("--hide-excluded", action="store_true",
                       help="leave out offers that must not be ranked (they are shown, flagged, by default)")
-    listing("accelerators", "accelerator specifications (dense peak TFLOP/s per precision)", "id", _cmd_accelerators)
-    listing("models", "model architectures", "id", _cmd_models)
+    listing("accelerators", "accelerator specifications (dense peak TFLOP/s per precision)", "id",
+            _cmd_accelerators, "vendor=AMD,bf16>=900,memory>=128")
+    listing("models", "model architectures", "id", _cmd_models, "params_b>=70,family~llama")
 
     v = sub.add_parser("validate", help="check catalog files; prints file:line: field: message, exit 2 if any",
                        description="Check catalog TOML files (or directories). With no PATH, checks the bundled "

@@ -256,3 +256,21 @@ def test_cheapest_setup_rents_whole_instances_and_charges_idle_devices():
     assert cheapest_setup(cat, "H100", 1, pricing="spot").usd_per_hour <= one.usd_per_hour
     with pytest.raises(UserError):
         cheapest_setup(cat, "H1OO", 1)
+
+
+@pytest.mark.parametrize("listing", ["instances", "accelerators", "models"])
+def test_each_listings_filter_example_works_on_the_bundled_catalog(listing, capsys):
+    # 'catalog models --help' once showed an instances example (cloud=aws,...) that models reject.
+    import argparse
+    import re
+
+    from fleet_tui.cli import build_parser
+
+    def sub(parser, name):
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return action.choices[name]
+
+    helptext = sub(sub(build_parser(), "catalog"), listing).format_help()
+    example = re.search(r"\(e\.g\.\s+([^)]+)\)", helptext).group(1).replace("\n", "").replace(" ", "")
+    assert main(["catalog", listing, "--filter", example, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out), example
