@@ -314,12 +314,11 @@ def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing:
         if price is None:
             continue
         boxes = max(1, math.ceil(devices / inst.accelerator_count - 1e-9))
-        key = (price * boxes, boxes)
-        if best is None or key < best[0]:
-            best = (key, inst, boxes)
+        if best is None or (price * boxes, boxes) < best[:2]:  # cheapest, then fewest boxes
+            best = (price * boxes, boxes, inst)
     if best is None:
         return None
-    (usd_h, boxes), inst, _ = best
+    usd_h, boxes, inst = best
     per_million = (usd_h / (tokens_per_s * 3600) * 1e6
                    if tokens_per_s and math.isfinite(tokens_per_s) and tokens_per_s > 0 else None)
     return SetupCost(instance=inst, instances=boxes, pricing=pricing, usd_per_hour=usd_h,

@@ -284,13 +284,12 @@ def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
 
     accel = catalog.accelerator(choice.accelerator) if (catalog and choice.accelerator) else None
     result = size_workload(workload, accel, gpus=workload.gpus)
-    cost = None
-    if accel is not None and result.fit is not None and result.fit.fits:
+    cost_text = None
+    if accel is not None and result.fit is not None and result.fit.fits:  # only a fit is priced
         thr = result.throughput
         cost = cheapest_setup(catalog, accel.id, workload.gpus, hours_per_month=choice.hours_per_month,
                               tokens_per_s=thr.tokens_per_s if thr is not None else None)
-    cost_text = (describe_cost(cost, accel.id, workload.gpus, result.throughput)
-                 if accel is not None and result.fit is not None and result.fit.fits else None)
+        cost_text = describe_cost(cost, accel.id, workload.gpus, thr)
     return describe_sizing(result, accel, cost_text)
 
 

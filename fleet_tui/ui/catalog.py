@@ -91,15 +91,21 @@ class CatalogScreen(PaneScreen):
             yield VerticalScroll(Static("", id="cat-detail-text"), id="cat-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one("#cat-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        self._reset_columns(self.query_one("#cat-table", DataTable))
         self.query_one("#cat-detail").border_title = "Details"
         self.watch(self.app, "catalog", self._catalog_changed)
         self._set_narrow(self.size.width)
 
     def on_resize(self, event) -> None:
         self._set_narrow(event.size.width)
+
+    @staticmethod
+    def _reset_columns(table: DataTable) -> None:
+        # columns too, on every page: DataTable only ever widens a column, so after a page of long
+        # instance names a narrower page would keep pushing price and region off screen
+        table.clear(columns=True)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
 
     def _set_narrow(self, width: int) -> None:
         # Beside the table from 150 columns; below it down to 110 (beside, it would push the price
@@ -168,11 +174,7 @@ class CatalogScreen(PaneScreen):
             return  # the same answer again (a Select settling on mount): keep the table, no flicker
         count = self.query_one("#cat-count", Static)
         table = self.query_one("#cat-table", DataTable)
-        # columns too: DataTable only ever widens a column, so after a page of long instance names
-        # a narrower page would keep pushing the price and region columns off screen
-        table.clear(columns=True)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        self._reset_columns(table)
         if page.error:
             count.update(f"[$error]{escape(page.error)}[/]")
             return
