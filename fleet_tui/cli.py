@@ -68,14 +68,36 @@ def _run_app(args: argparse.Namespace) -> int:
     return run_app(args)
 
 
+def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict[str, str]:
+    """Core field name -> the flag that sets it, for the parser and the subcommand in ``argv``:
+    a field is an argparse ``dest``, so ``FieldError("batch", ...)`` reads ``--batch``."""
+    labels: dict[str, str] = {}
+    parsers = [parser]
+    for action in parser._actions:  # the subcommand's own parser, when one was chosen
+        if isinstance(action, argparse._SubParsersAction):
+            words = argv if argv is not None else sys.argv[1:]
+            parsers += [sub for name, sub in action.choices.items() if name in words]
+    for p in parsers:
+        for action in p._actions:
+            longest = max(action.option_strings, key=len, default=None)
+            if longest and longest.startswith("--"):
+                labels.setdefault(action.dest, longest)
+    return labels
+
+
 def main(argv: list[str] | None = None) -> int:
-    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.errors import FieldError, UserError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None) or _run_app
     try:
         return int(func(args) or 0)
+    except FieldError as exc:
+        labels = flag_labels(parser, argv)
+        text = exc.render(lambda field: labels.get(field, "--" + field.replace("_", "-")))
+        print(f"fleet-tui: error: {text}", file=sys.stderr)
+        return 2
     except UserError as exc:
         print(f"fleet-tui: error: {exc}", file=sys.stderr)
         return 2
