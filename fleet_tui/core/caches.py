@@ -1,0 +1,59 @@
+"""Every memo cache of the core, in one place, with one ``clear()``.
+
+A cache here holds the result of one formula for a key made of *values* (frozen models, tuples,
+strings), never of ``id()``s: a key that outlives its object can name a new object at the same
+address. Each cache is bounded (least recently used entries go first), and ``clear()`` empties all
+of them, e.g. after a catalog reload or between tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+_ALL: dict[str, "Memo"] = {}
+
+
+class Memo:
+    """A bounded, thread-safe LRU map from a hashable key to a computed value."""
+
+    def __init__(self, name: str, maxsize: int):
+        self.name = name
+        self.maxsize = maxsize
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = compute()  # outside the lock: compute may itself use other caches
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def memo(name: str, maxsize: int = 256) -> Memo:
+    """The cache called ``name`` (created on first use)."""
+    cache = _ALL.get(name)
+    if cache is None:
+        cache = _ALL[name] = Memo(name, maxsize)
+    return cache
+
+
+def clear() -> None:
+    """Empty every cache of the core."""
+    for cache in _ALL.values():
+        cache.clear()
