@@ -17,7 +17,6 @@ import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.errors import UserError
@@ -31,7 +30,6 @@ __all__ = [
     "SourceSpec",
     "SourceUnavailable",
     "allowed_forms",
-    "demo_trace_path",
     "load_opener",
     "open_source",
     "parse_source_spec",
@@ -148,10 +146,6 @@ def allowed_forms() -> str:
 def probe_order() -> list[SourceInfo]:
     """The sources ``auto`` tries, in order."""
     return sorted((i for i in SOURCES.values() if i.probe is not None), key=lambda i: i.probe or 0)
-
-
-def demo_trace_path() -> Path:
-    return Path(__file__).resolve().parents[3] / "demo" / "h200_trace_labelled.jsonl"
 
 
 def load_opener(path: str) -> Callable[..., Source]:
