@@ -115,10 +115,9 @@ def steady_cpu(pane_key: str | None, warmup_s: float, window_s: float) -> float:
 async def typing_block(keys: list[str] | None) -> tuple[float, float, int]:
     """Longest and p99 event-loop lateness while typing ``keys`` (None: idle for as long, which
     shows what the machine's scheduling alone costs)."""
-    from fleet_tui.ui.launch import build_app
+    from fleet_tui.ui.launch import AppConfig, build_app
 
-    args = argparse.Namespace(source=None, instance=None, theme=None, catalog_dir=[], interval=None)
-    app = build_app(args, source=None)
+    app = build_app(AppConfig(), source=None)
     app.animation_level = "none"
     lags: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:

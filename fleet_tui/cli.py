@@ -31,9 +31,9 @@ COMMAND_MODULES = (
 
 def add_app_args(parser: argparse.ArgumentParser) -> None:
     """Flags of the interactive app (also accepted before a subcommand)."""
-    parser.add_argument("--source", default=None,
-                        help="where live readings come from: auto (default), nvml, hpu, neuron, "
-                             "sim[:N], replay:PATH, prometheus:URL")
+    from fleet_tui.core.monitor.sources import source_help  # the registry; imports no backend
+
+    parser.add_argument("--source", default=None, help=source_help())
     parser.add_argument("--instance", default=None,
                         help="catalog instance type this machine is (for cost of idle time), "
                              "e.g. p5.48xlarge")
@@ -62,10 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def app_config(args: argparse.Namespace):
+    """The app's flags as the UI's ``AppConfig`` (the Namespace stops here)."""
+    from fleet_tui.ui.launch import AppConfig  # launch.py imports Textual only when building
+
+    return AppConfig(source=args.source, instance=args.instance, theme=args.theme,
+                     catalog_dirs=tuple(args.catalog_dir or ()), interval_s=args.interval,
+                     record_db=args.record)
+
+
 def _run_app(args: argparse.Namespace) -> int:
     from fleet_tui.ui.launch import run_app  # imported last: Textual is heavy
 
-    return run_app(args)
+    return run_app(app_config(args))
 
 
 def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict[str, str]:

@@ -19,27 +19,9 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
-
-PANE_TITLES = {"catalog": "Catalog", "builder": "Workload builder", "monitor": "Monitor",
-               "recommend": "Recommendations", "fleet": "Fleet"}
-
-
-def pane_class(mode: str) -> type[Screen]:
-    """Import pane modules on first use: the first frame only pays for the pane it shows."""
-    if mode == "catalog":
-        from fleet_tui.ui.catalog import CatalogScreen as cls
-    elif mode == "builder":
-        from fleet_tui.ui.builder import BuilderScreen as cls
-    elif mode == "monitor":
-        from fleet_tui.ui.monitor import MonitorScreen as cls
-    elif mode == "recommend":
-        from fleet_tui.ui.recommend import RecommendScreen as cls
-    else:
-        from fleet_tui.ui.fleet import FleetScreen as cls
-    return cls
-
 
 def _screen(mode: str):
     return lambda: pane_class(mode)()
@@ -48,16 +30,14 @@ def _screen(mode: str):
 class FleetApp(App[int]):
     TITLE = "fleet-tui"
     CSS_PATH = "styles/app.tcss"
-    MODES = {mode: _screen(mode) for mode in PANE_TITLES}
+    MODES = {pane.mode: _screen(pane.mode) for pane in PANES}
 
     BINDINGS = [
-        Binding("1", "switch_mode('catalog')", "Catalog", tooltip="Instances and prices"),
-        Binding("2", "switch_mode('builder')", "Workload", tooltip="Size a workload"),
-        Binding("3", "switch_mode('monitor')", "Monitor", tooltip="Live devices"),
-        Binding("4", "switch_mode('recommend')", "Recommend", tooltip="Ranked offers"),
-        Binding("5", "switch_mode('fleet')", "Fleet", tooltip="Nodes x devices (Prometheus)"),
-        # without a fleet source the binding above is hidden and disabled; this one says why
-        Binding("5", "fleet_unavailable", show=False),
+        *(Binding(pane.key, f"switch_mode('{pane.mode}')", pane.label, tooltip=pane.tooltip)
+          for pane in PANES),
+        # a pane whose source is missing has its binding above hidden and disabled; this says why
+        *(Binding(pane.key, f"pane_unavailable('{pane.mode}')", show=False)
+          for pane in PANES if pane.needs_source),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -89,6 +69,7 @@ class FleetApp(App[int]):
         self.record_db = Path(record_db) if record_db else None  # --record: keep the history
         self.monitor = None  # fleet_tui.ui.monitor_link.MonitorLink once started
         kind = getattr(source, "kind", "none") if source is not None else "none"
+        self.source_kind = kind
         self.has_fleet = kind == "fleet"
         self.source_status = SourceStatus(kind=kind, spec=source_spec or "", interval_s=interval_s,
                                           message=None if source is not None else "no source")
@@ -148,21 +129,31 @@ class FleetApp(App[int]):
             self.notify(text, title="Catalog failed to load", severity="error", timeout=15)
 
     # ----- actions ----------------------------------------------------------------------------
+    def pane_available(self, pane: PaneInfo) -> bool:
+        return pane.needs_source is None or pane.needs_source == self.source_kind
+
+    def available_panes(self) -> tuple[PaneInfo, ...]:
+        """The panes this run can show, in pane-bar order."""
+        return tuple(pane for pane in PANES if self.pane_available(pane))
+
     async def action_switch_mode(self, mode: str) -> None:
-        if mode == "fleet" and not self.has_fleet:
-            self.action_fleet_unavailable()
+        pane = next((p for p in PANES if p.mode == mode), None)
+        if pane is not None and not self.pane_available(pane):
+            self.action_pane_unavailable(mode)
             return
         await self.switch_mode(mode)
 
-    def action_fleet_unavailable(self) -> None:
-        self.notify("The fleet pane needs a fleet source: start with --source prometheus:URL.",
+    def action_pane_unavailable(self, mode: str) -> None:
+        pane = next(p for p in PANES if p.mode == mode)
+        self.notify(pane.unavailable or f"The {pane.title} pane is not available here.",
                     severity="warning")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "switch_mode" and parameters and parameters[0] == "fleet" and not self.has_fleet:
-            return False  # no fleet source: the key does nothing and is not in the footer
-        if action == "fleet_unavailable":
-            return not self.has_fleet
+        if action in ("switch_mode", "pane_unavailable") and parameters:
+            pane = next((p for p in PANES if p.mode == parameters[0]), None)
+            if pane is not None:
+                # an unavailable pane's key does nothing visible in the footer, but says why
+                return self.pane_available(pane) == (action == "switch_mode")
         return True
 
     def action_help(self) -> None:
@@ -176,10 +167,9 @@ class FleetApp(App[int]):
         from fleet_tui.ui.help import bindings_markdown
 
         sections = [("Everywhere", [b for b in self._bindings_list(self.BINDINGS)])]
-        for mode, title in PANE_TITLES.items():
-            if mode == "fleet" and not self.has_fleet:
-                continue
-            sections.append((title, self._bindings_list(getattr(pane_class(mode), "BINDINGS", []))))
+        for pane in self.available_panes():
+            sections.append((pane.title,
+                             self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", []))))
         sections.append(("Command palette (ctrl+p)", [
             Binding("ctrl+p", "command_palette", "Switch pane or theme, export the report, quit")]))
         return bindings_markdown(sections)
@@ -193,11 +183,11 @@ class FleetApp(App[int]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for mode, title in PANE_TITLES.items():
-            if mode == "fleet" and not self.has_fleet:
-                continue
-            yield SystemCommand(f"Pane: {title}", f"Switch to the {title} pane",
-                                lambda m=mode: self.run_action(f"switch_mode('{m}')"))
+        for pane in self.available_panes():
+            yield SystemCommand(f"Pane: {pane.title}", f"Switch to the {pane.title} pane",
+                                lambda m=pane.mode: self.run_action(f"switch_mode('{m}')"))
+        yield SystemCommand("Monitor sources", "Every --source the app can start with",
+                            self._show_sources)
         for name in sorted(self.available_themes):
             if name.startswith("fleet-"):
                 yield SystemCommand(f"Theme: {name}", f"Use the {name} theme",
@@ -214,6 +204,11 @@ class FleetApp(App[int]):
         if self.monitor is not None:
             yield SystemCommand("Monitor: pause/resume", "Pause or resume sampling",
                                 self.monitor.toggle_pause)
+
+    def _show_sources(self) -> None:
+        from fleet_tui.ui.help import HelpScreen, sources_markdown
+
+        self.push_screen(HelpScreen(sources_markdown()))
 
     def _export_to_path(self) -> None:
         from fleet_tui.ui.recommend import REPORT_STEM, export_report

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Markdown
 
+from fleet_tui.core.monitor.sources import SOURCES
+from fleet_tui.ui.panes import PANES, PaneInfo
+
 INTRO = """\
 # fleet-tui keys
 
-Switch panes with **1–5**, by clicking the pane bar, or from the command palette (**ctrl+p**).
+Switch panes with **{keys}**, by clicking the pane bar, or from the command palette (**ctrl+p**).
 In a form field, keys type text: press **escape** to leave the field, then use the pane keys.
 The status line at the bottom says where monitor data comes from: **LIVE**, **REPLAY** (a recorded
 trace), **SIMULATED**, **FLEET** (Prometheus) or **NO DEVICE**.
@@ -22,8 +27,11 @@ def _key_label(binding: Binding) -> str:
     return binding.key_display or binding.key.replace("+", "+").replace("question_mark", "?")
 
 
-def bindings_markdown(sections: list[tuple[str, list[Binding]]]) -> str:
-    lines = [INTRO]
+def bindings_markdown(sections: list[tuple[str, list[Binding]]],
+                      panes: Sequence[PaneInfo] = PANES) -> str:
+    """The help text: the intro (pane keys from the pane registry), one table of keys per section."""
+    keys = f"{panes[0].key}–{panes[-1].key}" if len(panes) > 1 else panes[0].key if panes else "—"
+    lines = [INTRO.format(keys=keys)]
     for title, bindings in sections:
         rows = [b for b in bindings if b.description]
         if not rows:
@@ -33,6 +41,14 @@ def bindings_markdown(sections: list[tuple[str, list[Binding]]]) -> str:
             keys = ", ".join(_key_label(Binding(k.strip(), b.action)) if not b.key_display else b.key_display
                              for k in b.key.split(","))
             lines.append(f"| `{keys}` | {b.description} |")
+    return "\n".join(lines) + "\n"
+
+
+def sources_markdown() -> str:
+    """Every monitor source, from the source registry (the palette's "Monitor sources")."""
+    lines = ["# Monitor sources\n\nStart the app with `fleet-tui --source SOURCE`; without one, "
+             "`auto` is used.\n\n| source | reads |\n|---|---|"]
+    lines += [f"| `{info.usage}` | {info.help} |" for info in SOURCES.values()]
     return "\n".join(lines) + "\n"
 
 

@@ -7,41 +7,57 @@ message and exit status 2 rather than a broken screen.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_tui.core.errors import UserError
 
-MIN_INTERVAL_S = 0.25
+
+@dataclass(frozen=True, slots=True)
+class AppConfig:
+    """What the app starts with. The CLI builds it from its flags; tests and scripts build it
+    directly. Values are as the user gave them: ``build_app`` checks them."""
+
+    source: str | None = None  # a --source spec; None: auto, and the app opens on the catalog
+    instance: str | None = None  # catalog instance type this machine is
+    theme: str | None = None  # theme name or alias; None: the default theme
+    catalog_dirs: tuple[str | Path, ...] = ()  # extra catalog directories
+    interval_s: float | None = None  # monitor refresh; None: 1 s
+    record_db: str | Path | None = None  # also record the monitor's samples to this SQLite file
 
 
-def build_app(args: argparse.Namespace, **overrides):
-    """The configured app for ``args`` (raises UserError for bad flags). Used by tests and scripts."""
+def build_app(config: AppConfig, **overrides):
+    """The configured app for ``config`` (raises UserError for bad values). Used by tests and
+    scripts; ``overrides`` replace FleetApp's keyword arguments."""
     from fleet_tui.ui.themes import load_themes, resolve_theme_name
 
-    interval = args.interval if getattr(args, "interval", None) is not None else 1.0
-    if not interval >= MIN_INTERVAL_S:  # also rejects NaN
-        raise UserError(f"--interval {interval:g}: must be at least {MIN_INTERVAL_S} seconds.")
-    catalog_dirs = [Path(d).expanduser() for d in (getattr(args, "catalog_dir", None) or [])]
+    interval = 1.0
+    if config.interval_s is not None:  # the default needs no check (and no engine import)
+        from fleet_tui.core.monitor.engine import MIN_INTERVAL_S
+
+        interval = config.interval_s
+        if not interval >= MIN_INTERVAL_S:  # also rejects NaN
+            raise UserError(f"--interval {interval:g}: must be at least {MIN_INTERVAL_S} seconds.")
+    catalog_dirs = [Path(d).expanduser() for d in config.catalog_dirs]
     for directory in catalog_dirs:
         if not directory.is_dir():
             raise UserError(f"--catalog-dir {str(directory)!r}: not a directory (it should hold "
                             "catalog TOML files such as instances/*.toml).")
     themes = load_themes()
-    theme = resolve_theme_name(getattr(args, "theme", None), themes)
+    theme = resolve_theme_name(config.theme, themes)
 
-    explicit = getattr(args, "source", None)
+    explicit = config.source
     source = make_source(explicit or "auto", interval)
 
     from fleet_tui.ui.app import FleetApp
 
-    record = getattr(args, "record", None)
+    record = config.record_db
     record_db = Path(record).expanduser() if record else None
     if record_db is not None and not record_db.parent.is_dir():
-        raise UserError(f"--record {record!r}: folder {str(record_db.parent)!r} does not exist.")
+        raise UserError(f"--record {str(record)!r}: folder {str(record_db.parent)!r} does not exist.")
     options = dict(source_spec=explicit or "auto", source=source, record_db=record_db,
-                   instance=getattr(args, "instance", None), theme=theme, themes=themes,
+                   instance=config.instance, theme=theme, themes=themes,
                    catalog_dirs=catalog_dirs, interval_s=interval,
                    start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")
                    if explicit else "catalog")
@@ -51,11 +67,12 @@ def build_app(args: argparse.Namespace, **overrides):
 
 def make_source(spec: str, interval_s: float):
     """The unopened core Source for ``spec``; UserError for a spec that cannot work."""
-    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+    from fleet_tui.core.monitor.sources import SOURCES, open_source, parse_source_spec
 
     parsed = parse_source_spec(spec)  # a malformed spec is a UserError before anything opens
-    if parsed.kind in ("nvml", "hpu", "neuron"):
-        # Asked for one backend by name: find out now, not inside the app, if it cannot run.
+    if SOURCES[parsed.kind].probe is not None:
+        # Asked for one local backend by name (one auto would probe): find out now, not inside
+        # the app, if it cannot run.
         try:
             asyncio.run(_probe(open_source(spec)))
         except UserError as exc:
@@ -71,7 +88,7 @@ async def _probe(source) -> None:
         await source.close()
 
 
-def run_app(args: argparse.Namespace) -> int:
-    app = build_app(args)
+def run_app(config: AppConfig) -> int:
+    app = build_app(config)
     app.run()
     return int(app.return_code or 0)

@@ -7,18 +7,19 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from fleet_tui.ui.widgets.chrome import PANES, PaneBar, StatusLine
+from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
 
 
 class PaneScreen(Screen):
-    """Pane bar on top, the pane's body, the status line and the key footer at the bottom."""
+    """Pane bar on top, the pane's body, the status line and the key footer at the bottom.
+
+    A pane sets ``MODE`` to its registry name (``fleet_tui/ui/panes.py``) and yields its widgets
+    from ``compose_body``."""
 
     MODE = ""
-    TITLE_TEXT = ""
 
     def compose(self) -> ComposeResult:
-        panes = tuple(p for p in PANES if p[0] != "fleet" or self.app.has_fleet)
-        yield PaneBar(self.MODE, panes)
+        yield PaneBar(self.MODE, self.app.available_panes())
         with Vertical(classes="pane-body"):
             yield from self.compose_body()
         yield StatusLine()

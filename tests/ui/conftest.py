@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
+
+from fleet_tui.ui.launch import AppConfig
 
 
 @pytest.fixture(autouse=True)
@@ -15,10 +15,14 @@ def _isolated(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-def app_args(**kw) -> argparse.Namespace:
-    base = dict(source=None, instance=None, theme=None, catalog_dir=[], interval=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
+def app_args(**kw) -> AppConfig:
+    """An AppConfig from the app's flag names (``catalog_dir``, ``interval``, ``record`` as argparse
+    spells them), so tests read like the command line."""
+    renames = {"catalog_dir": "catalog_dirs", "interval": "interval_s", "record": "record_db"}
+    fields = {renames.get(k, k): v for k, v in kw.items()}
+    if "catalog_dirs" in fields:
+        fields["catalog_dirs"] = tuple(fields["catalog_dirs"])
+    return AppConfig(**fields)
 
 
 @pytest.fixture

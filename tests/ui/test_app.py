@@ -35,7 +35,9 @@ async def test_clicking_the_pane_bar_switches(make_app):
 
 
 async def test_help_lists_every_binding(make_app):
-    from fleet_tui.ui.app import PANE_TITLES, FleetApp, pane_class
+    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.panes import BY_MODE as PANE_TITLES
+    from fleet_tui.ui.panes import pane_class
 
     app = make_app()
     async with app.run_test(size=(100, 40)) as pilot:
@@ -89,3 +91,30 @@ async def test_q_quits_cleanly(make_app):
         await pilot.pause()
     assert app.return_code in (0, None)
     assert app._exception is None
+
+
+async def test_modes_keys_bar_and_palette_come_from_the_pane_registry(make_app):
+    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.panes import PANES, pane_class
+
+    assert list(FleetApp.MODES) == [p.mode for p in PANES]
+    for pane in PANES:
+        assert pane_class(pane.mode).MODE == pane.mode
+        assert any(b.key == pane.key and b.action == f"switch_mode('{pane.mode}')"
+                   for b in FleetApp.BINDINGS)
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        shown = [p for p in PANES if p.needs_source is None]  # no fleet source here
+        tabs = [w.id for w in app.screen.query(".pane-tab")]
+        assert tabs == [f"tab-{p.mode}" for p in shown]
+        titles = [c.title for c in app.get_system_commands(app.screen) if c.title.startswith("Pane: ")]
+        assert titles == [f"Pane: {p.title}" for p in shown]
+        text = app.help_text()
+        for pane in shown:
+            assert f"## {pane.title}" in text
+        from fleet_tui.core.monitor.sources import SOURCES
+        from fleet_tui.ui.help import sources_markdown
+
+        assert any(c.title == "Monitor sources" for c in app.get_system_commands(app.screen))
+        assert all(f"`{info.usage}`" in sources_markdown() for info in SOURCES.values())

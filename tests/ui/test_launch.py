@@ -64,3 +64,24 @@ def test_pane_borders_show_on_every_theme(tmp_path):
                     'surface = "#FAFAF5"\nforeground = "#101010"\n')
     theme = load_theme_file(path)
     assert _contrast(theme.variables["pane-border"], "#FAFAF5") >= 3.0
+
+
+def test_the_cli_hands_the_app_a_config_not_a_namespace(monkeypatch):
+    import fleet_tui.ui.launch as launch
+    from fleet_tui.ui.launch import AppConfig
+
+    seen = []
+    monkeypatch.setattr(launch, "run_app", lambda config: seen.append(config) or 0)
+    assert main(["--source", "sim:3", "--theme", "light", "--catalog-dir", "/tmp", "--interval", "2",
+                 "--instance", "p5.48xlarge", "--record", "/tmp/h.db"]) == 0
+    assert seen == [AppConfig(source="sim:3", instance="p5.48xlarge", theme="light",
+                              catalog_dirs=("/tmp",), interval_s=2.0, record_db="/tmp/h.db")]
+
+
+def test_one_minimum_interval():
+    import fleet_tui.ui.launch as launch
+    from fleet_tui.core.monitor.engine import MIN_INTERVAL_S
+
+    assert not hasattr(launch, "MIN_INTERVAL_S")
+    with pytest.raises(UserError, match=f"at least {MIN_INTERVAL_S}"):
+        build_app(app_args(interval=MIN_INTERVAL_S / 2))

@@ -1,4 +1,4 @@
-"""The frame around every pane: the pane bar (click or 1-5 to switch) and the status line."""
+"""The frame around every pane: the pane bar (click or a number key to switch) and the status line."""
 
 from __future__ import annotations
 
@@ -6,19 +6,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from fleet_tui.ui.panes import PaneInfo
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
-
-PANES = (
-    ("catalog", "1", "Catalog"),
-    ("builder", "2", "Workload"),
-    ("monitor", "3", "Monitor"),
-    ("recommend", "4", "Recommend"),
-    ("fleet", "5", "Fleet"),
-)
 
 
 class PaneBar(Horizontal):
-    """One clickable label per pane; the current one is highlighted."""
+    """One clickable label per pane (from the pane registry); the current one is highlighted."""
 
     DEFAULT_CSS = """
     PaneBar { height: 1; background: $panel; }
@@ -28,16 +21,16 @@ class PaneBar(Horizontal):
     PaneBar > #pane-title { width: 1fr; content-align: right middle; color: $text-muted; padding: 0 1; }
     """
 
-    def __init__(self, current: str, panes: tuple[tuple[str, str, str], ...]) -> None:
+    def __init__(self, current: str, panes: tuple[PaneInfo, ...]) -> None:
         super().__init__()
         self._current = current
         self._panes = panes
 
     def compose(self) -> ComposeResult:
-        for mode, key, label in self._panes:
-            tab = Static(f"{key} {label}", classes="pane-tab", id=f"tab-{mode}")
-            tab.set_class(mode == self._current, "-active")
-            tab.tooltip = f"Switch to the {label} pane (key {key})"
+        for pane in self._panes:
+            tab = Static(f"{pane.key} {pane.label}", classes="pane-tab", id=f"tab-{pane.mode}")
+            tab.set_class(pane.mode == self._current, "-active")
+            tab.tooltip = f"Switch to the {pane.label} pane (key {pane.key})"
             yield tab
         yield Static("fleet-tui", id="pane-title")
 

@@ -1,59 +1,161 @@
-"""Monitor sources and the one place that turns a ``--source`` string into a Source.
+"""Monitor sources: the registry of every ``--source`` and the one place that turns a spec string
+into a Source.
 
-Forms (``open_source``):
-  auto                   try nvml, then hpu, then neuron; otherwise a "no accelerator found" state
-  nvml | hpu | neuron    that backend only (SourceUnavailable at open() if it cannot run here)
-  sim[:N]                N deterministic simulated devices (1-64, default 2)
-  replay:PATH[@SPEED]    play a recording (raw H200 capture or fleet-tui's format); PATH=demo is the
-                         bundled H200 trace; SPEED is a factor (e.g. @10 or @10x)
-  prometheus:URL         a fleet through a Prometheus server (DCGM-exporter metrics)
+``SOURCES`` holds one ``SourceInfo`` per source. Everything that lists sources reads it: the
+``--source`` help (``source_help``), the forms named in errors (``allowed_forms``), ``auto``'s probe
+order (``probe_order``), the app's help and palette. Adding a source is one module under
+``sources/`` plus one line in ``SOURCES``.
 
-Backends are imported lazily, so importing this package costs nothing and ``--help`` stays fast.
+Backends are imported only when opened (``SourceInfo.opener`` is an import path), so importing this
+package costs nothing and ``--help`` stays fast.
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 
 __all__ = [
-    "ALLOWED_FORMS",
     "SIM_MAX_DEVICES",
+    "SOURCES",
     "Source",
+    "SourceInfo",
     "SourceSpec",
     "SourceUnavailable",
-    "demo_trace_path",
+    "allowed_forms",
+    "load_opener",
     "open_source",
     "parse_source_spec",
+    "probe_order",
+    "source_help",
 ]
 
 SIM_MAX_DEVICES = 64
-ALLOWED_FORMS = (
-    "auto, nvml, hpu, neuron, sim, sim:N (N = 1-64), replay:PATH, replay:PATH@SPEED, replay:demo, "
-    "prometheus:URL"
-)
-_PLAIN = ("auto", "nvml", "hpu", "neuron", "sim")
+
+#: Turns the text after ``name:`` (None when there is no colon) into keyword arguments for the
+#: opener; raises ValueError with the reason the text is wrong.
+ArgParser = Callable[[str | None], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    """One ``--source``: how it is written, what it reads, and where its code lives."""
+
+    name: str  # the word before ':' in the spec
+    usage: str  # short form for --help, e.g. "sim[:N]"
+    forms: str  # every form, for error messages, e.g. "sim, sim:N (N = 1-64)"
+    help: str  # one line: what it reads
+    opener: str  # "module:callable" -> an unopened Source; imported only when used
+    arg: ArgParser | None = None  # None: the source takes no ":..." argument
+    probe: int | None = None  # auto tries sources with a number, lowest first (and checks them at start)
+    probe_opener: str | None = None  # what auto calls instead of ``opener`` (None: the opener)
 
 
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
-    kind: str  # auto | nvml | hpu | neuron | sim | replay | prometheus
-    devices: int | None = None  # sim
-    path: str | None = None  # replay (as given; "demo" resolved by open_source)
-    speed: float = 1.0  # replay
-    url: str | None = None  # prometheus
+    """A parsed ``--source``: the registry name and the keyword arguments its opener receives."""
+
+    kind: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
-def demo_trace_path() -> Path:
-    return Path(__file__).resolve().parents[3] / "demo" / "h200_trace_labelled.jsonl"
+# ----- argument shapes --------------------------------------------------------------------------
+
+def _sim_arg(rest: str | None) -> dict[str, Any]:
+    if rest is None:
+        return {"n": 2}
+    try:
+        n = int(rest)
+    except ValueError:
+        raise ValueError(f"the device count {rest!r} is not a whole number") from None
+    if not 1 <= n <= SIM_MAX_DEVICES:
+        raise ValueError(f"the device count must be 1-{SIM_MAX_DEVICES}, got {n}")
+    return {"n": n}
+
+
+def _replay_arg(rest: str | None) -> dict[str, Any]:
+    if not rest:
+        raise ValueError("replay needs a file: replay:PATH (or replay:demo)")
+    path, speed = rest, 1.0
+    base, at, tail = rest.rpartition("@")
+    if at and base:
+        try:
+            speed = float(tail.lower().removesuffix("x"))
+        except ValueError:
+            speed = math.nan
+        if not math.isfinite(speed) or speed <= 0:
+            raise ValueError(f"replay speed {tail!r} must be a positive number like @2 or @10x")
+        path = base
+    return {"path": path, "speed": speed}
+
+
+def url_arg(rest: str | None) -> dict[str, Any]:
+    """``name:URL`` for sources read over HTTP(S)."""
+    if not (rest or "").startswith(("http://", "https://")):
+        raise ValueError("needs a URL starting with http:// or https://")
+    return {"url": rest}
+
+
+def _prometheus_arg(rest: str | None) -> dict[str, Any]:
+    try:
+        return url_arg(rest)
+    except ValueError as exc:
+        raise ValueError(f"prometheus {exc}") from None
+
+
+# ----- the registry -----------------------------------------------------------------------------
+
+_HERE = "fleet_tui.core.monitor.sources"
+
+SOURCES: dict[str, SourceInfo] = {info.name: info for info in (
+    SourceInfo("auto", "auto (default)", "auto", "the first local backend that works, in probe order",
+               f"{_HERE}.auto:AutoSource"),
+    SourceInfo("nvml", "nvml", "nvml", "NVIDIA GPUs through NVML", f"{_HERE}.nvml:NvmlSource", probe=1),
+    SourceInfo("hpu", "hpu", "hpu", "Intel Gaudi through hl-smi / pyhlml", f"{_HERE}.hpu:HpuSource", probe=2),
+    SourceInfo("neuron", "neuron", "neuron", "AWS Trainium/Inferentia through neuron-monitor",
+               f"{_HERE}.neuron:NeuronSource", probe=3, probe_opener=f"{_HERE}.neuron:probing_source"),
+    SourceInfo("sim", "sim[:N]", f"sim, sim:N (N = 1-{SIM_MAX_DEVICES})",
+               f"N deterministic simulated devices (1-{SIM_MAX_DEVICES}, default 2)",
+               f"{_HERE}.sim:SimSource", arg=_sim_arg),
+    SourceInfo("replay", "replay:PATH", "replay:PATH, replay:PATH@SPEED, replay:demo",
+               "play a recording at SPEED (e.g. @10x); replay:demo is the bundled H200 trace",
+               f"{_HERE}.replay:open_recording", arg=_replay_arg),
+    SourceInfo("prometheus", "prometheus:URL", "prometheus:URL",
+               "a fleet through a Prometheus server (DCGM-exporter metrics)",
+               f"{_HERE}.prometheus:PrometheusSource", arg=_prometheus_arg),
+)}
+
+
+def source_help() -> str:
+    """The ``--source`` flag's help: every source's short form."""
+    return "where live readings come from: " + ", ".join(info.usage for info in SOURCES.values())
+
+
+def allowed_forms() -> str:
+    """Every accepted form, for error messages."""
+    return ", ".join(info.forms for info in SOURCES.values())
+
+
+def probe_order() -> list[SourceInfo]:
+    """The sources ``auto`` tries, in order."""
+    return sorted((i for i in SOURCES.values() if i.probe is not None), key=lambda i: i.probe or 0)
+
+
+def load_opener(path: str) -> Callable[..., Source]:
+    """``"module:attribute"`` -> the attribute (imported now)."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _bad(spec: str, why: str) -> UserError:
-    return UserError(f"--source {spec!r}: {why}. Allowed: {ALLOWED_FORMS}.")
+    return UserError(f"--source {spec!r}: {why}. Allowed: {allowed_forms()}.")
 
 
 def parse_source_spec(spec: str) -> SourceSpec:
@@ -62,86 +164,28 @@ def parse_source_spec(spec: str) -> SourceSpec:
     if not text:
         raise _bad(spec, "empty source")
     head, sep, rest = text.partition(":")
-    kind = head.lower()
-    if kind in ("auto", "nvml", "hpu", "neuron") and not sep:
-        return SourceSpec(kind=kind)
-    if kind == "sim":
-        if not sep:
-            return SourceSpec(kind="sim", devices=2)
+    info = SOURCES.get(head.lower())
+    if info is not None and (info.arg is not None or not sep):
         try:
-            n = int(rest)
-        except ValueError:
-            raise _bad(spec, f"the device count {rest!r} is not a whole number") from None
-        if not 1 <= n <= SIM_MAX_DEVICES:
-            raise _bad(spec, f"the device count must be 1-{SIM_MAX_DEVICES}, got {n}")
-        return SourceSpec(kind="sim", devices=n)
-    if kind == "replay":
-        if not rest:
-            raise _bad(spec, "replay needs a file: replay:PATH (or replay:demo)")
-        path, speed = rest, 1.0
-        base, at, tail = rest.rpartition("@")
-        if at and base:
-            try:
-                speed = float(tail.lower().removesuffix("x"))
-            except ValueError:
-                speed = None  # type: ignore[assignment]
-            if speed is None or not math.isfinite(speed) or speed <= 0:
-                raise _bad(spec, f"replay speed {tail!r} must be a positive number like @2 or @10x")
-            path = base
-        return SourceSpec(kind="replay", path=path, speed=speed)
-    if kind == "prometheus":
-        if not rest.startswith(("http://", "https://")):
-            raise _bad(spec, "prometheus needs a URL starting with http:// or https://")
-        return SourceSpec(kind="prometheus", url=rest)
-    import difflib
-
-    near = difflib.get_close_matches(kind, [*_PLAIN, "replay", "prometheus"], n=1)
+            args = info.arg(rest if sep else None) if info.arg is not None else {}
+        except ValueError as exc:
+            raise _bad(spec, str(exc)) from None
+        return SourceSpec(info.name, args)
+    near = difflib.get_close_matches(head.lower(), list(SOURCES), n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     raise _bad(spec, f"unknown source{hint}")
 
 
-def open_source(spec: str, **opts) -> Source:
+def open_source(spec: str, **opts: Any) -> Source:
     """Build (not yet open) the Source for ``spec``. ``opts`` go to the backend's constructor
-    (e.g. ``interval_s``, ``seed``, ``loop``, ``pcie_interval_s``). Call ``await src.open()``
-    (or ``async with``) before ``sample()``."""
+    (e.g. ``interval_s``, ``seed``, ``loop``, ``pcie_interval_s``); a backend ignores the ones it
+    does not take. Call ``await src.open()`` (or ``async with``) before ``sample()``."""
     parsed = parse_source_spec(spec)
-    kind = parsed.kind
-    if kind == "sim":
-        from fleet_tui.core.monitor.sources.sim import SimSource
-
-        return SimSource(n=parsed.devices or 2, **opts)
-    if kind == "nvml":
-        from fleet_tui.core.monitor.sources.nvml import NvmlSource
-
-        return NvmlSource(**opts)
-    if kind == "hpu":
-        from fleet_tui.core.monitor.sources.hpu import HpuSource
-
-        return HpuSource(**opts)
-    if kind == "neuron":
-        from fleet_tui.core.monitor.sources.neuron import NeuronSource
-
-        return NeuronSource(**opts)
-    if kind == "auto":
-        from fleet_tui.core.monitor.sources.auto import AutoSource
-
-        return AutoSource(**opts)
-    if kind == "replay":
-        from fleet_tui.core.monitor.sources.replay import ReplaySource
-
-        assert parsed.path is not None
-        path = demo_trace_path() if parsed.path == "demo" else Path(parsed.path).expanduser()
-        if parsed.path != "demo" and not path.is_file():
-            raise UserError(
-                f"--source {spec!r}: recording {str(path)!r} does not exist or is not a file "
-                "(use replay:demo for the bundled H200 trace)."
-            )
-        opts.setdefault("speed", parsed.speed)
-        return ReplaySource("demo" if parsed.path == "demo" else path, **opts)
-    if kind == "prometheus":
-        try:
-            from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
-        except ImportError as exc:  # H6's module not installed in this build
-            raise SourceUnavailable(f"--source {spec!r}: the Prometheus source is not available ({exc}).") from exc
-        return PrometheusSource(parsed.url, **opts)
-    raise _bad(spec, "unknown source")  # pragma: no cover - parse_source_spec covers every kind
+    opener = load_opener(SOURCES[parsed.kind].opener)
+    try:
+        return opener(**{**parsed.args, **opts})
+    except UserError as exc:
+        if str(exc).startswith("--source"):
+            raise
+        wrap = SourceUnavailable if isinstance(exc, SourceUnavailable) else UserError
+        raise wrap(f"--source {spec!r}: {exc}") from None

@@ -1,4 +1,5 @@
-"""``auto`` (the default source): nvml, then hpu, then neuron; otherwise a clear "no accelerator
+"""``auto`` (the default source): the registry's local backends in their probe order (nvml, then
+hpu, then neuron; ``SourceInfo.probe`` in ``sources/__init__.py``); otherwise a clear "no accelerator
 found" state. It never falls back to simulated data: demos ask for ``sim`` or ``replay:demo``.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.monitor.source import Source
+from fleet_tui.core.monitor.sources import load_opener, probe_order
 from fleet_tui.core.monitor.sources.host import HostReader
 
 
@@ -36,23 +38,11 @@ class NoDeviceSource(Source):
 
 
 def _default_candidates(opts: dict[str, Any]) -> list[tuple[str, Callable[[], Source]]]:
-    def nvml() -> Source:
-        from fleet_tui.core.monitor.sources.nvml import NvmlSource
+    """The registry's probe order (``SourceInfo.probe``), each opened only when its turn comes."""
+    def make(path: str) -> Callable[[], Source]:
+        return lambda: load_opener(path)(**opts)
 
-        return NvmlSource(**opts)
-
-    def hpu() -> Source:
-        from fleet_tui.core.monitor.sources.hpu import HpuSource
-
-        return HpuSource(**opts)
-
-    def neuron() -> Source:
-        from fleet_tui.core.monitor.sources.neuron import NeuronSource
-
-        kw = {"first_report_timeout_s": 6.0, **opts, "require_devices": True}
-        return NeuronSource(**kw)
-
-    return [("nvml", nvml), ("hpu", hpu), ("neuron", neuron)]
+    return [(info.name, make(info.probe_opener or info.opener)) for info in probe_order()]
 
 
 class AutoSource(Source):

@@ -367,3 +367,9 @@ def _stop(proc: subprocess.Popen[str], readers: list[threading.Thread]) -> None:
                 stream.close()
             except OSError:
                 pass
+
+
+def probing_source(**opts: Any) -> NeuronSource:
+    """What ``auto`` tries: it waits longer for the first report (neuron-monitor starts slowly) and
+    counts "no devices in the report" as unavailable, so auto moves on."""
+    return NeuronSource(**{"first_report_timeout_s": 6.0, **opts, "require_devices": True})

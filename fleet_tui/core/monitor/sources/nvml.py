@@ -44,7 +44,6 @@ from fleet_tui.core.monitor.sources.host import HostReader, ProcessResolver
 # NVML return codes (pynvml l.226-254); kept here so the hot path compares ints.
 _ERR_NO_PERMISSION = 4
 _ERR_NOT_SUPPORTED = 3
-_ERR_NOT_FOUND = 6
 _ERR_DRIVER_NOT_LOADED = 9
 _ERR_TIMEOUT = 10
 _ERR_LIBRARY_NOT_FOUND = 12

@@ -24,6 +24,15 @@ from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.trace import iter_trace, resolve_trace_path
 
 
+def open_recording(path: str, speed: float = 1.0, **opts) -> "ReplaySource":
+    """The ``replay:PATH[@SPEED]`` opener: ``demo`` is the bundled H200 trace; a missing file is a
+    SourceUnavailable before anything opens."""
+    if path != "demo" and not Path(path).expanduser().is_file():
+        raise SourceUnavailable(f"recording {str(Path(path).expanduser())!r} does not exist or is not a "
+                                "file (use replay:demo for the bundled H200 trace).")
+    return ReplaySource("demo" if path == "demo" else Path(path).expanduser(), speed, **opts)
+
+
 class ReplaySource(Source):
     kind = "replay"
 

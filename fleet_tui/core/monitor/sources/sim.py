@@ -24,6 +24,7 @@ from fleet_tui.core.monitor.snapshot import (
     Snapshot,
 )
 from fleet_tui.core.monitor.source import Source
+from fleet_tui.core.monitor.sources import SIM_MAX_DEVICES
 
 GIB = 1024**3
 MIB = 1024**2
@@ -77,8 +78,8 @@ class SimSource(Source):
         start_time: float | None = None,
         **_ignored: object,
     ) -> None:
-        if not 1 <= n <= 64:
-            raise ValueError(f"sim device count must be 1-64, got {n}")
+        if not 1 <= n <= SIM_MAX_DEVICES:
+            raise ValueError(f"sim device count must be 1-{SIM_MAX_DEVICES}, got {n}")
         self.n = n
         self.seed = seed
         self.interval_s = interval_s

@@ -1,0 +1,51 @@
+"""The registry of panes: one ``PaneInfo`` per pane, in pane-bar order.
+
+The app's modes, number keys, pane bar, palette commands and the ``?`` help are all read from
+``PANES``; each pane's own keys come from its screen's ``BINDINGS``. Adding a pane is one module
+under ``fleet_tui/ui/`` (a ``PaneScreen`` subclass with ``MODE`` set) plus one line here.
+
+Screens are named by import path and imported on first use, so the first frame only pays for the
+pane it shows.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from textual.screen import Screen
+
+
+@dataclass(frozen=True, slots=True)
+class PaneInfo:
+    mode: str  # the App mode (and the screen's MODE)
+    key: str  # the key that switches to it
+    label: str  # short name: pane bar and footer
+    title: str  # long name: help sections and the palette
+    tooltip: str  # footer tooltip
+    screen: str  # "module:Class" of its PaneScreen
+    needs_source: str | None = None  # a source kind the pane needs (hidden without it)
+    unavailable: str = ""  # said when its key is pressed without that source
+
+
+PANES: tuple[PaneInfo, ...] = (
+    PaneInfo("catalog", "1", "Catalog", "Catalog", "Instances and prices",
+             "fleet_tui.ui.catalog:CatalogScreen"),
+    PaneInfo("builder", "2", "Workload", "Workload builder", "Size a workload",
+             "fleet_tui.ui.builder:BuilderScreen"),
+    PaneInfo("monitor", "3", "Monitor", "Monitor", "Live devices",
+             "fleet_tui.ui.monitor:MonitorScreen"),
+    PaneInfo("recommend", "4", "Recommend", "Recommendations", "Ranked offers",
+             "fleet_tui.ui.recommend:RecommendScreen"),
+    PaneInfo("fleet", "5", "Fleet", "Fleet", "Nodes x devices (Prometheus)",
+             "fleet_tui.ui.fleet:FleetScreen", needs_source="fleet",
+             unavailable="The fleet pane needs a fleet source: start with --source prometheus:URL."),
+)
+
+BY_MODE: dict[str, PaneInfo] = {pane.mode: pane for pane in PANES}
+
+
+def pane_class(mode: str) -> type[Screen]:
+    """The screen class of pane ``mode``, imported now."""
+    module, _, name = BY_MODE[mode].screen.partition(":")
+    return getattr(importlib.import_module(module), name)
