@@ -95,7 +95,7 @@ class RuleDiagnosis(Diagnosis):
     27.1 us, about +20 %), against a 10 % budget."""
 
     def __init__(self, kind: str, confidence: float, evidence: Evidence | None = None,
-                 explanation: str | None = None, action: str = "", severity: str = "info", *,
+                 explanation: str | None = None, action: str = "", severity: str = "info",
                  finding: Finding | None = None):
         # the dataclass's own fields, set the way a frozen dataclass sets them
         object.__setattr__(self, "kind", kind)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from itertools import repeat
 from operator import attrgetter, truediv
 
@@ -27,7 +28,7 @@ def pcie_link_bytes_s(gen: float | None, width: float | None) -> float:
     """Theoretical per-direction PCIe rate in bytes/s for a generation and lane count."""
     g = int(gen) if gen else PCIE_ASSUMED_GEN
     w = int(width) if width else PCIE_ASSUMED_WIDTH
-    g = min(max(g, 1), 6)
+    g = 1 if g < 1 else 6 if g > 6 else g
     return PCIE_GT_S[g] * 1e9 * PCIE_ENCODING[g] * w / 8
 
 
@@ -82,8 +83,7 @@ class WindowStats:
     activity: Activity | None = None  # classify_activity(self); None while lost
 
 
-@dataclass(frozen=True, slots=True)
-class Activity:
+class Activity(NamedTuple):
     """How the device spent the window. With SM activity (GPM/DCGM, ``gpm``) the reading is direct;
     without it, utilization, memory activity, power and PCIe stand in."""
 
@@ -105,6 +105,7 @@ class Activity:
 
 
 def classify_activity(st: WindowStats) -> Activity:
+    """How the window's time was spent (one decision; the activity rules read it)."""
     pf = st.pcie_frac or 0.0
     if st.sm is not None:
         return _classify_gpm(st, pf)

@@ -43,14 +43,15 @@ def healthy_compute(st: WindowStats) -> Finding | None:
                        lambda: f"Kernels run {util:.0f}% of the time"
                        + (f" at {power_frac:.0%} of the power limit" if power_frac else "")
                        + "; tensor-core use is unknown without GPM.")
-    ev = dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram)
     if a.compute == "tensor":
-        return Finding(clamp((0.55 + tensor / 200) * a.scale), ev,
+        return Finding(clamp((0.55 + tensor / 200) * a.scale),
+                       dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram),
                        lambda: f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active: "
                        f"the GPU computes at a good share of its peak.")
     if a.compute is None and a.waiting is None and not a.dram_bound:
         # Busy but none of the limits: moderate tensor use (mixed workloads).
-        return Finding(0.45 * a.scale, ev,
+        return Finding(0.45 * a.scale,
+                       dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram),
                        lambda: f"SMs {sm:.0f}% active, tensor cores {tensor or 0:.0f}%, HBM "
                        f"{dram or 0:.0f}% of peak: busy, no single limit stands out.")
     return None
