@@ -1,4 +1,5 @@
-"""What the analysis says: ``Diagnosis`` (one finding) and ``DeviceAnalysis`` (one device, one window)."""
+"""What the analysis says: ``Diagnosis`` (one finding) and ``DeviceAnalysis`` (one device over one
+window)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""What one device's window of samples says: signal means, shares, tallies and how its time is spent.
+"""What one device's window of samples says: signal means, shares, tallies, how its time is spent.
 
 ``window_stats`` builds a ``WindowStats`` once per device per window; every rule reads it. The
-activity reading (``classify_activity``) is one decision per window — is the GPU idle, waiting (and
-on what), computing (and how) — so the kinds built on it exclude each other by construction.
+activity reading (``classify_activity``) is one decision per window — is the GPU idle, waiting
+(and on what), computing (and how) — so the kinds built on it exclude each other by construction.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Idle or waiting: no kernels, or a GPU that waits on host copies, kernel launches or its input.
 
-The waiting kinds read ``Activity.waiting`` (one answer per window, see ``window.classify_activity``);
-each has a rule for devices with SM activity (GPM/DCGM) and one for NVML-only devices.
+The waiting kinds read ``Activity.waiting`` (one answer per window, see
+``window.classify_activity``); each has a rule for devices with SM activity (GPM/DCGM) and one
+for NVML-only devices.
 """
 
 from __future__ import annotations

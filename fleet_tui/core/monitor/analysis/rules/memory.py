@@ -55,7 +55,8 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if rises < GROWTH_MIN_RISES or falls * 4 > rises:
         return None
     growth = points[-1][1] - points[0][1]
-    if growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth:
+    if (growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+            or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
         return None
     slope = theil_sen_slope(points)
     if slope <= 0:
