@@ -207,3 +207,37 @@ def test_leak_after_a_release_is_growth_and_outranks_starvation():
     assert "input_starved" in a.kinds()
     ev = a.get("memory_growth").evidence_dict
     assert ev["slope_bytes_s"] == pytest.approx(0.5 * gib, rel=0.01)
+
+
+def test_registry_declares_each_kind_once_and_diagnoses_carry_its_record(windows):
+    from fleet_tui.core.monitor.analysis import ACTIONS, PRIORITY, RULES, SEVERITY
+
+    assert tuple(RULES) == KINDS and len(set(KINDS)) == len(KINDS)
+    priorities = [r.priority for r in RULES.values()]
+    assert priorities == sorted(priorities, reverse=True)  # listed most important first
+    for kind, rec in RULES.items():
+        assert rec.kind == kind and rec.action and rec.severity in {"ok", "info", "warning",
+                                                                     "critical"}
+        assert rec.when in {"alarm", "any", "idle", "active"}
+        assert (rec.rule is None) == (kind == "unknown")
+        assert (ACTIONS[kind], SEVERITY[kind], PRIORITY[kind]) == (rec.action, rec.severity,
+                                                                   rec.priority)
+    for w in windows:
+        for d in w.diagnoses:
+            rec = RULES[d.kind]
+            assert (d.action, d.severity) == (rec.action, rec.severity)
+
+
+def test_a_rule_is_a_plain_function_of_the_window_statistics():
+    from fleet_tui.core.monitor.analysis import RULES
+    from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
+    from fleet_tui.core.monitor.analysis.window import window_stats
+
+    samples = [_dev(t) for t in range(5)]
+    rows = [read_row(d) for d in samples]
+    st = window_stats(rows, samples, Counts(rows, samples), [])
+    found = {k: r.rule(st) for k, r in RULES.items() if r.rule is not None}
+    assert {k for k, f in found.items() if f is not None} == {"compute_no_tensor_cores"}
+    f = found["compute_no_tensor_cores"]
+    assert 0 < f.confidence <= 1 and f.facts["fp32_active_pct"] == 60.0
+    assert "FP32 pipe 60%" in f.describe()

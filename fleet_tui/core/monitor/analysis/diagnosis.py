@@ -1,0 +1,163 @@
+"""What the analysis says: ``Diagnosis`` (one finding) and ``DeviceAnalysis`` (one device over one
+window)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from math import floor, isfinite, log10
+from typing import Any, NamedTuple
+
+Evidence = tuple[tuple[str, float | str | None], ...]
+
+
+def round3(x: float) -> float | None:
+    """``x`` to 3 significant digits (None when not finite): how evidence numbers are shown."""
+    if not isfinite(x):
+        return None
+    a = -x if x < 0 else x
+    # the usual magnitudes by comparison, not a logarithm: every evidence number of every
+    # diagnosis shown goes through here
+    if a >= 100.0:
+        return round(x, 0)
+    if a >= 10.0:
+        return round(x, 1)
+    if a >= 1.0:
+        return round(x, 2)
+    if a == 0:
+        return 0.0
+    return round(x, 2 - floor(log10(a)))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Diagnosis:
+    """One finding about one device. Immutable; compares, hashes, prints, copies and pickles by its
+    six values (a ``RuleDiagnosis`` equals the ``Diagnosis`` with the same values)."""
+
+    kind: str
+    confidence: float  # 0-1
+    evidence: Evidence  # signal -> value that triggered it
+    explanation: str  # a sentence with the numbers
+    action: str
+    severity: str = "info"  # ok | info | warning | critical
+
+    def values(self) -> tuple[str, float, Evidence, str, str, str]:
+        return (self.kind, self.confidence, self.evidence, self.explanation, self.action,
+                self.severity)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Diagnosis):
+            return NotImplemented
+        return self is other or self.values() == other.values()
+
+    def __hash__(self) -> int:
+        return hash(self.values())
+
+    def __repr__(self) -> str:
+        return "Diagnosis(" + ", ".join(
+            f"{name}={value!r}" for name, value in zip(_FIELDS, self.values())) + ")"
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return (Diagnosis, self.values())  # copies and pickles are plain diagnoses
+
+    def evidence_value(self, signal: str, default: Any = None) -> Any:
+        return self.evidence_dict.get(signal, default)
+
+    @property
+    def evidence_dict(self) -> dict[str, Any]:
+        return dict(self.evidence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "confidence": round(self.confidence, 3),
+                "evidence": self.evidence_dict, "explanation": self.explanation,
+                "action": self.action, "severity": self.severity}
+
+
+_FIELDS = ("kind", "confidence", "evidence", "explanation", "action", "severity")
+
+
+class Finding(NamedTuple):
+    """What a rule found: its confidence, the raw evidence (signal -> value) and a function that
+    writes the sentence. The registry adds the kind's action and severity."""
+
+    confidence: float
+    facts: dict[str, Any]
+    describe: Callable[[], str]  # must only read values that do not change afterwards
+
+
+class RuleDiagnosis(Diagnosis):
+    """A diagnosis made by a rule: ``evidence`` (floats rounded to 3 significant digits) and
+    ``explanation`` are built on first read.
+
+    Why lazy: the engine diagnoses every device every tick, but only the ticks a pane draws, a CLI
+    prints or an alert quotes need the text. Building it at once cost +4-5 us per device per tick
+    in bench/bench_analysis.py's engine figures (fake-NVML snapshots 20.0 -> 25.1 us, sim:8 21.8 ->
+    27.1 us, about +20 %), against a 10 % budget."""
+
+    def __init__(self, kind: str, confidence: float, evidence: Evidence | None = None,
+                 explanation: str | None = None, action: str = "", severity: str = "info",
+                 finding: Finding | None = None):
+        # the dataclass's own fields, set the way a frozen dataclass sets them
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "confidence", confidence)
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "severity", severity)
+        object.__setattr__(self, "_finding", finding)
+        if finding is None:  # given in full (dataclasses.replace)
+            object.__setattr__(self, "evidence", evidence)
+            object.__setattr__(self, "explanation", explanation)
+
+    @cached_property
+    def evidence(self) -> Evidence:  # type: ignore[override]
+        return tuple([(k, round3(v) if isinstance(v, float) else v)
+                      for k, v in self._finding.facts.items()])
+
+    @cached_property
+    def explanation(self) -> str:  # type: ignore[override]
+        return self._finding.describe()
+
+    def evidence_value(self, signal: str, default: Any = None) -> Any:
+        """One signal's shown value without building the rest of the evidence."""
+        if "evidence" in self.__dict__:
+            return self.evidence_dict.get(signal, default)
+        facts = self._finding.facts
+        if signal not in facts:
+            return default
+        v = facts[signal]
+        return round3(v) if isinstance(v, float) else v
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAnalysis:
+    """The diagnoses of one device over one window, most important first."""
+
+    device_key: str
+    device_index: int
+    start: float
+    end: float
+    samples: int
+    diagnoses: tuple[Diagnosis, ...]
+    missing_signals: tuple[str, ...] = ()
+    phase: str | None = None  # ground-truth label of the window (most samples), replays only
+
+    @property
+    def primary(self) -> str:
+        return self.diagnoses[0].kind if self.diagnoses else "unknown"
+
+    @property
+    def primary_diagnosis(self) -> Diagnosis | None:
+        return self.diagnoses[0] if self.diagnoses else None
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(d.kind for d in self.diagnoses)
+
+    def get(self, kind: str) -> Diagnosis | None:
+        return next((d for d in self.diagnoses if d.kind == kind), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": round(self.start, 3), "end": round(self.end, 3), "phase": self.phase,
+                "device": self.device_index, "device_key": self.device_key,
+                "primary": self.primary, "samples": self.samples,
+                "missing_signals": list(self.missing_signals),
+                "diagnoses": [d.to_dict() for d in self.diagnoses]}

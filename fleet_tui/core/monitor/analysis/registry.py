@@ -1,0 +1,97 @@
+"""Every diagnosis kind, declared once: its priority, severity, action and the rule that finds it.
+
+Adding a rule is one function ``(WindowStats) -> Finding | None`` (in ``rules/``) plus one line
+here. ``KINDS``, ``PRIORITY``, ``SEVERITY`` and ``ACTIONS`` are read from this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from fleet_tui.core.monitor.analysis.diagnosis import Finding
+from fleet_tui.core.monitor.analysis.rules import activity, alarms, clocks, compute, memory
+from fleet_tui.core.monitor.analysis.window import WindowStats
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One diagnosis kind. ``priority`` orders a device's diagnoses (``primary`` is the highest):
+    alarms, then what will make the job fail (memory), then what limits a working GPU, then
+    states."""
+
+    kind: str
+    priority: int
+    severity: str  # ok | info | warning | critical
+    action: str  # what to do about it
+    rule: Callable[[WindowStats], Finding | None] | None  # None: given by the analysis itself
+    # which windows the rule can fire on: "alarm" (windows with a lost state, XIDs or
+    # uncorrectable ECC errors, even of a device that stopped answering), "any" (every live
+    # device), "idle" / "active" (``Activity.state``). The driver skips the rule on other windows;
+    # the rule still checks its own conditions.
+    when: str = "any"
+
+
+_RULES = (
+    Rule("device_lost", 100, "critical",
+         "The GPU stopped answering (fell off the bus): drain the node and reset or replace the "
+         "GPU.", alarms.device_lost, "alarm"),
+    Rule("xid", 95, "critical",
+         "The driver reported XID errors: read the codes in dmesg (79: fell off the bus, "
+         "48/63/64: ECC, 13/31/43: application faults) and drain the node if they repeat.",
+         alarms.xid, "alarm"),
+    Rule("ecc_errors", 90, "critical",
+         "Uncorrectable ECC errors: checkpoint, drain the node and run diagnostics "
+         "(dcgmi diag -r 3); retired pages need a GPU reset.", alarms.ecc_errors, "alarm"),
+    Rule("thermal_throttled", 80, "warning",
+         "The GPU slows down for heat: check fans, airflow and inlet temperature "
+         "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE).", clocks.thermal_throttled),
+    Rule("memory_capacity_pressure", 70, "warning",
+         "Memory is nearly full; the next spike will run out. Lower batch or sequence length, "
+         "enable activation checkpointing, shard optimizer states (FSDP/ZeRO), or quantize "
+         "weights/KV cache.", memory.memory_capacity_pressure),
+    Rule("memory_growth", 65, "warning",
+         "Memory grows steadily: look for tensors kept across steps (losses accumulated without "
+         ".detach()/.item(), growing caches); torch.cuda.memory_summary() shows what holds it.",
+         memory.memory_growth),
+    Rule("host_transfer_bound", 60, "warning",
+         "Host-device copies saturate PCIe: use pinned memory with non_blocking copies "
+         "overlapped with compute, keep data resident on the GPU, and send compact dtypes "
+         "(uint8) converted on the GPU.", activity.host_transfer_bound, "active"),
+    Rule("launch_bound", 58, "warning",
+         "Kernels are too small to fill the GPU: capture steps with CUDA graphs (torch.compile "
+         "mode='reduce-overhead'), fuse ops, and raise the batch size.", activity.launch_bound,
+         "active"),
+    Rule("input_starved", 56, "warning",
+         "The GPU waits for work: raise DataLoader num_workers, set pin_memory=True and "
+         "prefetch_factor, move preprocessing to the GPU, cache data on local NVMe, and avoid "
+         "per-step host syncs (.item(), .cpu()).", activity.input_starved, "active"),
+    Rule("memory_bandwidth_bound", 54, "info",
+         "HBM bandwidth is the limit: fuse element-wise ops (torch.compile), use "
+         "FlashAttention, raise arithmetic intensity with larger batches, or move fewer bytes "
+         "(bf16/FP8, quantized KV cache).", compute.memory_bandwidth_bound, "active"),
+    Rule("compute_no_tensor_cores", 52, "warning",
+         "SMs are busy on plain FP32 math. Enable TF32 "
+         "(torch.set_float32_matmul_precision('high')) or run in bf16 with torch.autocast so "
+         "matmuls use tensor cores.", compute.compute_no_tensor_cores, "active"),
+    Rule("healthy_compute", 40, "ok",
+         "Tensor cores are busy: the GPU does useful work. Further gains come from fused kernels "
+         "(FlashAttention, torch.compile), FP8 where accuracy allows, or more GPUs.",
+         compute.healthy_compute, "active"),
+    Rule("power_capped", 30, "info",
+         "The board runs at its power limit with clocks below max. Expected for dense matmuls; "
+         "check the enforced limit was not lowered (nvidia-smi -q -d POWER) and that cooling and "
+         "power delivery are sound.", clocks.power_capped),
+    Rule("idle", 10, "info",
+         "Nothing runs on this GPU. Schedule work or stop the instance; if a process holds "
+         "memory without running kernels, end it to free the GPU.", activity.idle, "idle"),
+    # when no rule finds anything (analysis.analyze)
+    Rule("unknown", 0, "info", "Not enough signals to say what limits this device.", None),
+)
+
+RULES: MappingProxyType[str, Rule] = MappingProxyType({r.kind: r for r in _RULES})
+KINDS = tuple(RULES)
+PRIORITY = MappingProxyType({r.kind: r.priority for r in _RULES})
+SEVERITY = MappingProxyType({r.kind: r.severity for r in _RULES})
+ACTIONS = MappingProxyType({r.kind: r.action for r in _RULES})

@@ -1,0 +1,79 @@
+"""Diagnosis thresholds. Each one is derived from what the signal means (see the package docstring);
+none is fitted to a trace."""
+
+from __future__ import annotations
+
+from fleet_tui.core.monitor.snapshot import (CLOCK_EVENT_HW_POWER_BRAKE, CLOCK_EVENT_HW_SLOWDOWN,
+                                             CLOCK_EVENT_HW_THERMAL, CLOCK_EVENT_SW_POWER_CAP,
+                                             CLOCK_EVENT_SW_THERMAL)
+
+# NVML utilization is reported in whole percent and GPM's SM activity reads ~0.0-0.01% on an idle
+# GPU, so a window mean under half a percent on both means no kernel ran in most samples.
+ACTIVITY_MIN_PCT = 0.5
+# "Busy": on average at least half the SMs hold a warp (GPM SM active). Below that, more of the
+# GPU waits than works, whatever the cause.
+BUSY_SM_MIN_PCT = 50.0
+# Kernel duty cycle (NVML gpu_util) under which the GPU waits more than it works.
+SPARSE_DUTY_MAX_PCT = 50.0
+# Bursty starvation: SMs under "busy" on average and at least 30% of the samples are waits
+# (a third of the time lost between bursts is worth fixing).
+BURSTY_WAIT_SHARE = 0.3
+# Launch-bound: kernels run a noticeable share of the time (>= 10% duty, well above noise) but fill
+# under a fifth of the SMs while they run (sm_active / gpu_util < 0.2), i.e. each kernel is a few
+# thread blocks on a GPU with over a hundred SMs.
+LAUNCH_MIN_DUTY_PCT = 10.0
+LAUNCH_MAX_FILL = 0.2
+# Tensor cores "busy": a quarter of cycles issue tensor instructions. A large bf16 GEMM reaches
+# 90%+; well-tuned LLM training runs at 40-60% (MFU-level); plain FP32 code is ~0.
+TENSOR_ACTIVE_MIN_PCT = 25.0
+# Tensor cores essentially unused (below a tenth of cycles) while SMs are busy and the FP32 pipe
+# is issuing on at least a fifth of cycles: the math runs on CUDA cores in FP32.
+TENSOR_UNUSED_MAX_PCT = 10.0
+FP32_ACTIVE_MIN_PCT = 20.0
+# HBM bandwidth bound: achieved bandwidth >= 60% of peak. Roofline practice (Nsight Compute
+# marks throughput over 60% of peak as high); a device-to-device copy on the H200 sustains ~88% of
+# peak, so 60% is within ~70% of what is attainable.
+DRAM_BOUND_PCT = 60.0
+# NVML mem_util is the % of *time* memory was read or written (not bandwidth), and overstates
+# bandwidth (98.6% time vs 87% bandwidth on a copy); the fallback rule asks more of it.
+MEM_UTIL_BOUND_PCT = 80.0
+# Host transfer bound: PCIe traffic in one direction >= 40% of the link's theoretical rate. Pinned
+# copies reach ~85-90% of it (TLP overhead), pageable ones roughly half: both are "saturated" for
+# what the software path allows. Busy time with no SM activity and >= 10% of the link is also
+# explained by copies rather than tiny kernels.
+PCIE_SATURATED_FRAC = 0.40
+PCIE_COPY_EXPLAINS_FRAC = 0.10
+# Per-lane rates (GT/s) and line-code efficiency by PCIe generation (PCI-SIG specifications).
+PCIE_GT_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+PCIE_ENCODING = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH = 5, 16  # when the source does not report the link
+# Memory capacity pressure: under 10% of device memory free. The caching allocator rounds and
+# fragments blocks, and activation/KV spikes are larger than that on a big model: the next one OOMs.
+MEM_PRESSURE_FRAC = 0.90
+# Memory growth: a robust (Theil-Sen) slope over a longer lookback, counted from the last release
+# of memory (a fall of >= 1% of the device), with at least 3 separate rises over >= 4 s and few
+# falls (one allocation step is not a leak), growth of at least 1% of the device memory, and
+# memory full within a day at that rate.
+GROWTH_LOOKBACK_S = 60.0
+GROWTH_MIN_SPAN_S = 4.0
+GROWTH_MIN_RISES = 3
+GROWTH_MIN_FRAC_OF_TOTAL = 0.01
+GROWTH_HORIZON_S = 24 * 3600.0
+GROWTH_MAX_POINTS = 40  # Theil-Sen is O(n^2): subsample
+# A leak grows in many small steps; one allocation is one big step. Ignore changes under 1 MiB
+# (driver bookkeeping) and reject growth where one step makes up more than half of it.
+GROWTH_NOISE_BYTES = 2**20
+GROWTH_MAX_SINGLE_STEP_FRAC = 0.5
+# Power/thermal: the reason bit is set in at least half (power) / a third (thermal) of the samples
+# and the SM clock averages at least 5% below its maximum (otherwise the cap costs nothing).
+POWER_CAP_MIN_SHARE = 0.5
+THERMAL_MIN_SHARE = 0.3
+CLOCK_BELOW_MAX_FRAC = 0.95
+# Fallback power rule (no GPM): switching activity drives power, so a GPU kept "busy" by NVML's
+# measure at under 30% of its power limit does little work per unit time; above 50% it computes.
+POWER_LOW_FRAC = 0.30
+POWER_HIGH_FRAC = 0.50
+
+# Clock-event reason bits that mean heat / the power limit slowed the clocks.
+THERMAL_BITS = CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL | CLOCK_EVENT_HW_SLOWDOWN
+POWER_BITS = CLOCK_EVENT_SW_POWER_CAP | CLOCK_EVENT_HW_POWER_BRAKE

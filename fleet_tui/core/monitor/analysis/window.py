@@ -1,0 +1,248 @@
+"""What one device's window of samples says: signal means, shares, tallies, how its time is spent.
+
+``window_stats`` builds a ``WindowStats`` once per device per window; every rule reads it. The
+activity reading (``classify_activity``) is one decision per window — is the GPU idle, waiting
+(and on what), computing (and how) — so the kinds built on it exclude each other by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+from itertools import repeat
+from operator import attrgetter, truediv
+
+from fleet_tui.core.monitor.analysis.tallies import Counts, col_means
+from fleet_tui.core.monitor.analysis.thresholds import (
+    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, LAUNCH_MAX_FILL,
+    LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
+    PCIE_COPY_EXPLAINS_FRAC, PCIE_ENCODING, PCIE_GT_S, PCIE_SATURATED_FRAC, POWER_BITS,
+    POWER_LOW_FRAC, SPARSE_DUTY_MAX_PCT, TENSOR_ACTIVE_MIN_PCT, TENSOR_UNUSED_MAX_PCT, THERMAL_BITS)
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+GrowthPoints = Sequence[tuple[float, float]]  # (timestamp, mem_used_bytes), oldest first
+
+
+def pcie_link_bytes_s(gen: float | None, width: float | None) -> float:
+    """Theoretical per-direction PCIe rate in bytes/s for a generation and lane count."""
+    g = int(gen) if gen else PCIE_ASSUMED_GEN
+    w = int(width) if width else PCIE_ASSUMED_WIDTH
+    g = 1 if g < 1 else 6 if g > 6 else g
+    return PCIE_GT_S[g] * 1e9 * PCIE_ENCODING[g] * w / 8
+
+
+def link_of(extra: tuple[tuple[str, float], ...]) -> tuple[float, bool]:
+    """(per-direction link bytes/s, whether the source reported the link) from a device's extras."""
+    gen = width = None
+    for k, v in extra:
+        if k == "pcie_link_gen":
+            gen = v
+        elif k == "pcie_link_width":
+            width = v
+    return pcie_link_bytes_s(gen, width), gen is not None and width is not None
+
+
+@dataclass(slots=True)
+class WindowStats:
+    """One device over one window. Built once per window and never changed afterwards (the
+    diagnoses' sentences read it when first shown)."""
+
+    n: int
+    gpu_util: float | None
+    mem_util: float | None
+    sm: float | None
+    tensor: float | None
+    dram: float | None
+    fp32: float | None
+    fp16: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock: float | None
+    sm_clock_max: float | None
+    temp_c: float | None
+    slowdown_temp_c: float | None
+    pcie_rx: float | None
+    pcie_tx: float | None
+    link_bytes_s: float
+    link_known: bool
+    mem_used: float | None
+    mem_total: float | None
+    power_share: float | None
+    thermal_share: float | None
+    reasons_seen: int
+    procs: int
+    proc_bytes: int
+    ecc_uncorrected_delta: int
+    ecc_uncorrected_last: int | None
+    xids: tuple[int, ...]
+    lost: bool
+    wait_share: float | None  # share of samples in which kernels ran under half the time
+    pcie_frac: float | None  # busier PCIe direction / link rate
+    growth_points: GrowthPoints  # memory over the growth lookback
+    activity: Activity | None = None  # classify_activity(self); None while lost
+
+
+class Activity(NamedTuple):
+    """How the device spent the window. With SM activity (GPM/DCGM, ``gpm``) the reading is direct;
+    without it, utilization, memory activity, power and PCIe stand in."""
+
+    gpm: bool
+    scale: float  # confidence multiplier: 1.0, or 0.8 for partial GPM (SM activity only)
+    state: str  # "idle" | "active" | "unknown" (no duty-cycle signal at all)
+    duty: float  # % of time kernels ran (NVML util, else SM activity)
+    sm: float  # SM active % (0 without GPM)
+    fill: float | None  # sm / duty: how much of the GPU the kernels fill while they run
+    pf: float  # pcie_frac, 0 when unknown
+    power_frac: float | None  # power / limit (fallback rules only)
+    # why an active GPU waits: "pcie" (saturated link), "copies" (copies keep it busy), "launch"
+    # (tiny kernels), "sparse" (kernels run under half the time), "bursty" (waits between bursts)
+    waiting: str | None
+    # how it computes: "tensor" (tensor cores busy), "simt" (busy SMs, tensor cores unused),
+    # "busy" (fallback: busy, nothing known against it), "memory" (fallback: memory-bound)
+    compute: str | None
+    dram_bound: bool  # HBM bandwidth >= DRAM_BOUND_PCT of peak (GPM)
+
+
+def classify_activity(st: WindowStats) -> Activity:
+    """How the window's time was spent (one decision; the activity rules read it)."""
+    pf = st.pcie_frac or 0.0
+    if st.sm is not None:
+        return _classify_gpm(st, pf)
+    util = st.gpu_util
+    power_frac = (st.power_w / st.power_limit_w) if st.power_w and st.power_limit_w else None
+    state = "unknown" if util is None else "idle" if util < ACTIVITY_MIN_PCT else "active"
+    waiting = compute = None
+    if state == "active":
+        bursty = st.wait_share is not None and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3
+        if pf >= PCIE_SATURATED_FRAC:
+            waiting = "pcie"
+        elif util >= SPARSE_DUTY_MAX_PCT and bursty:
+            waiting = "bursty"
+        elif util >= SPARSE_DUTY_MAX_PCT:
+            if st.mem_util is not None and st.mem_util >= MEM_UTIL_BOUND_PCT:
+                compute = "memory"
+            elif power_frac is not None and power_frac < POWER_LOW_FRAC:
+                waiting = "launch"
+            else:
+                compute = "busy"
+        else:
+            waiting = "sparse"
+    return Activity(False, 1.0, state, util or 0.0, 0.0, None, pf, power_frac, waiting, compute,
+                    False)
+
+
+def _classify_gpm(st: WindowStats, pf: float) -> Activity:
+    sm = st.sm or 0.0
+    util = st.gpu_util
+    tensor, dram = st.tensor, st.dram
+    duty = util if util is not None else sm
+    # Partial GPM (e.g. SM activity without tensor/DRAM) lowers confidence a little.
+    scale = 1.0 if tensor is not None and dram is not None else 0.8
+    fill = (sm / duty) if duty and duty > 0 else None
+    active = duty >= ACTIVITY_MIN_PCT or sm >= ACTIVITY_MIN_PCT
+    waiting = compute = None
+    dram_bound = False
+    if active:
+        if pf >= PCIE_SATURATED_FRAC and sm < BUSY_SM_MIN_PCT:
+            waiting = "pcie"
+        elif (duty >= LAUNCH_MIN_DUTY_PCT and fill is not None and fill < LAUNCH_MAX_FILL
+              and sm < BUSY_SM_MIN_PCT):
+            waiting = "copies" if pf >= PCIE_COPY_EXPLAINS_FRAC else "launch"
+        elif duty < SPARSE_DUTY_MAX_PCT and sm < BUSY_SM_MIN_PCT:
+            waiting = "sparse"
+        elif (sm < BUSY_SM_MIN_PCT and st.wait_share is not None
+              and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3):
+            # Sampled at ~1 Hz, starvation shows as whole samples of waiting between busy ones.
+            waiting = "bursty"
+        dram_bound = dram is not None and dram >= DRAM_BOUND_PCT
+        if sm >= BUSY_SM_MIN_PCT and tensor is not None and tensor >= TENSOR_ACTIVE_MIN_PCT:
+            compute = "tensor"
+        elif (sm >= BUSY_SM_MIN_PCT and (tensor is None or tensor < TENSOR_UNUSED_MAX_PCT)
+              and not dram_bound):
+            compute = "simt"
+    return Activity(True, scale, "active" if active else "idle", duty, sm, fill, pf, None,
+                    waiting, compute, dram_bound)
+
+
+def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], counts: Counts,
+                 growth_points: GrowthPoints) -> WindowStats:
+    """Window statistics from the samples (oldest first), their signal rows (``read_row``) and
+    their tallies."""
+    n = len(rows)
+    last = samples[-1]
+    if counts.gaps:
+        means = col_means(tuple(zip(*rows)), n)
+    else:  # no N/A reading in the window: every column summed in C, in window order
+        means = list(map(truediv, map(sum, zip(*rows)), repeat(n)))
+    (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
+     pcie_tx, mem_used) = means
+    mask = power_n = thermal_n = nr = 0
+    for r, k in counts.reasons.items():
+        mask |= r
+        nr += k
+        if r & POWER_BITS:
+            power_n += k
+        if r & THERMAL_BITS:
+            thermal_n += k
+    ecc = counts.ecc
+    if ecc:
+        ecc_delta = max(ecc) - min(ecc)
+        ecc_last = last.ecc_uncorrected
+        if ecc_last is None:  # the newest count the window has
+            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
+                            if e is not None)
+    else:
+        ecc_delta, ecc_last = 0, None
+    xids: list[int] = []
+    if counts.xid_n:
+        for d in samples:
+            for x in d.xid_errors:
+                if x not in xids:
+                    xids.append(x)
+    link_bytes_s, link_known = link_of(last.extra)
+    pcie_frac = None
+    if pcie_rx is not None or pcie_tx is not None:
+        pcie_frac = max(pcie_rx or 0.0, pcie_tx or 0.0) / link_bytes_s
+    procs = last.processes
+    lost = last.state == "lost"
+    st = WindowStats(  # positional, in field order (keywords cost a third of the call)
+        n, gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, last.power_limit_w,
+        sm_clock, last.sm_clock_max_mhz, temp_c, last.slowdown_temp_c, pcie_rx, pcie_tx,
+        link_bytes_s, link_known, mem_used, last.mem_total_bytes,
+        (power_n / nr) if nr else None,  # power_share
+        (thermal_n / nr) if nr else None,  # thermal_share
+        mask,  # reasons_seen
+        len(procs),
+        sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,  # proc_bytes
+        ecc_delta,  # ecc_uncorrected_delta
+        ecc_last,  # ecc_uncorrected_last
+        tuple(xids),
+        lost,
+        # wait_share: samples in which kernels ran under half the time
+        (counts.wait_n / counts.util_n) if counts.util_n else None,
+        pcie_frac,
+        growth_points,
+    )
+    if not lost:
+        st.activity = classify_activity(st)
+    return st
+
+
+def missing_signals(st: WindowStats) -> list[str]:
+    """The signals the rules are designed around that this window lacks."""
+    if st.sm is None or st.tensor is None or st.dram is None or st.fp32 is None:
+        missing = [name for name, v in (("sm_active_pct", st.sm), ("tensor_active_pct", st.tensor),
+                                        ("dram_active_pct", st.dram), ("fp32_active_pct", st.fp32))
+                   if v is None]
+    else:  # full GPM, the common case
+        missing = []
+    if st.gpu_util is None:
+        missing.append("gpu_util_pct")
+    if st.pcie_rx is None and st.pcie_tx is None:
+        missing.append("pcie")
+    elif not st.link_known:
+        missing.append("pcie_link")
+    if not st.mem_total:
+        missing.append("mem_total_bytes")
+    return missing
