@@ -45,6 +45,24 @@ class Memo:
         return len(self._data)
 
 
+class ValueKey:
+    """A key for a value that compares by value but cannot be hashed (a frozen pydantic model with
+    a dict field, like ``Accelerator.peak_tflops``): hashed by ``hash_parts`` taken from it, equal
+    when the values are equal (the same object is checked first, which is the common case)."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: Any, *hash_parts: Hashable):
+        self.value = value
+        self._hash = hash(hash_parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ValueKey) and (self.value is other.value or self.value == other.value)
+
+
 def memo(name: str, maxsize: int = 256) -> Memo:
     """The cache called ``name`` (created on first use)."""
     cache = _ALL.get(name)
