@@ -132,7 +132,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
     out: dict = {
         "workload": wd,
         "memory": {"total_bytes": mem.total_bytes, "total_gib": round(mem.total_gib, 3), "per_gpu": mem.per_gpu,
-                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": list(mem.assumptions)},
+                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": mem.notes(flag)},
         "accelerator": acc.id if acc is not None else None,
         "gpus": res.gpus,
         "fits": fit.fits if fit is not None else None,

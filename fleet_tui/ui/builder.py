@@ -337,6 +337,6 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
     if cost_text:
         lines.append(cost_text)
-    for note in memory.assumptions:
+    for note in memory.notes(label):
         lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)

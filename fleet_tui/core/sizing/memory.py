@@ -37,8 +37,9 @@ error of the NVML peak is 1.0 % and the maximum 4.7 % (``tests/core/test_sizing_
 prints the table). Calibration is a handful of constants (driver reserve and CUDA context as
 measured, lazily loaded kernels, three allocator-slack fractions by allocation pattern), not per-row
 factors. Known gaps: the Llama-2-7B fp32-master recompute run keeps ~10 GB more in the allocator
-pool than any transient explains (we under-predict it by 2 %); attention implementations that
-materialize the score matrix (eager attention) are not modelled; nor is multi-head latent attention.
+pool than any transient explains (we under-predict it by 2 %); eager attention (which materializes
+the score matrix, ``attention = "eager"``) is counted tensor by tensor but no measured run checks it;
+multi-head latent attention is not modelled (such configs are refused).
 
 Speed of the function: results are cached per (workload, gpus) in :mod:`fleet_tui.core.caches`
 (``Workload`` is frozen and hashable), so ranking a whole catalog costs one estimate per GPU count.
@@ -48,10 +49,12 @@ Speed of the function: results are cached per (workload, gpus) in :mod:`fleet_tu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
+from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token,
                                       lora_params, parallel_split, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
@@ -91,11 +94,16 @@ class MemoryBreakdown:
     per_gpu: bool = True
     phase: str = ""  # which moment of the run is the peak
     gpus: int = 1
+    # sentences in which an input field appears as ``{field}`` (see :meth:`notes`)
     assumptions: tuple[str, ...] = ()
 
     @property
     def total_gib(self) -> float:
         return self.total_bytes / cal.GiB
+
+    def notes(self, label: Callable[[str], str]) -> list[str]:
+        """The assumptions with each input field shown as ``label(field)`` (a flag, a form label)."""
+        return [render_fields(a, label) for a in self.assumptions]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +236,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                    f"in {w.precision}")
         seq_len = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
         if w.seq_len is None:
-            assumptions.append(f"no --seq-len given: {DEFAULT_TRAIN_SEQ_LEN}-token sequences assumed")
+            assumptions.append(f"no {{seq_len}} given: {DEFAULT_TRAIN_SEQ_LEN}-token sequences assumed")
         tokens = b_gpu * seq_len
         amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
         per_layer = train_act_per_token_layer(arch, w, seq_len) / tp
