@@ -340,3 +340,13 @@ def test_suggestions_pair_quantization_with_gpus_and_serialize():
     assert [dataclasses.asdict(s)["change"] for s in res.suggestions] == [s.change for s in res.suggestions]
     assert pickle.loads(pickle.dumps(res)).suggestions == res.suggestions
     assert check_fit(Workload(kind="inference", model=L70), L4) is res  # cached by value
+
+
+def test_caches_key_devices_by_value_not_by_object():
+    small = H100.model_copy(update={"memory_gib": 16})  # the same id, another spec
+    w = Workload(kind="inference", model=L8, seq_len=2048)
+    assert size_workload(w, H100, 1).fit.fits and not size_workload(w, small, 1).fit.fits
+    assert check_fit(w, H100).fits and not check_fit(w, small).fits
+    same = H100.model_copy()  # an equal device built again is a cache hit
+    assert size_workload(w, same, 1) is size_workload(w, H100, 1)
+    assert check_fit(w, same) is check_fit(w, H100)

@@ -34,8 +34,13 @@ def size_workload(workload: Workload, accelerator: Accelerator | None = None,
     Cached per (workload, accelerator, gpus): cheap to call for every offer of a catalog.
     """
     n = int(gpus or workload.gpus)
-    device = caches.ValueKey(accelerator, accelerator.id) if accelerator is not None else None
-    return _SIZED.get_or_compute((workload, device, n), lambda: _size(workload, accelerator, n))
+    # Keyed by the device's id and checked by value on a hit: building a caches.ValueKey on this,
+    # the hottest cached path, made a hit 1.28 µs instead of 0.93 (bench/bench_sizing.py).
+    key = (workload, accelerator.id if accelerator is not None else None, n)
+    device, result = _SIZED.get_or_compute(key, lambda: (accelerator, _size(workload, accelerator, n)))
+    if device is accelerator or device == accelerator:
+        return result
+    return _size(workload, accelerator, n)  # another spec under the same id (a user's own): not cached
 
 
 def _size(workload: Workload, accelerator: Accelerator | None, n: int) -> SizingResult:
