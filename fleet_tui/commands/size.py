@@ -60,16 +60,17 @@ def _gib(b: float) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from fleet_tui.commands._workload_args import parse_params, workload_from_args
+    from fleet_tui.commands._workload_args import workload_from_args
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.perf import training_run
     from fleet_tui.core.sizing import precision_support, size_workload
+    from fleet_tui.core.workload import parse_params
 
     catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
     workload = workload_from_args(args, catalog)
     acc = catalog.accelerator(args.gpu) if args.gpu else None
-    tokens = parse_params(args.tokens, "--tokens") if args.tokens else None
+    tokens = parse_params(args.tokens, "tokens") if args.tokens else None
     if tokens is not None and not workload.is_training:
         raise UserError("--tokens (a training run's length) applies to training workloads")
     if acc is not None:
@@ -109,6 +110,7 @@ def handler(args: argparse.Namespace) -> int:
 
 
 def _to_dict(res, thr, speed_acc, acc, run) -> dict:
+    from fleet_tui.commands._workload_args import flag
     from fleet_tui.core.modelspec import param_counts
 
     w = res.workload
@@ -130,7 +132,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
     out: dict = {
         "workload": wd,
         "memory": {"total_bytes": mem.total_bytes, "total_gib": round(mem.total_gib, 3), "per_gpu": mem.per_gpu,
-                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": list(mem.assumptions)},
+                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": mem.notes(flag)},
         "accelerator": acc.id if acc is not None else None,
         "gpus": res.gpus,
         "fits": fit.fits if fit is not None else None,
@@ -139,7 +141,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "precision_supported": fit.precision_supported if fit is not None else None,
         "precision_note": (fit.precision_note or None) if fit is not None else None,
         "fit_message": fit.message if fit is not None else None,
-        "suggestions": [{"description": s.description, "change": s.change, "total_bytes": s.total_bytes,
+        "suggestions": [{"description": s.render(flag), "change": s.change, "total_bytes": s.total_bytes,
                          "gpus": s.gpus} for s in (fit.suggestions if fit is not None else [])],
         "kv_capacity": None,
         "throughput": None,

@@ -100,7 +100,7 @@ LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN = 10.0
 # --- speed ---------------------------------------------------------------------------------------
 # Achieved fraction of the *dense* datasheet peak (what the catalog stores). These fractions only
 # ever scale a published figure: where the catalog has no peak (or no bandwidth) for a device, the
-# estimate that needs it is unknown (perf.py), never a fraction of a guessed number. Power and clocks cap
+# estimate that needs it is unknown (fleet_tui.core.perf), never a fraction of a guessed number. Power and clocks cap
 # a GPU below its datasheet: the H200 sustained 662 TFLOP/s on bf16 8192^3 matmuls at its 700 W
 # cap = 0.669 of the 989.5 dense peak (meta.matmul_tflops). Copies reached 4.25 TB/s of 4.8 = 0.885.
 

@@ -42,4 +42,15 @@ class FieldError(UserError):
 
     def render(self, label: Callable[[str], str]) -> str:
         """The sentence with each field shown as ``label(field)``."""
-        return self.template.format(**{name: label(name) for name in self.fields})
+        return render_fields(self.template, label)
+
+
+def escape_braces(value: str) -> str:
+    """``value`` made safe to put into a template (a user's text may hold ``{`` or ``}``)."""
+    return value.replace("{", "{{").replace("}", "}}")
+
+
+def render_fields(template: str, label: Callable[[str], str]) -> str:
+    """``template`` with every ``{field}`` shown as ``label(field)`` (a flag, a form label...)."""
+    names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    return template.format(**{name: label(name) for name in names})

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+
+from fleet_tui.core import caches
+from fleet_tui.core.errors import FieldError, UserError, escape_braces
 
 
 class ModelArch(BaseModel):
@@ -140,8 +142,15 @@ class ParamCounts:
         return self.active - self.embedding - self.lm_head - self.norms + (self.lm_head or self.embedding)
 
 
-@lru_cache(maxsize=1024)
+_PARAM_COUNTS = caches.memo("modelspec.param_counts", 1024)
+
+
 def param_counts(arch: ModelArch) -> ParamCounts:
+    """Parameters of ``arch`` by group (cached per model shape)."""
+    return _PARAM_COUNTS.get_or_compute(arch, lambda: _param_counts(arch))
+
+
+def _param_counts(arch: ModelArch) -> ParamCounts:
     h, L = arch.hidden, arch.layers
     attn = h * arch.q_dim + 2 * h * arch.kv_dim + arch.q_dim * h
     if arch.attention_bias:
@@ -192,7 +201,7 @@ MIN_DERIVED_PARAMS = 100_000_000
 
 
 def arch_for_params(params: int) -> ModelArch:
-    """A Llama-3-like shape for ``--params`` without a model, exactly ``params`` parameters.
+    """A Llama-3-like shape for a bare parameter count (no model given), exactly ``params`` parameters.
 
     Fixed ratios so every dimension grows with the count (memory is then monotonic in it): hidden a
     multiple of 256, layers = hidden / 128, FFN 3.5 × hidden, 64-wide heads with 4 query heads per
@@ -214,13 +223,7 @@ def arch_for_params(params: int) -> ModelArch:
 
 # --- Hugging Face config.json ------------------------------------------------------------------
 
-class ConfigFileError(ValueError):
-    """A config.json that cannot be turned into a ModelArch (message names the file and keys)."""
-
-
-def _user_error(msg: str) -> Exception:
-    from fleet_tui.core.errors import UserError
-
+def _user_error(msg: str) -> UserError:
     return UserError(msg)
 
 
@@ -245,10 +248,11 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise _user_error(f"--model-config {path}: no such file (give a Hugging Face config.json or "
-                          "the folder holding one)") from None
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
+                         "Hugging Face config.json or the folder holding one)") from None
     except OSError as exc:
-        raise _user_error(f"--model-config {path}: cannot read it ({exc.strerror})") from None
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: cannot read it "
+                         f"({escape_braces(str(exc.strerror))})") from None
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:

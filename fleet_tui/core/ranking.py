@@ -516,8 +516,8 @@ class _Engine:
         if self._weights_bytes is None:
             from fleet_tui.core.modelspec import param_counts
 
-            self._weights_bytes = sz._weight_bytes(w, param_counts(w.arch))
-        _dp, tp, shard = sz._split(w, gpus)
+            self._weights_bytes = sz.weight_bytes(w, param_counts(w.arch))
+        _dp, tp, shard = sz.parallel_split(w, gpus)
         return self._weights_bytes / (tp * shard) + self._fixed_bytes - 64  # (per-part rounding)
 
     def size(self, acc, devices: int, instances: int | None = None, *,

@@ -37,6 +37,7 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import CatalogError, UserError
 from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
+from fleet_tui.core.workload import MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, WorkloadKind
 
 WORKLOADS_FILE = "workloads.toml"
 _TOP_KEYS = ("scenario", "set", "meta")
@@ -52,20 +53,20 @@ class ScenarioSpec(BaseModel):
     description: str = ""
     tags: tuple[str, ...] = ()
     # the workload (same names as Workload / `fleet-tui size` flags)
-    kind: Literal["inference", "training", "finetune", "lora", "qlora"]
+    kind: WorkloadKind
     model: str = Field(min_length=1)
-    precision: Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4"] = "bf16"
+    precision: WeightPrecision = "bf16"
     batch: PositiveInt = 1
     seq_len: PositiveInt | None = None
     prompt_len: PositiveInt | None = None
     gen_len: PositiveInt | None = None
-    optimizer: Literal["adamw", "adamw8bit", "sgd", "adafactor"] = "adamw"
-    master_weights: Literal["fp32", "none"] = "fp32"
+    optimizer: Optimizer = "adamw"
+    master_weights: MasterWeights = "fp32"
     grad_checkpointing: bool = False
     lora_rank: PositiveInt = 16
     lora_targets: tuple[str, ...] | None = None
-    sharding: Literal["data", "tensor", "fsdp"] | None = None
-    serving: Literal["interactive", "batch"] = "interactive"
+    sharding: Sharding | None = None
+    serving: Serving = "interactive"
     # the current setup and how it is paid for
     current_instance: str = Field(min_length=1)
     current_count: PositiveInt = 1

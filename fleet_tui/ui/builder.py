@@ -23,11 +23,21 @@ from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
 
-KINDS = ("inference", "training", "finetune", "lora", "qlora")
-PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adamw8bit", "sgd", "adafactor")
-SHARDING = ("data", "tensor", "fsdp")
-_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+from fleet_tui.core.choices import KINDS, OPTIMIZERS, PRECISIONS, SHARDINGS
+
+#: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
+LABELS = {
+    "workload": "workload", "model": "model preset", "params": "params (e.g. 7B)",
+    "model_config": "config.json path", "precision": "precision", "batch": "batch",
+    "seq_len": "seq/prompt len", "prompt_len": "seq/prompt len", "gen_len": "gen len (infer)",
+    "optimizer": "optimizer", "gpus": "devices", "sharding": "sharding", "lora_rank": "LoRA rank",
+    "grad_checkpointing": "checkpointing", "master_weights": "master weights",
+}
+
+
+def label(field: str) -> str:
+    """How a sentence names a field: its form label without the hint ("params (e.g. 7B)" -> "params")."""
+    return LABELS.get(field, field).split(" (")[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +57,6 @@ class BuilderResult:
     markup: str  # breakdown + verdict, ready to show
     error: str | None = None
     content: object = None  # ``markup`` parsed in the worker (a textual Content)
-
-
-def parse_count(text: str) -> int | None:
-    """'7B', '70b', '1.5e9', '405000000' -> int; '' -> None; ValueError for anything else."""
-    text = text.strip().lower().replace("_", "").replace(",", "")
-    if not text:
-        return None
-    factor = _SUFFIX.get(text[-1], 1.0)
-    if text[-1] in _SUFFIX:
-        text = text[:-1]
-    value = float(text) * factor
-    if value <= 0:
-        raise ValueError("must be positive")
-    return int(value)
 
 
 class BuilderScreen(PaneScreen):
@@ -87,24 +83,24 @@ class BuilderScreen(PaneScreen):
                           compact=True, prompt=prompt)
 
         with Grid(id="b-form"):
-            yield Field("workload", sel(KINDS, "inference", "b-kind"))
-            yield Field("model preset", Select([], prompt="(custom)", id="b-model", compact=True))
-            yield Field("params (e.g. 7B)", Input(placeholder="or a preset", id="b-params",
+            yield Field(LABELS["workload"], sel(KINDS, "inference", "b-kind"))
+            yield Field(LABELS["model"], Select([], prompt="(custom)", id="b-model", compact=True))
+            yield Field(LABELS["params"], Input(placeholder="or a preset", id="b-params",
                                                  compact=True))
-            yield Field("config.json path", Input(placeholder="optional", id="b-config", compact=True))
-            yield Field("precision", sel(PRECISIONS, "bf16", "b-precision"))
+            yield Field(LABELS["model_config"], Input(placeholder="optional", id="b-config", compact=True))
+            yield Field(LABELS["precision"], sel(PRECISIONS, "bf16", "b-precision"))
             yield Field("accelerator", Select([], prompt="(best)", id="b-accel", compact=True))
-            yield Field("batch", Input("1", id="b-batch", type="integer", compact=True))
-            yield Field("seq/prompt len", Input("2048", id="b-seq", type="integer", compact=True))
-            yield Field("gen len (infer)", Input("256", id="b-gen", type="integer", compact=True))
-            yield Field("optimizer", sel(OPTIMIZERS, "adamw", "b-optimizer"))
-            yield Field("devices", Input("1", id="b-gpus", type="integer", compact=True))
-            yield Field("sharding", sel(SHARDING, "data", "b-sharding"))
-            yield Field("LoRA rank", Input("16", id="b-lora-rank", type="integer", compact=True))
+            yield Field(LABELS["batch"], Input("1", id="b-batch", type="integer", compact=True))
+            yield Field(LABELS["seq_len"], Input("2048", id="b-seq", type="integer", compact=True))
+            yield Field(LABELS["gen_len"], Input("256", id="b-gen", type="integer", compact=True))
+            yield Field(LABELS["optimizer"], sel(OPTIMIZERS, "adamw", "b-optimizer"))
+            yield Field(LABELS["gpus"], Input("1", id="b-gpus", type="integer", compact=True))
+            yield Field(LABELS["sharding"], sel(SHARDINGS, "data", "b-sharding"))
+            yield Field(LABELS["lora_rank"], Input("16", id="b-lora-rank", type="integer", compact=True))
             yield Field("hours/month", Input("730", id="b-hours", type="number", compact=True))
             yield Field("current instance", Input(placeholder="e.g. p4d.24xlarge", id="b-current",
                                                   compact=True))
-            yield Field("checkpointing", Checkbox("grad ckpt", id="b-ckpt", compact=True))
+            yield Field(LABELS["grad_checkpointing"], Checkbox("grad ckpt", id="b-ckpt", compact=True))
             yield Field("spot", Checkbox("spot allowed", id="b-spot", compact=True))
         yield VerticalScroll(Static("Choose a model preset or type a parameter count.",
                                     id="b-result-text"), id="b-result")
@@ -187,55 +183,40 @@ class BuilderScreen(PaneScreen):
         await self.app.run_action("switch_mode('recommend')")
 
 
-def build_workload(catalog, form: dict):
-    """The core ``Workload`` for the form, or raise ValueError/UserError with a sentence."""
-    from fleet_tui.core.workload import Workload
+def workload_fields(form: dict) -> dict:
+    """The form's values as the core's workload fields (the names :func:`parse_workload` reads)."""
+    def text(key: str) -> str | None:
+        return (form.get(key) or "").strip() or None
 
-    def integer(key: str, label: str) -> int | None:
-        text = (form.get(key) or "").strip()
-        if not text:
-            return None
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{label}: {text!r} is not a whole number") from None
-        if value <= 0:
-            raise ValueError(f"{label}: must be at least 1")
-        return value
-
-    model = None
-    config = (form.get("b-config") or "").strip()
-    if config:
-        from fleet_tui.core.modelspec import load_model_config
-
-        model = load_model_config(config)
-    elif form.get("b-model") and catalog is not None:
-        model = catalog.model(form["b-model"])
-    params = None
-    if model is None:
-        try:
-            params = parse_count(form.get("b-params") or "")
-        except ValueError:
-            raise ValueError(f"params: {form.get('b-params')!r} is not a count like 7B, 70e9 "
-                             "or 405000000") from None
-        if params is None:
-            raise ValueError("Choose a model preset, a config.json path or type a parameter count.")
     kind = form.get("b-kind") or "inference"
-    seq = integer("b-seq", "seq/prompt len")
-    gen = integer("b-gen", "gen len")
-    fields = dict(kind=kind, model=model, params=params, precision=form.get("b-precision") or "bf16",
-                  batch=integer("b-batch", "batch") or 1,
-                  optimizer=form.get("b-optimizer") or "adamw",
-                  grad_checkpointing=bool(form.get("b-ckpt")),
-                  gpus=integer("b-gpus", "devices") or 1,
-                  sharding=form.get("b-sharding") or "data")
-    if kind == "inference" and gen:
-        fields.update(prompt_len=seq, gen_len=gen)
+    training, adapter = kind != "inference", kind in ("lora", "qlora")
+    fields: dict = dict(workload=kind, precision=form.get("b-precision"), batch=text("b-batch"),
+                        gpus=text("b-gpus"), sharding=form.get("b-sharding"))
+    if text("b-config"):  # the path typed wins over the preset, the preset over a count
+        fields["model_config"] = text("b-config")
+    elif form.get("b-model"):
+        fields["model"] = form["b-model"]
     else:
-        fields.update(seq_len=seq)
-    if kind in ("lora", "qlora"):
-        fields["lora_rank"] = integer("b-lora-rank", "LoRA rank") or 16
-    return Workload(**fields)
+        fields["params"] = text("b-params")
+    if kind == "inference" and text("b-gen"):
+        fields.update(prompt_len=text("b-seq"), gen_len=text("b-gen"))
+    else:
+        fields["seq_len"] = text("b-seq")
+    if training:
+        fields.update(optimizer=form.get("b-optimizer"), grad_checkpointing=bool(form.get("b-ckpt")))
+    if adapter:
+        fields["lora_rank"] = text("b-lora-rank")
+    return fields
+
+
+def build_workload(catalog, form: dict):
+    """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
+    from fleet_tui.core.workload import parse_workload
+
+    fields = workload_fields(form)
+    if not any(fields.get(k) for k in ("model_config", "model", "params")):
+        raise ValueError("Choose a model preset, a config.json path or type a parameter count.")
+    return parse_workload(fields, catalog)
 
 
 def _choice(form: dict) -> BuilderChoice:
@@ -253,21 +234,15 @@ def _choice(form: dict) -> BuilderChoice:
 
 def compute(catalog, form: dict) -> BuilderResult:
     """Build the workload and size it (runs in a worker thread; never raises)."""
-    from pydantic import ValidationError
-
-    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.errors import FieldError, UserError
 
     try:
         choice = _choice(form)
         workload = build_workload(catalog, form)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "workload"
-        return BuilderResult(None, BuilderChoice(), "", error=f"{where}: {first.get('msg')}")
+    except FieldError as exc:  # the core names its fields; here they are the form's labels
+        return BuilderResult(None, BuilderChoice(), "", error=exc.render(label))
     except (ValueError, UserError) as exc:
-        # the core names CLI flags; here the same value is a form field
-        text = str(exc).replace("--model-config", "config.json path", 1)
-        return BuilderResult(None, BuilderChoice(), "", error=text)
+        return BuilderResult(None, BuilderChoice(), "", error=str(exc))
     try:
         markup = sizing_markup(catalog, workload, choice)
     except UserError as exc:
@@ -338,7 +313,7 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
                          "precision.[/]")
         if fit.suggestions:
             lines.append("[b]Changes that would make it fit:[/]")
-            lines += [f"  [$accent]→[/] {escape(s.description)} "
+            lines += [f"  [$accent]→[/] {escape(s.render(label))} "
                       f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]"
                       for s in fit.suggestions]
     kv = result.kv_capacity
@@ -362,6 +337,6 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
     if cost_text:
         lines.append(cost_text)
-    for note in memory.assumptions:
+    for note in memory.notes(label):
         lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)

@@ -40,13 +40,29 @@ def mem(w: Workload, gpus: int | None = None):
     return estimate_memory(w, gpus)
 
 
+def kv_per_token(arch: ModelArch, precision: str = "bf16", tp: int = 1, context: int = 0) -> float:
+    """The production formula (the one memory, KV capacity and decode speed call)."""
+    return kv_bytes_per_token(arch, Workload(kind="inference", model=arch, precision=precision), tp, context)
+
+
 def test_kv_bytes_formula():
     # 2 (K,V) × layers × kv_heads × head_dim × bytes: Llama-3.1-8B = 131,072 B/token in bf16
-    assert kv_bytes_per_token(L8) == 2 * 32 * 8 * 128 * 2 == 131_072
-    assert kv_bytes_per_token(MODELS["llama-2-13b"]) == 819_200  # MHA
-    assert kv_bytes_per_token(MODELS["qwen2.5-7b"]) == 57_344
+    assert kv_per_token(L8) == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert kv_per_token(L8, "fp32") == 2 * 131_072
+    assert kv_per_token(L8, "int4") == 131_072  # weight-only quantization: the cache stays 16-bit
+    assert kv_per_token(L8, tp=16) == 131_072 // 8  # at least one KV head per rank
+    assert kv_per_token(MODELS["llama-2-13b"]) == 819_200  # MHA
+    assert kv_per_token(MODELS["qwen2.5-7b"]) == 57_344
     # MoE experts do not add KV: Mixtral-8x7B has Mistral-7B's attention
-    assert kv_bytes_per_token(MODELS["mixtral-8x7b"]) == kv_bytes_per_token(MODELS["mistral-7b"])
+    assert kv_per_token(MODELS["mixtral-8x7b"]) == kv_per_token(MODELS["mistral-7b"])
+
+
+def test_kv_bytes_sliding_window_layers_hold_only_their_window():
+    arch = L8.model_copy(update={"sliding_window": 1024, "sliding_window_layers": 16})
+    per_layer = 2 * 8 * 128 * 2
+    assert kv_per_token(arch, context=1024) == 32 * per_layer  # within the window: every layer
+    assert kv_per_token(arch, context=4096) == 16 * per_layer + 16 * per_layer * 1024 / 4096
+    assert kv_per_token(arch) == 16 * per_layer  # no context given: full-attention layers only
 
 
 def test_kv_component_scales_with_tokens():
@@ -320,6 +336,17 @@ def test_suggestions_pair_quantization_with_gpus_and_serialize():
     combos = [s for s in res.suggestions if s.change.startswith("gpus+")]
     assert combos and all(s.gpus > 1 and s.workload.sharding == "tensor" for s in combos)
     assert min(s.gpus for s in res.suggestions) < 8  # int4 halves the GPUs plain bf16 needs
-    d = dataclasses.asdict(res)
-    assert len(d["suggestions"]) == len(res.suggestions)
-    assert pickle.loads(pickle.dumps(res.suggestions)) == list(res.suggestions)
+    assert type(res.suggestions) is list  # a plain list, searched once on first read
+    assert [dataclasses.asdict(s)["change"] for s in res.suggestions] == [s.change for s in res.suggestions]
+    assert pickle.loads(pickle.dumps(res)).suggestions == res.suggestions
+    assert check_fit(Workload(kind="inference", model=L70), L4) is res  # cached by value
+
+
+def test_caches_key_devices_by_value_not_by_object():
+    small = H100.model_copy(update={"memory_gib": 16})  # the same id, another spec
+    w = Workload(kind="inference", model=L8, seq_len=2048)
+    assert size_workload(w, H100, 1).fit.fits and not size_workload(w, small, 1).fit.fits
+    assert check_fit(w, H100).fits and not check_fit(w, small).fits
+    same = H100.model_copy()  # an equal device built again is a cache hit
+    assert size_workload(w, same, 1) is size_workload(w, H100, 1)
+    assert check_fit(w, same) is check_fit(w, H100)

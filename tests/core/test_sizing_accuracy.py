@@ -79,10 +79,10 @@ def _label(r: dict) -> str:
 def test_catalog_architectures_reproduce_measured_param_counts():
     for r in TRUTH["runs"]:
         if r["mode"] == "train_lora_bf16":
-            from fleet_tui.core.sizing import _lora_params
+            from fleet_tui.core.footprint import lora_params
 
             w = workload_for(r)
-            assert param_count(w.model) + _lora_params(w.model, w) == r["params"]
+            assert param_count(w.model) + lora_params(w.model, w) == r["params"]
         else:
             assert param_count(MODELS[r["model"]]) == r["params"], r["model"]
 

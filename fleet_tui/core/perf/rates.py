@@ -1,0 +1,101 @@
+"""Rates of a device and FLOPs/bytes of a workload that the speed estimates divide by each other.
+
+Achievable compute = dense datasheet peak × large-GEMM efficiency of the architecture
+(:data:`calibration.MATMUL_EFFICIENCY`, H200 measured 0.67 of peak at its 700 W cap); fp8 and
+weight-only int8/int4 apply the factors documented in :mod:`fleet_tui.core.calibration`. A figure
+that is not published stays unknown (``None`` plus a note), never a stand-in number.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleet_tui.core import caches
+from fleet_tui.core import calibration as cal
+from fleet_tui.core.footprint import weight_bytes
+from fleet_tui.core.modelspec import ParamCounts, param_counts
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
+
+#: Shape assumed for speed when an inference workload gives neither a sequence nor a prompt length
+#: (its memory is then the weights alone); the output says so.
+DEFAULT_PROMPT_TOKENS = 512
+DEFAULT_GEN_TOKENS = 128
+
+_MATMUL = caches.memo("perf.matmul_efficiency", 256)
+
+
+def matmul_efficiency(accelerator: Accelerator) -> float:
+    """Large-GEMM efficiency of the device's architecture (the longest matching table prefix)."""
+    arch = accelerator.architecture or ""
+    return _MATMUL.get_or_compute(arch, lambda: _matmul_efficiency(arch))
+
+
+def _matmul_efficiency(arch: str) -> float:
+    low = arch.lower()
+    return next((e for k, e in cal.MATMUL_EFFICIENCY.items()
+                 if k != "default" and low.startswith(k.lower())), cal.MATMUL_EFFICIENCY["default"])
+
+
+def peak_flops(accelerator: Accelerator, precision: str) -> tuple[float | None, list[str]]:
+    """Achievable dense FLOP/s for ``precision`` (peak × efficiency), or None when the peak it
+    needs is not published, and notes (fallbacks, or which figure is missing)."""
+    p = accelerator.peak_tflops
+    name = accelerator.id
+    notes: list[str] = []
+    if precision in ("int8", "int4"):
+        base = "bf16" if "bf16" in p else "fp16" if "fp16" in p else None
+        if base is None:
+            return None, [f"no published bf16/fp16 peak for {name}"]
+        tflops = p[base] * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR
+        notes.append(f"{precision} weight-only quantization: matmuls run in 16-bit after de-quantizing")
+    elif precision not in p:
+        return None, [f"no published {precision} peak for {name}"]
+    elif precision == "fp8":
+        tflops = p["fp8"] * cal.FP8_EFFICIENCY_FACTOR
+    else:
+        tflops = p[precision]
+        if precision == "fp32":
+            notes.append("fp32 matmuls at the fp32 (non-tensor-core) peak: PyTorch leaves TF32 off by default")
+    return tflops * 1e12 * matmul_efficiency(accelerator), notes
+
+
+def bandwidth(accelerator: Accelerator) -> tuple[float | None, list[str]]:
+    """Datasheet memory bandwidth in bytes/s, or None (with a note) when it is not published."""
+    if accelerator.memory_bandwidth_gbs:
+        return accelerator.memory_bandwidth_gbs * 1e9, []
+    return None, [f"no published memory bandwidth for {accelerator.id}"]
+
+
+def attn_flops_per_token(w: Workload, context: float) -> float:
+    """Forward attention FLOPs per token (QKᵀ and AV, causal: half the square)."""
+    a = w.arch
+    full = a.layers - a.sliding_window_layers
+    flops = full * 2 * context * a.q_dim
+    if a.sliding_window_layers:
+        flops += a.sliding_window_layers * 2 * min(context, a.sliding_window) * a.q_dim
+    return float(flops)
+
+
+#: Shape assumed for speed when an inference workload gives neither a sequence nor a prompt length
+
+
+def scaling_efficiency(sharding: str, gpus: int) -> float:
+    """Share of linear speed-up left on ``gpus`` devices (:data:`calibration.SCALING_PER_DOUBLING`)."""
+    if gpus <= 1:
+        return 1.0
+    return cal.SCALING_PER_DOUBLING[sharding] ** math.log2(gpus)
+
+
+def weight_stream_bytes(w: Workload, batch: int, pc: ParamCounts | None = None) -> float:
+    """Weight bytes one decode step reads: dense all; MoE the experts the batch routes to."""
+    a = w.arch
+    pc = pc or param_counts(a)
+    total = weight_bytes(w if not w.is_training else w.derive(kind="inference"), pc)
+    if not a.is_moe:
+        return total
+    # expected distinct experts per layer touched by `batch` tokens routing to k of E each
+    touched = a.experts * (1 - (1 - a.experts_per_token / a.experts) ** batch)
+    expert_params = a.layers * (pc.mlp_per_layer - pc.mlp_active_per_layer) / max(1, a.experts - a.experts_per_token)
+    untouched = (a.experts - touched) * expert_params
+    return total * (1 - untouched / pc.total)

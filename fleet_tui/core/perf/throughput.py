@@ -1,0 +1,204 @@
+"""Tokens/s of a workload on an accelerator: training steps, prefill and decode (the method is in
+:mod:`fleet_tui.core.perf`'s docstring, the rates and FLOP counts in :mod:`.rates`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from fleet_tui.core import caches
+from fleet_tui.core import calibration as cal
+from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
+from fleet_tui.core.modelspec import ParamCounts, param_counts
+from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
+                                       bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
+
+ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"
+ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
+ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
+
+Phase = Literal["prefill", "decode", "training"]
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    # headline: training tokens/s, prefill tokens/s, or decode output tokens/s; None when a
+    # figure it needs is not published (``unknown`` says which)
+    tokens_per_s: float | None
+    phase: Phase
+    prefill_tokens_per_s: float | None = None
+    decode_tokens_per_s: float | None = None
+    time_per_output_token_s: float | None = None
+    step_s: float | None = None  # one training step / one forward pass / one decode step
+    engine: str = ""
+    bound: Literal["compute", "memory"] = "compute"
+    assumptions: list[str] = field(default_factory=list)
+    time_to_first_token_s: float | None = None
+    mfu: float | None = None  # model FLOPs utilisation of the dense peak (training/prefill)
+    unknown: str = ""  # why tokens_per_s is None ("no published bf16 peak for A10G")
+
+class _Device(NamedTuple):
+    """What ``gpus`` devices offer one workload: its achievable rates and the notes behind them."""
+
+    params: ParamCounts
+    rate: float | None  # achievable FLOP/s of one device in the compute precision
+    bandwidth: float | None  # bytes/s of one device
+    notes: list[str]
+    sharding: str
+    scale: float  # multi-GPU scaling efficiency
+    peak_dense: float | None  # dense datasheet FLOP/s (for MFU)
+
+
+def _device(w: Workload, acc: Accelerator, gpus: int) -> _Device:
+    compute_prec = w.precision if w.kind != "qlora" else "bf16"
+    rate, notes = peak_flops(acc, compute_prec)
+    bw, bw_notes = bandwidth(acc)
+    sharding = w.sharding if gpus > 1 else "data"
+    peak_tf = (acc.peak(w.precision) or (acc.peak("bf16") or acc.peak("fp16")
+                                          if w.precision in ("int8", "int4") or w.kind == "qlora" else None))
+    return _Device(params=param_counts(w.arch), rate=rate, bandwidth=bw, notes=notes + bw_notes,
+                   sharding=sharding, scale=scaling_efficiency(sharding, gpus),
+                   peak_dense=peak_tf * 1e12 if peak_tf else None)
+
+
+_THROUGHPUT = caches.memo("perf.throughput", 8192)
+
+
+def estimate_throughput(workload: Workload, accelerator: Accelerator, gpus: int | None = None) -> Throughput:
+    """Tokens/s of ``workload`` on ``gpus`` × ``accelerator`` (see :mod:`fleet_tui.core.perf`)."""
+    n = int(gpus or workload.gpus)
+    return _THROUGHPUT.get_or_compute((workload, caches.ValueKey(accelerator, accelerator.id), n),
+                                      lambda: _throughput(workload, accelerator, n))
+
+
+def _throughput(w: Workload, acc: Accelerator, gpus: int) -> Throughput:
+    d = _device(w, acc, gpus)
+    if w.is_training:
+        return _training(w, d, gpus)
+    return _inference(w, d, gpus)
+
+
+def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
+    """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
+    a, pc, n_mat = w.arch, d.params, d.params.matmul_active
+    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
+    tokens = w.batch * seq
+    attn = attn_flops_per_token(w, seq)  # causal mean: 2·seq·heads·head_dim per layer
+    if w.is_adapter:
+        lora = lora_params(a, w)
+        fwd_passes = 2 if w.grad_checkpointing else 1
+        flops_tok = (2 * n_mat + attn) * fwd_passes + 2 * n_mat + 2 * attn + 6 * lora
+        trainable = lora
+    else:
+        fwd_passes = 2 if w.grad_checkpointing else 1
+        flops_tok = (2 * n_mat + attn) * (2 + fwd_passes)
+        trainable = pc.total
+    notes.append(f"training FLOPs {flops_tok / n_mat:.1f}·N per token (N = {n_mat / 1e9:.2f}B "
+                 "matmul parameters) incl. causal attention"
+                 + ("; recompute adds a forward" if w.grad_checkpointing else ""))
+    if gpus > 1:
+        notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
+    if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
+        missing = "; ".join(n for n in notes if n.startswith("no published"))
+        return Throughput(tokens_per_s=None, phase="training", engine=ENGINE_TRAINING,
+                          assumptions=notes, unknown=missing)
+    compute_s = tokens * flops_tok / (rate * cal.TRAINING_STEP_EFFICIENCY)
+    # memory-bound: optimizer update and AMP casts
+    amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
+    state32 = amp or w.precision == "fp32" or w.is_adapter
+    opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "sgd": 20.0, "adafactor": 12.0}[w.optimizer]
+    if not state32:
+        opt_bytes /= 2
+    mem_bytes = trainable * opt_bytes
+    if amp:
+        mem_bytes += pc.matmul_total * 6.0 * fwd_passes + pc.total * 6.0  # weight casts, grad casts
+    mem_s = mem_bytes / (bw * cal.COPY_BANDWIDTH_EFFICIENCY)
+    step_1 = compute_s + mem_s
+    tok_s = tokens / step_1 * gpus * scale
+    step = tokens / tok_s  # wall time of one step of the global batch on all GPUs
+    # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
+    model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
+    mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
+    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
+                      bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
+                      mfu=mfu)
+
+
+def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
+    """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
+    a, pc, n_mat = w.arch, d.params, d.params.matmul_active
+    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    # inference: prefill (compute-bound, floor: streaming the weights once)
+    if w.seq_len is None and w.prompt_len is None:
+        notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "
+                     f"prompts and {DEFAULT_GEN_TOKENS} generated tokens")
+    ctx_prefill = w.seq_len or w.prompt_len or DEFAULT_PROMPT_TOKENS
+    prefill_flops_tok = 2 * n_mat + attn_flops_per_token(w, ctx_prefill)
+    b = w.batch
+    prefill_tokens = b * ctx_prefill
+    tp_div = gpus * scale if sharding == "tensor" else 1.0
+    t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+             if bw is not None else None)
+    prefill_s = prefill_tok_s = ttft = t_cmp = None
+    if rate is not None:
+        t_cmp = prefill_tokens * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY)
+        prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
+        prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
+        ttft = max(ctx_prefill * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY), t_mem or 0.0) / tp_div
+        if t_mem is None:
+            notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
+
+    # decode, optimized engine: batch b sequences at the mean context
+    prompt = w.prompt_len or w.seq_len or DEFAULT_PROMPT_TOKENS
+    gen = w.gen_len or DEFAULT_GEN_TOKENS
+    ctx = prompt + gen / 2
+    per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
+    tp = gpus if sharding == "tensor" else 1
+    replicas = 1 if sharding == "tensor" else gpus
+    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / rate
+             if rate is not None else None)
+    tpot = decode_tok_s = None
+    bound_dec = "memory"
+    if bw is not None:
+        kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
+        bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
+        d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+        tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
+        if tp > 1:
+            # two all-reduces per layer wait on the slowest device: a latency no split removes
+            sync = 2 * a.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp))
+            tpot += sync
+            notes.append(f"tensor parallel over {tp}: {sync * 1e3:.2f} ms per token in all-reduces")
+        decode_tok_s = per_gpu_b / tpot * replicas
+        bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
+    if w.is_generation or w.seq_len is None:
+        notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
+                     + (" (experts the batch routes to)" if a.is_moe else "")
+                     + f" and KV streamed at {cal.DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+        if decode_tok_s is not None and d_cmp is None:
+            notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
+                         "(no published peak), so at large batches this is an upper bound")
+        if prefill_tok_s is None:
+            notes.append("prefill speed and time to first token not estimated (no published peak)")
+        notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        missing = "" if decode_tok_s is not None else "; ".join(
+            n for n in notes if n.startswith("no published"))
+        return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
+                          decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
+                          engine=ENGINE_SERVING, bound=bound_dec, assumptions=notes,
+                          time_to_first_token_s=ttft, unknown=missing)
+    notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
+    mfu = None
+    if prefill_s is not None and peak_dense:
+        mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / (gpus if sharding == "tensor" else 1)
+    missing = "" if prefill_tok_s is not None else "; ".join(
+        n for n in notes if n.startswith("no published"))
+    return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,
+                      decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=prefill_s,
+                      engine=ENGINE_FORWARD,
+                      bound="compute" if t_cmp is None or t_mem is None or t_cmp >= t_mem else "memory",
+                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu, unknown=missing)

@@ -1,0 +1,73 @@
+"""One parser for the CLI and the builder: fields by argparse dest, FieldErrors naming them."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from fleet_tui.core.catalog import load_catalog
+from fleet_tui.core.choices import KINDS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from fleet_tui.core.errors import FieldError
+from fleet_tui.core.workload import Workload, parse_count, parse_params, parse_workload
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def test_params_bounds_are_one_set():
+    assert parse_params("7B") == 7_000_000_000 == parse_params("7e9") == parse_params("7_000_000_000")
+    assert parse_params("405M") == 405_000_000 and parse_params("1.5T") == 1_500_000_000_000
+    for bad in ("lots", "50M", "0", "-7B", "200T"):
+        with pytest.raises(FieldError) as exc:
+            parse_params(bad)
+        assert exc.value.field == "params" and exc.value.fields == ("params",)
+
+
+def test_count_names_its_field_and_range():
+    assert parse_count("1e3", "batch") == 1000 and parse_count("1,024", "seq_len") == 1024
+    assert parse_count("", "batch") is None and parse_count(None, "batch") is None
+    with pytest.raises(FieldError) as exc:
+        parse_count("0", "gpus", 1, 8)
+    assert exc.value.render(lambda f: "--" + f) == "--gpus 0: out of range (allowed: 1 to 8)"
+    with pytest.raises(FieldError) as exc:
+        parse_count("{x}", "batch")  # a user's braces are text, not fields
+    assert exc.value.fields == ("batch",) and "'{x}'" in str(exc.value)
+
+
+def test_dict_namespace_and_dataclass_give_the_same_workload(catalog):
+    import dataclasses
+
+    fields = dict(model="llama-3.1-8b", workload="lora", batch="4", seq_len="2048", gpus="2")
+    by_dict = parse_workload(fields, catalog)
+    assert parse_workload(argparse.Namespace(**fields), catalog) == by_dict
+    Form = dataclasses.make_dataclass("Form", list(fields))
+    assert parse_workload(Form(**fields), catalog) == by_dict
+    assert by_dict.sharding == "data" and by_dict.master_weights == "none" and by_dict.gpus == 2
+
+
+def test_conflicts_name_every_field_involved(catalog):
+    cases = [
+        (dict(params="7B", gen_len="10"), "gen_len", ("gen_len", "prompt_len")),
+        (dict(params="7B", prompt_len="10"), "prompt_len", ("prompt_len", "gen_len", "seq_len")),
+        (dict(params="7B", workload="inference", optimizer="sgd"), "optimizer", ("optimizer", "workload")),
+        (dict(params="7B", workload="training", precision="int4"), "precision", ("precision", "workload")),
+        (dict(model="llama-3.1-8b", gpus="3", sharding="tensor"), "gpus", ("gpus", "sharding")),
+        (dict(), "model", ("model", "model_config", "params")),
+        (dict(params="7B", workload="nope"), "workload", ("workload",)),
+    ]
+    for fields, field, named in cases:
+        with pytest.raises(FieldError) as exc:
+            parse_workload(fields, catalog)
+        assert exc.value.field == field and set(exc.value.fields) == set(named), fields
+
+
+def test_option_lists_are_the_workload_types():
+    from typing import get_args
+
+    assert get_args(Workload.model_fields["kind"].annotation) == KINDS
+    assert get_args(Workload.model_fields["precision"].annotation) == PRECISIONS
+    assert get_args(Workload.model_fields["optimizer"].annotation) == OPTIMIZERS
+    assert get_args(Workload.model_fields["sharding"].annotation) == SHARDINGS
