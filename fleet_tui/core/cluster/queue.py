@@ -373,8 +373,8 @@ class SpotMove:
                 "interruptions_per_hour": _r(self.interruptions_per_hour, 5),
                 "overhead_pct": _r(100.0 * self.overhead_fraction),
                 "paid_hours_per_useful_hour": _r(self.multiplier, 4),
-                "expected_interruptions": _r(self.expected_interruptions, 3),
-                "extra_gpu_hours": _r(self.extra_gpu_hours, 3)}
+                "expected_interruptions": _r(self.expected_interruptions, 6),
+                "extra_gpu_hours": _r(self.extra_gpu_hours, 6)}
 
 
 def move_to_spot(jobs: Sequence[QueueJob], fraction: float, *, cloud: str = "aws") -> SpotMove:
