@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from fleet_tui.core.cluster.queue import QueueJob, simulate, simulate_all
+from fleet_tui.core.cluster.queue import QueueJob, simulate
+from fleet_tui.core.cluster.whatif import simulate_all
 from fleet_tui.core.cluster.workload import (
     FileError,
     load_workload,

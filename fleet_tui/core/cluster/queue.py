@@ -31,11 +31,15 @@ Sevcik & Wong, "Theory and practice in parallel job scheduling", JSSPP 1997, wit
 bound); utilization = useful GPU-seconds / (GPUs × makespan); makespan = last end − first submit;
 per-user share of useful GPU-seconds.
 
-Measured (bench/bench_cluster.py): see the README's bench table.
+What-ifs (more nodes, work moved to spot) are in ``cluster.whatif``.
+
+Measured (bench/bench_cluster.py, 2-core shared VM): 100,000 SWF jobs on 1,024 GPUs at 90% offered
+load, all five policies in about 4.5 s CPU on one core (backfill about 1 s).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import Counter, deque
@@ -183,6 +187,9 @@ class _Sim:
         self.by_user: dict[str, deque[int]] = {}
         self.usage: Counter[str] = Counter()
         self.waiting_sizes: Counter[int] = Counter()  # backfill: skip scans nothing could pass
+        # backfill: running jobs as (requested end, i), kept sorted, for the shadow time (measured:
+        # re-sorting the running set per event took 19 of 34 s profiled on 100,000 jobs at 120% load)
+        self.by_req_end: list[tuple[float, int]] = []
 
     # -- queue -------------------------------------------------------------------------------
     def enqueue(self, i: int) -> None:
@@ -202,6 +209,17 @@ class _Sim:
         self.running.add(i)
         self.usage[self.jobs[i].user] += self.gpus[i] * self.run_s[i]
         heapq.heappush(self.done, (now + self.run_s[i], self.gen[i], i))
+        if self.policy == "backfill":
+            bisect.insort(self.by_req_end, (now + self.req[i], i))
+
+    def stopped(self, i: int) -> None:
+        """``i`` left the running set (finished or preempted)."""
+        self.free += self.gpus[i]
+        self.running.discard(i)
+        if self.policy == "backfill":
+            entry = (self.start[i] + self.req[i], i)
+            k = bisect.bisect_left(self.by_req_end, entry)
+            del self.by_req_end[k]
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -217,8 +235,7 @@ class _Sim:
                 if gen != self.gen[i]:
                     continue
                 self.end[i] = now
-                self.free += self.gpus[i]
-                self.running.discard(i)
+                self.stopped(i)
             while k < n and submit[order[k]] <= now:
                 self.enqueue(order[k])
                 k += 1
@@ -272,15 +289,22 @@ class _Sim:
             return
         # shadow time: when, by requested end times, enough GPUs are free for the head
         need, avail, shadow = gpus[head], self.free, now
-        for end, g in sorted((max(self.start[r] + self.req[r], now), gpus[r]) for r in self.running):
-            avail += g
-            shadow = end
-            if avail >= need:
-                break
+        ends = self.by_req_end
+        k = 0
+        while k < len(ends) and avail < need:  # a job past its request is taken to end now
+            end, r = ends[k]
+            avail += gpus[r]
+            shadow = end if end > now else now
+            k += 1
+        while k < len(ends) and ends[k][0] <= shadow:  # and all that end at the same moment
+            avail += gpus[ends[k][1]]
+            k += 1
         extra = avail - need  # GPUs the head will not need at the shadow time
         started: list[int] = []
         req = self.req
+        last = 0
         for pos in range(1, min(len(q), BACKFILL_DEPTH + 1)):
+            last = pos
             i = q[pos]
             g = gpus[i]
             if g > self.free:
@@ -295,9 +319,10 @@ class _Sim:
             self.launch(i, now)
             if not self.free:
                 break
-        if started:
+        if started:  # they sit in the first ``last + 1`` entries: rebuild only that prefix
             gone = set(started)
-            self.fifo = deque(i for i in q if i not in gone)
+            prefix = [q.popleft() for _ in range(last + 1)]
+            q.extendleft(reversed([i for i in prefix if i not in gone]))
             for i in started:
                 sizes[gpus[i]] -= 1
 
@@ -314,8 +339,7 @@ class _Sim:
         if freed < self.gpus[i]:
             return False
         for r in chosen:
-            self.running.discard(r)
-            self.free += self.gpus[r]
+            self.stopped(r)
             self.gen[r] += 1
             self.stops[r] += 1
             self.lost_gpu_s += self.gpus[r] * (now - self.start[r])
@@ -347,83 +371,3 @@ class _Sim:
                             sum(slow) / len(slow), util, makespan, shares,
                             sum(self.stops), self.lost_gpu_s, tuple(runs))
 
-
-# --------------------------------------------------------------------------------------------
-# What-ifs
-
-
-@dataclass(frozen=True, slots=True)
-class SpotMove:
-    """Jobs moved off the cluster to spot instances: they do not queue here, and on spot each
-    useful hour costs ``multiplier`` paid hours (pricing's interruption model)."""
-
-    cloud: str
-    jobs_moved: int
-    gpu_hours_moved: float
-    interruptions_per_hour: float
-    overhead_fraction: float
-    multiplier: float  # paid hours per useful hour
-    expected_interruptions: float
-    extra_gpu_hours: float  # paid but lost to interruptions
-    remaining: tuple[QueueJob, ...]
-
-    def to_dict(self) -> dict:
-        return {"cloud": self.cloud, "jobs_moved": self.jobs_moved,
-                "gpu_hours_moved": _r(self.gpu_hours_moved, 3),
-                "interruptions_per_hour": _r(self.interruptions_per_hour, 5),
-                "overhead_pct": _r(100.0 * self.overhead_fraction),
-                "paid_hours_per_useful_hour": _r(self.multiplier, 4),
-                "expected_interruptions": _r(self.expected_interruptions, 6),
-                "extra_gpu_hours": _r(self.extra_gpu_hours, 6)}
-
-
-def move_to_spot(jobs: Sequence[QueueJob], fraction: float, *, cloud: str = "aws") -> SpotMove:
-    """Move the shortest jobs (by requested time: they lose least to an interruption) until
-    ``fraction`` of the GPU-hours run on spot; the rest stay in the queue."""
-    from fleet_tui.core.pricing import SpotAssumptions, spot_cost_multiplier
-
-    if not 0.0 <= fraction <= 1.0 or math.isnan(fraction):
-        raise FieldError("spot_fraction", f"{{spot_fraction}} must be between 0 and 1, got {fraction:g}")
-    spot = SpotAssumptions()
-    overhead = spot.overhead_fraction(cloud)
-    mult = spot_cost_multiplier(overhead)
-    rate = spot.rate_for(cloud)
-    total = sum(j.gpus * j.run_s for j in jobs)
-    moved: set[int] = set()
-    acc = 0.0
-    for i in sorted(range(len(jobs)), key=lambda i: (jobs[i].requested_s, i)):
-        if acc >= fraction * total - 1e-9 or fraction == 0.0:
-            break
-        moved.add(i)
-        acc += jobs[i].gpus * jobs[i].run_s
-    paid_h = sum(jobs[i].gpus * jobs[i].run_s * mult for i in moved) / 3600.0
-    wall_h = sum(jobs[i].run_s * mult for i in moved) / 3600.0
-    return SpotMove(cloud=cloud, jobs_moved=len(moved), gpu_hours_moved=acc / 3600.0,
-                    interruptions_per_hour=rate, overhead_fraction=overhead, multiplier=mult,
-                    expected_interruptions=rate * wall_h, extra_gpu_hours=paid_h - acc / 3600.0,
-                    remaining=tuple(j for i, j in enumerate(jobs) if i not in moved))
-
-
-def simulate_all(jobs: Sequence[QueueJob], nodes: int, gpus_per_node: int,
-                 policies: Sequence[str], *, add_nodes: int = 0, spot_fraction: float = 0.0,
-                 cloud: str = "aws") -> dict:
-    """Every policy side by side (the ``queue simulate --json`` document), plus the what-ifs that
-    were asked for: ``add_nodes`` more nodes, and ``spot_fraction`` of the GPU-hours on spot."""
-    total = check_cluster(nodes, gpus_per_node)
-    policies = check_policies(policies)
-    if add_nodes < 0:
-        raise FieldError("add_nodes", f"{{add_nodes}} must be zero or more, got {add_nodes}")
-    out: dict = {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": total, "jobs": len(jobs),
-                 "policies": {p: simulate(jobs, total, p).to_dict() for p in policies}}
-    what_if: dict = {}
-    if add_nodes:
-        more = check_cluster(nodes + add_nodes, gpus_per_node)
-        what_if["add_nodes"] = {"nodes": nodes + add_nodes, "policies": {
-            p: simulate(jobs, more, p).summary() for p in policies}}
-    if spot_fraction:
-        move = move_to_spot(jobs, spot_fraction, cloud=cloud)
-        what_if["spot"] = {**move.to_dict(), "policies": {
-            p: simulate(move.remaining, total, p).summary() for p in policies}}
-    if what_if:
-        out["what_if"] = what_if
-    return out
