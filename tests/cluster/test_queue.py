@@ -146,3 +146,33 @@ def test_sacct_json_both_shapes():
             ("5", 2, 60, 120, 7)
     with pytest.raises(FileError, match=r"^s.json:1: "):
         parse_sacct_json("{\"x\": 1}", "s.json")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fleet_tui.core.cluster.queue import POLICIES  # noqa: E402
+
+_jobs = st.lists(st.tuples(st.integers(0, 50), st.integers(1, 30), st.integers(1, 4),
+                           st.integers(0, 30), st.sampled_from([0.0, 5.0]), st.sampled_from("ab")),
+                 min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_jobs, st.sampled_from(POLICIES))
+def test_every_policy_respects_capacity_and_submission(raw, policy):
+    jobs = [J(str(k), s, r, g, req=r + extra, user=u, prio=p)
+            for k, (s, r, g, extra, p, u) in enumerate(raw)]
+    res = simulate(jobs, 4, policy)
+    events = []
+    for run, job in zip(res.runs, jobs):
+        assert run.start_s >= run.submit_s and run.end_s == pytest.approx(run.start_s + job.run_s)
+        events += [(run.start_s, job.gpus), (run.end_s, -job.gpus)]
+    in_use = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at a tie
+        in_use += delta
+        assert in_use <= 4
+    if policy == "fifo":
+        order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
+        starts = [res.runs[i].start_s for i in order]
+        assert starts == sorted(starts)
