@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from fleet_tui.core.cluster.jobs import DeviceUsage, job_view
 from fleet_tui.core.cluster.queue import QueueJob, simulate
-from fleet_tui.core.cluster.slurm import SlurmReader
+from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
 
 
 def _wait_done(reader, ids, timeout_s=90.0):
@@ -33,7 +36,20 @@ def test_reader_sees_running_job_with_gpu_indices(slurm_cluster):
     assert job.gpu_indices == {"ftnode": (0, 1, 2)}
     assert job.user == "root" and job.name == "probe" and job.time_limit_s == 60
     assert job.start_s and job.submit_s and job.start_s >= job.submit_s
+    # the node's four GPUs, as a fleet source reports them (no labels): Slurm names the owner
+    devices = [DeviceUsage(node="ftnode", index=i, util_pct=50.0 if i < 3 else 0.0,
+                           idle_fraction=0.0 if i < 3 else 1.0, observed_s=60.0, usd_per_hour=3.0,
+                           primary="healthy_compute" if i < 3 else "idle") for i in range(4)]
+    view = job_view(devices, reader.jobs(), now=job.start_s + 60)
+    (mine,) = [j for j in view.jobs if j.job == jid]
+    assert (mine.user, mine.via, len(mine.devices), mine.util_pct) == ("root", "slurm", 3, 50.0)
+    assert [(d.node, d.index) for d in view.unattributed] == [("ftnode", 3)]
     _wait_done(reader, {jid})
+
+
+def test_sacct_without_accounting_is_a_clear_error(slurm_cluster):
+    with pytest.raises(SlurmError, match="sacct"):
+        SlurmReader(env=slurm_cluster.env).sacct()
 
 
 def test_simulated_backfill_order_matches_real_slurm(slurm_cluster):
