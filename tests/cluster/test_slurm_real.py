@@ -48,7 +48,7 @@ def test_reader_sees_running_job_with_gpu_indices(slurm_cluster):
 
 
 def test_sacct_without_accounting_is_a_clear_error(slurm_cluster):
-    with pytest.raises(SlurmError, match="sacct"):
+    with pytest.raises(SlurmError, match="sacct .*Slurm accounting storage is disabled"):
         SlurmReader(env=slurm_cluster.env).sacct()
 
 

@@ -236,7 +236,9 @@ def parse_jobs_json(text: str, what: str = "squeue --json") -> list[SlurmJob]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SlurmError(f"{what}: output is not JSON (line {exc.lineno}: {exc.msg})") from None
+        first = text.strip().splitlines()[0][:200] if text.strip() else "no output"
+        # e.g. sacct with accounting off prints "Slurm accounting storage is disabled", status 0
+        raise SlurmError(f"{what}: {first} (not JSON: line {exc.lineno}: {exc.msg})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise SlurmError(f"{what}: expected an object with a \"jobs\" list")
     errors = [e for e in doc.get("errors") or () if e]
