@@ -4,7 +4,8 @@ A device is attributed to a job from whatever the site has, most specific first:
 
 1. labels on the device's metrics — dcgm-exporter's HPC job mapping label ``hpc_job`` (set when
    the exporter runs with ``--hpc-job-mapping-dir``), the ``jobId``/``jobid``/``job_id``/``jobUid``
-   labels or gauges of Slurm GPU exporters, and dcgm-exporter's Kubernetes labels ``pod``,
+   labels or gauges of Slurm GPU exporters (AMD's device-metrics-exporter adds ``job_id``,
+   ``job_user``, ``job_partition`` with its Slurm integration), and dcgm-exporter's Kubernetes labels ``pod``,
    ``namespace``, ``container`` (the job is ``namespace/pod``, its user the namespace);
 2. Slurm itself: a running job's node list and GPU indices (``squeue``/``scontrol --json``, see
    ``cluster.slurm``) claim ``(node, index)``; a node whose job has no GPU indices is claimed whole
@@ -37,7 +38,7 @@ from fleet_tui.core.cluster.slurm import SlurmJob, running_on
 from fleet_tui.core.errors import UserError
 
 JOB_ID_LABELS = ("hpc_job", "jobId", "jobid", "job_id", "jobUid", "slurm_job_id")
-USER_LABELS = ("hpc_user", "user", "username", "jobUser")
+USER_LABELS = ("hpc_user", "user", "username", "jobUser", "job_user")  # job_user: AMD's exporter
 HEALTHY = "healthy_compute"
 
 

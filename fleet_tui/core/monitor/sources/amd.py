@@ -53,6 +53,25 @@ _MIB = 1024.0 * 1024.0
 _UNIT_BYTES = {"b": 1.0, "kb": 1024.0, "mb": _MIB, "gb": _MIB * 1024.0}
 POWER_CAPPED_FRAC = 0.95  # a throttled GPU this close to its cap is taken as power-capped
 
+# AMD's device-metrics-exporter (github.com/ROCm/device-metrics-exporter,
+# docs/configuration/metricslist.md) as Prometheus sees it: lower-case names, ``gpu_id`` label (and
+# ``job_id``/``job_user``/``job_partition`` with its Slurm integration). Name -> (DeviceSnapshot
+# field, factor to its unit). For the Prometheus fleet source to read AMD nodes.
+EXPORTER_METRICS: dict[str, tuple[str, float]] = {
+    "gpu_gfx_activity": ("gpu_util_pct", 1.0),
+    "gpu_umc_activity": ("mem_util_pct", 1.0),
+    "gpu_used_vram": ("mem_used_bytes", _MIB),  # MB (2^20 bytes, as amd-smi)
+    "gpu_total_vram": ("mem_total_bytes", _MIB),
+    "gpu_package_power": ("power_w", 1.0),  # MI3xx
+    "gpu_average_package_power": ("power_w", 1.0),  # MI2xx
+    "gpu_junction_temperature": ("temp_c", 1.0),  # MI3xx hotspot
+    "gpu_edge_temperature": ("temp_c", 1.0),  # MI2xx
+    "gpu_clock": ("sm_clock_mhz", 1.0),  # has a clock_type label; the GFX one
+    "gpu_max_clock": ("sm_clock_max_mhz", 1.0),
+    "gpu_ecc_correct_total": ("ecc_corrected", 1.0),
+    "gpu_ecc_uncorrect_total": ("ecc_uncorrected", 1.0),
+}
+
 
 def _val(x: Any) -> float | None:
     """A number from ``5``, ``"5"``, ``{"value": 5, "unit": ...}``; ``"N/A"`` and the rest -> None."""
