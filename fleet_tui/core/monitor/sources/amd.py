@@ -66,7 +66,7 @@ EXPORTER_METRICS: dict[str, tuple[str, float]] = {
     "gpu_average_package_power": ("power_w", 1.0),  # MI2xx
     "gpu_junction_temperature": ("temp_c", 1.0),  # MI3xx hotspot
     "gpu_edge_temperature": ("temp_c", 1.0),  # MI2xx
-    "gpu_clock": ("sm_clock_mhz", 1.0),  # has a clock_type label; the GFX one
+    "gpu_clock": ("sm_clock_mhz", 1.0),  # one series per clock; the GFX clock is the SM clock
     "gpu_max_clock": ("sm_clock_max_mhz", 1.0),
     "gpu_ecc_correct_total": ("ecc_corrected", 1.0),
     "gpu_ecc_uncorrect_total": ("ecc_uncorrected", 1.0),
