@@ -112,7 +112,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
           f"{plan['on_demand_instance_hours']:g} on-demand and {plan['spot_instance_hours']:g} spot "
           f"instance-hours")
     print(f"cost ${doc['usd_total']:,.2f} (${doc['usd_per_month']:,.2f}/month) vs "
-          f"${doc['all_on_demand_usd']:,.2f} all on-demand: {doc['savings_pct']:.1f}% saved")
+          f"${doc['all_on_demand_usd']:,.2f} all on-demand: {doc['savings_pct']:.1f}% saved "
+          "(assuming this profile repeats over the commitment's term)")
     print_table(["commitment", "instances", "$/h", "break-even util", "vs flexible", "device util"],
                 [[c["term"], str(c["instances"]), f"${c['usd_per_instance_hour']:,.2f}",
                   f"{c['break_even_utilization_pct']:.0f}%",

@@ -66,7 +66,9 @@ class DeviceUsage:
     @classmethod
     def from_fleet_device(cls, dev: Any, labels: Mapping[str, str] | None = None, *,
                           observed_s: float = 0.0) -> "DeviceUsage":
-        """From a ``core.fleet.FleetDevice`` (the engine's diagnosed device)."""
+        """From a ``core.fleet.FleetDevice`` (the engine's diagnosed device). Its utilization and
+        memory are the latest reading and its idleness the diagnosis over the analysis window, so
+        ``mem_peak_bytes`` is a lower bound until history (the recorder) supplies the peak."""
         diagnoses = getattr(dev, "diagnoses", ()) or ()
         action = diagnoses[0].get("action", "") if diagnoses else ""
         return cls(node=dev.node, index=dev.index, labels=tuple(sorted((labels or {}).items())),
