@@ -193,6 +193,10 @@ def _report(job, out=None) -> None:
                      _gib(d.mem_peak_bytes), f"{100 * d.idle_fraction:.0f}%", d.primary]
                     for d in job.devices]) + "\n\n")
     w("Diagnoses: " + ", ".join(f"{k} ×{n}" for k, n in job.diagnoses.items()) + "\n")
+    if job.phases:
+        t0 = job.phases[0][0]
+        w("Phases: " + ", ".join(f"+{_hours(a - t0)}–+{_hours(b - t0)} {k}"
+                                 for a, b, k in job.phases) + "\n")
     actions = []
     for d in sorted(job.devices, key=lambda d: d.primary == "healthy_compute"):  # problems first
         text = d.action or ADVICE.get(d.primary, "")

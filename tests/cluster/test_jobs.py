@@ -90,3 +90,26 @@ def test_device_records_from_json_name_the_bad_record():
     assert ok[0].label_map == {"hpc_job": "1"}
     with pytest.raises(UserError, match=r"f: devices\[0\]: device record needs 'index'"):
         usages_from_doc({"devices": [{"node": "a"}]}, "f")
+
+
+def test_history_gives_phases_and_true_peaks():
+    from fleet_tui.core.cluster.phases import usage_from_samples
+    from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+    def series(node, index, busy_until):
+        return [DeviceSnapshot(index=index, name="H100", node=node, timestamp=t,
+                               gpu_util_pct=95.0 if t < busy_until else 0.0,
+                               sm_active_pct=80.0 if t < busy_until else 0.0,
+                               mem_used_bytes=(70 if t < busy_until else 10) * 2**30,
+                               mem_total_bytes=80 * 2**30) for t in range(0, 1200, 15)]
+
+    devs = [usage_from_samples(series("n1", i, 600), labels={"hpc_job": "9"}, usd_per_hour=3.0)
+            for i in range(2)]
+    d = devs[0]
+    assert d.mem_peak_bytes == 70 * 2**30 and d.observed_s == 1185
+    assert d.idle_fraction == pytest.approx(0.5)
+    kinds = [k for _, _, k in d.phases]
+    assert kinds[-1] == "idle" and kinds[0] != "idle"
+    (job,) = job_view(devs).jobs
+    assert [k for _, _, k in job.phases] == kinds
+    assert job.to_dict()["phases"][-1]["primary"] == "idle"

@@ -58,6 +58,7 @@ class DeviceUsage:
     usd_per_hour: float | None = None
     primary: str = "unknown"
     action: str = ""  # what to change, from the primary diagnosis
+    phases: tuple[tuple[float, float, str], ...] = ()  # (start, end, diagnosis) over its history
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -128,6 +129,7 @@ class JobUsage:
     primary: str
     diagnoses: dict[str, int] = field(default_factory=dict)  # kind -> devices showing it
     state: str = ""
+    phases: tuple[tuple[float, float, str], ...] = ()  # the job's headline diagnosis over time
 
     def sort_key(self) -> tuple:
         return (-(self.usd_idle or 0.0), -self.idle_device_hours,
@@ -140,7 +142,8 @@ class JobUsage:
                "mem_peak_bytes": self.mem_peak_bytes,
                "idle_device_hours": round(self.idle_device_hours, 4),
                "usd_idle": _r(self.usd_idle, 4), "primary": self.primary,
-               "diagnoses": dict(self.diagnoses), "state": self.state}
+               "diagnoses": dict(self.diagnoses), "state": self.state,
+               "phases": [{"start": a, "end": b, "primary": k} for a, b, k in self.phases]}
         if with_devices:
             out["device_list"] = [{"node": d.node, "index": d.index, "util_pct": _r(d.util_pct),
                                    "sm_active_pct": _r(d.sm_active_pct),
@@ -271,7 +274,24 @@ def _rollup(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: Slurm
                     mem_peak_bytes=max(peaks) if peaks else None, idle_device_hours=idle_h,
                     usd_idle=usd_idle, primary=primary,
                     diagnoses=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
-                    state=sj.state if sj is not None else "")
+                    state=sj.state if sj is not None else "", phases=_job_phases(devs))
+
+
+def _job_phases(devs: Sequence[DeviceUsage]) -> tuple[tuple[float, float, str], ...]:
+    """The job's headline diagnosis over time: at every boundary of a device phase, the headline
+    of what its devices show then; equal neighbours merged."""
+    bounds = sorted({t for d in devs for a, b, _ in d.phases for t in (a, b)})
+    out: list[tuple[float, float, str]] = []
+    for a, b in zip(bounds, bounds[1:]):
+        kinds = Counter(k for d in devs for s, e, k in d.phases if s <= a and e >= b)
+        if not kinds:
+            continue
+        kind = _primary_of(kinds)
+        if out and out[-1][2] == kind and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, kind)
+        else:
+            out.append((a, b, kind))
+    return tuple(out)
 
 
 def _primary_of(kinds: Counter) -> str:
