@@ -26,6 +26,9 @@ COMMAND_MODULES = (
     "fleet_tui.commands.scenarios",
     "fleet_tui.commands.monitor",
     "fleet_tui.commands.fleet",
+    "fleet_tui.commands.jobs",
+    "fleet_tui.commands.queue",
+    "fleet_tui.commands.plan",
 )
 
 

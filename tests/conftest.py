@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-REQUIRED_IN_CI = ("prometheus", "tmux")
+REQUIRED_IN_CI = ("prometheus", "tmux", "slurmctld", "slurmd", "munged")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -22,7 +22,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if missing:
         raise pytest.UsageError(
             f"CI is set but {', '.join(missing)} is not installed: .ci/run must install it "
-            "(apt-get install prometheus tmux) so the fleet and end-to-end tests run instead of skipping"
+            "(apt-get install prometheus tmux slurm-wlm munge) so the fleet, end-to-end and Slurm "
+            "tests run instead of skipping"
         )
 
 

@@ -1,0 +1,208 @@
+"""``fleet-tui jobs``: whose job holds which devices and what it wastes, worst first; ``fleet-tui
+jobs report JOB``: one job's efficiency report. Engine imports happen inside handlers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from fleet_tui.commands._numbers import finite_float
+
+_S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
+
+# What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
+ADVICE = {
+    "idle": "GPUs held but unused: ask for fewer (--gres=gpu:N), release them between phases, or "
+            "check that every rank actually started on its GPU.",
+    "input_bound": "The GPUs wait for data: more dataloader workers, pinned memory, prefetch, or "
+                   "faster storage.",
+    "input_starved": "The GPUs wait for input: more dataloader workers, pinned memory, prefetch.",
+    "healthy_compute": "The job keeps its GPUs busy; look at larger batches or mixed precision "
+                       "only if throughput matters.",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    j = subparsers.add_parser(
+        "jobs", help="jobs on the fleet worst first (who holds idle GPUs, what it costs); "
+                     "'jobs report JOB' for one job",
+        description="Attribute every device to a job, pod or user — from the labels its metrics "
+                    "carry (dcgm-exporter's hpc_job, Kubernetes pod/namespace, Slurm exporter job "
+                    "ids) and, with --slurm, from Slurm's own view of running jobs (node list and "
+                    "GPU indices) — and print per job its user, nodes, devices, utilization, idle "
+                    "device-hours and their cost, worst first. 'fleet-tui jobs report JOB' prints "
+                    "one job's efficiency report.")
+    j.add_argument("words", nargs="*", metavar="report JOB",
+                   help="'report JOB': the efficiency report of one job")
+    j.add_argument("--source", default=_S,
+                   help="where readings come from, usually prometheus:URL (a fleet); also sim[:N], "
+                        "nvml, replay:PATH")
+    j.add_argument("--devices", default=None, metavar="FILE",
+                   help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
+                        "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
+    j.add_argument("--slurm", action="store_true",
+                   help="also ask Slurm (squeue/scontrol --json) which job runs on which node and GPU")
+    j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
+    j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
+                   help="history behind each device's diagnosis (default 60)")
+    j.add_argument("--instance", default=_S, metavar="TYPE",
+                   help="catalog instance type of every node, for the cost of idle GPUs")
+    j.add_argument("--node-price", type=finite_float, default=None, metavar="USD_PER_HOUR",
+                   help="price of one node per hour (instead of --instance)")
+    j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
+                   help="extra catalog directory (repeatable)")
+    j.add_argument("--timeout", type=finite_float, default=10.0, metavar="SECONDS",
+                   help="timeout of each Slurm command and Prometheus query (default 10)")
+    j.add_argument("--json", action="store_true", help="the jobs as JSON")
+    j.set_defaults(func=_cmd_jobs)
+
+
+def _opt(args: argparse.Namespace, name: str, default=None):
+    v = getattr(args, name, None)
+    return default if v is None else v
+
+
+def _usages(args: argparse.Namespace):
+    """Device usages from --devices or from a source's fleet view."""
+    import json
+
+    from fleet_tui.core.cluster.jobs import DeviceUsage, usages_from_doc
+    from fleet_tui.core.errors import UserError
+
+    if args.devices:
+        try:
+            with open(args.devices, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except OSError as exc:
+            raise UserError(f"--devices {args.devices}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{args.devices}:{exc.lineno}: not JSON: {exc.msg}") from None
+        return usages_from_doc(doc, args.devices)
+    spec = _opt(args, "source")
+    if spec is None:
+        raise UserError("jobs needs --source (e.g. prometheus:URL) or --devices FILE")
+    if args.window < 0:
+        raise UserError(f"--window {args.window:g}: must be zero or more seconds")
+    import asyncio
+
+    from fleet_tui.core.fleet import read_fleet_view
+    from fleet_tui.core.monitor.sources import open_source
+
+    source = open_source(spec)
+
+    async def once():
+        await source.open()
+        try:
+            return await read_fleet_view(source, window_s=args.window, instance_prices=_prices(args))
+        finally:
+            await source.close()
+
+    view = asyncio.run(once())
+    # Labels reach the devices once the fleet sources carry them (dcgm-exporter's hpc_job, pod,
+    # namespace): each device's ``labels`` mapping is passed straight through.
+    return [DeviceUsage.from_fleet_device(d, getattr(d, "labels", None), observed_s=args.window)
+            for d in view.offenders]
+
+
+def _prices(args: argparse.Namespace):
+    from fleet_tui.core.errors import UserError
+
+    if args.node_price is not None:
+        if args.node_price < 0:
+            raise UserError(f"--node-price {args.node_price:g}: must be zero or more (USD per hour)")
+        return {"*": args.node_price}
+    instance = _opt(args, "instance")
+    if not instance:
+        return None
+    from fleet_tui.core.fleet import instance_price_usd_per_hour
+
+    return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir", []))}
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    import time
+
+    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.core.cluster.jobs import job_view
+    from fleet_tui.core.errors import UserError
+
+    words = list(args.words)
+    if words and (words[0] != "report" or len(words) != 2):
+        raise UserError(f"jobs: unexpected {' '.join(words)!r}; use 'fleet-tui jobs' or "
+                        "'fleet-tui jobs report JOB'")
+    usages = _usages(args)
+    slurm_jobs = ()
+    if args.slurm:
+        from fleet_tui.core.cluster.slurm import SlurmReader
+
+        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
+    view = job_view(usages, slurm_jobs, now=time.time(), user=args.user)
+    if words:
+        try:
+            job = view.job(words[1])
+        except KeyError as exc:
+            raise UserError(f"jobs report {words[1]}: {exc.args[0]}") from None
+        if args.json:
+            print_json(job.to_dict(with_devices=True))
+        else:
+            _report(job)
+        return 0
+    if args.json:
+        print_json(view.to_dict())
+        return 0
+    rows = [[j.job, j.user or "-", ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
+             _pct(j.sm_active_pct), _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
+             "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary] for j in view.jobs]
+    print_table(["job", "user", "nodes", "gpus", "util", "sm", "runtime", "idle gpu-h", "idle $",
+                 "primary"], rows)
+    loose = view.to_dict()["unattributed"]
+    if loose["devices"]:
+        print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle, "
+              f"${loose['usd_idle_per_hour']:,.2f}/h)")
+    return 0
+
+
+def _pct(v) -> str:
+    return "N/A" if v is None else f"{v:.0f}%"
+
+
+def _hours(s: float) -> str:
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def _gib(b) -> str:
+    return "N/A" if b is None else f"{b / 2**30:.1f} GiB"
+
+
+def _report(job, out=None) -> None:
+    """A job-efficiency report in the spirit of Princeton's jobstats: what the job held, how much
+    of it worked, what it cost idle, and what to change."""
+    out = out or sys.stdout
+    w = out.write
+    w(f"Job {job.job}  user {job.user or 'unknown'}  ({job.via})"
+      f"{'  state ' + job.state if job.state else ''}\n")
+    w(f"  {len(job.devices)} GPUs on {len(job.nodes)} node(s): {', '.join(job.nodes)}\n")
+    w(f"  runtime {_hours(job.runtime_s)}   GPU utilization {_pct(job.util_pct)} (mean)   "
+      f"SM activity {_pct(job.sm_active_pct)}   peak memory {_gib(job.mem_peak_bytes)}\n")
+    cost = "" if job.usd_idle is None else f" = ${job.usd_idle:,.2f}"
+    w(f"  idle: {job.idle_device_hours:.2f} GPU-hours{cost}\n\n")
+    from fleet_tui.commands._output import format_table
+
+    w(format_table(["node", "gpu", "util", "sm", "mem peak", "idle", "diagnosis"],
+                   [[d.node, str(d.index), _pct(d.util_pct), _pct(d.sm_active_pct),
+                     _gib(d.mem_peak_bytes), f"{100 * d.idle_fraction:.0f}%", d.primary]
+                    for d in job.devices]) + "\n\n")
+    w("Diagnoses: " + ", ".join(f"{k} ×{n}" for k, n in job.diagnoses.items()) + "\n")
+    if job.phases:
+        t0 = job.phases[0][0]
+        w("Phases: " + ", ".join(f"+{_hours(a - t0)}–+{_hours(b - t0)} {k}"
+                                 for a, b, k in job.phases) + "\n")
+    actions = []
+    for d in sorted(job.devices, key=lambda d: d.primary == "healthy_compute"):  # problems first
+        text = d.action or ADVICE.get(d.primary, "")
+        if text and text not in actions:
+            actions.append(text)
+    if actions:
+        w("What to change:\n")
+        for a in actions[:5]:
+            w(f"  - {a}\n")

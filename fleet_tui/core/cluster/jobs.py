@@ -1,0 +1,326 @@
+"""Whose job is on which device, and what it wastes: devices attributed to jobs, worst first.
+
+A device is attributed to a job from whatever the site has, most specific first:
+
+1. labels on the device's metrics — dcgm-exporter's HPC job mapping label ``hpc_job`` (set when
+   the exporter runs with ``--hpc-job-mapping-dir``), the ``jobId``/``jobid``/``job_id``/``jobUid``
+   labels or gauges of Slurm GPU exporters (AMD's device-metrics-exporter adds ``job_id``,
+   ``job_user``, ``job_partition`` with its Slurm integration), and dcgm-exporter's Kubernetes labels ``pod``,
+   ``namespace``, ``container`` (the job is ``namespace/pod``, its user the namespace);
+2. Slurm itself: a running job's node list and GPU indices (``squeue``/``scontrol --json``, see
+   ``cluster.slurm``) claim ``(node, index)``; a node whose job has no GPU indices is claimed whole
+   when only one job runs there.
+
+Slurm also supplies the user and start time of a job named by a label. Devices no job claims are
+reported apart (``unattributed``): idle devices without a job are capacity, not a user's waste.
+
+Per job: user, nodes, device count, runtime, mean utilization and SM activity over its devices, peak
+memory, the diagnoses its devices show, idle device-hours and their cost. *Idle* is the engine's
+definition (``core.fleet``: primary diagnosis ``idle``, or utilization and SM activity under 1%);
+a device's idle share over the observed window is applied to the job's runtime, so idle
+device-hours are an estimate when the window is shorter than the job. Worst first = most idle
+dollars, then idle device-hours, then lowest utilization.
+
+The inputs are plain records (:class:`DeviceUsage`), built from the fleet view's devices
+(:meth:`DeviceUsage.from_fleet_device`, what ``fleet-tui jobs`` and a Jobs pane use) or from a
+JSON document, so wiring another source's labels in is one call to :func:`job_view`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_tui.core.cluster.slurm import SlurmJob, running_on
+from fleet_tui.core.errors import UserError
+
+JOB_ID_LABELS = ("hpc_job", "jobId", "jobid", "job_id", "jobUid", "slurm_job_id")
+USER_LABELS = ("hpc_user", "user", "username", "jobUser", "job_user")  # job_user: AMD's exporter
+HEALTHY = "healthy_compute"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUsage:
+    """One device over the observed window, with the labels its metrics carry."""
+
+    node: str
+    index: int
+    labels: tuple[tuple[str, str], ...] = ()
+    util_pct: float | None = None
+    sm_active_pct: float | None = None
+    mem_peak_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    idle_fraction: float = 0.0  # share of the observed window the device was idle
+    observed_s: float = 0.0
+    usd_per_hour: float | None = None
+    primary: str = "unknown"
+    action: str = ""  # what to change, from the primary diagnosis
+    phases: tuple[tuple[float, float, str], ...] = ()  # (start, end, diagnosis) over its history
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @classmethod
+    def from_fleet_device(cls, dev: Any, labels: Mapping[str, str] | None = None, *,
+                          observed_s: float = 0.0) -> "DeviceUsage":
+        """From a ``core.fleet.FleetDevice`` (the engine's diagnosed device). Its utilization and
+        memory are the latest reading and its idleness the diagnosis over the analysis window, so
+        ``mem_peak_bytes`` is a lower bound until history (the recorder) supplies the peak."""
+        diagnoses = getattr(dev, "diagnoses", ()) or ()
+        action = diagnoses[0].get("action", "") if diagnoses else ""
+        return cls(node=dev.node, index=dev.index, labels=tuple(sorted((labels or {}).items())),
+                   util_pct=dev.gpu_util_pct, sm_active_pct=dev.sm_active_pct,
+                   mem_peak_bytes=dev.mem_used_bytes, mem_total_bytes=dev.mem_total_bytes,
+                   idle_fraction=1.0 if dev.idle else 0.0, observed_s=observed_s,
+                   usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> "DeviceUsage":
+        try:
+            labels = d.get("labels") or {}
+            if not isinstance(labels, Mapping):
+                raise TypeError("labels must be an object")
+            idle = float(d.get("idle_fraction", 0.0))
+            if not 0.0 <= idle <= 1.0:
+                raise ValueError(f"idle_fraction must be 0-1, got {idle}")
+
+            def opt(name: str, kind=float):
+                v = d.get(name)
+                return None if v is None else kind(v)
+
+            return cls(node=str(d["node"]), index=int(d["index"]),
+                       labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+                       util_pct=opt("util_pct"), sm_active_pct=opt("sm_active_pct"),
+                       mem_peak_bytes=opt("mem_peak_bytes", int),
+                       mem_total_bytes=opt("mem_total_bytes", int), idle_fraction=idle,
+                       observed_s=float(d.get("observed_s", 0.0)),
+                       usd_per_hour=opt("usd_per_hour"), primary=str(d.get("primary", "unknown")),
+                       action=str(d.get("action", "")))
+        except KeyError as exc:
+            raise UserError(f"{where}: device record needs {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{where}: bad device record: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    job: str
+    user: str
+    via: str  # hpc_job | exporter | kubernetes | slurm
+
+
+@dataclass(frozen=True, slots=True)
+class JobUsage:
+    job: str
+    user: str
+    via: str
+    nodes: tuple[str, ...]
+    devices: tuple[DeviceUsage, ...]
+    runtime_s: float
+    util_pct: float | None
+    sm_active_pct: float | None
+    mem_peak_bytes: int | None
+    idle_device_hours: float
+    usd_idle: float | None
+    primary: str
+    diagnoses: dict[str, int] = field(default_factory=dict)  # kind -> devices showing it
+    state: str = ""
+    phases: tuple[tuple[float, float, str], ...] = ()  # the job's headline diagnosis over time
+
+    def sort_key(self) -> tuple:
+        return (-(self.usd_idle or 0.0), -self.idle_device_hours,
+                self.util_pct if self.util_pct is not None else math.inf, self.job)
+
+    def to_dict(self, *, with_devices: bool = False) -> dict[str, Any]:
+        out = {"job": self.job, "user": self.user, "via": self.via, "nodes": list(self.nodes),
+               "devices": len(self.devices), "runtime_s": round(self.runtime_s, 1),
+               "util_pct": _r(self.util_pct), "sm_active_pct": _r(self.sm_active_pct),
+               "mem_peak_bytes": self.mem_peak_bytes,
+               "idle_device_hours": round(self.idle_device_hours, 4),
+               "usd_idle": _r(self.usd_idle, 4), "primary": self.primary,
+               "diagnoses": dict(self.diagnoses), "state": self.state,
+               "phases": [{"start": a, "end": b, "primary": k} for a, b, k in self.phases]}
+        if with_devices:
+            out["device_list"] = [{"node": d.node, "index": d.index, "util_pct": _r(d.util_pct),
+                                   "sm_active_pct": _r(d.sm_active_pct),
+                                   "mem_peak_bytes": d.mem_peak_bytes,
+                                   "idle_fraction": round(d.idle_fraction, 3),
+                                   "primary": d.primary} for d in self.devices]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class JobsView:
+    jobs: tuple[JobUsage, ...]  # worst first
+    unattributed: tuple[DeviceUsage, ...]
+
+    def job(self, job_id: str) -> JobUsage:
+        for j in self.jobs:
+            if j.job == job_id:
+                return j
+        known = ", ".join(j.job for j in self.jobs[:10]) or "none"
+        raise KeyError(f"no job {job_id!r} holds a device (jobs: {known})")
+
+    def to_dict(self) -> dict[str, Any]:
+        idle = [d for d in self.unattributed if d.idle_fraction > 0]
+        return {"jobs": [j.to_dict() for j in self.jobs],
+                "unattributed": {"devices": len(self.unattributed), "idle_devices": len(idle),
+                                 "usd_idle_per_hour": _r(sum(d.usd_per_hour or 0.0 for d in idle), 4)}}
+
+
+def _r(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _short(node: str) -> str:
+    """Prometheus ``instance`` values carry a port and sometimes a domain; Slurm names don't."""
+    return node.rsplit(":", 1)[0].split(".")[0] if not node.startswith("[") else node
+
+
+def label_owner(labels: Mapping[str, str]) -> Owner | None:
+    user = next((labels[k] for k in USER_LABELS if labels.get(k)), "")
+    for key in JOB_ID_LABELS:
+        value = labels.get(key)
+        if value and value not in ("0", "-1"):
+            return Owner(value, user, "hpc_job" if key == "hpc_job" else "exporter")
+    pod = labels.get("pod")
+    if pod:
+        ns = labels.get("namespace", "")
+        return Owner(f"{ns}/{pod}" if ns else pod, user or ns, "kubernetes")
+    return None
+
+
+class SlurmIndex:
+    """Who holds ``(node, gpu index)`` according to Slurm's running jobs."""
+
+    def __init__(self, jobs: Iterable[SlurmJob]):
+        self.by_id: dict[str, SlurmJob] = {}
+        self.by_gpu: dict[tuple[str, int], SlurmJob] = {}
+        whole: dict[str, list[SlurmJob]] = {}
+        for j in running_on(jobs):
+            self.by_id[j.job] = j
+            for node in j.nodes:
+                idx = j.gpu_indices.get(node)
+                if idx:
+                    for i in idx:
+                        self.by_gpu[(_short(node), i)] = j
+                else:
+                    whole.setdefault(_short(node), []).append(j)
+        self.by_node = {n: js[0] for n, js in whole.items() if len(js) == 1}
+
+    def owner(self, node: str, index: int) -> SlurmJob | None:
+        n = _short(node)
+        return self.by_gpu.get((n, index)) or self.by_node.get(n)
+
+
+def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = (), *,
+             now: float | None = None, user: str | None = None) -> JobsView:
+    """Attribute ``devices`` to jobs (labels first, then Slurm) and roll each job up."""
+    index = SlurmIndex(slurm_jobs) if slurm_jobs else None
+    groups: dict[str, list[DeviceUsage]] = {}
+    owners: dict[str, Owner] = {}
+    loose: list[DeviceUsage] = []
+    for d in devices:
+        owner = label_owner(d.label_map) if d.labels else None
+        if owner is None and index is not None:
+            sj = index.owner(d.node, d.index)
+            if sj is not None:
+                owner = Owner(sj.job, sj.user, "slurm")
+        if owner is None:
+            loose.append(d)
+            continue
+        groups.setdefault(owner.job, []).append(d)
+        if owner.job not in owners or (not owners[owner.job].user and owner.user):
+            owners[owner.job] = owner
+    by_id = index.by_id if index is not None else {j.job: j for j in slurm_jobs}
+    jobs = []
+    for job_id, devs in groups.items():
+        owner = owners[job_id]
+        sj = by_id.get(job_id)
+        job_user = owner.user or (sj.user if sj else "")
+        if user is not None and job_user != user:
+            continue
+        jobs.append(_rollup(job_id, job_user, owner.via, devs, sj, now))
+    jobs.sort(key=JobUsage.sort_key)
+    return JobsView(tuple(jobs), tuple(loose))
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _rollup(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: SlurmJob | None,
+            now: float | None) -> JobUsage:
+    runtime = sj.runtime_s(now) if sj is not None and now is not None else None
+    if runtime is None:
+        runtime = max(d.observed_s for d in devs)
+    hours = runtime / 3600.0
+    idle_h = sum(d.idle_fraction for d in devs) * hours
+    priced = [d for d in devs if d.usd_per_hour is not None]
+    usd_idle = sum(d.idle_fraction * hours * d.usd_per_hour for d in priced) if priced else None
+    kinds = Counter(d.primary for d in devs)
+    primary = _primary_of(kinds)
+    peaks = [d.mem_peak_bytes for d in devs if d.mem_peak_bytes is not None]
+    nodes = tuple(sorted({d.node for d in devs}))
+    return JobUsage(job=job_id, user=user, via=via, nodes=nodes,
+                    devices=tuple(sorted(devs, key=lambda d: (d.node, d.index))),
+                    runtime_s=runtime, util_pct=_mean(d.util_pct for d in devs),
+                    sm_active_pct=_mean(d.sm_active_pct for d in devs),
+                    mem_peak_bytes=max(peaks) if peaks else None, idle_device_hours=idle_h,
+                    usd_idle=usd_idle, primary=primary,
+                    diagnoses=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+                    state=sj.state if sj is not None else "", phases=_job_phases(devs))
+
+
+def _job_phases(devs: Sequence[DeviceUsage]) -> tuple[tuple[float, float, str], ...]:
+    """The job's headline diagnosis over time: at every boundary of a device phase, the headline
+    of what its devices show then; equal neighbours merged."""
+    bounds = sorted({t for d in devs for a, b, _ in d.phases for t in (a, b)})
+    out: list[tuple[float, float, str]] = []
+    for a, b in zip(bounds, bounds[1:]):
+        kinds = Counter(k for d in devs for s, e, k in d.phases if s <= a and e >= b)
+        if not kinds:
+            continue
+        kind = _primary_of(kinds)
+        if out and out[-1][2] == kind and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, kind)
+        else:
+            out.append((a, b, kind))
+    return tuple(out)
+
+
+def _primary_of(kinds: Counter) -> str:
+    """The job's headline: the diagnosis most of its devices show, a healthy device counting only
+    when nothing else is found (one idle GPU out of eight is the news, not seven healthy ones)."""
+    problems = [(n, k) for k, n in kinds.items() if k not in (HEALTHY, "unknown")]
+    if problems:
+        return min(problems, key=lambda nk: (-nk[0], nk[1]))[1]
+    return HEALTHY if kinds.get(HEALTHY) else "unknown"
+
+
+def idle_job_alerts(view: JobsView, *, min_devices: int = 8, min_idle_s: float = 1800.0) -> list[dict]:
+    """Jobs holding at least ``min_devices`` devices that sat idle for ``min_idle_s`` (e.g. 8 GPUs
+    for 30 minutes): the job-level alert rule, as plain records for the alert engine."""
+    out = []
+    for j in view.jobs:
+        idle = [d for d in j.devices if d.idle_fraction >= 0.999]
+        if len(idle) >= min_devices and j.runtime_s >= min_idle_s:
+            out.append({"job": j.job, "user": j.user, "idle_devices": len(idle),
+                        "idle_s": j.runtime_s, "usd_idle": _r(j.usd_idle, 2),
+                        "message": f"job {j.job} ({j.user or 'unknown user'}) holds {len(idle)} "
+                                   f"idle GPUs for {j.runtime_s / 60:.0f} min"})
+    return out
+
+
+def usages_from_doc(doc: Any, where: str) -> list[DeviceUsage]:
+    """``{"devices": [{"node", "index", "labels", "util_pct", ...}, ...]}`` (a saved view, or
+    records from another tool) as device usages."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("devices"), list):
+        raise UserError(f"{where}: expected an object with a \"devices\" list")
+    return [DeviceUsage.from_dict(d if isinstance(d, Mapping) else {}, f"{where}: devices[{i}]")
+            for i, d in enumerate(doc["devices"])]

@@ -1,0 +1,221 @@
+"""The cheapest mix of reserved (1 y / 3 y), on-demand and spot capacity for a demand profile.
+
+Input: a demand profile, devices needed in each hour (from a file, a ``record`` database, or a
+Prometheus range query by the caller), and an instance's prices (catalog list prices in USD per
+instance-hour). Capacity is bought in whole instances of ``devices_per_instance``.
+
+Method. Reservations bill every hour of the profile; flexible capacity (on-demand, and spot for the
+share of work allowed on spot) bills only the hours used. Stack instances from the bottom of the
+demand: instance ``k`` is needed ``u_k`` of the hours, those with more than ``(k-1)·n`` devices in
+demand (a flexible instance is billed for the whole hour however few of its devices work). It is
+worth reserving exactly when ``u_k`` times the flexible price
+exceeds the reserved price — the break-even utilization of ``pricing.break_even_utilization``
+(reserved / on-demand, against the blended flexible price when spot is allowed). ``u_k`` falls with
+``k``, so the optimum is a prefix: reserve instances ``1..K`` with the cheapest allowed term, run the
+rest flexibly. This is exact for linear prices, which cloud price pages are.
+
+Spot: only ``max_spot_share`` of the flexible instance-hours may run on spot (work that tolerates
+interruptions). Each useful spot hour costs ``spot / (1 - overhead)`` with the interruption model of
+``core.pricing`` (``SpotAssumptions``: interruptions per hour by cloud, checkpoint interval, restart
+time); the risk is reported as expected interruptions per month and the chance that an instance is
+interrupted at least once a day, ``1 - exp(-rate × 24 h)``.
+
+Every price and break-even comes from ``core.pricing``; nothing here re-derives one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.pricing import (
+    HOURS_PER_MONTH,
+    SpotAssumptions,
+    break_even_utilization,
+    spot_cost_multiplier,
+    training_run_cost,
+)
+
+TERMS = ("reserved-3y", "reserved-1y")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per instance-hour; ``None`` = not offered."""
+
+    on_demand: float
+    reserved_1y: float | None = None
+    reserved_3y: float | None = None
+    spot: float | None = None
+    cloud: str = ""
+    devices_per_instance: int = 1
+
+    def reserved(self, term: str) -> float | None:
+        return self.reserved_3y if term == "reserved-3y" else self.reserved_1y
+
+    @classmethod
+    def from_instance(cls, inst: Any) -> "Prices":
+        od = inst.price("on-demand")
+        if od is None:
+            raise UserError(f"{inst.instance_type}: the catalog lists no on-demand price for it")
+        return cls(on_demand=od, reserved_1y=inst.price("reserved-1y"),
+                   reserved_3y=inst.price("reserved-3y"), spot=inst.price("spot"),
+                   cloud=inst.cloud, devices_per_instance=max(1, int(inst.accelerator_count or 1)))
+
+
+def _usd(usd_per_hour: float, hours: float) -> float:
+    return training_run_cost(usd_per_hour, hours * 3600.0)  # pricing's one "price × time"
+
+
+def instance_activity(demand: Sequence[float], per_instance: int) -> list[float]:
+    """``u_k`` for k = 1..peak instances: the share of hours the k-th instance (stacked from the
+    bottom) is needed at all."""
+    hours = len(demand)
+    peak = math.ceil(max(demand, default=0) / per_instance)
+    return [sum(1 for d in demand if d > k * per_instance) / hours for k in range(peak)]
+
+
+def device_utilization(demand: Sequence[float], per_instance: int, k: int) -> float:
+    """Share of the k-th instance's device-hours that carry demand (0-based ``k``)."""
+    return sum(min(max(d - k * per_instance, 0.0), per_instance) for d in demand) / (
+        per_instance * len(demand))
+
+
+def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: float = 0.0,
+                   terms: Sequence[str] = TERMS, spot: SpotAssumptions | None = None) -> dict:
+    """The cheapest mix (see the module docstring) as a JSON-ready document."""
+    if not demand:
+        raise FieldError("demand", "{demand} has no hours")
+    if any(d < 0 or not math.isfinite(d) for d in demand):
+        raise FieldError("demand", "{demand}: device counts must be finite and >= 0")
+    if not 0.0 <= max_spot_share <= 1.0:
+        raise FieldError("spot_share", f"{{spot_share}} must be 0-1, got {max_spot_share:g}")
+    bad = [t for t in terms if t not in TERMS]
+    if bad:
+        raise FieldError("terms", f"{{terms}} {bad[0]!r} is not a term; allowed: {', '.join(TERMS)}")
+    n = prices.devices_per_instance
+    hours = len(demand)
+    spot_model = spot or SpotAssumptions()
+    overhead = spot_model.overhead_fraction(prices.cloud or "other")
+    share = max_spot_share if prices.spot is not None else 0.0
+    spot_useful = prices.spot * spot_cost_multiplier(overhead) if prices.spot is not None else None
+    flex = prices.on_demand * (1 - share) + (spot_useful or 0.0) * share  # per useful instance-hour
+    term_prices = {t: prices.reserved(t) for t in terms if prices.reserved(t) is not None}
+    best_term = min(term_prices, key=term_prices.get) if term_prices else None
+    util = instance_activity(demand, n)
+    reserved = 0
+    if best_term is not None:
+        be = term_prices[best_term] / flex if flex > 0 else math.inf
+        reserved = sum(1 for u in util if u > be)  # a prefix: u falls with k
+    flex_hours = sum(util[reserved:]) * hours  # instance-hours needed above the reservation
+    od_hours, spot_hours = flex_hours * (1 - share), flex_hours * share
+    cost_reserved = _usd(term_prices[best_term], reserved * hours) if reserved else 0.0
+    cost_od = _usd(prices.on_demand, od_hours)
+    cost_spot = _usd(spot_useful, spot_hours) if spot_hours else 0.0
+    total = cost_reserved + cost_od + cost_spot
+    all_od = _usd(prices.on_demand, sum(util) * hours)
+    scale = HOURS_PER_MONTH / hours
+    rate = spot_model.rate_for(prices.cloud or "other")
+    commitments = []
+    for term, price in sorted(term_prices.items()):
+        k = reserved if term == best_term else 0
+        commitments.append({
+            "term": term, "instances": k, "usd_per_instance_hour": price,
+            "break_even_utilization_pct": round(100 * break_even_utilization(price, prices.on_demand), 2),
+            "break_even_vs_flexible_pct": round(100 * price / flex, 2) if flex > 0 else None,
+            "device_utilization_pct": round(100 * sum(
+                device_utilization(demand, n, i) for i in range(k)) / k, 2) if k else None,
+        })
+    return {
+        "hours": hours, "devices_per_instance": n,
+        "peak_devices": max(demand), "mean_devices": round(sum(demand) / hours, 3),
+        "plan": {"reserved_term": best_term if reserved else None, "reserved_instances": reserved,
+                 "on_demand_instance_hours": round(od_hours, 3),
+                 "spot_instance_hours": round(spot_hours, 3)},
+        "usd_total": round(total, 2), "usd_per_month": round(total * scale, 2),
+        "all_on_demand_usd": round(all_od, 2),
+        "savings_pct": round(100 * (1 - total / all_od), 2) if all_od else 0.0,
+        "cost_usd": {"reserved": round(cost_reserved, 2), "on_demand": round(cost_od, 2),
+                     "spot": round(cost_spot, 2)},
+        "commitments": commitments,
+        "instance_hours_needed_pct": [round(100 * u, 2) for u in util],
+        "spot": None if prices.spot is None else {
+            "share": share, "usd_per_instance_hour": prices.spot,
+            "interruptions_per_hour": round(rate, 6), "overhead_pct": round(100 * overhead, 2),
+            "paid_hours_per_useful_hour": round(spot_cost_multiplier(overhead), 4),
+            "expected_interruptions_per_month": round(rate * spot_hours * scale, 3),
+            "p_interrupted_per_instance_day": round(1 - math.exp(-rate * 24.0), 4),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Demand profiles
+
+
+def read_demand(path: str | Path) -> list[float]:
+    """Hourly device counts: JSON (a list, or ``{"demand": [...]}``), CSV with a ``devices``
+    column, or one number per line. Errors name the file and line."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read the demand profile: {exc.strerror or exc}") from None
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
+        values = doc.get("demand") if isinstance(doc, dict) else doc
+        if not isinstance(values, list):
+            raise UserError(f"{p}:1: expected a list of hourly device counts or {{\"demand\": [...]}}")
+        return [_count(v, f"{p}:1: demand[{i}]") for i, v in enumerate(values)]
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if "," in first or not _is_number(first):
+        reader = csv.DictReader(io.StringIO(text))
+        if "devices" not in (reader.fieldnames or []):
+            raise UserError(f"{p}:1: a CSV demand profile needs a 'devices' column (one row per hour)")
+        return [_count(row["devices"], f"{p}:{reader.line_num}") for row in reader]
+    return [_count(ln, f"{p}:{i}") for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def _count(v: Any, where: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: {v!r} is not a device count") from None
+    if not math.isfinite(x) or x < 0:
+        raise UserError(f"{where}: device counts must be finite and >= 0, got {v!r}")
+    return x
+
+
+def demand_from_rows(rows: Sequence[Any], *, busy_util_pct: float = 1.0) -> list[float]:
+    """Hourly demand from recorded samples (``monitor.recorder.read_rows``): the devices that did
+    any work (utilization >= ``busy_util_pct``) in each hour, oldest hour first."""
+    if not rows:
+        return []
+    start = min(r.ts for r in rows)
+    busy: dict[int, set[str]] = {}
+    for r in rows:
+        hour = int((r.ts - start) // 3600)
+        busy.setdefault(hour, set())
+        util = r.get("gpu_util_pct")
+        if util is not None and util >= busy_util_pct:
+            busy[hour].add(r.device_key)
+    return [float(len(busy.get(h, ()))) for h in range(max(busy) + 1)]

@@ -1,0 +1,373 @@
+"""Queue what-if: replay a job list on a GPU cluster under several scheduling policies.
+
+Model. The cluster is ``nodes × gpus_per_node`` GPUs in one pool: a job needs ``gpus`` free GPUs
+anywhere (node fragmentation is not modelled, so results are a lower bound on waits for jobs that
+must share a node). A job runs for its recorded run time ``run_s``; schedulers only know its
+*requested* time ``requested_s`` (the wall-time limit), as real ones do. Time is in seconds since the
+earliest submission. The simulation is event driven: at every arrival or completion the policy starts
+what it can.
+
+Policies (``POLICIES``):
+
+* ``fifo`` — strict first come, first served: no job starts before an earlier-submitted one, so the
+  queue's head blocks everything behind it.
+* ``priority`` — the same, ordered by priority (higher first), then submission.
+* ``fair-share`` — the head is the next job of the user with the least GPU-seconds started so far
+  (ties: submission order); it blocks like ``fifo``.
+* ``backfill`` — EASY backfilling (Lifka, "The ANL/IBM SP scheduling system", JSSPP 1995; the form
+  in Mu'alem & Feitelson, IEEE TPDS 12(6), 2001): FIFO order, and when the head does not fit it gets
+  a reservation at the *shadow time* (the earliest time enough GPUs free up, from the running jobs'
+  requested end times); a later job may start now if it fits now and either ends (by its request)
+  before the shadow time or only uses GPUs the head will not need then. Like Slurm's
+  ``bf_max_job_test`` the scan looks at the first ``BACKFILL_DEPTH`` waiting jobs.
+* ``preemption`` — priority order; a waiting job that does not fit may stop running jobs of strictly
+  lower priority (lowest first, newest first) if that frees enough GPUs. Stopped jobs go back to the
+  queue and restart from the beginning (Slurm's ``PreemptMode=REQUEUE``); their lost GPU-seconds are
+  counted.
+
+Metrics: wait = end − submit − run (for a job never stopped, start − submit); p95 by nearest rank;
+bounded slowdown ``max(1, (wait + run) / max(run, 10 s))`` (Feitelson, Rudolph, Schwiegelshohn,
+Sevcik & Wong, "Theory and practice in parallel job scheduling", JSSPP 1997, with the usual 10 s
+bound); utilization = useful GPU-seconds / (GPUs × makespan); makespan = last end − first submit;
+per-user share of useful GPU-seconds.
+
+What-ifs (more nodes, work moved to spot) are in ``cluster.whatif``.
+
+Measured (bench/bench_cluster.py, 2-core shared VM): 100,000 SWF jobs on 1,024 GPUs at 90% offered
+load, all five policies in about 4.5 s CPU on one core (backfill about 1 s).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fleet_tui.core.errors import FieldError
+
+POLICIES: tuple[str, ...] = ("fifo", "priority", "fair-share", "backfill", "preemption")
+BACKFILL_DEPTH = 100  # Slurm's bf_max_job_test was 100 for years (slurm.conf(5)); bounded scan
+SLOWDOWN_BOUND_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueJob:
+    job: str
+    user: str
+    submit_s: float
+    run_s: float
+    gpus: int
+    requested_s: float  # the scheduler's estimate (wall-time limit); >= 0
+    priority: float = 0.0
+    where: str = ""  # "file:line" of the record, for errors
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    job: str
+    user: str
+    gpus: int
+    submit_s: float
+    start_s: float  # the start of the run that completed
+    end_s: float
+    preempted: int = 0  # times it was stopped and requeued
+
+    @property
+    def wait_s(self) -> float:
+        # end − submit − run: for a requeued job the final run's start, so lost runs count as wait
+        return self.start_s - self.submit_s
+
+    def to_dict(self) -> dict:
+        return {"job": self.job, "user": self.user, "gpus": self.gpus, "submit_s": _r(self.submit_s),
+                "start_s": _r(self.start_s), "end_s": _r(self.end_s), "wait_s": _r(self.wait_s),
+                "preempted": self.preempted}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyResult:
+    policy: str
+    gpus: int
+    mean_wait_s: float
+    p95_wait_s: float
+    max_wait_s: float
+    mean_slowdown: float
+    utilization_pct: float
+    makespan_s: float
+    user_share_pct: dict[str, float]
+    preemptions: int
+    lost_gpu_s: float
+    runs: tuple[JobRun, ...]  # in input order
+
+    def summary(self) -> dict:
+        return {"mean_wait_s": _r(self.mean_wait_s), "p95_wait_s": _r(self.p95_wait_s),
+                "max_wait_s": _r(self.max_wait_s), "mean_slowdown": _r(self.mean_slowdown, 3),
+                "utilization_pct": _r(self.utilization_pct), "makespan_s": _r(self.makespan_s),
+                "preemptions": self.preemptions, "lost_gpu_hours": _r(self.lost_gpu_s / 3600.0, 3),
+                "user_share_pct": {u: _r(v) for u, v in self.user_share_pct.items()}}
+
+    def to_dict(self, *, with_jobs: bool = True) -> dict:
+        out = self.summary()
+        if with_jobs:
+            out["jobs"] = [{"job": r.job, "start_s": _r(r.start_s), "end_s": _r(r.end_s)}
+                           for r in self.runs]
+        return out
+
+    def start_order(self) -> list[str]:
+        return [r.job for r in sorted(self.runs, key=lambda r: (r.start_s, r.submit_s))]
+
+
+def _r(x: float, digits: int = 2) -> float:
+    return round(x, digits)
+
+
+def check_cluster(nodes: int, gpus_per_node: int) -> int:
+    if nodes < 1:
+        raise FieldError("nodes", f"{{nodes}} must be at least 1, got {nodes}")
+    if gpus_per_node < 1:
+        raise FieldError("gpus_per_node", f"{{gpus_per_node}} must be at least 1, got {gpus_per_node}")
+    return nodes * gpus_per_node
+
+
+def check_policies(names: Sequence[str]) -> tuple[str, ...]:
+    out = []
+    for name in names:
+        if name not in POLICIES:
+            raise FieldError("policy", f"{{policy}} {name!r} is not a policy; allowed: "
+                             + ", ".join(POLICIES))
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise FieldError("policy", "{policy} names no policy; allowed: " + ", ".join(POLICIES))
+    return tuple(out)
+
+
+def simulate(jobs: Sequence[QueueJob], total_gpus: int, policy: str) -> PolicyResult:
+    """Run ``jobs`` on ``total_gpus`` pooled GPUs under ``policy`` (one of ``POLICIES``)."""
+    check_policies([policy])
+    for j in jobs:
+        if j.gpus > total_gpus:
+            raise FieldError("nodes", f"{j.where or j.job}: job {j.job} asks for {j.gpus} GPUs, "
+                             f"more than the cluster's {total_gpus} ({{nodes}} × {{gpus_per_node}})")
+    if not jobs:
+        return PolicyResult(policy, total_gpus, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, {}, 0, 0.0, ())
+    sim = _Sim(jobs, total_gpus, policy)
+    sim.run()
+    return sim.result()
+
+
+class _Sim:
+    """One simulation. Jobs are referred to by their position ``i`` in the input."""
+
+    def __init__(self, jobs: Sequence[QueueJob], total: int, policy: str):
+        self.jobs = jobs
+        self.total = total
+        self.free = total
+        self.policy = policy
+        self.t0 = min(j.submit_s for j in jobs)
+        n = len(jobs)
+        self.submit = [j.submit_s - self.t0 for j in jobs]
+        self.gpus = [j.gpus for j in jobs]
+        self.run_s = [j.run_s for j in jobs]
+        self.req = [max(j.requested_s, 0.0) for j in jobs]
+        self.prio = [j.priority for j in jobs]
+        self.start = [math.nan] * n
+        self.end = [math.nan] * n
+        self.stops = [0] * n
+        self.gen = [0] * n  # completion events of older runs are stale
+        self.lost_gpu_s = 0.0
+        self.done: list[tuple[float, int, int]] = []  # heap (end, gen, i)
+        self.running: set[int] = set()
+        # waiting jobs, by policy: a deque (fifo, backfill), a heap (priority, preemption) or
+        # per-user deques (fair-share)
+        self.fifo: deque[int] = deque()
+        self.heap: list[tuple[float, float, int]] = []
+        self.by_user: dict[str, deque[int]] = {}
+        self.usage: Counter[str] = Counter()
+        self.waiting_sizes: Counter[int] = Counter()  # backfill: skip scans nothing could pass
+        # backfill: running jobs as (requested end, i), kept sorted, for the shadow time (measured:
+        # re-sorting the running set per event took 19 of 34 s profiled on 100,000 jobs at 120% load)
+        self.by_req_end: list[tuple[float, int]] = []
+
+    # -- queue -------------------------------------------------------------------------------
+    def enqueue(self, i: int) -> None:
+        p = self.policy
+        if p in ("fifo", "backfill"):
+            self.fifo.append(i)
+            if p == "backfill":
+                self.waiting_sizes[self.gpus[i]] += 1
+        elif p == "fair-share":
+            self.by_user.setdefault(self.jobs[i].user, deque()).append(i)
+        else:
+            heapq.heappush(self.heap, (-self.prio[i], self.submit[i], i))
+
+    def launch(self, i: int, now: float) -> None:
+        self.free -= self.gpus[i]
+        self.start[i] = now
+        self.running.add(i)
+        self.usage[self.jobs[i].user] += self.gpus[i] * self.run_s[i]
+        heapq.heappush(self.done, (now + self.run_s[i], self.gen[i], i))
+        if self.policy == "backfill":
+            bisect.insort(self.by_req_end, (now + self.req[i], i))
+
+    def stopped(self, i: int) -> None:
+        """``i`` left the running set (finished or preempted)."""
+        self.free += self.gpus[i]
+        self.running.discard(i)
+        if self.policy == "backfill":
+            entry = (self.start[i] + self.req[i], i)
+            k = bisect.bisect_left(self.by_req_end, entry)
+            del self.by_req_end[k]
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> None:
+        order = sorted(range(len(self.jobs)), key=lambda i: (self.submit[i], i))
+        k, n = 0, len(order)
+        done, submit = self.done, self.submit
+        while k < n or done:
+            t_arr = submit[order[k]] if k < n else math.inf
+            t_end = done[0][0] if done else math.inf
+            now = min(t_arr, t_end)
+            while done and done[0][0] <= now:  # completions first: they free GPUs
+                _, gen, i = heapq.heappop(done)
+                if gen != self.gen[i]:
+                    continue
+                self.end[i] = now
+                self.stopped(i)
+            while k < n and submit[order[k]] <= now:
+                self.enqueue(order[k])
+                k += 1
+            self.schedule(now)
+
+    def schedule(self, now: float) -> None:
+        p = self.policy
+        if p == "fifo":
+            q = self.fifo
+            while q and self.gpus[q[0]] <= self.free:
+                self.launch(q.popleft(), now)
+        elif p == "backfill":
+            self.backfill(now)
+        elif p == "fair-share":
+            self.fair_share(now)
+        else:
+            h = self.heap
+            while h:
+                i = h[0][2]
+                if self.gpus[i] > self.free and not (p == "preemption" and self.preempt_for(i, now)):
+                    break
+                heapq.heappop(h)
+                self.launch(i, now)
+
+    def fair_share(self, now: float) -> None:
+        queues, usage = self.by_user, self.usage
+        while queues:
+            user = min(queues, key=lambda u: (usage[u], self.submit[queues[u][0]], queues[u][0]))
+            q = queues[user]
+            i = q[0]
+            if self.gpus[i] > self.free:
+                return
+            q.popleft()
+            if not q:
+                del queues[user]
+            self.launch(i, now)
+
+    def backfill(self, now: float) -> None:
+        q, gpus, sizes = self.fifo, self.gpus, self.waiting_sizes
+        while q and gpus[q[0]] <= self.free:
+            i = q.popleft()
+            sizes[gpus[i]] -= 1
+            self.launch(i, now)
+        if len(q) < 2 or not self.free:
+            return
+        head = q[0]
+        sizes[gpus[head]] -= 1  # the head is not a backfill candidate
+        smallest = min((g for g, c in sizes.items() if c > 0), default=None)
+        sizes[gpus[head]] += 1
+        if smallest is None or smallest > self.free:
+            return
+        # shadow time: when, by requested end times, enough GPUs are free for the head
+        need, avail, shadow = gpus[head], self.free, now
+        ends = self.by_req_end
+        k = 0
+        while k < len(ends) and avail < need:  # a job past its request is taken to end now
+            end, r = ends[k]
+            avail += gpus[r]
+            shadow = end if end > now else now
+            k += 1
+        while k < len(ends) and ends[k][0] <= shadow:  # and all that end at the same moment
+            avail += gpus[ends[k][1]]
+            k += 1
+        extra = avail - need  # GPUs the head will not need at the shadow time
+        started: list[int] = []
+        req = self.req
+        last = 0
+        for pos in range(1, min(len(q), BACKFILL_DEPTH + 1)):
+            last = pos
+            i = q[pos]
+            g = gpus[i]
+            if g > self.free:
+                continue
+            if now + req[i] <= shadow:
+                pass
+            elif g <= extra:
+                extra -= g
+            else:
+                continue
+            started.append(i)
+            self.launch(i, now)
+            if not self.free:
+                break
+        if started:  # they sit in the first ``last + 1`` entries: rebuild only that prefix
+            gone = set(started)
+            prefix = [q.popleft() for _ in range(last + 1)]
+            q.extendleft(reversed([i for i in prefix if i not in gone]))
+            for i in started:
+                sizes[gpus[i]] -= 1
+
+    def preempt_for(self, i: int, now: float) -> bool:
+        """Stop lower-priority running jobs so ``i`` fits; False (and nothing stopped) if it can't."""
+        victims = sorted((r for r in self.running if self.prio[r] < self.prio[i]),
+                         key=lambda r: (self.prio[r], -self.start[r], -r))
+        freed, chosen = self.free, []
+        for r in victims:
+            if freed >= self.gpus[i]:
+                break
+            chosen.append(r)
+            freed += self.gpus[r]
+        if freed < self.gpus[i]:
+            return False
+        for r in chosen:
+            self.stopped(r)
+            self.gen[r] += 1
+            self.stops[r] += 1
+            self.lost_gpu_s += self.gpus[r] * (now - self.start[r])
+            self.usage[self.jobs[r].user] -= self.gpus[r] * (self.run_s[r] - (now - self.start[r]))
+            self.start[r] = math.nan
+            heapq.heappush(self.heap, (-self.prio[r], self.submit[r], r))
+        return True
+
+    # -- results -----------------------------------------------------------------------------
+    def result(self) -> PolicyResult:
+        runs, waits, slow = [], [], []
+        share: Counter[str] = Counter()
+        useful = 0.0
+        for i, j in enumerate(self.jobs):
+            run = self.run_s[i]
+            wait = self.end[i] - self.submit[i] - run
+            runs.append(JobRun(j.job, j.user, j.gpus, self.submit[i], self.start[i], self.end[i],
+                               self.stops[i]))
+            waits.append(wait)
+            slow.append(max(1.0, (wait + run) / max(run, SLOWDOWN_BOUND_S)))
+            share[j.user] += j.gpus * run
+            useful += j.gpus * run
+        makespan = max(self.end)
+        ordered = sorted(waits)
+        p95 = ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+        util = 100.0 * useful / (self.total * makespan) if makespan > 0 else 0.0
+        shares = {u: 100.0 * v / useful if useful else 0.0 for u, v in sorted(share.items())}
+        return PolicyResult(self.policy, self.total, sum(waits) / len(waits), p95, ordered[-1],
+                            sum(slow) / len(slow), util, makespan, shares,
+                            sum(self.stops), self.lost_gpu_s, tuple(runs))
+
