@@ -121,6 +121,8 @@ SOURCES: dict[str, SourceInfo] = {info.name: info for info in (
     SourceInfo("hpu", "hpu", "hpu", "Intel Gaudi through hl-smi / pyhlml", f"{_HERE}.hpu:HpuSource", probe=2),
     SourceInfo("neuron", "neuron", "neuron", "AWS Trainium/Inferentia through neuron-monitor",
                f"{_HERE}.neuron:NeuronSource", probe=3, probe_opener=f"{_HERE}.neuron:probing_source"),
+    SourceInfo("amd", "amd", "amd", "AMD GPUs through AMD SMI (amdsmi library, else amd-smi)",
+               f"{_HERE}.amd:AmdSource", probe=4),
     SourceInfo("sim", "sim[:N]", f"sim, sim:N (N = 1-{SIM_MAX_DEVICES})",
                f"N deterministic simulated devices (1-{SIM_MAX_DEVICES}, default 2)",
                f"{_HERE}.sim:SimSource", arg=_sim_arg),
