@@ -125,14 +125,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     prices = _prices(args)
     source = _open(args, "auto")
 
-    async def once():
-        await source.open()
-        try:
-            return await read_fleet_view(source, window_s=args.window, instance_prices=prices)
-        finally:
-            await source.close()
-
-    view = asyncio.run(once())
+    view = asyncio.run(read_fleet_view(source, window_s=args.window, instance_prices=prices))
     if not view.device_count:
         why = (view.errors[0] if view.errors else view.message) or "no devices"
         raise UserError(f"--source {_opt(args, 'source')}: {why.split('; retrying')[0]}")
