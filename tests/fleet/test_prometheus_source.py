@@ -15,6 +15,7 @@ from fleet_tui.core.monitor.sources.prometheus import (
     PrometheusResponseError,
     PrometheusSource,
     build_query,
+    decoded_rows,
     devices_from_groups,
     group_series,
     parse_envelope,
@@ -85,8 +86,6 @@ _SERIES = st.builds(lambda labels, ts, value: {"metric": labels, "value": [ts, v
 def test_split_classified_agrees_with_json_or_declines(result):
     # The fast cut must give exactly what decoding the answer as JSON gives, or return None so the
     # caller decodes it as JSON; it must never return something different.
-    from fleet_tui.core.monitor.sources.prometheus import decoded_rows
-
     body = _compact(result)
     fast = split_classified(body, {})
     if fast is not None:
@@ -303,12 +302,12 @@ def test_url_and_credentials():
         PrometheusSource("localhost:9090")
     src = PrometheusSource("http://alice:s3cret@127.0.0.1:9090/prom/")
     assert src.url == "http://127.0.0.1:9090/prom" and "s3cret" not in src.spec
-    assert src._auth_header.startswith("Basic ")
+    assert src.client.auth_header.startswith("Basic ")
     env = {"FLEET_TUI_PROM_TOKEN": "tok"}
-    assert PrometheusSource("http://127.0.0.1:1", env=env)._auth_header == "Bearer tok"
+    assert PrometheusSource("http://127.0.0.1:1", env=env).client.auth_header == "Bearer tok"
     env = {"FLEET_TUI_PROM_USER": "u", "FLEET_TUI_PROM_PASSWORD": "p"}
-    assert PrometheusSource("http://127.0.0.1:1", env=env)._auth_header.startswith("Basic ")
-    assert PrometheusSource("http://127.0.0.1:1", env={})._auth_header is None
+    assert PrometheusSource("http://127.0.0.1:1", env=env).client.auth_header.startswith("Basic ")
+    assert PrometheusSource("http://127.0.0.1:1", env={}).client.auth_header is None
     assert PrometheusSource("https://127.0.0.1:1", env={}).verify_tls is True
     insecure = PrometheusSource("https://127.0.0.1:1", env={"FLEET_TUI_PROM_INSECURE": "1"})
     assert insecure.verify_tls is False

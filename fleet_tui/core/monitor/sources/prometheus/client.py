@@ -71,12 +71,12 @@ class PrometheusClient:
             user = env.get("FLEET_TUI_PROM_USER")
             if token is None and user:
                 basic_auth = (user, env.get("FLEET_TUI_PROM_PASSWORD", ""))
-        self._auth_header: str | None = None
+        self.auth_header: str | None = None
         if token:
-            self._auth_header = f"Bearer {token}"
+            self.auth_header = f"Bearer {token}"
         elif basic_auth:
             raw = f"{basic_auth[0]}:{basic_auth[1]}".encode()
-            self._auth_header = "Basic " + base64.b64encode(raw).decode("ascii")
+            self.auth_header = "Basic " + base64.b64encode(raw).decode("ascii")
         if verify_tls is None:
             verify_tls = env.get("FLEET_TUI_PROM_INSECURE", "").lower() not in ("1", "true", "yes")
         self.verify_tls = verify_tls
@@ -109,8 +109,8 @@ class PrometheusClient:
         request.add_header("User-Agent", "fleet-tui")
         if data is not None:
             request.add_header("Content-Type", "application/x-www-form-urlencoded")
-        if self._auth_header:
-            request.add_header("Authorization", self._auth_header)
+        if self.auth_header:
+            request.add_header("Authorization", self.auth_header)
         deadline = time.monotonic() + self.timeout_s
         try:
             response = self._opener.open(request, timeout=self.timeout_s)
