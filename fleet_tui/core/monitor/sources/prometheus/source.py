@@ -155,8 +155,9 @@ class PrometheusSource(Source):
         """One refresh; never raises (errors become ``Snapshot.errors``)."""
         with self._lock:
             # A refresh allocates tens of thousands of short-lived objects and frees them all at
-            # the end; collecting mid-way only re-walks the long-lived analysis windows (gen-2
-            # passes of 10-25 ms on a 1,024-GPU fleet, the worst refreshes), so pause it.
+            # the end; collecting mid-way only re-walks the long-lived analysis windows, so pause
+            # it. bench/bench_fleet.py, 1,024 GPUs, query+parse CPU median without / with the
+            # pause: 89 / 80 ms (every device fresh), 92 / 77 ms (nodes scraped every 15 s).
             gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
