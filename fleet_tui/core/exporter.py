@@ -45,9 +45,10 @@ def check_bind(bind: str, allow_remote: bool) -> None:
     """Loopback unless the user explicitly allows other interfaces (the metrics name hosts and
     costs; anyone who can reach the port reads them)."""
     if not is_loopback(bind) and not allow_remote:
-        raise FieldError("bind", f"{{bind}} {bind}: not a loopback address. fleet-tui serves its "
+        shown = bind.replace("{", "{{").replace("}", "}}")  # the value, not a field
+        raise FieldError("bind", f"{{bind}} {shown}: not a loopback address. fleet-tui serves its "
                          "metrics on 127.0.0.1 (or ::1) by default; add {allow_remote} to listen "
-                         f"on {bind} on purpose.")
+                         f"on {shown} on purpose.")
 
 
 class FleetCollector:
@@ -260,8 +261,9 @@ class FleetExporter:
         try:
             result = start_http_server(port, addr=bind, registry=self.registry)
         except OSError as exc:
-            raise FieldError("port", f"{{bind}} {bind} {{port}} {port}: cannot listen there "
-                             f"({exc.strerror or exc}); pick another {{port}}") from None
+            shown = f"{bind} {{port}} {port}: cannot listen there ({exc.strerror or exc})"
+            raise FieldError("port", "{bind} " + shown.replace("{", "{{").replace("}", "}}")
+                             .replace("{{port}}", "{port}") + "; pick another {port}") from None
         if isinstance(result, tuple):  # prometheus-client >= 0.19 returns (server, thread)
             self._server, self._thread = result
             self.port = self._server.server_address[1]

@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from fleet_tui.core.errors import FieldError
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.sources.prometheus.client import (PrometheusClient, parse_duration_s,
@@ -23,6 +24,15 @@ from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResp
                                                             decoded_rows, group_classified,
                                                             group_series, parse_envelope)
 from fleet_tui.core.monitor.sources.prometheus.queries import build_query, build_static_query
+
+
+def _literal(text: str) -> str:
+    """Text placed in a FieldError template as itself (not a field)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class BadPrometheusUrl(SourceUnavailable, FieldError):
+    """The ``source`` field names no usable Prometheus URL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +72,9 @@ class PrometheusSource(Source):
         url = url.strip()
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SourceUnavailable(
-                f"--source prometheus:{redact(url)}: the Prometheus URL must start with http:// or "
-                "https:// and name a host, e.g. prometheus:http://localhost:9090")
+            raise BadPrometheusUrl(
+                "source", f"{{source}} prometheus:{_literal(redact(url))}: the Prometheus URL must start "
+                "with http:// or https:// and name a host, e.g. prometheus:http://localhost:9090")
         self.client = PrometheusClient(url, token=token, basic_auth=basic_auth,
                                        verify_tls=verify_tls, ca_file=ca_file, timeout_s=timeout_s,
                                        env=env)
