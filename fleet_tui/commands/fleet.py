@@ -93,11 +93,9 @@ def _open(args: argparse.Namespace, default: str):
     spec = _opt(args, "source", default)
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    try:
-        from fleet_tui.core.monitor.sources import open_source, parse_source_spec
-    except ImportError:  # the sources package is another part's; without it, Prometheus only
-        open_source = parse_source_spec = None
-    if parse_source_spec is None or parse_source_spec(spec).kind == "prometheus":
+    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+
+    if parse_source_spec(spec).kind == "prometheus":
         if not spec.startswith("prometheus:"):
             raise UserError(f"--source {spec!r}: use prometheus:URL, e.g. "
                             "prometheus:http://localhost:9090")
