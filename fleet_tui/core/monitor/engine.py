@@ -1,6 +1,11 @@
 """The monitor engine: sample, keep history, diagnose, alert, price; publish one immutable Tick.
 
-One facade for the app, ``fleet-tui monitor`` and scripts::
+The one engine for this box, a replay, the simulator and a Prometheus fleet. What differs between
+them is the windowing, a policy object (``windowing.WindowPolicy`` / ``FleetWindowPolicy``;
+``windowing.policy_for`` picks by source kind). Everything else subscribes to the ticks: the app's
+panes (``ui/monitor_link``), ``monitor``/``record``, ``fleet`` and the fleet pane
+(``fleet.FleetViews``), and ``export`` (``exporter.FleetExporter``, which also reads the alert
+rules the engine holds)::
 
     engine = MonitorEngine(open_source("sim:8"), interval=1.0, instance="p5.48xlarge")
     engine.subscribe(lambda tick: print(tick.snapshot.timestamp, tick.primaries))
