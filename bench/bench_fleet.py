@@ -6,8 +6,9 @@
    metric PrometheusSource asks for, with dcgm-exporter's labels, values from the real H200 trace,
    fresh sample timestamps each time; compact JSON with sorted labels and string values, as
    Prometheus writes it), so only fleet-tui's own CPU is measured in this process:
-   HTTP + JSON parse + mapping to DeviceSnapshots ("query+parse"), then FleetAnalyzer (the
-   single-box analysis on every device's window) + FleetView roll-ups ("analysis").
+   HTTP + JSON parse + mapping to DeviceSnapshots ("query+parse"), then the MonitorEngine with the
+   fleet windowing policy (history, the single-box analysis on every device's window, the alert
+   rules) + FleetView roll-ups ("analysis").
 2. --real: the same fleet as 128 DCGM-format exporters (another process) scraped every 2 s by a
    real Prometheus on 127.0.0.1; the source queries it like a user's Prometheus.
 
@@ -27,7 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fleet_tui.core.fleet import FleetAnalyzer  # noqa: E402
+from fleet_tui.core.fleet import FleetViews  # noqa: E402
+from fleet_tui.core.monitor.engine import MonitorEngine  # noqa: E402
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy  # noqa: E402
 from fleet_tui.core.monitor.sources.prometheus import (  # noqa: E402
     DYNAMIC_NAMES,
     PROBE_LABEL,
@@ -131,13 +134,15 @@ def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
 
 
 def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: int = 3):
-    analyzer = FleetAnalyzer()
+    # the exporter's engine: fleet windowing, the bundled alert rules, priced per node
+    engine = MonitorEngine(src, interval_s=interval_s, price=False, policy=FleetWindowPolicy())
+    views = FleetViews({"*": 98.32})
     rows = []
     for i in range(warmup + refreshes):
         c0, w0 = time.process_time(), time.perf_counter()
         snap = src.sample_blocking()
         c1, w1 = time.process_time(), time.perf_counter()
-        view = analyzer.update(snap, {"*": 98.32})
+        view = views(engine.process(snap))
         c2, w2 = time.process_time(), time.perf_counter()
         if snap.errors and i >= warmup:
             print("  source errors:", snap.errors[:2])

@@ -93,11 +93,9 @@ def _open(args: argparse.Namespace, default: str):
     spec = _opt(args, "source", default)
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    try:
-        from fleet_tui.core.monitor.sources import open_source, parse_source_spec
-    except ImportError:  # the sources package is another part's; without it, Prometheus only
-        open_source = parse_source_spec = None
-    if parse_source_spec is None or parse_source_spec(spec).kind == "prometheus":
+    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+
+    if parse_source_spec(spec).kind == "prometheus":
         if not spec.startswith("prometheus:"):
             raise UserError(f"--source {spec!r}: use prometheus:URL, e.g. "
                             "prometheus:http://localhost:9090")
@@ -125,14 +123,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     prices = _prices(args)
     source = _open(args, "auto")
 
-    async def once():
-        await source.open()
-        try:
-            return await read_fleet_view(source, window_s=args.window, instance_prices=prices)
-        finally:
-            await source.close()
-
-    view = asyncio.run(once())
+    view = asyncio.run(read_fleet_view(source, window_s=args.window, instance_prices=prices))
     if not view.device_count:
         why = (view.errors[0] if view.errors else view.message) or "no devices"
         raise UserError(f"--source {_opt(args, 'source')}: {why.split('; retrying')[0]}")

@@ -155,7 +155,7 @@ def _device_line(d, analysis) -> list[str]:
 _HEADERS = ["gpu", "name", "state", "util", "sm", "tensor", "memory", "temp", "power", "diagnosis"]
 
 
-def _tick_json(tick) -> dict[str, Any]:
+def _tick_json(tick, fleet_views=None) -> dict[str, Any]:
     from fleet_tui.core.monitor.serialize import snapshot_to_dict
 
     snap = snapshot_to_dict(tick.snapshot)
@@ -164,11 +164,9 @@ def _tick_json(tick) -> dict[str, Any]:
         dev["diagnosis"] = an.to_dict() if an is not None else None
     snap["cost"] = tick.cost.to_dict() if tick.cost is not None else None
     snap["alerts"] = [a.to_dict() for a in tick.new_alerts]
-    if tick.snapshot.source_kind == "fleet":
+    if fleet_views is not None:
         # Per-node and fleet-wide roll-ups (worst nodes first), the same as `fleet-tui fleet --json`.
-        from fleet_tui.core.fleet import fleet_json
-
-        snap["fleet"] = fleet_json(tick.snapshot, tick.analyses, devices=False)
+        snap["fleet"] = fleet_views(tick).to_dict(devices=False)
     return snap
 
 
@@ -203,7 +201,9 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.alerts import strict_rules
+    from fleet_tui.core.fleet import FleetViews
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
+    from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
@@ -224,8 +224,10 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         from fleet_tui.core.monitor.recorder import Recorder
 
         recorder = Recorder(args.record)
-    engine = MonitorEngine(source, interval=interval, window_s=args.window, instance=instance,
-                           alert_rules=rules, recorder=recorder, catalog=catalog)
+    engine = MonitorEngine(source, interval=interval, instance=instance, alert_rules=rules,
+                           recorder=recorder, catalog=catalog,
+                           policy=policy_for(getattr(source, "kind", ""), args.window))
+    fleet_views = FleetViews() if getattr(source, "kind", "") == FLEET_SOURCE_KIND else None
     for problem in engine.rule_problems:
         print(f"fleet-tui: warning: alert rule skipped: {problem}", file=sys.stderr)
     out = sys.stdout
@@ -238,7 +240,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
             out.flush()
         elif args.json:
             indent = 2 if args.once else None
-            out.write(json.dumps(_tick_json(tick), allow_nan=False, indent=indent) + "\n")
+            out.write(json.dumps(_tick_json(tick, fleet_views), allow_nan=False, indent=indent)
+                      + "\n")
             out.flush()
         else:
             _print_tick_text(tick, out)

@@ -5,9 +5,11 @@ each device (one series per active kind, with its confidence), efficiency, cost 
 and waste, data age, and active alerts, per device, per node and fleet-wide. Served by
 prometheus-client on loopback by default (``fleet-tui export --prometheus``).
 
-A background loop samples the source (any ``--source``: a Prometheus fleet, or this box's NVML),
-updates the ``FleetAnalyzer`` and swaps in a new immutable ``FleetView``; scrapes read the latest
-view through a custom collector, so a scrape never waits for a refresh and never sees half of one.
+The one ``MonitorEngine`` (fleet windowing policy, the user's alert rules) samples the source (any
+``--source``: a Prometheus fleet, or this box's NVML); the exporter subscribes to it, turns each
+tick into an immutable ``FleetView`` and the alert rules the engine holds now, and swaps them in;
+scrapes read the latest through a custom collector, so a scrape never waits for a refresh and
+never sees half of one.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fleet_tui.core.errors import UserError
-from fleet_tui.core.fleet import FleetAnalyzer, FleetView, Prices
+from fleet_tui.core.errors import FieldError
+from fleet_tui.core.fleet import FleetView, FleetViews, Prices
+from fleet_tui.core.monitor.alerts import AlertEvaluator
+from fleet_tui.core.monitor.engine import MonitorEngine, Tick
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 
 PREFIX = "fleet_tui"
 DEVICE_LABELS = ("node", "gpu", "uuid", "name")
@@ -40,9 +45,10 @@ def check_bind(bind: str, allow_remote: bool) -> None:
     """Loopback unless the user explicitly allows other interfaces (the metrics name hosts and
     costs; anyone who can reach the port reads them)."""
     if not is_loopback(bind) and not allow_remote:
-        raise UserError(f"--bind {bind}: not a loopback address. fleet-tui serves its metrics on "
-                        "127.0.0.1 (or ::1) by default; add --allow-remote to listen on "
-                        f"{bind} on purpose.")
+        shown = bind.replace("{", "{{").replace("}", "}}")  # the value, not a field
+        raise FieldError("bind", f"{{bind}} {shown}: not a loopback address. fleet-tui serves its "
+                         "metrics on 127.0.0.1 (or ::1) by default; add {allow_remote} to listen "
+                         f"on {shown} on purpose.")
 
 
 class FleetCollector:
@@ -192,87 +198,61 @@ class FleetCollector:
         yield alerts
 
 
-class ActiveAlerts:
-    """Which alert rules hold now per device (the alert module's evaluator fires events with a
-    cooldown; a gauge needs the state in between)."""
-
-    def __init__(self, rules: list | None = None):
-        self.evaluator = None
-        try:
-            from fleet_tui.core.monitor.alerts import AlertEvaluator, load_alert_rules
-
-            if rules is None:
-                rules, _problems = load_alert_rules()
-            self.evaluator = AlertEvaluator(rules)
-        except Exception:  # noqa: BLE001 - alerts are optional; diagnoses still export
-            self.evaluator = None
-
-    def update(self, view: FleetView, snapshot, analyses) -> tuple[dict[str, Any], ...]:
-        by_key = {d.key: d for d in view.offenders}
-        if self.evaluator is None:
-            return tuple(
-                {"rule": f"diagnosis:{d.primary}", "severity": d.severity, "node": d.node,
-                 "device": d.index, "device_key": d.key}
-                for d in view.offenders if d.severity in ("warning", "critical"))
-        now = snapshot.timestamp
-        self.evaluator.evaluate(now, [d for d in snapshot.devices if d.state == "ok"], analyses)
-        out = []
-        for rule, key, _since in self.evaluator.holding(now):
-            d = by_key.get(key)
-            out.append({"rule": rule.name, "severity": rule.severity,
-                        "node": d.node if d else "", "device": d.index if d else None,
-                        "device_key": key})
-        return tuple(out)
+def held_alerts(evaluator: AlertEvaluator, view: FleetView, now: float
+                ) -> tuple[dict[str, Any], ...]:
+    """The alert rules whose condition holds now, per device (the engine's evaluator fires events
+    with a cooldown; a gauge needs the state in between)."""
+    by_key = {d.key: d for d in view.offenders}
+    out = []
+    for rule, key, _since in evaluator.holding(now):
+        d = by_key.get(key)
+        out.append({"rule": rule.name, "severity": rule.severity,
+                    "node": d.node if d else "", "device": d.index if d else None,
+                    "device_key": key})
+    return tuple(out)
 
 
 class FleetExporter:
-    """Refresh loop + HTTP endpoint. ``run_forever`` blocks; ``start``/``stop`` for tests."""
+    """The engine's subscriber + HTTP endpoint. ``run_forever`` blocks; ``start``/``stop`` for
+    tests."""
+
+    MIN_INTERVAL_S = 0.1  # the CLI asks for 0.5 s; tests refresh faster
 
     def __init__(self, source, *, instance_prices: Prices = None, interval_s: float = 2.0,
-                 analyzer: FleetAnalyzer | None = None, alert_rules: list | None = None):
+                 alert_rules: list | None = None, policy: FleetWindowPolicy | None = None):
         from prometheus_client import CollectorRegistry
 
         self.source = source
-        self.instance_prices = instance_prices
         self.interval_s = interval_s
-        self.analyzer = analyzer or FleetAnalyzer()
-        self.alerts = ActiveAlerts(alert_rules)
+        self.engine = MonitorEngine(source, interval_s=interval_s, alert_rules=alert_rules,
+                                    price=False, min_interval_s=self.MIN_INTERVAL_S,
+                                    policy=policy or FleetWindowPolicy())
+        self.views = FleetViews(instance_prices)
+        self.engine.subscribe(self._on_tick)
         self.collector = FleetCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self._server = None
         self._thread: threading.Thread | None = None
         self._loop_thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = threading.Event()
         self.port: int | None = None
 
-    async def refresh(self) -> FleetView:
+    def _on_tick(self, tick: Tick) -> None:
         started = time.perf_counter()
-        snapshot = await self.source.sample()
-        analyses_view = await asyncio.to_thread(self._analyse, snapshot)
-        view, analyses = analyses_view
-        active = self.alerts.update(view, snapshot, analyses)
+        view = self.views(tick)
+        active = held_alerts(self.engine.alerts, view, tick.snapshot.timestamp)
+        refresh_s = tick.sample_s + tick.work_s + time.perf_counter() - started
         previous = self.collector.view
         dt = None if previous is None else view.timestamp - previous.timestamp
-        self.collector.publish(view, active, time.perf_counter() - started, dt)
-        return view
-
-    def _analyse(self, snapshot):
-        self.analyzer.add(snapshot)
-        analyses = self.analyzer.diagnose()
-        return FleetView.from_snapshot(snapshot, analyses, self.instance_prices), analyses
+        self.collector.publish(view, active, refresh_s, dt)
 
     async def loop(self) -> None:
-        await self.source.open()
-        try:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                await self.refresh()
-                # schedule after the previous refresh finished: refreshes never pile up
-                delay = max(0.0, self.interval_s - (time.monotonic() - started))
-                await asyncio.to_thread(self._stop.wait, delay)
-        finally:
-            await self.source.close()
+        self._loop = asyncio.get_running_loop()
+        if self._stopped.is_set():
+            return
+        await self.engine.run()
 
     def serve(self, bind: str = "127.0.0.1", port: int = 9877) -> int:
         """Start the HTTP endpoint in a daemon thread; returns the port (0 = pick a free one)."""
@@ -281,8 +261,9 @@ class FleetExporter:
         try:
             result = start_http_server(port, addr=bind, registry=self.registry)
         except OSError as exc:
-            raise UserError(f"--bind {bind} --port {port}: cannot listen there ({exc.strerror or exc})"
-                            "; pick another --port") from None
+            shown = f"{bind} {{port}} {port}: cannot listen there ({exc.strerror or exc})"
+            raise FieldError("port", "{bind} " + shown.replace("{", "{{").replace("}", "}}")
+                             .replace("{{port}}", "{port}") + "; pick another {port}") from None
         if isinstance(result, tuple):  # prometheus-client >= 0.19 returns (server, thread)
             self._server, self._thread = result
             self.port = self._server.server_address[1]
@@ -291,7 +272,7 @@ class FleetExporter:
         return self.port
 
     def start(self, bind: str = "127.0.0.1", port: int = 0) -> int:
-        """Serve and run the refresh loop in a background thread (tests, embedding)."""
+        """Serve and run the engine in a background thread (tests, embedding)."""
         port = self.serve(bind, port)
         self._loop_thread = threading.Thread(target=lambda: asyncio.run(self.loop()), daemon=True,
                                              name="fleet-tui-exporter")
@@ -299,7 +280,13 @@ class FleetExporter:
         return port
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopped.set()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self.engine.stop)
+            except RuntimeError:  # the loop just finished
+                pass
         if self._loop_thread is not None:
             self._loop_thread.join(timeout=10)
         if self._server is not None:

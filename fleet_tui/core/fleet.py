@@ -4,9 +4,10 @@
 source; ``prometheus:URL`` is the usual one) plus the per-device diagnoses of
 ``core.monitor.analysis`` into immutable, UI-free data: a nodes × devices grid, per-node roll-ups
 (mean utilization, memory, power, worst diagnosis, idle devices, idle $/h), fleet utilization and
-idle cost, every device ranked worst first, and ``node(name)`` for a drill-down. ``FleetAnalyzer``
-keeps a short window per device across refreshes and runs the analysis on it, so the CLI, the
-exporter and the app's fleet pane get the same view from the same code.
+idle cost, every device ranked worst first, and ``node(name)`` for a drill-down. The diagnoses
+come from the one ``MonitorEngine`` (with ``windowing.FleetWindowPolicy`` for a fleet):
+``FleetViews`` turns each engine tick into a view, so ``fleet``, ``monitor``, ``export`` and the
+app's fleet pane show the same view from the same code.
 
 Definitions (stated once here so every surface agrees):
 - *idle*: the device's primary diagnosis is ``idle`` (no kernels ran in the window); without a
@@ -22,15 +23,14 @@ Definitions (stated once here so every surface agrees):
 
 from __future__ import annotations
 
-import gc
 import math
-import zlib
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
 STALE_KIND = "stale"  # fleet-level state: the source has no fresh reading for this device
@@ -58,19 +58,10 @@ def _diagnosis_dict(d: Any) -> dict[str, Any]:
             "action": _get(d, "action", ""), "severity": _get(d, "severity", "info")}
 
 
-class _Diagnosed(tuple):
-    """Diagnoses already converted by ``_diagnoses_of`` (FleetAnalyzer keeps them while a device's
-    analysis is unchanged, so a refresh does not re-convert ~1,000 devices' findings)."""
-
-    __slots__ = ()
-
-
 def _diagnoses_of(entry: Any) -> list[dict[str, Any]]:
     """Accepts an analysis.DeviceAnalysis, a sequence of diagnoses, or None."""
     if entry is None:
         return []
-    if type(entry) is _Diagnosed:
-        return entry  # type: ignore[return-value]
     inner = _get(entry, "diagnoses", None)
     if inner is not None and not isinstance(entry, (list, tuple)):
         entry = inner
@@ -382,10 +373,17 @@ class FleetView:
         """``diagnoses`` maps ``DeviceSnapshot.key`` to an ``analysis.DeviceAnalysis`` (or a list
         of diagnoses); ``instance_prices`` is $/h per node (``"*"`` = any node) or one number."""
         diagnoses = diagnoses or {}
+        return cls.from_converted(snapshot, {d.key: _diagnoses_of(diagnoses.get(d.key))
+                                             for d in snapshot.devices}, instance_prices)
+
+    @classmethod
+    def from_converted(cls, snapshot: Snapshot, diagnoses: Mapping[str, Sequence[dict[str, Any]]],
+                       instance_prices: Prices = None) -> "FleetView":
+        """``diagnoses``: each device's diagnoses already as JSON-ready dicts, worst first."""
         per_device_price = node_prices(snapshot.devices, instance_prices)
         by_node: dict[str, list[FleetDevice]] = {}
         for d in snapshot.devices:
-            fd = fleet_device(d, _diagnoses_of(diagnoses.get(d.key)), per_device_price.get(d.node))
+            fd = fleet_device(d, diagnoses.get(d.key, ()), per_device_price.get(d.node))
             by_node.setdefault(d.node, []).append(fd)
         nodes = [_node_rollup(node, devs, snapshot.errors) for node, devs in by_node.items()]
         nodes.sort(key=NodeRollup.offender_key)
@@ -416,133 +414,57 @@ def fleet_json(snapshot: Snapshot, diagnoses: Mapping[str, Any] | None = None,
     return FleetView.from_snapshot(snapshot, diagnoses, instance_prices).to_dict(devices=devices)
 
 
-class FleetAnalyzer:
-    """Per-device windows across refreshes + the single-box analysis on each, for a whole fleet.
+class FleetViews:
+    """An engine subscriber: each tick (snapshot + per-device analyses) as a ``FleetView``.
 
-    Prometheus data changes only when a scrape lands, so a refresh that returns the same reading
-    (same timestamp) does not add a sample: windows hold distinct readings, and a device whose
-    window did not change keeps its previous analysis (with dcgm-exporter's 30 s collection and a
-    2 s refresh, most devices are unchanged on most refreshes). Windows span ``window_s`` but at
-    most ``max_samples`` readings (6: 12 s at a 2 s scrape, 90 s at 15 s; the single-box monitor
-    diagnoses 5), which bounds the analysis cost per device. Devices unseen for ``forget_after_s``
-    are dropped, so memory stays flat as nodes come and go.
-    """
+    A fleet device's analysis is kept while its window is unchanged (``FleetWindowPolicy``), so
+    its JSON-ready diagnoses are converted once per analysis, not once per refresh."""
 
-    def __init__(self, window_s: float = 120.0, max_samples: int = 6,
-                 forget_after_s: float = 900.0, growth_lookback_s: float = 600.0,
-                 reanalyze_every_s: float = 6.0):
-        self.reanalyze_every_s = reanalyze_every_s
-        self.window_s = window_s
-        self.max_samples = max_samples
-        self.forget_after_s = forget_after_s
-        self.growth_lookback_s = growth_lookback_s
-        self._windows: dict[str, deque[DeviceSnapshot]] = {}
-        self._growth: dict[str, deque[tuple[float, float]]] = {}
-        self._last_seen: dict[str, float] = {}
-        # key -> (newest reading's time, window length, time slot, analysis)
-        self._analysis: dict[str, tuple[float, int, int, Any]] = {}
-        self._converted: dict[str, tuple[Any, _Diagnosed]] = {}  # key -> (analysis, its dicts)
+    def __init__(self, instance_prices: Prices = None):
+        self.instance_prices = instance_prices
+        self._converted: dict[str, tuple[Any, tuple[dict[str, Any], ...]]] = {}
+        self.latest: FleetView | None = None
 
-    def add(self, snapshot: Snapshot) -> None:
-        now = snapshot.timestamp
-        for d in snapshot.devices:
-            if d.state != "ok":
-                continue
-            window = self._windows.get(d.key)
-            if window is None:
-                window = self._windows[d.key] = deque(maxlen=self.max_samples)
-                self._growth[d.key] = deque(maxlen=64)
-            ts = d.timestamp or now
-            if window and window[-1].timestamp >= ts:
-                continue  # the same scrape again
-            window.append(d)
-            while window and ts - window[0].timestamp > self.window_s:
-                window.popleft()
-            if d.mem_used_bytes is not None:
-                growth = self._growth[d.key]
-                growth.append((ts, float(d.mem_used_bytes)))
-                while growth and ts - growth[0][0] > self.growth_lookback_s:
-                    growth.popleft()
-            self._last_seen[d.key] = now
-        for key in [k for k, t in self._last_seen.items() if now - t > self.forget_after_s]:
-            self._windows.pop(key, None)
-            self._growth.pop(key, None)
-            self._analysis.pop(key, None)
-            self._converted.pop(key, None)
-            del self._last_seen[key]
+    def __call__(self, tick: Any) -> FleetView:
+        return self.view(tick.snapshot, tick.analyses)
 
-    def diagnose(self) -> dict[str, Any]:
-        from fleet_tui.core.monitor.analysis import analyze_device_window
-
-        out = {}
-        period = self.reanalyze_every_s
-        for key, window in self._windows.items():
-            if not window:
-                continue
-            newest = window[-1]
-            cached = self._analysis.get(key)
-            # A window diagnosis changes slowly: re-run it when the device's time slot turns
-            # (slots are staggered per device, so a fleet scraped all at once does not re-analyze
-            # all at once); at once while the window fills, or when a hardware alarm shows.
-            slot = int((newest.timestamp + (zlib.crc32(key.encode()) % 1000) * period / 1000)
-                       // period) if period > 0 else 0
-            if cached is not None:
-                unchanged = cached[0] == newest.timestamp and cached[1] == len(window)
-                alarm = bool(newest.xid_errors) or (newest.ecc_uncorrected or 0) > (
-                    window[-2].ecc_uncorrected or 0 if len(window) > 1 else 0)
-                filling = len(window) < self.max_samples
-                if unchanged or (period > 0 and cached[2] == slot and not alarm and not filling):
-                    out[key] = cached[3]
-                    continue
-            analysis = analyze_device_window(list(window), growth_points=list(self._growth[key]))
-            self._analysis[key] = (newest.timestamp, len(window), slot, analysis)
-            out[key] = analysis
-        return out
-
-    def update(self, snapshot: Snapshot, instance_prices: Prices = None) -> FleetView:
-        """Add a refresh and return the fleet view with fresh diagnoses."""
-        # the collector paused as in PrometheusSource.sample_blocking: a 1,024-GPU refresh
-        # allocates thousands of short-lived rows whose mid-way collections re-walk the windows
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            self.add(snapshot)
-            converted = {}
-            cache = self._converted
-            for key, analysis in self.diagnose().items():
-                kept = cache.get(key)
-                if kept is None or kept[0] is not analysis:
-                    kept = cache[key] = (analysis, _Diagnosed(_diagnoses_of(analysis)))
-                converted[key] = kept[1]
-            return FleetView.from_snapshot(snapshot, converted, instance_prices)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+    def view(self, snapshot: Snapshot, analyses: Mapping[str, Any]) -> FleetView:
+        cache = self._converted
+        converted = {}
+        for key, analysis in analyses.items():
+            kept = cache.get(key)
+            if kept is None or kept[0] is not analysis:
+                kept = cache[key] = (analysis, tuple(_diagnoses_of(analysis)))
+            converted[key] = kept[1]
+        if len(cache) > 2 * len(analyses) + 64:  # devices gone from the fleet
+            self._converted = {k: v for k, v in cache.items() if k in analyses}
+        self.latest = FleetView.from_converted(snapshot, converted, self.instance_prices)
+        return self.latest
 
 
 def instance_price_usd_per_hour(instance_type: str, *, pricing: str = "on-demand",
                                 catalog_dirs: Sequence[str] = ()) -> float:
     """The cheapest listed ``pricing`` price of an instance type across regions (UserError for an
     unknown type, naming the nearest ones)."""
-    from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.catalog import load_catalog  # pydantic: only when pricing
+    from fleet_tui.core.errors import FieldError
 
     offers = load_catalog(catalog_dirs).find_instance(instance_type)
     prices = [p for p in (o.price(pricing) for o in offers) if p is not None]
     if not prices:
-        raise UserError(f"--instance {instance_type}: the catalog lists no {pricing} price for it")
+        raise FieldError("instance", f"{{instance}} {instance_type}: the catalog lists no "
+                         f"{pricing} price for it")
     return min(prices)
 
 
-async def read_fleet_view(source, *, window_s: float = 30.0, instance_prices: Prices = None,
-                          analyzer: FleetAnalyzer | None = None) -> FleetView:
-    """One-shot fleet view (``monitor --once`` / ``fleet``): backfill ``window_s`` of history where
-    the source can (Prometheus range query), then read now, so diagnoses rest on a window rather
-    than one reading. ``source`` must be open."""
-    analyzer = analyzer or FleetAnalyzer(window_s=window_s)
-    history = getattr(source, "history", None)
-    if history is not None and window_s > 0:
-        for past in await history(window_s, step_s=max(1.0, window_s / 10.0)):
-            analyzer.add(past)
-    snapshot = await source.sample()
-    return analyzer.update(snapshot, instance_prices)
+async def read_fleet_view(source, *, window_s: float = 30.0,
+                          instance_prices: Prices = None) -> FleetView:
+    """One-shot fleet view (``fleet``): the engine with the fleet policy over ``window_s``
+    backfills that much history where the source can (Prometheus range query), then reads now, so
+    diagnoses rest on a window rather than one reading. Opens and closes ``source``."""
+    engine = MonitorEngine(source, alert_rules=[], price=False,
+                           policy=FleetWindowPolicy(seconds=window_s))
+    views = FleetViews(instance_prices)
+    engine.subscribe(views)
+    await engine.run(count=1)
+    return views.latest

@@ -1,9 +1,10 @@
 """Fleet pane (``--source prometheus:URL``): fleet totals, a nodes × devices grid, per-node roll-ups
 worst first, the worst devices, and a drill-down into one node.
 
-The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet``), built in a thread worker
-from the engine's latest tick (its snapshot and per-device analyses); this pane lays them out and
-updates the node table in place by key.
+The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet.FleetViews``, the same path as
+``fleet`` and ``export``), built in a thread worker from the engine's latest tick (its snapshot and
+per-device analyses, windowed by the fleet policy); this pane lays them out and updates the node
+table in place by key.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class FleetScreen(PaneScreen):
         self.view = None  # the latest core FleetView
         self.drill_node: str | None = None
         self._prices = None
+        self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="fleet-summary")
@@ -80,7 +82,11 @@ class FleetScreen(PaneScreen):
         """Called by MonitorLink (visible pane only): build the FleetView off the loop."""
         tick = view.tick
         analyses = getattr(tick, "analyses", None) or {}
-        self._build(view.snapshot, analyses, self._instance_prices())
+        if self._views is None:
+            from fleet_tui.core.fleet import FleetViews
+
+            self._views = FleetViews(self._instance_prices())
+        self._build(view.snapshot, analyses)
 
     def _instance_prices(self):
         """$/h of one node from ``--instance`` (the core picks the catalog row), once."""
@@ -94,10 +100,8 @@ class FleetScreen(PaneScreen):
         return self._prices
 
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
-    def _build(self, snapshot, analyses, prices) -> None:
-        from fleet_tui.core.fleet import FleetView
-
-        fleet = FleetView.from_snapshot(snapshot, analyses, instance_prices=prices)
+    def _build(self, snapshot, analyses) -> None:
+        fleet = self._views.view(snapshot, analyses)
         self.app.call_from_thread(self._draw, fleet)
 
     def _draw(self, fleet) -> None:

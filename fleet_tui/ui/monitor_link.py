@@ -103,15 +103,18 @@ class MonitorLink:
 
     async def _run(self) -> None:
         from fleet_tui.core.monitor.engine import MonitorEngine
+        from fleet_tui.core.monitor.windowing import policy_for
 
         try:
             # The engine prices this machine from the catalog; wait for the app's load (a thread)
             # rather than let the engine load it again on the event loop.
             await self.app.catalog_settled.wait()
             self.recorder = await self._open_recorder()
+            # a fleet gets the fleet windowing (as `fleet`, `export`), this box the 5 s window
             self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
                                         instance=self.app.instance_type, catalog=self.app.catalog,
-                                        recorder=self.recorder)
+                                        recorder=self.recorder,
+                                        policy=policy_for(getattr(self.source, "kind", "")))
             self.engine.subscribe(self._on_tick)
             await self.engine.run()
         except Exception as exc:  # a source that fails must not take the app down

@@ -59,8 +59,9 @@ def test_loopback_by_default():
     check_bind("127.0.0.1", False)
     check_bind("::1", False)
     check_bind("localhost", False)
-    with pytest.raises(UserError, match="--allow-remote"):
+    with pytest.raises(UserError, match="allow_remote") as err:  # the CLI renders --allow-remote
         check_bind("0.0.0.0", False)
+    assert err.value.fields == ("bind", "allow_remote")
     check_bind("0.0.0.0", True)
 
 

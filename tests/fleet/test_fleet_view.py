@@ -8,8 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from fleet_tui.core.fleet import FleetAnalyzer, FleetView, fleet_json
+from fleet_tui.core.fleet import FleetView, FleetViews, fleet_json
 from fleet_tui.core.monitor.analysis import analyze_device_window
+from fleet_tui.core.monitor.engine import MonitorEngine
+from fleet_tui.core.monitor.source import Source
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 from tests.fleet.dcgm_replay import phase_runs, load_frames
@@ -98,49 +101,65 @@ def test_drill_down_and_json():
     assert full["nodes"][1]["device_list"][1]["diagnoses"][0]["kind"] == "input_starved"
 
 
-def test_analyzer_skips_repeated_scrapes_and_forgets_gone_devices():
-    analyzer = FleetAnalyzer(forget_after_s=60)
+class _NoSource(Source):
+    kind = "fleet"
+
+    async def sample(self):  # the tests hand snapshots to process()
+        raise AssertionError("not sampled")
+
+
+def fleet_engine(**policy) -> MonitorEngine:
+    """The engine as ``fleet``/``export``/the fleet pane run it, fed by hand."""
+    return MonitorEngine(_NoSource(), alert_rules=[], price=False,
+                         policy=FleetWindowPolicy(**policy))
+
+
+def test_fleet_policy_skips_repeated_scrapes_and_forgets_gone_devices():
+    engine = fleet_engine(forget_after_s=60)
     d = dev("n", 0, 50, sm=50)
     for t in (10.0, 10.0, 12.0):
-        analyzer.add(Snapshot(timestamp=t, source="s", source_kind="fleet",
-                              devices=(replace(d, timestamp=t),)))
-    assert len(analyzer._windows[d.key]) == 2
-    analyzer.add(Snapshot(timestamp=100.0, source="s", source_kind="fleet", devices=()))
-    assert d.key not in analyzer._windows
+        engine.process(Snapshot(timestamp=t, source="s", source_kind="fleet",
+                                devices=(replace(d, timestamp=t),)))
+    assert len(engine.windows.window(d.key)) == 2
+    engine.process(Snapshot(timestamp=100.0, source="s", source_kind="fleet", devices=()))
+    assert engine.windows.window(d.key) == ()
 
 
-def test_analyzer_reanalyzes_on_a_staggered_cadence_and_at_once_on_alarms(monkeypatch):
-    import fleet_tui.core.monitor.analysis as analysis
+def test_fleet_policy_reanalyzes_on_a_staggered_cadence_and_at_once_on_alarms(monkeypatch):
+    import fleet_tui.core.monitor.windowing as windowing
 
     calls = []
-    real = analysis.analyze_device_window
-    monkeypatch.setattr(analysis, "analyze_device_window",
+    real = windowing.analyze_device_window
+    monkeypatch.setattr(windowing, "analyze_device_window",
                         lambda w, **kw: calls.append(w[-1].timestamp) or real(w, **kw))
-    analyzer = FleetAnalyzer(max_samples=4, reanalyze_every_s=6.0)
+    engine = fleet_engine(max_samples=4, stagger_s=6.0)
+    views = FleetViews()
     d = dev("n", 0, 50, sm=50)
     for t in range(100, 130):
-        analyzer.update(Snapshot(timestamp=t, source="s", source_kind="fleet",
-                                 devices=(replace(d, timestamp=float(t)),)))
+        views(engine.process(Snapshot(timestamp=t, source="s", source_kind="fleet",
+                                      devices=(replace(d, timestamp=float(t)),))))
     filling = 4  # every reading while the window fills
     assert filling + 30 / 6 - 1 <= len(calls) <= filling + 30 / 6 + 1
     before = len(calls)
-    view = analyzer.update(Snapshot(timestamp=130.0, source="s", source_kind="fleet", devices=(
-        replace(d, timestamp=130.0, xid_errors=(79,)),)))
+    view = views(engine.process(Snapshot(timestamp=130.0, source="s", source_kind="fleet", devices=(
+        replace(d, timestamp=130.0, xid_errors=(79,)),))))
     assert len(calls) == before + 1 and view.offenders[0].primary == "xid"
 
 
-def test_analyzer_views_carry_the_same_diagnoses_as_a_fresh_conversion():
-    """update() reuses converted diagnoses while a device's analysis is unchanged; the view must
+def test_fleet_views_carry_the_same_diagnoses_as_a_fresh_conversion():
+    """FleetViews reuses converted diagnoses while a device's analysis is unchanged; the view must
     equal one built from the analyses themselves, refresh after refresh."""
-    analyzer = FleetAnalyzer(max_samples=3, reanalyze_every_s=4.0)
+    engine = fleet_engine(max_samples=3, stagger_s=4.0)
+    views = FleetViews({"*": 10.0})
     devices = [dev("a", 0, 0, sm=0), dev("a", 1, 95, sm=20), dev("b", 0, 97, sm=90)]
     for t in range(100, 112):
         snap = Snapshot(timestamp=float(t), source="s", source_kind="fleet",
                         devices=tuple(replace(d, timestamp=float(t) - (t % 3) * (d.index == 1),
                                               gpu_util_pct=d.gpu_util_pct + (t % 2))
                                       for d in devices))
-        view = analyzer.update(snap, {"*": 10.0})
-        fresh = FleetView.from_snapshot(snap, analyzer.diagnose(), {"*": 10.0})
+        tick = engine.process(snap)
+        view = views(tick)
+        fresh = FleetView.from_snapshot(snap, tick.analyses, {"*": 10.0})
         assert view.to_dict() == fresh.to_dict()
         assert [d.diagnoses for d in view.offenders] == [d.diagnoses for d in fresh.offenders]
 
@@ -149,10 +168,11 @@ def test_analyzer_views_carry_the_same_diagnoses_as_a_fresh_conversion():
 def test_fleet_diagnoses_through_prometheus_match_single_box(fleet16):
     fleet, prom = fleet16
     src = PrometheusSource(prom.url, env={})
-    analyzer = FleetAnalyzer()
+    engine = fleet_engine()
+    views = FleetViews({"*": 32.0})
     view = None
     for _ in range(7):  # ~7 distinct scrapes per device
-        view = analyzer.update(src.sample_blocking(), {"*": 32.0})
+        view = views(engine.process(src.sample_blocking()))
         time.sleep(1.0)
     runs = phase_runs(load_frames())
     names = fleet.node_names()

@@ -15,12 +15,12 @@ from fleet_tui.core.monitor.sources.prometheus import (
     PrometheusResponseError,
     PrometheusSource,
     build_query,
+    decoded_rows,
+    devices_from_groups,
     group_series,
     parse_envelope,
     parse_value,
-    snapshot_devices,
     split_classified,
-    split_vector,
 )
 from tests.fleet.dcgm_replay import COMPARED_FIELDS, expected_device
 from tests.fleet.promserver import wait_until
@@ -38,24 +38,33 @@ def _compact(result, **extra) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def test_split_vector_cuts_compact_answers_like_json_and_refuses_the_rest():
+def devices_of(result: list, *, timestamp: float):
+    """An instant-vector result as the source's backfill reads each step: grouped per device
+    (group_series), then snapshots (devices_from_groups)."""
+    groups, up = group_series(result)
+    return devices_from_groups(groups, timestamp=timestamp), up
+
+
+def test_compact_answers_are_cut_like_json_and_the_rest_refused():
+    """The source's hot path (split_classified) reads a compact answer as the JSON path does, and
+    refuses (None: decode as JSON) anything it cannot cut exactly."""
     result = [
         series("DCGM_FI_DEV_GPU_UTIL", 50, gpu="0", UUID="GPU-a", Hostname="n{1}", err="a},b"),
         {"metric": {}, "value": [1000.5, "NaN"]},
         series("up", 1, instance="10.0.0.1:9400", job="x"),
     ]
-    rows = split_vector(_compact(result, warnings=["a {warning}"]))
+    cache: dict = {}
+    rows = split_classified(_compact(result, warnings=["a {warning}"]), cache)
     assert rows is not None and len(rows) == 3
-    for (labels, ts, raw), item in zip(rows, result):
-        assert json.loads("{%s}" % labels) == item["metric"]
-        assert float(ts) == item["value"][0] and raw == item["value"][1]
+    assert rows == decoded_rows(result)
+    assert len(cache) == 3  # each label text classified once, kept for the next refresh
     body = _compact(result)
-    assert split_vector(body[:-3]) is None  # truncated
-    assert split_vector(body.replace(b'"50"', b'50')) is None  # a value that is not a string
-    assert split_vector(_compact([series("up", 1, instance='a"b')])) is None  # escapes -> JSON
-    assert split_vector(json.dumps(json.loads(body)).encode()) is None  # not compact
-    assert split_vector(_compact([])) is None  # nothing to split: json.loads is as quick
-    assert split_vector(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
+    assert split_classified(body[:-3], {}) is None  # truncated
+    assert split_classified(body.replace(b'"50"', b'50'), {}) is None  # a value not a string
+    assert split_classified(_compact([series("up", 1, instance='a"b')]), {}) is None  # escapes
+    assert split_classified(json.dumps(json.loads(body)).encode(), {}) is None  # not compact
+    assert split_classified(_compact([]), {}) is None  # nothing to split: json.loads is as quick
+    assert split_classified(b'{"status":"error","errorType":"bad_data","error":"x"}', {}) is None
 
 
 # Label values that try to break the hand cut: the separators it splits on, braces, quotes,
@@ -77,12 +86,10 @@ _SERIES = st.builds(lambda labels, ts, value: {"metric": labels, "value": [ts, v
 def test_split_classified_agrees_with_json_or_declines(result):
     # The fast cut must give exactly what decoding the answer as JSON gives, or return None so the
     # caller decodes it as JSON; it must never return something different.
-    from fleet_tui.core.monitor.sources.prometheus import _decoded_rows
-
     body = _compact(result)
     fast = split_classified(body, {})
     if fast is not None:
-        assert fast == _decoded_rows(json.loads(body)["data"]["result"])
+        assert fast == decoded_rows(json.loads(body)["data"]["result"])
     if b"\\" not in body:  # only escapes send an answer to the JSON path
         assert fast is not None
 
@@ -205,7 +212,7 @@ def test_label_variants_name_node_uuid_and_index():
         series("DCGM_FI_DEV_GPU_TEMP", 9223372036854775794, gpu="0", UUID="GPU-a", Hostname="n1",
                instance="10.0.0.1:9400"),
     ]
-    devices, _ = snapshot_devices(result, timestamp=1000.0)
+    devices, _ = devices_of(result, timestamp=1000.0)
     by_node = {d.node: d for d in devices}
     assert set(by_node) == {"n1", "n2", "10.0.0.3:9400"}  # instance when no host label
     assert by_node["n1"].uuid == "GPU-a" and by_node["n1"].name == "H100"
@@ -226,7 +233,7 @@ def test_dcgm_units_become_snapshot_units():
         series("up", 1, instance="x:9400", job="dcgm"),
     ]
     groups, up = group_series(result)
-    devices, _ = snapshot_devices(result, timestamp=1000.0)
+    devices, _ = devices_of(result, timestamp=1000.0)
     (d,) = devices
     assert up == {"x:9400": 1.0}
     assert d.mem_used_bytes == 1024 * MIB and d.mem_total_bytes == 4096 * MIB
@@ -244,7 +251,7 @@ def test_gaudi_and_neuron_series_become_devices():
         series("neuroncore_utilization_ratio", 0.5, neuroncore="0", instance="trn:8000"),
         series("neuroncore_utilization_ratio", 0.25, neuroncore="1", instance="trn:8000"),
     ]
-    devices, _ = snapshot_devices(result, timestamp=1.0)
+    devices, _ = devices_of(result, timestamp=1.0)
     gaudi = next(d for d in devices if d.vendor == "intel")
     assert (gaudi.node, gaudi.index, gaudi.name) == ("g1", 2, "HL-325L")
     assert gaudi.power_w == pytest.approx(226.0) and gaudi.gpu_util_pct == 40
@@ -254,7 +261,7 @@ def test_gaudi_and_neuron_series_become_devices():
     # with neuron_hardware_info saying 2 cores per device, the cores fold into one device
     result.append({"metric": {"__name__": "neuron_hardware_info", "instance": "trn:8000",
                               "neuroncore_per_device_count": "2"}, "value": [1.0, "1"]})
-    devices, _ = snapshot_devices(result, timestamp=1.0)
+    devices, _ = devices_of(result, timestamp=1.0)
     (neuron,) = [d for d in devices if d.vendor == "aws"]
     assert neuron.gpu_util_pct == pytest.approx(37.5)
 
@@ -295,12 +302,12 @@ def test_url_and_credentials():
         PrometheusSource("localhost:9090")
     src = PrometheusSource("http://alice:s3cret@127.0.0.1:9090/prom/")
     assert src.url == "http://127.0.0.1:9090/prom" and "s3cret" not in src.spec
-    assert src._auth_header.startswith("Basic ")
+    assert src.client.auth_header.startswith("Basic ")
     env = {"FLEET_TUI_PROM_TOKEN": "tok"}
-    assert PrometheusSource("http://127.0.0.1:1", env=env)._auth_header == "Bearer tok"
+    assert PrometheusSource("http://127.0.0.1:1", env=env).client.auth_header == "Bearer tok"
     env = {"FLEET_TUI_PROM_USER": "u", "FLEET_TUI_PROM_PASSWORD": "p"}
-    assert PrometheusSource("http://127.0.0.1:1", env=env)._auth_header.startswith("Basic ")
-    assert PrometheusSource("http://127.0.0.1:1", env={})._auth_header is None
+    assert PrometheusSource("http://127.0.0.1:1", env=env).client.auth_header.startswith("Basic ")
+    assert PrometheusSource("http://127.0.0.1:1", env={}).client.auth_header is None
     assert PrometheusSource("https://127.0.0.1:1", env={}).verify_tls is True
     insecure = PrometheusSource("https://127.0.0.1:1", env={"FLEET_TUI_PROM_INSECURE": "1"})
     assert insecure.verify_tls is False

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError
 from fleet_tui.core.monitor.analysis import DeviceAnalysis
 
 # Share of a device-hour that counts as useful work, by primary diagnosis. Computing on tensor
@@ -120,7 +120,9 @@ def choose_instance(catalog: Any, instance_type: str | None = None, *,
         rows = catalog.find_instance(instance_type, region)
         best = _cheapest(rows)
         if best is None:
-            raise UserError(f"--instance {instance_type!r}: the catalog has no on-demand price for it")
+            shown = repr(instance_type).replace("{", "{{").replace("}", "}}")  # not a field
+            raise FieldError("instance", f"{{instance}} {shown}: the catalog has no "
+                             "on-demand price for it")
         note = (f"lowest on-demand price of {len(rows)} regions ({best.region})"
                 if len(rows) > 1 else "")
         return InstanceChoice(best.instance_type, best.price("on-demand"),

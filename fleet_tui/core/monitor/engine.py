@@ -1,6 +1,11 @@
 """The monitor engine: sample, keep history, diagnose, alert, price; publish one immutable Tick.
 
-One facade for the app, ``fleet-tui monitor`` and scripts::
+The one engine for this box, a replay, the simulator and a Prometheus fleet. What differs between
+them is the windowing, a policy object (``windowing.WindowPolicy`` / ``FleetWindowPolicy``;
+``windowing.policy_for`` picks by source kind). Everything else subscribes to the ticks: the app's
+panes (``ui/monitor_link``), ``monitor``/``record``, ``fleet`` and the fleet pane
+(``fleet.FleetViews``), and ``export`` (``exporter.FleetExporter``, which also reads the alert
+rules the engine holds)::
 
     engine = MonitorEngine(open_source("sim:8"), interval=1.0, instance="p5.48xlarge")
     engine.subscribe(lambda tick: print(tick.snapshot.timestamp, tick.primaries))
@@ -16,20 +21,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError
 from fleet_tui.core.monitor.alerts import Alert, AlertEvaluator, AlertRule, load_alert_rules
-from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
-                                             Diagnosis, SlidingWindow)
+from fleet_tui.core.monitor.analysis import GROWTH_LOOKBACK_S, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.cost import CostMeter, CostState, InstanceChoice, choose_instance
-from fleet_tui.core.monitor.history import MAX_DEVICES, History
+from fleet_tui.core.monitor.history import History
+from fleet_tui.core.monitor.serialize import snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.monitor.source import Source
+from fleet_tui.core.monitor.windowing import Policy, WindowPolicy
 
 MIN_INTERVAL_S = 0.25
 DEFAULT_HISTORY_S = 600.0
@@ -64,38 +69,26 @@ class Finding:
         return f"{self.kind.replace('_', ' ')} ({self.confidence:.0%})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tick:
-    """Everything one refresh produced. Immutable; safe to hand to another task or thread.
-
-    The engine's ticks build ``diagnoses`` (display-ready findings) when first read: many ticks are
-    never shown (hidden pane, headless, coalesced redraws). Reading it always gives the same value
-    (no slots, so the field can be filled in on first read)."""
+    """Everything one refresh produced. Immutable; safe to hand to another task or thread."""
 
     seq: int
     snapshot: Snapshot
     analyses: Mapping[str, DeviceAnalysis]  # by device key (read-only mapping)
-    diagnoses: tuple[Finding, ...]  # non-"ok" findings of all devices, most important first
     new_alerts: tuple[Alert, ...]
     cost: CostState | None
     work_s: float  # the engine's own time for this tick (analysis, alerts, cost, history)
     interval_s: float
     paused: bool = False
     focus: str | None = None
+    sample_s: float = 0.0  # the source's time to read this snapshot
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached when normal lookup fails: the lazy field not built yet
-        d = self.__dict__
-        if name == "diagnoses" and "_devices" in d:
-            d["diagnoses"] = _findings(d["snapshot"], d["analyses"], d["_devices"])
-            d.pop("_devices", None)
-        if name in d:  # (also when another thread just built it)
-            return d[name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-
-    def __getstate__(self) -> dict[str, Any]:
-        self.diagnoses  # noqa: B018 - build the lazy field
-        return {k: v for k, v in self.__dict__.items() if k != "_devices"}
+    @property
+    def diagnoses(self) -> tuple[Finding, ...]:
+        """Non-"ok" findings of all devices, most important first (built when read: many ticks
+        are never shown)."""
+        return findings(self.snapshot, self.analyses)
 
     @property
     def alerts(self) -> tuple[Alert, ...]:
@@ -106,8 +99,6 @@ class Tick:
         return {k: a.primary for k, a in self.analyses.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        from fleet_tui.core.monitor.serialize import snapshot_to_dict
-
         return {"seq": self.seq, "snapshot": snapshot_to_dict(self.snapshot),
                 "analysis": [a.to_dict() for a in self.analyses.values()],
                 "alerts": [a.to_dict() for a in self.new_alerts],
@@ -115,8 +106,6 @@ class Tick:
 
 
 EngineState = Tick
-
-_new = object.__new__
 
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
 
@@ -128,11 +117,9 @@ def _finding_rank(f: Finding) -> tuple[int, float]:
     return (_SEVERITY_RANK.get(f.severity, 3), -f.confidence)
 
 
-def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis],
-              devices: Mapping[str, Any] | None = None) -> tuple[Finding, ...]:
-    """``devices``: device snapshots by key when the caller has them (else built here)."""
-    if devices is None:
-        devices = {d.key: d for d in snapshot.devices}
+def findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis]) -> tuple[Finding, ...]:
+    """The non-"ok" diagnoses of every device as display findings, most important first."""
+    devices = None
     out = []
     for key, an in analyses.items():
         name = None
@@ -140,6 +127,8 @@ def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis],
             if diag.severity == "ok":
                 continue
             if name is None:
+                if devices is None:
+                    devices = {d.key: d for d in snapshot.devices}
                 d = devices.get(key)
                 name = key if d is None else f"GPU {d.index}" + (f" ({d.name})" if d.name else "")
             out.append(Finding(key, name, diag.kind, diag.severity, diag.confidence, diag))
@@ -149,22 +138,30 @@ def _findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis],
 
 
 class MonitorEngine:
+    """Sample a source, keep history, diagnose through a windowing ``policy``, alert, price.
+
+    ``policy``: ``WindowPolicy(seconds=window_s)`` unless given (``windowing.policy_for`` picks the
+    fleet policy for a fleet source). Subscribers get every ``Tick``."""
+
     def __init__(self, source: Source, interval: float = 1.0, window_s: float = 5.0,
                  instance: str | InstanceChoice | None = None,
                  alert_rules: Sequence[AlertRule] | None = None, recorder: Any = None, *,
                  interval_s: float | None = None, history_s: float = DEFAULT_HISTORY_S,
                  catalog: Any = None, growth_lookback_s: float = GROWTH_LOOKBACK_S * 5,
                  usd_per_hour: float | None = None, min_interval_s: float = MIN_INTERVAL_S,
-                 price: bool = True):
+                 price: bool = True, policy: Policy | None = None):
         interval = float(interval_s if interval_s is not None else interval)
         self.min_interval_s = float(min_interval_s)
-        _check_interval(interval, self.min_interval_s)
+        check_interval(interval, self.min_interval_s)
+        if policy is None:
+            policy = WindowPolicy(seconds=float(window_s), growth_lookback_s=growth_lookback_s)
+        self.policy = policy
         self.source = source
         self.interval_s = interval
-        self.window_s = float(window_s)
-        self.growth_lookback_s = float(growth_lookback_s)
-        self.history = History(seconds=max(history_s, self.window_s, self.growth_lookback_s),
+        self.window_s = float(policy.seconds)
+        self.history = History(seconds=max(history_s, self.window_s, policy.growth_lookback_s),
                                interval_s=interval)
+        self.windows = policy.start()
         if alert_rules is None:
             alert_rules, self.rule_problems = load_alert_rules()
         else:
@@ -174,7 +171,7 @@ class MonitorEngine:
         self._instance = instance
         self._catalog = catalog
         self._usd_per_hour = usd_per_hour
-        self._price = price  # False: no cost meter (e.g. the recorder)
+        self._price = price  # False: no cost meter (the recorder; a fleet prices per node)
         self._cost: CostMeter | None = None
         self._subscribers: list[Subscriber] = []
         self._paused = False
@@ -183,8 +180,6 @@ class MonitorEngine:
         self._wake = asyncio.Event()
         self._stop = False
         self._seq = 0
-        self._memlog: dict[str, deque] = {}
-        self._windows: dict[str, SlidingWindow] = {}  # per device, the analysis window
         self.focus: str | None = None
         self.latest: Tick | None = None
 
@@ -222,7 +217,7 @@ class MonitorEngine:
         return self._paused
 
     def set_interval(self, seconds: float) -> None:
-        _check_interval(seconds, self.min_interval_s)
+        check_interval(seconds, self.min_interval_s)
         self.interval_s = float(seconds)
         self.history.set_interval(self.interval_s)
         self._wake.set()  # re-plan the current sleep
@@ -251,7 +246,7 @@ class MonitorEngine:
             return None
         catalog = self._catalog
         if catalog is None:
-            from fleet_tui.core.catalog import load_catalog
+            from fleet_tui.core.catalog import load_catalog  # pydantic: only when pricing
 
             catalog = self._catalog = load_catalog()
         names = {d.name for d in snapshot.devices}
@@ -261,60 +256,20 @@ class MonitorEngine:
         self._cost = CostMeter.from_choice(choice)
         return self._cost
 
-    def _growth_points(self, d, snap_ts: float, key: str | None = None
-                       ) -> list[tuple[float, float]]:
-        """Memory change points over the growth lookback (only changes above the noise floor are
-        kept, so steady memory costs nothing), plus the newest reading."""
-        if d.mem_used_bytes is None:
-            return []
-        ts = d.timestamp or snap_ts
-        mem = float(d.mem_used_bytes)
-        if key is None:
-            key = d.key
-        log = self._memlog.get(key)
-        if log is None:
-            log = self._memlog[key] = deque(maxlen=4096)
-        if not log or abs(mem - log[-1][1]) > GROWTH_NOISE_BYTES:
-            log.append((ts, mem))
-        cutoff = ts - self.growth_lookback_s
-        while len(log) > 1 and log[1][0] <= cutoff:
-            log.popleft()
-        points = list(log)
-        if points[-1][0] != ts:
-            points.append((ts, mem))
-        return points
-
-    def _forget_devices(self) -> None:
-        """Drop windows of devices history no longer holds (a churning fleet view)."""
-        kept = set(self.history.devices())
-        self._windows = {k: w for k, w in self._windows.items() if k in kept}
-        self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
-
     # ----- one tick -----
-    def process(self, snapshot: Snapshot) -> Tick:
+    def backfill(self, snapshot: Snapshot) -> None:
+        """A past reading (e.g. from a Prometheus range query): into history and the windows,
+        nothing diagnosed or published."""
+        self.history.add(snapshot, [d.key for d in snapshot.devices])
+        self.windows.add(snapshot, self.history)
+
+    def process(self, snapshot: Snapshot, sample_s: float = 0.0) -> Tick:
         """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
         t0 = time.perf_counter()
-        history = self.history
         devices = snapshot.devices
         keys = [d.key for d in devices]
-        history.add(snapshot, keys)
-        analyses: dict[str, DeviceAnalysis] = {}
-        # a key seen twice in one snapshot added two samples: rebuild those windows from history
-        dup = len(set(keys)) != len(keys)
-        windows = self._windows
-        if len(windows) > len(keys) and len(windows) > 2 * MAX_DEVICES:
-            self._forget_devices()
-        for d, key in zip(devices, keys):
-            win = windows.get(key)
-            if win is None:
-                win = windows[key] = SlidingWindow(self.window_s)
-            # the window slides with history (which fills in unset device timestamps)
-            newest, held = history.tail(key)
-            if dup or not win.push(newest, held):
-                win.reset(history.samples(key, self.window_s))
-            if not len(win):
-                continue
-            analyses[key] = win.analyze(self._growth_points(d, snapshot.timestamp, key), key)
+        self.history.add(snapshot, keys)
+        analyses = self.windows.analyze(snapshot, keys, self.history)
         meter = self._cost_meter(snapshot)
         cost = meter.update(snapshot.timestamp, analyses, len(snapshot.devices)) if meter else None
         machine = {}
@@ -324,32 +279,42 @@ class MonitorEngine:
         new_alerts = tuple(self.alerts.evaluate(snapshot.timestamp, devices, analyses, machine,
                                                 keys=keys))
         self._seq += 1
-        tick = _new(Tick)
-        # diagnoses (display findings) are built from these when first read
-        tick.__dict__.update(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
-                             _devices=dict(zip(keys, devices)), new_alerts=new_alerts, cost=cost,
-                             work_s=time.perf_counter() - t0, interval_s=self.interval_s,
-                             paused=self._paused, focus=self.focus)
+        tick = Tick(seq=self._seq, snapshot=snapshot, analyses=MappingProxyType(analyses),
+                    new_alerts=new_alerts, cost=cost, work_s=time.perf_counter() - t0,
+                    interval_s=self.interval_s, paused=self._paused, focus=self.focus,
+                    sample_s=sample_s)
         self.latest = tick
         return tick
 
     async def step(self) -> Tick:
         """Sample once, process, record, publish."""
+        t0 = time.perf_counter()
         snapshot = await self.source.sample()
+        sample_s = time.perf_counter() - t0
         if self._cost is None and self._price and snapshot.devices:
             # the first priced tick may load the catalog (file I/O + validation): off the loop
             await asyncio.to_thread(self._cost_meter, snapshot)
-        tick = self.process(snapshot)
+        tick = self.process(snapshot, sample_s)
         if self.recorder is not None:
             await asyncio.to_thread(self.recorder.write, snapshot, tick.primaries)
         await self._publish(tick)
         return tick
+
+    async def _backfill_from_source(self) -> None:
+        """The policy's window of the past, where the source keeps one (Prometheus)."""
+        seconds = self.policy.seconds
+        history = getattr(self.source, "history", None)
+        if not self.policy.backfill or history is None or seconds <= 0:
+            return
+        for past in await history(seconds, step_s=max(1.0, seconds / 10.0)):
+            self.backfill(past)
 
     async def run(self, count: int | None = None) -> None:
         """Sample until ``stop()`` (or ``count`` ticks). Opens and closes the source."""
         await self.source.open()
         done = 0
         try:
+            await self._backfill_from_source()
             while not self._stop and (count is None or done < count):
                 if self._paused:
                     await self._resume.wait()
@@ -376,8 +341,8 @@ class MonitorEngine:
             # woken: interval changed, resumed or stopped; loop re-plans with the new interval
 
 
-def _check_interval(seconds: float, minimum: float = MIN_INTERVAL_S) -> None:
+def check_interval(seconds: float, minimum: float = MIN_INTERVAL_S) -> None:
     if not isinstance(seconds, (int, float)) or seconds != seconds or seconds < minimum:
-        raise UserError(f"--interval {seconds!r}: must be at least {minimum:g} seconds "
-                        f"(NVML utilization and PCIe counters sample over ~20 ms-1 s; faster "
-                        f"polling only repeats readings)")
+        raise FieldError("interval", f"{{interval}} {seconds!r}: must be at least {minimum:g} "
+                         "seconds (NVML utilization and PCIe counters sample over ~20 ms-1 s; "
+                         "faster polling only repeats readings)")

@@ -1,0 +1,219 @@
+"""Windowing policies: which readings of each device the engine's analysis looks at, and when.
+
+The one ``MonitorEngine`` serves this box, a replay, the simulator and a Prometheus fleet; what
+differs is the window, so it is a policy object handed to the engine:
+
+- ``WindowPolicy(seconds=5)`` (this box, a replay, the simulator): every reading enters a sliding
+  window of the last ``seconds``; every device is re-analysed on every tick (incrementally, by
+  ``analysis.SlidingWindow``).
+- ``FleetWindowPolicy(seconds=120)`` (a fleet): Prometheus data changes only when a scrape lands, so
+  a refresh that returns the same reading (same timestamp) adds nothing; windows hold at most
+  ``max_samples`` distinct readings (6: 12 s at a 2 s scrape, 90 s at 15 s), which bounds the
+  analysis cost per device; a device's diagnosis is re-run when its time slot turns (slots of
+  ``stagger_s`` seconds are offset per device, so a fleet scraped all at once is not re-analysed
+  all at once), at once while its window fills or when a hardware alarm shows. Devices unseen for
+  ``forget_after_s`` are dropped. Before the first tick the engine backfills ``seconds`` of history
+  where the source can (a Prometheus range query), so one-shot reads rest on a window.
+
+A policy is immutable configuration; ``policy.start()`` gives the engine its per-device state.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
+                                             SlidingWindow, analyze_device_window)
+from fleet_tui.core.monitor.history import MAX_DEVICES, History
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+
+FLEET_SOURCE_KIND = "fleet"
+
+
+class Windows(Protocol):
+    """Per-device window state of one engine (made by a policy's ``start``)."""
+
+    def add(self, snapshot: Snapshot, history: History) -> None:
+        """A past reading (backfill): keep it, diagnose nothing."""
+
+    def analyze(self, snapshot: Snapshot, keys: Sequence[str],
+                history: History) -> dict[str, DeviceAnalysis]:
+        """Take the new reading (already in ``history``); the analysis of each device."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPolicy:
+    """Sliding windows of every reading over the last ``seconds`` (this box, replay, sim)."""
+
+    seconds: float = 5.0
+    growth_lookback_s: float = GROWTH_LOOKBACK_S * 5
+    backfill: bool = False  # every reading arrives through the engine
+
+    def start(self) -> Windows:
+        return SlidingWindows(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetWindowPolicy:
+    """Distinct scrapes per device, at most ``max_samples`` over ``seconds``, re-analysed on a
+    staggered ``stagger_s`` cadence (a fleet)."""
+
+    seconds: float = 120.0
+    max_samples: int = 6
+    stagger_s: float = 6.0
+    forget_after_s: float = 900.0
+    growth_lookback_s: float = 600.0
+    backfill: bool = True
+
+    def start(self) -> Windows:
+        return FleetWindows(self)
+
+
+Policy = WindowPolicy | FleetWindowPolicy
+
+
+def policy_for(source_kind: str, window_s: float | None = None) -> Policy:
+    """The policy a source of this kind gets (``window_s``: the user's window, else the default)."""
+    if source_kind == FLEET_SOURCE_KIND:
+        return FleetWindowPolicy() if window_s is None else FleetWindowPolicy(seconds=window_s)
+    return WindowPolicy() if window_s is None else WindowPolicy(seconds=window_s)
+
+
+class SlidingWindows:
+    def __init__(self, policy: WindowPolicy):
+        self.policy = policy
+        self._windows: dict[str, SlidingWindow] = {}
+        self._memlog: dict[str, deque] = {}
+
+    def add(self, snapshot: Snapshot, history: History) -> None:
+        """Backfilled readings are in ``history``; windows rebuild from it when they next move."""
+        self._windows.clear()
+
+    def growth_points(self, d: DeviceSnapshot, snap_ts: float, key: str
+                      ) -> list[tuple[float, float]]:
+        """Memory change points over the growth lookback (only changes above the noise floor are
+        kept, so steady memory costs nothing), plus the newest reading."""
+        if d.mem_used_bytes is None:
+            return []
+        ts = d.timestamp or snap_ts
+        mem = float(d.mem_used_bytes)
+        log = self._memlog.get(key)
+        if log is None:
+            log = self._memlog[key] = deque(maxlen=4096)
+        if not log or abs(mem - log[-1][1]) > GROWTH_NOISE_BYTES:
+            log.append((ts, mem))
+        cutoff = ts - self.policy.growth_lookback_s
+        while len(log) > 1 and log[1][0] <= cutoff:
+            log.popleft()
+        points = list(log)
+        if points[-1][0] != ts:
+            points.append((ts, mem))
+        return points
+
+    def analyze(self, snapshot: Snapshot, keys: Sequence[str],
+                history: History) -> dict[str, DeviceAnalysis]:
+        analyses: dict[str, DeviceAnalysis] = {}
+        # a key seen twice in one snapshot added two samples: rebuild those windows from history
+        dup = len(set(keys)) != len(keys)
+        windows = self._windows
+        if len(windows) > len(keys) and len(windows) > 2 * MAX_DEVICES:
+            kept = set(history.devices())  # a churning fleet: drop devices history dropped
+            self._windows = windows = {k: w for k, w in windows.items() if k in kept}
+            self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
+        seconds = self.policy.seconds
+        for d, key in zip(snapshot.devices, keys):
+            win = windows.get(key)
+            if win is None:  # a new device, or after a backfill: start from what history holds
+                win = windows[key] = SlidingWindow(seconds)
+                win.reset(history.samples(key, seconds))
+            else:
+                # the window slides with history (which fills in unset device timestamps)
+                newest, held = history.tail(key)
+                if dup or not win.push(newest, held):
+                    win.reset(history.samples(key, seconds))
+            if not len(win):
+                continue
+            analyses[key] = win.analyze(self.growth_points(d, snapshot.timestamp, key), key)
+        return analyses
+
+
+class _Analysed:
+    """The last analysis of one fleet device and what it rested on."""
+
+    __slots__ = ("newest_ts", "samples", "slot", "analysis")
+
+    def __init__(self, newest_ts: float, samples: int, slot: int, analysis: DeviceAnalysis):
+        self.newest_ts, self.samples, self.slot, self.analysis = newest_ts, samples, slot, analysis
+
+
+class FleetWindows:
+    def __init__(self, policy: FleetWindowPolicy):
+        self.policy = policy
+        self._windows: dict[str, deque[DeviceSnapshot]] = {}
+        self._growth: dict[str, deque[tuple[float, float]]] = {}
+        self._last_seen: dict[str, float] = {}
+        self._analysed: dict[str, _Analysed] = {}
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def window(self, key: str) -> tuple[DeviceSnapshot, ...]:
+        return tuple(self._windows.get(key, ()))
+
+    def add(self, snapshot: Snapshot, history: History | None = None) -> None:
+        policy = self.policy
+        now = snapshot.timestamp
+        for d in snapshot.devices:
+            if d.state != "ok":
+                continue
+            window = self._windows.get(d.key)
+            if window is None:
+                window = self._windows[d.key] = deque(maxlen=policy.max_samples)
+                self._growth[d.key] = deque(maxlen=64)
+            ts = d.timestamp or now
+            if window and window[-1].timestamp >= ts:
+                continue  # the same scrape again
+            window.append(d)
+            while window and ts - window[0].timestamp > policy.seconds:
+                window.popleft()
+            if d.mem_used_bytes is not None:
+                growth = self._growth[d.key]
+                growth.append((ts, float(d.mem_used_bytes)))
+                while growth and ts - growth[0][0] > policy.growth_lookback_s:
+                    growth.popleft()
+            self._last_seen[d.key] = now
+        for key in [k for k, t in self._last_seen.items() if now - t > policy.forget_after_s]:
+            self._windows.pop(key, None)
+            self._growth.pop(key, None)
+            self._analysed.pop(key, None)
+            del self._last_seen[key]
+
+    def analyze(self, snapshot: Snapshot, keys: Sequence[str] = (),
+                history: History | None = None) -> dict[str, DeviceAnalysis]:
+        self.add(snapshot)
+        policy = self.policy
+        out = {}
+        period = policy.stagger_s
+        for key, window in self._windows.items():
+            if not window:
+                continue
+            newest = window[-1]
+            kept = self._analysed.get(key)
+            slot = int((newest.timestamp + (zlib.crc32(key.encode()) % 1000) * period / 1000)
+                       // period) if period > 0 else 0
+            if kept is not None:
+                unchanged = kept.newest_ts == newest.timestamp and kept.samples == len(window)
+                alarm = bool(newest.xid_errors) or (newest.ecc_uncorrected or 0) > (
+                    window[-2].ecc_uncorrected or 0 if len(window) > 1 else 0)
+                filling = len(window) < policy.max_samples
+                if unchanged or (period > 0 and kept.slot == slot and not alarm and not filling):
+                    out[key] = kept.analysis
+                    continue
+            analysis = analyze_device_window(list(window), growth_points=list(self._growth[key]))
+            self._analysed[key] = _Analysed(newest.timestamp, len(window), slot, analysis)
+            out[key] = analysis
+        return out
