@@ -203,6 +203,15 @@ def spot_cost_multiplier(overhead_fraction: float) -> float:
     return 1.0 / (1.0 - f)
 
 
+def spot_overhead(
+    pricing: str, cloud: str, spot: SpotAssumptions | None = None, *, stateless: bool = False
+) -> float:
+    """The interruption overhead an offer of ``pricing`` on ``cloud`` carries: 0 unless spot."""
+    if pricing != "spot":
+        return 0.0
+    return (spot or SpotAssumptions()).overhead_fraction(cloud, stateless=stateless)
+
+
 def spot_rate_source(cloud: str) -> str:
     return SPOT_RATE_SOURCES.get(cloud.lower(), DEFAULT_SPOT_RATE_SOURCE)
 
@@ -336,9 +345,7 @@ def quote(
     price = instance.price(pricing)
     if price is None:
         return None
-    overhead = 0.0
-    if pricing == "spot":
-        overhead = (spot or SpotAssumptions()).overhead_fraction(instance.cloud, stateless=stateless)
+    overhead = spot_overhead(pricing, instance.cloud, spot, stateless=stateless)
     eff = effective_usd_per_hour(price, pricing, schedule, spot_overhead=overhead)
     break_even = None
     if pricing in RESERVED_OPTIONS:
