@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from fleet_tui.commands._numbers import finite_float, whole_number
 from fleet_tui.commands._workload_args import add_workload_args
+from fleet_tui.core.pricing import PRICING_CHOICES
 
-PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 
 
 def register(subparsers) -> None:

@@ -53,6 +53,7 @@ from fleet_tui.core.errors import UserError
 PricingOption = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
 PRICING_OPTIONS: tuple[str, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 RESERVED_OPTIONS: frozenset[str] = frozenset({"reserved-1y", "reserved-3y"})
+PRICING_CHOICES: tuple[str, ...] = PRICING_OPTIONS + ("any",)  # "any": rank every option
 
 HOURS_PER_MONTH = 730.0  # 8760 h / 12: the cloud price pages' month
 MAX_HOURS_PER_MONTH = 744.0  # 31 days × 24 h
@@ -221,7 +222,7 @@ def spot_rate_source(cloud: str) -> str:
 
 
 def check_pricing(pricing: str, *, allow_any: bool = False) -> str:
-    allowed = PRICING_OPTIONS + (("any",) if allow_any else ())
+    allowed = PRICING_CHOICES if allow_any else PRICING_OPTIONS
     if pricing not in allowed:
         raise UserError(f"pricing {pricing!r} is not known; allowed: {', '.join(allowed)}")
     return pricing

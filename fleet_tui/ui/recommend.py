@@ -23,6 +23,7 @@ from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.explanation import explain
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import rightsize
+from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
@@ -30,7 +31,6 @@ from fleet_tui.ui.widgets.table import Table
 
 TOP_OFFERS = 50
 REPORT_STEM = "fleet-tui-recommendations"
-PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 # Most telling first, so an 80-column terminal still shows cost and savings.
 # "where" before savings: the same instance type in several regions must be told apart at 120 columns.
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),

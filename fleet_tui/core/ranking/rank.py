@@ -127,13 +127,14 @@ def recommend(
         # noted only for offers that stay (within budget, priced): the note lists their devices
         speed_note = placement.speed_note if table is unknown else None
         keys, refs = table.keys, table.refs
+        row_ref = table.add_group(rows, placement, acc)
+        stride = len(options)
         for row in rows:
             cloud = row.instance.cloud
             per_option = cloud_rates.get(cloud)
             if per_option is None:
                 per_option = cloud_rates[cloud] = tuple(
                     (i, j, rates(options[j], cloud)) for i, j in option_slots)
-            slot = None
             for i, j, rate in per_option:
                 price = row.prices[i]
                 if price is None:
@@ -143,15 +144,14 @@ def recommend(
                 if month > budget:
                     over_budget += 1
                     continue
-                if slot is None:
-                    slot = table.add_row(row, placement, acc)
                 if factor is not None and month < cheapest_month:
                     cheapest_month, cheapest = month, len(keys)
                 # cheapest unit first (the month when the unit is $/month or the speed unknown)
                 keys.append(month * factor if factor is not None else month)
-                refs.append(slot + j)
+                refs.append(row_ref + j)
                 if speed_note is not None:
                     unknown_notes.setdefault(acc.id, speed_note)
+            row_ref += stride
     skipped["filtered_rows"] = filtered
     skipped["unpriced_offers"] = unpriced
     skipped["over_budget_offers"] = over_budget

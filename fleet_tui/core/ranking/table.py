@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from fleet_tui.core.pricing import PRICING_OPTIONS
@@ -12,15 +14,16 @@ from fleet_tui.core.ranking.offers import Candidate
 from fleet_tui.core.ranking.placement import Placement
 
 
-class TableRow(NamedTuple):
-    row: CatalogRow
+class TableGroup(NamedTuple):
+    rows: Sequence[CatalogRow]  # the group's rows that passed the filters
     placement: Placement
     acc: Any
 
 
 class OfferTable:
     """Offers as two columns: the sort key (a float) and a reference (an int) to the catalog row
-    and pricing option; an offer becomes a :class:`Candidate` only when read.
+    and pricing option; an offer becomes a :class:`Candidate` only when read. Rows are registered
+    a device group at a time, so the loop allocates nothing per row or offer but two numbers.
 
     Columns of floats and ints because the bench shows it matters (``bench_recommend.py``, 100k
     offers): floats and ints are not tracked by the garbage collector, while one tuple per offer
@@ -33,16 +36,22 @@ class OfferTable:
         self.options = options
         self.rates = rates
         self.keys: list[float] = []  # cost per unit, or $/month (unit $/month or speed unknown)
-        self.refs: list[int] = []  # row slot × len(options) + index in options
-        self._rows: list[TableRow] = []  # catalog rows with at least one offer
+        # offer reference: base of its group + row index × len(options) + index in options
+        self.refs: list[int] = []
+        self._groups: list[TableGroup] = []
+        self._bases: list[int] = []  # first reference of each group
+        self._next = 0
 
     def __len__(self) -> int:
         return len(self.keys)
 
-    def add_row(self, row: CatalogRow, placement: Placement, acc) -> int:
-        """Register a catalog row; returns the base of its offers' ``refs``."""
-        self._rows.append(TableRow(row, placement, acc))
-        return (len(self._rows) - 1) * len(self.options)
+    def add_group(self, rows: Sequence[CatalogRow], placement: Placement, acc) -> int:
+        """Register a device group's rows; returns the base of its offers' references."""
+        base = self._next
+        self._groups.append(TableGroup(rows, placement, acc))
+        self._bases.append(base)
+        self._next += len(rows) * len(self.options)
+        return base
 
     def order(self, top: int | None = None) -> list[int]:
         """Positions, cheapest key first (all, or the first ``top``)."""
@@ -53,18 +62,22 @@ class OfferTable:
         ordered = sorted(positions, key=by_key)
         return ordered if top is None else ordered[:top]
 
+    def _locate(self, pos: int) -> tuple[TableGroup, CatalogRow, str]:
+        ref = self.refs[pos]
+        g = bisect.bisect_right(self._bases, ref) - 1
+        group = self._groups[g]
+        row_index, option = divmod(ref - self._bases[g], len(self.options))
+        return group, group.rows[row_index], self.options[option]
+
     def month(self, pos: int) -> float:
         """USD per month of the offer at ``pos`` (the same product the ranking loop computed)."""
-        row, placement, _acc = self._rows[self.refs[pos] // len(self.options)]
-        pricing = self.options[self.refs[pos] % len(self.options)]
+        group, row, pricing = self._locate(pos)
         price = row.prices[PRICING_OPTIONS.index(pricing)]
-        return price * placement.instances * self.rates(pricing, row.instance.cloud)
+        return price * group.placement.instances * self.rates(pricing, row.instance.cloud)
 
     def candidate(self, pos: int, seq: int) -> Candidate:
-        slot, option = divmod(self.refs[pos], len(self.options))
-        row, placement, acc = self._rows[slot]
-        pricing = self.options[option]
+        group, row, pricing = self._locate(pos)
         return Candidate(key=self.keys[pos], month=self.month(pos), seq=seq,
                          instance=row.instance, pricing=pricing,
-                         price=row.prices[PRICING_OPTIONS.index(pricing)], placement=placement,
-                         acc=acc)
+                         price=row.prices[PRICING_OPTIONS.index(pricing)],
+                         placement=group.placement, acc=group.acc)
