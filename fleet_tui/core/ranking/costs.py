@@ -35,3 +35,20 @@ def unit_factor(unit_cost_per_usd_hour: float | None, hours_per_month: float) ->
     if unit_cost_per_usd_hour is None:
         return None
     return unit_cost_per_usd_hour / hours_per_month
+
+
+def savings_against(current, cost_per_unit: float | None) -> tuple[float | None, float | None]:
+    """(savings %, savings USD/month) of paying ``cost_per_unit`` instead of the ``current``
+    setup's, for the current setup's monthly amount of work; (None, None) when either is unknown
+    or the current setup does not fit."""
+    if not (current.cost_per_unit and cost_per_unit is not None and current.fits):
+        return None, None
+    frac = 1.0 - cost_per_unit / current.cost_per_unit
+    return 100.0 * frac, current.usd_per_month * frac
+
+
+def speedup(current_tokens_per_s: float | None, tokens_per_s: float | None) -> float | None:
+    """How many times faster than the current setup (None when either speed is unknown)."""
+    if current_tokens_per_s and tokens_per_s:
+        return tokens_per_s / current_tokens_per_s
+    return None

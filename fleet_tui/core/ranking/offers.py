@@ -80,7 +80,7 @@ class RankedOffer:
         out = {name: getattr(self, name) for name in OFFER_KEYS}
         out["risks"] = list(self.risks)
         out["flags"] = list(self.flags)
-        return {k: (_clean(v) if isinstance(v, float) else v) for k, v in out.items()}
+        return {k: (json_number(v) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 OFFER_KEYS = (
@@ -94,11 +94,11 @@ OFFER_KEYS = (
 )
 
 
-def _clean(x: float) -> float | None:
+def json_number(x: float) -> float | None:
+    """A float as the JSON reports write it: six decimals, null for NaN or infinity."""
     if not math.isfinite(x):
         return None
     return round(x, 6)
-
 
 
 class Candidate(NamedTuple):

@@ -15,6 +15,7 @@ from fleet_tui.core.pricing import (
     spot_overhead,
     spot_rate_source,
 )
+from fleet_tui.core.ranking.costs import savings_against, speedup
 from fleet_tui.core.ranking.formatting import devices_label, money
 from fleet_tui.core.ranking.offers import STACK_MIGRATION_NOTE, UNIT_MONTH, Candidate, RankedOffer
 from fleet_tui.core.ranking.placement import GIB, Placement
@@ -134,15 +135,11 @@ class OfferBuilder:
             if od:
                 break_even = break_even_utilization(price, od)
             estimated = bool(getattr(inst, "reserved_estimated", False))
-        savings_usd = savings_pct = speedup = None
+        savings_pct = savings_usd = faster = None
         current = self.current
         if current is not None and not is_current:
-            if current.cost_per_unit and cpu is not None and current.fits:
-                frac = 1.0 - cpu / current.cost_per_unit
-                savings_pct = 100.0 * frac
-                savings_usd = current.usd_per_month * frac
-            if current.tokens_per_s and speed.tokens_per_s:
-                speedup = speed.tokens_per_s / current.tokens_per_s
+            savings_pct, savings_usd = savings_against(current, cpu)
+            faster = speedup(current.tokens_per_s, speed.tokens_per_s)
         flags = applicable_flags(inst.flags, p)
         rkey = (placement, p, cloud, flags, estimated, acc.id)
         risks = self._risks.get(rkey)
@@ -166,7 +163,7 @@ class OfferBuilder:
             cost_per_unit=cpu, unit=self.unit, tokens_per_s=speed.tokens_per_s,
             latency_ms=speed.latency_ms, headroom_gib=placement.headroom_gib,
             memory_used_pct=placement.memory_used_pct, fits=placement.fits,
-            savings_usd_per_month=savings_usd, savings_pct=savings_pct, speedup=speedup,
+            savings_usd_per_month=savings_usd, savings_pct=savings_pct, speedup=faster,
             spot_overhead_pct=100.0 * overhead, reserved_estimated=estimated,
             break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
             is_current=is_current, misfit=placement.why_not, speed_unknown=speed_unknown,
