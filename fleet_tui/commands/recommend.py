@@ -80,7 +80,7 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.explanation import explain
+    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
     from fleet_tui.commands._workload_args import workload_from_args
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fleet_tui.core.explanation import explain
+from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking import UNIT_MONTH, money
 
 

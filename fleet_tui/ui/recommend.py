@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Select, Static
 
 from fleet_tui.core import report
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.explanation import explain
+from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import rightsize
 from fleet_tui.core.pricing import PRICING_CHOICES

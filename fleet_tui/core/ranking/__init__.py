@@ -61,7 +61,8 @@ Where things are: :mod:`.offers` (results and JSON), :mod:`.constraints` (inputs
 of work), :mod:`.index` (the catalog grouped by device), :mod:`.placement` (sizing and speed per
 device group), :mod:`.costs` (pricing's formulas at a unit price), :mod:`.rank` (the loop),
 :mod:`.reasons` (risks, flags, one-line reasons), :mod:`.current` (one setup without ranking),
-:mod:`.formatting` (money, device counts).
+:mod:`.formatting` (money, device counts), :mod:`.explanation` (why the winner wins),
+:mod:`.migration` (moving from one setup to another).
 
 JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)::
 
@@ -87,8 +88,10 @@ from __future__ import annotations
 
 
 from fleet_tui.core.ranking.current import evaluate_setup
+from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.formatting import devices_label, money
 from fleet_tui.core.ranking.index import slice_accelerator, vendor_key
+from fleet_tui.core.ranking.migration import MigrationReport, migration_report, report_between
 from fleet_tui.core.ranking.offers import (
     STACK_MIGRATION_NOTE,
     UNIT_MONTH,
@@ -104,6 +107,7 @@ from fleet_tui.core.ranking.reasons import LOW_HEADROOM_FRACTION
 __all__ = [
     "DEFAULT_MAX_INSTANCES", "LOW_HEADROOM_FRACTION", "MULTI_INSTANCE_MIN_DEVICES",
     "STACK_MIGRATION_NOTE", "UNIT_MONTH", "UNIT_RUN", "RankedOffer", "Recommendation",
-    "devices_label", "evaluate_setup", "money", "recommend", "slice_accelerator", "vendor_key",
+    "MigrationReport", "devices_label", "evaluate_setup", "explain", "migration_report", "money",
+    "report_between", "recommend", "slice_accelerator", "vendor_key",
     "workload_summary",
 ]

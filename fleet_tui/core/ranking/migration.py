@@ -1,6 +1,6 @@
 """Migration reports: the current setup against one target for the same workload (savings,
 speedup, memory check, risks and how hard the move is). ``fleet-tui scenarios`` prints one per
-scenario; why the top choice wins is ``fleet_tui.core.explanation``."""
+scenario; why the top choice wins is ``fleet_tui.core.ranking.explanation``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule
-from fleet_tui.core.ranking import STACK_MIGRATION_NOTE, RankedOffer, evaluate_setup
 from fleet_tui.core.ranking.costs import savings_against, speedup
-from fleet_tui.core.ranking.offers import json_number
+from fleet_tui.core.ranking.current import evaluate_setup
+from fleet_tui.core.ranking.offers import STACK_MIGRATION_NOTE, RankedOffer, json_number
 
 
 @dataclass(frozen=True, slots=True)
