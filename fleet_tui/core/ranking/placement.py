@@ -120,6 +120,16 @@ class QuickFit(NamedTuple):
     precision_ok: bool
 
 
+class Attempt(NamedTuple):
+    """One placement tried: the workload variant on ``gpus`` devices of ``instances`` instances."""
+
+    workload: Any
+    gpus: int
+    instances: int
+    sharding: str
+    fit: QuickFit
+
+
 def sharding_order(workload) -> tuple[str, ...]:
     alt = "tensor" if workload.kind == "inference" else "fsdp"
     return (workload.sharding,) if workload.sharding == alt else (workload.sharding, alt)
@@ -196,14 +206,15 @@ class Placer:
             gpus = devices * n
             for sharding in (sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
                 w = self._variant(gpus, sharding)
-                q = self._quick_fit(w, acc, spec, gpus)
+                attempt = Attempt(w, gpus, n, sharding, self._quick_fit(w, acc, spec, gpus))
+                q = attempt.fit
                 # when nothing fits, report the attempt that came closest
-                if closest is None or (q.precision_ok and not closest[4].precision_ok) or (
-                        q.precision_ok == closest[4].precision_ok
-                        and q.headroom_bytes > closest[4].headroom_bytes):
-                    closest = (w, gpus, n, sharding, q)
+                if closest is None or (q.precision_ok and not closest.fit.precision_ok) or (
+                        q.precision_ok == closest.fit.precision_ok
+                        and q.headroom_bytes > closest.fit.headroom_bytes):
+                    closest = attempt
                 if q.fits:
-                    chosen = (w, gpus, n, sharding, q)
+                    chosen = attempt
                     break
             if chosen:
                 break
