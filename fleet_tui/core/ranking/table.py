@@ -69,15 +69,10 @@ class OfferTable:
         row_index, option = divmod(ref - self._bases[g], len(self.options))
         return group, group.rows[row_index], self.options[option]
 
-    def month(self, pos: int) -> float:
-        """USD per month of the offer at ``pos`` (the same product the ranking loop computed)."""
-        group, row, pricing = self._locate(pos)
-        price = row.prices[PRICING_OPTIONS.index(pricing)]
-        return price * group.placement.instances * self.rates(pricing, row.instance.cloud)
-
     def candidate(self, pos: int, seq: int) -> Candidate:
         group, row, pricing = self._locate(pos)
-        return Candidate(key=self.keys[pos], month=self.month(pos), seq=seq,
-                         instance=row.instance, pricing=pricing,
-                         price=row.prices[PRICING_OPTIONS.index(pricing)],
-                         placement=group.placement, acc=group.acc)
+        price = row.prices[PRICING_OPTIONS.index(pricing)]
+        # the same product the ranking loop computed for this offer's month
+        month = price * group.placement.instances * self.rates(pricing, row.instance.cloud)
+        return Candidate(key=self.keys[pos], month=month, seq=seq, instance=row.instance,
+                         pricing=pricing, price=price, placement=group.placement, acc=group.acc)
