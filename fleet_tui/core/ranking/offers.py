@@ -118,8 +118,8 @@ class RankedOffers(Sequence):
     """The ranked offers, each turned into a :class:`RankedOffer` when first read.
 
     Kept lazy because a bench shows it is needed (``bench/bench_recommend.py``, bundled catalog):
-    ranking the ~6,700 fitting offers of the chat workload takes 16 ms on a busy 2-core machine,
-    building every RankedOffer ("+ all objects") 290 ms; the CLI and the app read a page of 10-50.
+    ranking the ~6,700 fitting offers of the chat workload takes 3.1 ms, building every
+    RankedOffer ("+ all objects") 113 ms; the CLI and the app read a page of 10-50.
     ``make(rank, candidate)`` builds one offer. Behaves like a tuple (index, slice, len, iteration,
     equality with a tuple) and pickles as one; an offer built twice by two threads is the same.
     """
