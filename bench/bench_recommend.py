@@ -2,9 +2,9 @@
 
 Every number is a *full* ranking unless a column says otherwise: every fitting offer ordered, with
 its cost per unit of work (``recommend(..., top=None)``), under every pricing option
-(``pricing="any"``). Ranking orders plain tuples; the rich ``RankedOffer`` objects are built only
-when read (``rec.offers[i]``), so "+ all objects" also times building every one of them, which a
-caller showing a page never does.
+(``pricing="any"``). Ranking orders columns of floats (``core/ranking/table.py``); the rich
+``RankedOffer`` objects are built only when read (``rec.offers[i]``), so "+ all objects" also times
+building every one of them, which a caller showing a page never does.
 
 * bundled catalog, per workload: "first" = the first ranking of a workload in the process (its
   sizing and speed not memoised: median over distinct workloads, the batch changed each time; the

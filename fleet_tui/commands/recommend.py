@@ -11,11 +11,11 @@ import argparse
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, whole_number
+from fleet_tui.commands._workload_args import add_workload_args
+from fleet_tui.core.pricing import PRICING_CHOICES
 
-PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 
 
 def register(subparsers) -> None:
@@ -25,14 +25,7 @@ def register(subparsers) -> None:
                     "by cost per unit of work: $/1M tokens for batch inference, $/run or $/1M "
                     "training tokens for training, $/month for always-on interactive serving.",
     )
-    try:
-        from fleet_tui.commands._workload_args import add_workload_args
-    except ModuleNotFoundError as exc:  # the sizing flags are another module's; keep --help alive
-        if exc.name != "fleet_tui.commands._workload_args":
-            raise
-        add_workload_args = None
-    if add_workload_args is not None:
-        add_workload_args(p)
+    add_workload_args(p)
     cur = p.add_argument_group("current setup (for savings and speedup)")
     cur.add_argument("--current", metavar="INSTANCE", help="instance type running it today, e.g. p5.48xlarge")
     cur.add_argument("--current-count", type=whole_number, default=1, metavar="N",
@@ -87,13 +80,9 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.explanation import explain
+    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
-
-    try:
-        from fleet_tui.commands._workload_args import workload_from_args
-    except ModuleNotFoundError:
-        raise UserError("workload flags are not available in this build") from None
+    from fleet_tui.commands._workload_args import workload_from_args
 
     pricing = args.pricing.strip().lower()
     try:
@@ -152,118 +141,24 @@ def handler(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
-# Rendering (shared with `scenarios`)
-
-
-def _num(x: float | None, fmt: str = "{:,.0f}") -> str:
-    return "-" if x is None or not math.isfinite(x) else fmt.format(x)
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    def cell(v: Any) -> str:
-        return ("" if v is None else str(v)).replace("|", "\\|").replace("\n", " ")
-
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |",
-           "|" + "|".join("---" for _ in headers) + "|"]
-    out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
-    return "\n".join(out)
-
-
-def _offer_row(o, with_current: bool, per_month: bool = False,
-               with_latency: bool = False) -> list[str]:
-    from fleet_tui.core.ranking import money
-
-    row = [
-        "now" if o.is_current else str(o.rank),
-        (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,
-        o.cloud, o.region, o.pricing, o.devices,
-        money(o.usd_per_hour), money(o.usd_per_month),
-    ]
-    if not per_month:
-        row.append(money(o.cost_per_unit))
-    row.append(_num(o.tokens_per_s))
-    if with_latency:
-        row.append(_num(o.latency_ms, "{:.1f}"))
-    row.append(_num(o.headroom_gib, "{:.1f}"))
-    if with_current:
-        row.append("-" if o.savings_pct is None else f"{o.savings_pct:.0f}%")
-        row.append("-" if o.speedup is None else f"{o.speedup:.2f}x")
-    row.append(_short_notes(o))
-    return row
-
-
-def _short_notes(o) -> str:
-    notes = []
-    if not o.fits:
-        notes.append("DOES NOT FIT")
-    if o.pricing == "spot":
-        notes.append("spot")
-    if o.reserved_estimated:
-        notes.append("est. reserved")
-    if o.software_stack != "CUDA":
-        notes.append(o.software_stack)
-    if o.instances > 1:
-        notes.append("multi-node")
-    if o.flags:
-        notes.append("flagged")
-    if getattr(o, "speed_unknown", False):
-        notes.append("speed unknown")
-    return ", ".join(notes)
-
-
-def render_markdown(rec) -> str:
-    """Markdown report with the explanation (used by the app's export too)."""
-    from fleet_tui.core.explanation import explain
-
-    return render_recommendation(rec, markdown=True, explain_lines=explain(rec))
+# Rendering (shared with `scenarios`): Markdown from the core's report, plain text laid out here
 
 
 def render_recommendation(rec, *, markdown: bool = False,
                           explain_lines: Sequence[str] | None = None) -> str:
     from fleet_tui.commands._output import format_table
+    from fleet_tui.core import report
 
-    with_current = rec.current is not None
-    per_month = rec.unit == "USD/month"
-    headers = ["#", "instance", "cloud", "region", "pricing", "devices", "$/h", "$/month"]
-    headers += [] if per_month else [rec.unit.replace("USD", "$")]
-    headers += ["tok/s"]
-    with_latency = any(o.latency_ms for o in rec.offers)
-    headers += ["ms/token" if rec.workload.gen_len else "ms/pass"] if with_latency else []
-    headers += ["free GiB"]
-    if with_current:
-        headers += ["savings", "speedup"]
-    headers.append("notes")
-    rows = [_offer_row(o, with_current, per_month, with_latency) for o in rec.offers]
-    if rec.current is not None:
-        rows.insert(0, _offer_row(rec.current, with_current, per_month, with_latency))
-    w = rec.workload
-    model = getattr(getattr(w, "model", None), "id", None) or f"{getattr(w, 'params', 0):,} params"
-    head = (f"{w.kind} of {model} ({w.precision}, batch {w.batch}"
-            + (f", {w.prompt_len}+{w.gen_len} tokens" if w.gen_len else
-               f", {w.seq_len} tokens" if w.seq_len else "")
-            + f"); {rec.schedule.label}; ranked by {rec.unit}")
-    count = (f"{rec.fitting_offers} fitting offers (instance × region × pricing) from "
-             f"{rec.considered_rows} catalog rows"
-             + (f", showing {len(rec.offers)}" if len(rec.offers) < rec.fitting_offers else ""))
-    out: list[str] = []
     if markdown:
-        out.append(f"**{head}**\n")
-        out.append(markdown_table(headers, rows) if rows else "_no offer fits_")
-        out.append(f"\n{count}.")
-        if rec.offers:
-            out.append(f"\nTop choice: {rec.offers[0].reason}.")
-        out.extend(f"\n> {n}" for n in rec.notes)
-        if explain_lines:
-            out.append("\n### Why\n")
-            out.extend(f"- {line}" for line in explain_lines)
-    else:
-        out.append(head)
-        out.append(format_table([h.upper() for h in headers], rows) if rows else "no offer fits")
-        out.append(count + ".")
-        if rec.offers:
-            out.append(f"Top choice: {rec.offers[0].reason}.")
-        out.extend(f"note: {n}" for n in rec.notes)
-        if explain_lines:
-            out.append("")
-            out.extend(explain_lines)
+        return report.render_markdown(rec, explain_lines)
+    headers, rows = report.offer_table(rec)
+    out = [report.heading(rec),
+           format_table([h.upper() for h in headers], rows) if rows else "no offer fits",
+           report.count_line(rec) + "."]
+    if rec.offers:
+        out.append(f"Top choice: {rec.offers[0].reason}.")
+    out.extend(f"note: {n}" for n in rec.notes)
+    if explain_lines:
+        out.append("")
+        out.extend(explain_lines)
     return "\n".join(out) + "\n"

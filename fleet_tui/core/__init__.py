@@ -39,8 +39,8 @@ _EXPORTS = {
     # pricing and recommendations
     "Schedule": "fleet_tui.core.pricing",
     "recommend": "fleet_tui.core.ranking",
-    "explain": "fleet_tui.core.explanation",
-    "migration_report": "fleet_tui.core.migration",
+    "explain": "fleet_tui.core.ranking.explanation",
+    "migration_report": "fleet_tui.core.ranking.migration",
     "run_scenario": "fleet_tui.core.scenarios",
     "run_set": "fleet_tui.core.scenarios",
     # monitoring

@@ -53,6 +53,7 @@ from fleet_tui.core.errors import UserError
 PricingOption = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
 PRICING_OPTIONS: tuple[str, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
 RESERVED_OPTIONS: frozenset[str] = frozenset({"reserved-1y", "reserved-3y"})
+PRICING_CHOICES: tuple[str, ...] = PRICING_OPTIONS + ("any",)  # "any": rank every option
 
 HOURS_PER_MONTH = 730.0  # 8760 h / 12: the cloud price pages' month
 MAX_HOURS_PER_MONTH = 744.0  # 31 days × 24 h
@@ -203,6 +204,15 @@ def spot_cost_multiplier(overhead_fraction: float) -> float:
     return 1.0 / (1.0 - f)
 
 
+def spot_overhead(
+    pricing: str, cloud: str, spot: SpotAssumptions | None = None, *, stateless: bool = False
+) -> float:
+    """The interruption overhead an offer of ``pricing`` on ``cloud`` carries: 0 unless spot."""
+    if pricing != "spot":
+        return 0.0
+    return (spot or SpotAssumptions()).overhead_fraction(cloud, stateless=stateless)
+
+
 def spot_rate_source(cloud: str) -> str:
     return SPOT_RATE_SOURCES.get(cloud.lower(), DEFAULT_SPOT_RATE_SOURCE)
 
@@ -212,7 +222,7 @@ def spot_rate_source(cloud: str) -> str:
 
 
 def check_pricing(pricing: str, *, allow_any: bool = False) -> str:
-    allowed = PRICING_OPTIONS + (("any",) if allow_any else ())
+    allowed = PRICING_CHOICES if allow_any else PRICING_OPTIONS
     if pricing not in allowed:
         raise UserError(f"pricing {pricing!r} is not known; allowed: {', '.join(allowed)}")
     return pricing
@@ -336,9 +346,7 @@ def quote(
     price = instance.price(pricing)
     if price is None:
         return None
-    overhead = 0.0
-    if pricing == "spot":
-        overhead = (spot or SpotAssumptions()).overhead_fraction(instance.cloud, stateless=stateless)
+    overhead = spot_overhead(pricing, instance.cloud, spot, stateless=stateless)
     eff = effective_usd_per_hour(price, pricing, schedule, spot_overhead=overhead)
     break_even = None
     if pricing in RESERVED_OPTIONS:

@@ -34,10 +34,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from fleet_tui.core import paths
+from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import CatalogError, UserError
+from fleet_tui.core.ranking.explanation import explain
+from fleet_tui.core.ranking.migration import report_between
 from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
+from fleet_tui.core.ranking import recommend
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
-from fleet_tui.core.workload import MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, WorkloadKind
+from fleet_tui.core.workload import (MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, Workload,
+                                     WorkloadKind)
 
 WORKLOADS_FILE = "workloads.toml"
 _TOP_KEYS = ("scenario", "set", "meta")
@@ -220,8 +225,6 @@ def load_scenarios(catalog=None, *, files: Sequence[Path | str] | None = None,
     (default: the loaded catalog) is used to check model and instance names.
     """
     if catalog is None:
-        from fleet_tui.core.catalog import load_catalog
-
         catalog = load_catalog(extra_dirs, include_user)
     paths_ = [Path(f) for f in files] if files is not None else workloads_files(extra_dirs, include_user)
     scenarios: dict[str, ScenarioSpec] = {}
@@ -250,8 +253,6 @@ def load_scenarios(catalog=None, *, files: Sequence[Path | str] | None = None,
 def validate_file(path: Path | str, catalog=None) -> list[str]:
     """Every problem in one workloads file (empty list when it is good)."""
     if catalog is None:
-        from fleet_tui.core.catalog import load_catalog
-
         catalog = load_catalog()
     path = Path(path)
     sc, st, org, problems, doc = _read_file(path, catalog)
@@ -280,8 +281,6 @@ def _scenario_schedule(spec: ScenarioSpec) -> Schedule:
 
 def build_workload(spec: ScenarioSpec, catalog):
     """The :class:`~fleet_tui.core.workload.Workload` a scenario describes, on its current setup."""
-    from fleet_tui.core.workload import Workload
-
     rows = catalog.find_instance(spec.current_instance)
     devices = max(int(round(rows[0].accelerator_count)), 1) * spec.current_count
     sharding = spec.sharding
@@ -378,10 +377,6 @@ class SetResult:
 
 
 def run_spec(spec: ScenarioSpec, catalog, *, top: int = 5) -> ScenarioResult:
-    from fleet_tui.core.explanation import explain
-    from fleet_tui.core.migration import report_between
-    from fleet_tui.core.ranking import recommend
-
     workload = build_workload(spec, catalog)
     consider = spec.consider_pricing or spec.pricing
     rec = recommend(
@@ -400,8 +395,6 @@ def run_scenario(ident: str, catalog=None, *, top: int = 5,
                  scenarios: Scenarios | None = None) -> ScenarioResult:
     """Size, rank and report one named scenario (see module docstring)."""
     if catalog is None:
-        from fleet_tui.core.catalog import load_catalog
-
         catalog = load_catalog()
     scenarios = scenarios or load_scenarios(catalog)
     return run_spec(scenarios.scenario(ident), catalog, top=top)
@@ -411,8 +404,6 @@ def run_set(name: str, catalog=None, *, top: int = 5,
             scenarios: Scenarios | None = None) -> SetResult:
     """Run every scenario of the named set."""
     if catalog is None:
-        from fleet_tui.core.catalog import load_catalog
-
         catalog = load_catalog()
     scenarios = scenarios or load_scenarios(catalog)
     spec = scenarios.set(name)

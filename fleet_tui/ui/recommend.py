@@ -7,7 +7,7 @@ publishes a new workload; this pane formats the result and writes files atomical
 
 from __future__ import annotations
 
-import json
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,14 +18,19 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Select, Static
 
+from fleet_tui.core import report
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.fsutil import write_atomic
+from fleet_tui.core.monitor.rightsize import rightsize
+from fleet_tui.core.pricing import PRICING_CHOICES
+from fleet_tui.core.ranking import recommend
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
 
 TOP_OFFERS = 50
 REPORT_STEM = "fleet-tui-recommendations"
-PRICING_CHOICES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "any")
 # Most telling first, so an 80-column terminal still shows cost and savings.
 # "where" before savings: the same instance type in several regions must be told apart at 120 columns.
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
@@ -42,6 +47,25 @@ class RankingResult:
 
 
 SIDE_MIN_WIDTH = 100
+# How a core FieldError names an input here: the Workload pane's labels and this pane's menu.
+FIELD_LABELS = {
+    "pricing": "the pricing menu",
+    "no_spot": "“spot allowed” unchecked",
+    "hours_per_month": "hours/month",
+    "current": "current instance",
+    "current_count": "the number of current instances",
+    "current_region": "the current instance's region",
+    "top": "the number of offers shown",
+}
+# The pane of each running app, so exports and right-sizing reach it from any pane.
+_PANES: "weakref.WeakKeyDictionary[object, RecommendScreen]" = weakref.WeakKeyDictionary()
+
+
+def error_text(exc: UserError) -> str:
+    """A core error as this app words it: fields shown by their form labels."""
+    if isinstance(exc, FieldError):
+        return exc.render(lambda field: FIELD_LABELS.get(field, field.replace("_", " ")))
+    return str(exc)
 
 
 class RecommendScreen(PaneScreen):
@@ -80,6 +104,7 @@ class RecommendScreen(PaneScreen):
             yield VerticalScroll(Static("", id="rec-side-text"), id="rec-side")
 
     def on_mount(self) -> None:
+        _PANES[self.app] = self
         table = self.query_one("#rec-table", DataTable)
         for key, label in COLUMNS:
             table.add_column(label, key=key)
@@ -198,10 +223,6 @@ def _table_offers(rec) -> list:
 
 def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
-    from fleet_tui.core.errors import UserError
-
-    from fleet_tui.core.explanation import explain
-    from fleet_tui.core.ranking import recommend
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS)
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
@@ -212,7 +233,7 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
         rec = recommend(workload, catalog, **kwargs)
         explanation = tuple(explain(rec))
     except UserError as exc:
-        return RankingResult(None, error=str(exc))
+        return RankingResult(None, error=error_text(exc))
     except Exception as exc:  # an engine bug must not leave the pane saying "ranking…" forever
         return RankingResult(None, error=f"internal error while ranking: {type(exc).__name__}: {exc}")
     rows = []
@@ -237,11 +258,7 @@ def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
 # ----- export -----------------------------------------------------------------------------------
 def report_text(rec, fmt: str) -> str:
     """The report in ``fmt``: the same JSON and Markdown as ``fleet-tui recommend --json/--markdown``."""
-    if fmt == "json":
-        return json.dumps(rec.to_dict(), indent=2) + "\n"
-    from fleet_tui.commands.recommend import render_markdown
-
-    return render_markdown(rec)
+    return report.json_report(rec) if fmt == "json" else report.markdown_report(rec)
 
 
 def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
@@ -264,9 +281,9 @@ def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
     return target
 
 
-def _recommend_screen(app):
-    stack = app._screen_stacks.get("recommend") if hasattr(app, "_screen_stacks") else None
-    return stack[0] if stack else None
+def _recommend_screen(app) -> RecommendScreen | None:
+    """The app's Recommendations pane, once it has been shown (None before)."""
+    return _PANES.get(app)
 
 
 # ----- right-sizing -----------------------------------------------------------------------------
@@ -321,15 +338,10 @@ def rightsize_lines(report) -> list[str]:
 
 
 def _rightsize_in_thread(app, db) -> None:
-    from fleet_tui.core.errors import UserError
-
     try:
-        from fleet_tui.core.monitor.rightsize import rightsize
-
-        report = rightsize(db, app.catalog, since_s=None, instance=app.instance_type)
-        lines = rightsize_lines(report)
-    except (UserError, ImportError) as exc:
-        lines = [f"[$warning]{escape(str(exc))}[/]"]
+        lines = rightsize_lines(rightsize(db, app.catalog, since_s=None, instance=app.instance_type))
+    except UserError as exc:
+        lines = [f"[$warning]{escape(error_text(exc))}[/]"]
     except Exception as exc:  # shown, not raised: the pane stays usable
         lines = [f"[$error]Right-sizing failed: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"]
 

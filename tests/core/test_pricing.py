@@ -217,3 +217,13 @@ def test_cost_per_token_is_positive_and_falls_with_speed(price, tps):
     a = cost_per_million_tokens(price, tps)
     b = cost_per_million_tokens(price, tps * 2)
     assert a > 0 and b == pytest.approx(a / 2)
+
+
+def test_spot_overhead_is_zero_unless_spot():
+    from fleet_tui.core.pricing import PRICING_CHOICES, PRICING_OPTIONS, spot_overhead
+
+    spot = SpotAssumptions(interruptions_per_hour=0.01, checkpoint_interval_h=2.0, restart_h=0.5)
+    assert [spot_overhead(p, "aws", spot) for p in PRICING_OPTIONS if p != "spot"] == [0.0, 0.0, 0.0]
+    assert spot_overhead("spot", "aws", spot) == pytest.approx(0.01 * (1.0 + 0.5))
+    assert spot_overhead("spot", "aws", spot, stateless=True) == pytest.approx(0.01 * 0.5)
+    assert PRICING_CHOICES == PRICING_OPTIONS + ("any",)

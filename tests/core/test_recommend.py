@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from fleet_tui.core import paths
 from fleet_tui.core.catalog import build_catalog, load_catalog
-from fleet_tui.core.errors import UserError
-from fleet_tui.core.explanation import explain
-from fleet_tui.core.migration import migration_report
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.ranking.explanation import explain
+from fleet_tui.core.ranking.migration import migration_report
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule, SpotAssumptions
 from fleet_tui.core.ranking import UNIT_MONTH, UNIT_RUN, evaluate_setup, recommend
 from fleet_tui.core.workload import Workload
@@ -133,8 +133,10 @@ def test_unknown_names_are_user_errors_listing_what_is_allowed(toy):
     w = batch_gen(toy)
     with pytest.raises(UserError, match="aws"):
         recommend(w, toy, clouds=["awz"])
-    with pytest.raises(UserError, match="--region"):
+    with pytest.raises(FieldError, match="region 'mars-1': unknown region") as err:
         recommend(w, toy, regions=["mars-1"])
+    assert err.value.field == "region"
+    assert err.value.render(lambda f: "--" + f).startswith("--region 'mars-1'")
     with pytest.raises(UserError, match="pricing"):
         recommend(w, toy, pricing="lease")
     with pytest.raises(UserError, match="big.8x"):
@@ -518,31 +520,50 @@ def test_offers_read_like_a_tuple(toy):
         rec.offers[len(full)]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=workloads(), gpus=st.sampled_from([1, 2, 4, 8, 16, 64]),
-       sharding=st.sampled_from(["data", "tensor", "fsdp"]))
-def test_the_ranking_shortcut_never_rejects_a_placement_that_fits(toy, spec, gpus, sharding):
-    """Ranking skips the full memory estimate when weights + fixed overheads already overflow a
-    device: that floor must never exceed the estimate itself."""
-    from fleet_tui.core.ranking import _Engine
-    from fleet_tui.core.sizing import estimate_memory
-
-    spec = dict(spec)
-    spec["model"] = toy.model(spec["model"])
-    w = Workload(**spec)
-    if w.kind == "inference" and sharding == "fsdp":
-        sharding = "tensor"
-    try:
-        variant = w.model_copy(update={"gpus": gpus, "sharding": sharding})
-        need = estimate_memory(variant, gpus).total_bytes
-    except (UserError, ValueError):
-        return  # a placement the model cannot take (e.g. more tensor ranks than heads)
-    engine = _Engine(w, training_tokens=None, unit_kind="tokens", max_instances=16)
-    assert engine._floor(variant, gpus) <= need
-
-
 def test_money_is_one_format_for_tables_and_sentences():
     from fleet_tui.core.ranking import money
 
     assert [money(x) for x in (None, float("nan"), 0.012345, 1.5, 123.456, 999.994, 1234.5, -250.0)] \
         == ["n/a", "n/a", "$0.0123", "$1.50", "$123.46", "$999.99", "$1,234", "-$250.00"]
+
+
+def test_offers_are_priced_by_pricing_py(toy):
+    """Ranking prices through pricing.py: every offer agrees with quote() and the unit-cost
+    formulas, so the tests of pricing.py test what ranking shows."""
+    from fleet_tui.core.pricing import break_even_utilization, cost_per_million_tokens, quote
+
+    schedule = Schedule(400)
+    spot = SpotAssumptions()
+    rec = recommend(batch_gen(toy), toy, pricing="any", hours_per_month=schedule, spot=spot)
+    assert {o.pricing for o in rec.offers} >= {"on-demand", "spot"}
+    for o in rec.offers:
+        q = quote(o.instance, o.pricing, schedule, spot=spot, stateless=True)
+        assert o.usd_per_month == pytest.approx(q.usd_per_month * o.instances, rel=1e-12)
+        assert o.usd_per_hour == pytest.approx(q.usd_per_hour * o.instances, rel=1e-12)
+        assert o.spot_overhead_pct == pytest.approx(100 * q.spot_overhead)
+        if o.tokens_per_s:
+            assert o.cost_per_unit == pytest.approx(
+                cost_per_million_tokens(o.usd_per_hour, o.tokens_per_s), rel=1e-12)
+        if o.break_even_utilization is not None:
+            assert o.break_even_utilization == break_even_utilization(
+                o.list_usd_per_hour, o.instance.price("on-demand"))
+
+
+def test_input_errors_name_their_field_not_a_flag(toy):
+    """The core names the field (the CLI's argparse dest); the front end words it."""
+    cases = [
+        (dict(top=0), "top", "top must be a whole number >= 1, got 0"),
+        (dict(budget_usd_per_month=-5.0), "budget",
+         "budget must be a number of USD per month > 0, got -5.0"),
+        (dict(latency_target_ms=0), "latency_target_ms",
+         "latency_target_ms must be a number > 0, got 0"),
+        (dict(pricing="spot", spot_allowed=False), "pricing",
+         "pricing spot contradicts spot_allowed=False (no_spot)"),
+        (dict(current=("big.8xlarge", 0)), "current_count",
+         "current_count must be a whole number >= 1, got 0"),
+    ]
+    for kwargs, field, text in cases:
+        with pytest.raises(FieldError) as err:
+            recommend(batch_gen(toy), toy, **kwargs)
+        assert (err.value.field, str(err.value)) == (field, text)
+        assert "--" not in err.value.template

@@ -122,3 +122,15 @@ def test_speed_unknown_note_names_only_the_devices_it_lists(capsys):
     named = note.split(" fitting offers on ")[1].split(" have no speed")[0].replace(" and ", ", ")
     assert listed and set(named.split(", ")) == listed
     assert "after the 0 offers" not in note
+
+
+def test_core_field_errors_read_as_flags(capsys):
+    code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--workload", "lora",
+                         "--latency-target-ms", "5")
+    assert (code, out) == (2, "")
+    assert err == "fleet-tui: error: --latency-target-ms applies to inference workloads only\n"
+    code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--pricing", "spot",
+                         "--no-spot")
+    assert err == "fleet-tui: error: --pricing spot contradicts spot_allowed=False (--no-spot)\n"
+    code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--region", "mars-9")
+    assert err.startswith("fleet-tui: error: --region 'mars-9': unknown region")

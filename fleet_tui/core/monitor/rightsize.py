@@ -24,9 +24,9 @@ from typing import Any
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.recorder import read_rows
+from fleet_tui.core.pricing import HOURS_PER_MONTH
 
 HEADROOM = 0.10  # 10% on top of the observed p99 (allocator growth, load variation)
-HOURS_PER_MONTH = 730.0  # 8760 h / 12, the convention cloud price pages use
 IDLE_UTIL_PCT = 1.0  # a device whose p99 busy share is under this was not used
 
 

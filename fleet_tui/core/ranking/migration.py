@@ -1,16 +1,17 @@
 """Migration reports: the current setup against one target for the same workload (savings,
 speedup, memory check, risks and how hard the move is). ``fleet-tui scenarios`` prints one per
-scenario; why the top choice wins is ``fleet_tui.core.explanation``."""
+scenario; why the top choice wins is ``fleet_tui.core.ranking.explanation``."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule
-from fleet_tui.core.ranking import STACK_MIGRATION_NOTE, RankedOffer, evaluate_setup
+from fleet_tui.core.ranking.costs import savings_against, speedup
+from fleet_tui.core.ranking.current import evaluate_setup
+from fleet_tui.core.ranking.offers import STACK_MIGRATION_NOTE, RankedOffer, json_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,7 @@ class MigrationReport:
 
 
 def _opt(x: float | None) -> float | None:
-    """JSON-safe: no NaN or infinity, six decimals (as RankedOffer.to_dict)."""
-    return None if x is None or not math.isfinite(x) else round(x, 6)
+    return None if x is None else json_number(x)
 
 
 def _gib(x: float | None) -> str:
@@ -94,12 +94,8 @@ def migration_report(
 
 
 def report_between(cur: RankedOffer, tgt: RankedOffer, *, notes: Sequence[str] = ()) -> MigrationReport:
-    savings_usd = savings_pct = speedup = None
-    if cur.cost_per_unit and tgt.cost_per_unit is not None and cur.fits and tgt.fits:
-        frac = 1.0 - tgt.cost_per_unit / cur.cost_per_unit
-        savings_pct, savings_usd = 100.0 * frac, cur.usd_per_month * frac
-    if cur.tokens_per_s and tgt.tokens_per_s:
-        speedup = tgt.tokens_per_s / cur.tokens_per_s
+    savings_pct, savings_usd = savings_against(cur, tgt.cost_per_unit) if tgt.fits else (None, None)
+    faster = speedup(cur.tokens_per_s, tgt.tokens_per_s)
     if tgt.fits and cur.fits:
         mem = (f"both fit: current {_gib(cur.headroom_gib)} free/device, target "
                f"{_gib(tgt.headroom_gib)} free/device")
@@ -113,9 +109,9 @@ def report_between(cur: RankedOffer, tgt: RankedOffer, *, notes: Sequence[str] =
         risks.insert(0, f"software stack migration {cur.software_stack} → "
                         f"{STACK_MIGRATION_NOTE.get(tgt.software_stack, tgt.software_stack)}")
     tgt = replace(tgt, is_current=False, savings_pct=savings_pct,
-                  savings_usd_per_month=savings_usd, speedup=speedup)
+                  savings_usd_per_month=savings_usd, speedup=faster)
     return MigrationReport(
         current=cur, target=tgt, savings_usd_per_month=savings_usd, savings_pct=savings_pct,
-        speedup=speedup, memory_check=mem, risks=tuple(dict.fromkeys(risks)), complexity=level,
+        speedup=faster, memory_check=mem, risks=tuple(dict.fromkeys(risks)), complexity=level,
         complexity_reasons=reasons, notes=tuple(notes),
     )

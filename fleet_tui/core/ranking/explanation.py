@@ -6,7 +6,8 @@ the Markdown report, the scenarios' migration reports and the app's explain pane
 
 from __future__ import annotations
 
-from fleet_tui.core.ranking import UNIT_MONTH, Recommendation, money
+from fleet_tui.core.ranking.formatting import money
+from fleet_tui.core.ranking.offers import UNIT_MONTH, Recommendation
 
 
 def explain(rec: Recommendation) -> list[str]:
