@@ -414,7 +414,7 @@ instance = [
   {cloud = "aws", instance_type = "cheap.a10g", region = "us-east-1", accelerator = "A10G", accelerator_count = 1.0, on_demand_usd_per_hour = 0.01},
   {cloud = "aws", instance_type = "l40s.1x", region = "us-east-1", accelerator = "L40S", accelerator_count = 1.0, on_demand_usd_per_hour = 2.0},
   {cloud = "aws", instance_type = "h100.1x", region = "us-east-1", accelerator = "H100", accelerator_count = 1.0, on_demand_usd_per_hour = 9.0},
-  {cloud = "lambda", instance_type = "cheap.4090", region = "us-1", accelerator = "RTX4090", accelerator_count = 1.0, on_demand_usd_per_hour = 0.02},
+  {cloud = "lambda", instance_type = "cheap.4090", region = "us-1", accelerator = "RTXA5000", accelerator_count = 1.0, on_demand_usd_per_hour = 0.02},
 ]
 """
 
@@ -435,7 +435,8 @@ def lora8b(cat) -> Workload:
 
 
 def test_unknown_speed_never_outranks_a_known_one(unknown_toy):
-    # per run: the A10G (no published bf16 peak) and the RTX 4090 (nothing but memory) are the
+    # per run: the A10G (no published bf16 peak) and the RTX A5000 (nothing but memory; row named
+    # cheap.4090 from when the 4090 had no published figures) are the
     # cheapest per hour by far, yet come after every offer whose cost per run is known
     rec = recommend(lora8b(unknown_toy), unknown_toy, training_tokens=1e8)
     types = [o.instance_type for o in rec.offers]
