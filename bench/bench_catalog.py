@@ -33,7 +33,7 @@ def cold_process(n: int = 5) -> list[float]:
 
 def main() -> None:
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.query import parse_filter, query_instances
+    from fleet_tui.core.catalog.query import parse_filter, query_instances
 
     cold = cold_process()
     t = time.perf_counter()

@@ -284,3 +284,21 @@ def test_problem_inside_a_sub_table_points_at_its_line(tmp_path):
                                     'memory_gib = 4\n\n[accelerator.peak_tflops]\nbf16 = 10\nfp4 = 3\n')
     problems, _ = validate_paths([f])
     assert [p for p in problems if p.startswith(f"{f}:9: accelerator[0].peak_tflops.fp4: ")]
+
+
+def test_every_bundled_cloud_is_in_the_clouds_registry(bundled):
+    from fleet_tui.core.catalog.clouds import CLOUDS
+
+    assert set(bundled.clouds) <= set(CLOUDS)
+    reserved = {i.cloud for i in bundled.instances if i.reserved_estimated}
+    assert reserved == {c.id for c in CLOUDS.values() if c.reserved is not None}
+
+
+def test_a_registered_cloud_in_another_case_is_a_problem(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('[[instance]]\ncloud = "AWS"\ninstance_type = "x"\nregion = "r"\naccelerator = "H100"\n'
+                 'accelerator_count = 1\non_demand_usd_per_hour = 1.0\n')
+    problems, _ = validate_paths([f])
+    assert any(":2: instance[0].cloud: 'AWS' is the registered cloud 'aws'" in p for p in problems)
+    f.write_text(f.read_text().replace('"AWS"', '"onprem"'))
+    assert validate_paths([f])[0] == []

@@ -10,7 +10,8 @@ import pytest
 
 from fleet_tui.core.catalog import build_catalog, catalog_files, load_catalog
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.skypilot import gcp_bundled_accelerator, import_skypilot, tpu_chips
+from fleet_tui.core.catalog.importers.gcp import gcp_bundled_accelerator, tpu_chips
+from fleet_tui.core.catalog.importers.skypilot import import_skypilot
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
+from fleet_tui.core.catalog.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
 
 
 @pytest.fixture(autouse=True)
@@ -229,7 +229,7 @@ def test_cli_validate_includes_user_and_catalog_dir(tmp_path, monkeypatch, capsy
 def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, words):
     # A negative price limit used to return "0 offers" with no word of why.
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.query import query_instances
+    from fleet_tui.core.catalog.query import query_instances
 
     with pytest.raises(UserError) as err:
         query_instances(load_catalog(), **kw)
@@ -238,7 +238,7 @@ def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, 
 
 def test_cheapest_setup_rents_whole_instances_and_charges_idle_devices():
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.query import cheapest_setup
+    from fleet_tui.core.catalog.query import cheapest_setup
 
     cat = load_catalog()
     one = cheapest_setup(cat, "H100", 1, tokens_per_s=1000.0)

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_tui.core.catalog import PRICING_OPTIONS, Catalog, Instance
+from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.pricing import cost_per_million_tokens
 
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">", "~")
 _OP_RE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(<=|>=|!=|==|=|<|>|~)\s*(.*?)\s*$")
@@ -185,8 +186,7 @@ def query_instances(
     the start of the vendor name ("Intel" matches "Intel (Habana)"); ``min_memory_gib`` is per
     device; ``max_usd_per_hour`` drops rows without a usable price for ``pricing``.
     """
-    if pricing not in PRICING_OPTIONS:
-        raise UserError(f"unknown pricing '{pricing}'; allowed: {', '.join(PRICING_OPTIONS)}")
+    check_pricing(pricing)
     sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
     if sort_key not in INSTANCE_FIELDS:
         near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
@@ -301,14 +301,13 @@ def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing:
     """The cheapest way in the catalog to rent ``devices`` × ``accelerator`` (whole instances, any
     cloud and region, offers excluded from ranking left out); None when no priced offer has it.
     The cost per million tokens charges every device rented, idle ones included."""
-    if pricing not in PRICING_OPTIONS:
-        raise UserError(f"unknown pricing '{pricing}'; allowed: {', '.join(PRICING_OPTIONS)}")
+    check_pricing(pricing)
     if not (isinstance(devices, int) and devices >= 1):
         raise UserError(f"devices must be a whole number >= 1, got {devices!r}")
     acc_id = catalog.accelerator(accelerator).id
     best: tuple | None = None
-    for inst in catalog.instances:
-        if inst.accelerator != acc_id or inst.accelerator_count <= 0:
+    for inst in catalog.offers_of(acc_id):
+        if inst.accelerator_count <= 0:
             continue
         price = inst.price(pricing)
         if price is None:
@@ -319,7 +318,7 @@ def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing:
     if best is None:
         return None
     usd_h, boxes, inst = best
-    per_million = (usd_h / (tokens_per_s * 3600) * 1e6
+    per_million = (cost_per_million_tokens(usd_h, tokens_per_s)
                    if tokens_per_s and math.isfinite(tokens_per_s) and tokens_per_s > 0 else None)
     return SetupCost(instance=inst, instances=boxes, pricing=pricing, usd_per_hour=usd_h,
                      usd_per_month=usd_h * hours_per_month, hours_per_month=hours_per_month,
