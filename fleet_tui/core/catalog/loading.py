@@ -14,13 +14,15 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_tui.core import paths
-from fleet_tui.core.catalog.models import Catalog, Instance, accelerator_index, unknown_message
-from fleet_tui.core.catalog.validation import FileResult, read_catalog_file
+from fleet_tui.core.catalog import compiled
+from fleet_tui.core.catalog.models import Catalog, Instance, accelerator_index
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.tomlio import problem
+
+if TYPE_CHECKING:
+    from fleet_tui.core.catalog.validation import FileResult
 
 SKIPPED_FILES = frozenset({"workloads.toml"})  # loaded by fleet_tui.core.scenarios
 
@@ -62,20 +64,15 @@ def _merge_by_id(results: Iterable[FileResult], attr: str) -> dict[str, Any]:
     return merged
 
 
-def _unknown_accelerator_problems(r: FileResult, index: dict[str, str], names: list[str],
-                                  hint: str = "") -> list[str]:
-    assert r.doc is not None
-    return [problem(r.path, r.doc.line_of("instance", i, "accelerator"), f"instance[{i}].accelerator",
-                    unknown_message("accelerator", d["accelerator"], names) + hint)
-            for i, d in r.rows
-            if d["accelerator"].strip().lower() not in index and "excluded" not in d]
-
-
 def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Catalog:
     """Load ``files`` in order (later same id wins) into a :class:`Catalog`.
 
     A file with any problem is skipped whole and its problems recorded.
     """
+    # Imported here, not at the top: a load from the compiled catalog never parses TOML, and
+    # skipping the TOML and validation imports saves it ~15 ms (bench/bench_catalog.py).
+    from fleet_tui.core.catalog.validation import read_catalog_file, unknown_accelerator_problems
+
     results = [read_catalog_file(p) for p in files]
     problems: list[str] = []
     good = [r for r in results if not r.problems]
@@ -90,7 +87,7 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
         names = list(accs) + [a for acc in accs.values() for a in acc.aliases]
         dropped = []
         for r in good:
-            probs = _unknown_accelerator_problems(r, index, names,
+            probs = unknown_accelerator_problems(r, index, names,
                                                   " Add it to an accelerators file or fix the name.")
             if probs:
                 r.problems = probs
@@ -106,7 +103,7 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
     # (validate shows all), once: the files dropped above have reported theirs
     for r in results:
         if r.problems and r.doc is not None and r not in good and not any(r is d for d in dropped_all):
-            problems.extend(_unknown_accelerator_problems(r, index, list(accs)))
+            problems.extend(unknown_accelerator_problems(r, index, list(accs)))
     merged: dict[tuple[str, str, str], Instance] = {}
     sources: dict[str, dict[str, str]] = {}
     for r in good:
@@ -153,16 +150,23 @@ def load_catalog(extra_dirs: Sequence[Path | str] = (), include_user: bool = Tru
                  reload: bool = False) -> Catalog:
     """Bundled catalog, then the user's, then each of ``extra_dirs`` (later same id wins).
 
-    Kept per directory list and file modification times, so an edited file is re-read;
-    ``reload=True`` forces a fresh load. A ``--catalog-dir`` that does not exist is a UserError;
-    a missing user directory is simply empty.
+    Read from the compiled catalog in the user cache dir while it is current
+    (:mod:`fleet_tui.core.catalog.compiled`), else from TOML (and the compiled one rewritten), and
+    kept in the process per directory list and file modification times, so an edited file is
+    re-read. ``reload=True`` forces a fresh load from TOML. A ``--catalog-dir`` that does not exist
+    is a UserError; a missing user directory is simply empty.
     """
     dirs, files = source_files(extra_dirs, include_user)
-    key = (tuple(str(d) for d in dirs), file_stamps(files))
+    stamps = file_stamps(files)
+    key = compiled.cache_key(dirs, stamps)
     with _LATEST_LOCK:
         if not reload and key in _LATEST:
             return _LATEST[key]
-    cat = build_catalog(files)
+    path = compiled.cache_path(dirs)
+    cat = None if reload else compiled.read_compiled(path, key)
+    if cat is None:
+        cat = build_catalog(files)
+        compiled.write_compiled(path, cat, key)
     with _LATEST_LOCK:
         _LATEST.clear()
         _LATEST[key] = cat

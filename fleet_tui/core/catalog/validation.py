@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.catalog.clouds import registered_cloud
-from fleet_tui.core.catalog.models import PRICE_FIELD, PRICING_OPTIONS, Instance
+from fleet_tui.core.catalog.models import PRICE_FIELD, PRICING_OPTIONS, Instance, unknown_message
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
@@ -196,3 +196,14 @@ def read_catalog_file(path: Path) -> FileResult:
         res.rows.append((i, d))
     res.problems = out
     return res
+
+
+def unknown_accelerator_problems(r: FileResult, index: dict[str, str], names: list[str],
+                                 hint: str = "") -> list[str]:
+    """A problem for each offer of ``r`` naming an accelerator missing from ``index`` (lower-case
+    name -> id); offers ``excluded`` anyway may name any device."""
+    assert r.doc is not None
+    return [problem(r.path, r.doc.line_of("instance", i, "accelerator"), f"instance[{i}].accelerator",
+                    unknown_message("accelerator", d["accelerator"], names) + hint)
+            for i, d in r.rows
+            if d["accelerator"].strip().lower() not in index and "excluded" not in d]
