@@ -14,6 +14,7 @@ pays for the other 2,700 offers.
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -157,6 +158,7 @@ class Catalog:
         self._offers = offers
         self._offer_count = offer_count
         self._instances: list[Instance] | None = None if offers is not None else list(instances or ())
+        self._lock = threading.Lock()
         self._by_accelerator: dict[str, list[Instance]] = {}
         self._by_type: dict[str, list[Instance]] | None = None
         self._acc_index = accelerator_index(self.accelerators)
@@ -191,8 +193,10 @@ class Catalog:
     def instances(self) -> list[Instance]:
         """Every offer (the same list object on every call)."""
         if self._instances is None:
-            assert self._offers is not None
-            self._instances = self._offers.all_offers()
+            with self._lock:  # the app reads the catalog from worker threads: build it once
+                if self._instances is None:
+                    assert self._offers is not None
+                    self._instances = self._offers.all_offers()
         return self._instances
 
     @instances.setter
