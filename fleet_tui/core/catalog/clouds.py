@@ -49,6 +49,8 @@ class Cloud:
     fractional_gpus: Mapping[str, float] = field(default_factory=_frozen)
     # regular expression on the lower-case type: an "H100" there is the H100 NVL (94 GB)
     h100_nvl_types: str | None = None
+    # spot at exactly this fraction of on-demand is a floor the source writes, not a market price
+    spot_floor_ratio: float | None = None
 
     @property
     def folder(self) -> str:
@@ -63,7 +65,10 @@ CLOUDS: Mapping[str, Cloud] = _frozen({c.id: c for c in (
           reserved=ReservedDiscount(0.30, 0.50, "EC2 Savings Plans / Reserved Instances, "
                                     "aws.amazon.com/savingsplans/compute-pricing ('up to 72%'); " + _AWS_AZURE_NOTE),
           # trn2.48xlarge: 16 Trainium2 chips (https://aws.amazon.com/ec2/instance-types/trn2/)
-          blank_accelerators=_frozen({"trn2.48xlarge": ("Trainium2", 16.0)})),
+          blank_accelerators=_frozen({"trn2.48xlarge": ("Trainium2", 16.0)}),
+          # 61 zone rows of skypilot-catalog v8 @ 00148f2 (af-south-1, ap-east-1, eu-south-1,
+          # me-south-1, ...) have spot at exactly 10 % of on-demand (catalog-sources/README.md)
+          spot_floor_ratio=0.10),
     Cloud("gcp", "Google Cloud",
           reserved=ReservedDiscount(0.37, 0.55, "resource-based committed use discounts, "
                                     "cloud.google.com/compute/docs/instances/signing-up-committed-use-discounts"),

@@ -28,6 +28,8 @@ PLACEHOLDER_PRICES = {700.0}
 # Cross-region check: a price this many times away from the median of the same instance type in the
 # other regions of the same cloud is flagged.
 OUTLIER_RATIO = 1.5
+# Spot prices are written to 4 decimals: within half a unit of the floor is on it.
+SPOT_FLOOR_TOLERANCE_USD = 0.00005 + 1e-9
 
 
 def resolve_accelerator(c: Cloud, r: Row, catalog) -> tuple[str | None, list[str]]:
@@ -66,6 +68,9 @@ def per_device_mib(r: Row, nominal_gib: float | None) -> tuple[float | None, lis
     if mib < 1024:  # RunPod writes GB into SizeInMiB
         return mib * 1024, [f"unit-fix: GpuInfo SizeInMiB {mib:g} read as GB"]
     count = r.acc_count or 1
+    if 0 < count < 1:  # a GPU slice (AWS g6f/gr6f): GpuInfo gives the slice's memory
+        return mib / count, [f"gpu-slice: {count:g} of one GPU; GpuInfo {mib:g} MiB is the slice's memory, "
+                             f"{mib / count:g} MiB the whole device's"]
     if count > 1 and nominal_gib:
         as_total = mib / count / 1024
         if abs(mib / 1024 - nominal_gib) > 0.25 * nominal_gib and abs(as_total - nominal_gib) <= 0.25 * nominal_gib:
@@ -137,7 +142,7 @@ def import_rows(cloud: str, rows: list[Row], catalog, *, source: str, as_of: str
         # prices: on-demand per region (zones should agree), spot = cheapest zone
         zones = {r.zone for r in grp if r.zone} or {""}
         ods = [r.price for r in grp if r.price is not None]
-        spots = [r.spot for r in grp if r.spot is not None]
+        spots = spot_prices(c, grp, flags)
         on_demand, spot = pick_price(ods, "on-demand", flags, take_min=True), pick_price(spots, "spot", flags, take_min=True)
         excluded_pricing: list[str] = []
         excluded = None
@@ -188,6 +193,23 @@ def import_rows(cloud: str, rows: list[Row], catalog, *, source: str, as_of: str
     offers.sort(key=lambda d: (d["accelerator"].lower(), d["accelerator_count"], d["instance_type"], d["region"]))
     report.offers = len(offers)
     return offers
+
+
+def spot_prices(c: Cloud, rows: list[Row], flags: list[str]) -> list[float]:
+    """The zones' spot prices, without the ones sitting exactly on the cloud's spot floor (flagged)."""
+    out, floors = [], 0
+    for r in rows:
+        if r.spot is None:
+            continue
+        if (c.spot_floor_ratio and r.price and r.spot > 0
+                and abs(r.spot - c.spot_floor_ratio * r.price) <= SPOT_FLOOR_TOLERANCE_USD):
+            floors += 1
+        else:
+            out.append(r.spot)
+    if floors:
+        flags.append(f"spot-floor: spot is exactly {c.spot_floor_ratio:.0%} of on-demand in {floors} zone(s), "
+                     "a floor in the source, not a market price (dropped)")
+    return out
 
 
 def pick_price(values: list[float], what: str, flags: list[str], take_min: bool) -> float | None:

@@ -33,12 +33,18 @@ class SourceInfo:
 
 
 def read_source_txt(csv_path: Path) -> SourceInfo:
-    """Provenance from a ``SOURCE.txt`` next to the CSV (repository, path, commit, date)."""
+    """Provenance from a ``SOURCE.txt`` next to the CSV (repository, path, commit, date).
+
+    A SOURCE.txt describing several snapshots has one block per snapshot, each opening with a
+    ``Source:`` line; the block that names the CSV file describes it (else the first block).
+    """
     src = csv_path.parent / "SOURCE.txt"
     info = SourceInfo()
     if not src.is_file():
         return info
     text = src.read_text(encoding="utf-8", errors="replace")
+    blocks = [b for b in re.split(r"(?m)^(?=Source:)", text) if b.strip()]
+    text = next((b for b in blocks if csv_path.name in b), blocks[0] if blocks else text)
     m = re.search(r"Source:\s*([\w.-]+/[\w.-]+).*?\bpath\s+(\S+?)[,\s]", text, re.S)
     if m:
         info.repo_path = f"{m.group(1)}:{m.group(2)}"
