@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet_tui.core.catalog import build_catalog, catalog_files, load_catalog
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.catalog.importers.gcp import gcp_bundled_accelerator, tpu_chips
 from fleet_tui.core.catalog.importers.skypilot import import_skypilot
 
@@ -222,12 +222,23 @@ def test_importer_input_errors(tmp_path):
         import_skypilot([tmp_path / "missing.csv"], out_dir=tmp_path)
     f = tmp_path / "prices.csv"
     f.write_text("a,b\n1,2\n")
-    with pytest.raises(UserError, match="--cloud"):
+    with pytest.raises(FieldError, match="pass cloud NAME") as exc:  # the CLI shows --cloud
         import_skypilot([f], out_dir=tmp_path)
+    assert exc.value.field == "cloud"
     with pytest.raises(UserError, match="header lacks"):
         import_skypilot([f], out_dir=tmp_path, cloud="aws")
-    with pytest.raises(UserError, match="--as-of"):
+    with pytest.raises(FieldError, match="ISO date") as exc:
         import_skypilot([CSVS[0]], out_dir=tmp_path, as_of="May 2026")
+    assert exc.value.field == "as_of"
+
+
+def test_importer_errors_name_the_flags_on_the_command_line(capsys):
+    from fleet_tui.cli import main
+
+    assert main(["catalog", "import-skypilot", str(CSVS[0]), "--as-of", "May 2026"]) == 2
+    assert capsys.readouterr().err == "fleet-tui: error: --as-of 'May 2026': give an ISO date such as 2026-05-20\n"
+    assert main(["catalog", "import-skypilot", str(CSVS[0]), "--cloud", "{A B}"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --cloud '{A B}': use a short lower-case name")
 
 
 def test_cli_import_then_validate(tmp_path, capsys):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.catalog.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
 
 
@@ -95,16 +95,24 @@ def test_parse_filter_and_conditions(cat):
     ("price<nan", "finite"),
 ])
 def test_filter_errors_name_the_token(expr, words):
-    with pytest.raises(UserError) as exc:
+    with pytest.raises(FieldError) as exc:
         parse_filter(expr)
-    assert words in str(exc.value) and "--filter" in str(exc.value)
+    assert words in str(exc.value) and exc.value.field == "filter"  # the CLI shows --filter
+
+
+def test_filter_errors_render_as_flags_and_keep_braces(capsys):
+    assert main(["catalog", "instances", "--filter", "col{our}=red"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --filter 'col{our}=red': cannot read 'col{our}=red'")
+    assert main(["--catalog-dir", "/no/{such}/dir", "catalog", "models"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --catalog-dir /no/{such}/dir: not a directory")
 
 
 def test_query_errors(cat):
     with pytest.raises(UserError, match="did you mean"):
         query_instances(cat, accelerator="H1000")
-    with pytest.raises(UserError, match="--sort"):
+    with pytest.raises(FieldError, match="unknown field; did you mean 'count'") as exc:
         query_instances(cat, sort="cost")
+    assert exc.value.field == "sort"
     with pytest.raises(UserError, match="pricing"):
         query_instances(cat, pricing="hourly")
     with pytest.raises(UserError, match="unknown accelerator"):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from fleet_tui.core import paths
 from fleet_tui.core.catalog import compiled
-from fleet_tui.core.catalog.models import Catalog, Instance, accelerator_index
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.catalog.models import Catalog, Instance, accelerator_index, literal
+from fleet_tui.core.errors import FieldError
 
 if TYPE_CHECKING:
     from fleet_tui.core.catalog.validation import FileResult
@@ -119,12 +119,12 @@ def build_catalog(files: Sequence[Path], user_files: Iterable[Path] = ()) -> Cat
 
 
 def source_files(extra_dirs: Sequence[Path | str] = (), include_user: bool = True) -> tuple[list[Path], list[Path]]:
-    """``(directories, files)`` a load reads; a ``--catalog-dir`` that is not a directory is a UserError."""
+    """``(directories, files)`` a load reads; an extra directory that is not one is a FieldError."""
     for d in extra_dirs:
         p = Path(d).expanduser()
         if not p.is_dir():
-            raise UserError(f"--catalog-dir {d}: not a directory (it should hold *.toml catalog files, "
-                            "instances/*.toml optional)")
+            raise FieldError("catalog_dir", "{catalog_dir} " + literal(f"{d}: not a directory (it should hold "
+                                                                     "*.toml catalog files, instances/*.toml optional)"))
     dirs = catalog_dirs(extra_dirs, include_user)
     return dirs, [f for d in dirs for f in catalog_files(d)]
 
@@ -153,8 +153,8 @@ def load_catalog(extra_dirs: Sequence[Path | str] = (), include_user: bool = Tru
     Read from the compiled catalog in the user cache dir while it is current
     (:mod:`fleet_tui.core.catalog.compiled`), else from TOML (and the compiled one rewritten), and
     kept in the process per directory list and file modification times, so an edited file is
-    re-read. ``reload=True`` forces a fresh load from TOML. A ``--catalog-dir`` that does not exist
-    is a UserError; a missing user directory is simply empty.
+    re-read. ``reload=True`` forces a fresh load from TOML. An extra directory that does not exist
+    is a FieldError (``catalog_dir``); a missing user directory is simply empty.
     """
     dirs, files = source_files(extra_dirs, include_user)
     stamps = file_stamps(files)

@@ -100,6 +100,12 @@ class OfferSource(Protocol):
     def offers_of(self, accelerator_id: str) -> list[Instance]: ...
 
 
+def literal(text: str) -> str:
+    """``text`` inside a :class:`~fleet_tui.core.errors.FieldError` template, braces kept as braces
+    (a user's filter or path may hold them)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def unknown_message(kind: str, name: str, known: Sequence[str], show_all: bool = False) -> str:
     """``unknown <kind> '<name>'`` with the closest known names (or all of them)."""
     known_unique = sorted(set(known), key=str.lower)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal
+from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.pricing import cost_per_million_tokens
 
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">", "~")
@@ -91,10 +91,14 @@ def _canonical(name: str, fields: dict[str, Any], aliases: dict[str, str], expr:
     key = aliases.get(key, key)
     if key not in fields:
         near = difflib.get_close_matches(key, list(fields) + list(aliases), n=1)
-        raise UserError(f"--filter {expr!r}: unknown field '{name}'"
-                        + (f"; did you mean '{aliases.get(near[0], near[0])}'?" if near else "")
-                        + f" Fields: {', '.join(fields)}")
+        raise _filter_error(expr, f"unknown field '{name}'"
+                            + (f"; did you mean '{aliases.get(near[0], near[0])}'?" if near else "")
+                            + f" Fields: {', '.join(fields)}")
     return key
+
+
+def _filter_error(expr: str, message: str) -> FieldError:
+    return FieldError("filter", "{filter} " + literal(f"{expr!r}: {message}"))
 
 
 def parse_filter(expr: str, fields: dict[str, str] | None = None,
@@ -112,8 +116,8 @@ def parse_filter(expr: str, fields: dict[str, str] | None = None,
             continue
         m = _OP_RE.match(token)
         if not m or not m.group(3):
-            raise UserError(f"--filter {expr!r}: cannot read '{token.strip()}'; write FIELD OP VALUE with OP one "
-                            f"of {' '.join(OPERATORS)} (e.g. cloud=aws,price<40,memory>=80)")
+            raise _filter_error(expr, f"cannot read '{token.strip()}'; write FIELD OP VALUE with OP one "
+                                f"of {' '.join(OPERATORS)} (e.g. cloud=aws,price<40,memory>=80)")
         name, op, raw = m.groups()
         op = "=" if op == "==" else op
         key = _canonical(name, fields, aliases, expr)
@@ -121,16 +125,16 @@ def parse_filter(expr: str, fields: dict[str, str] | None = None,
         value: str | float = raw
         if kind == _NUM:
             if op == "~":
-                raise UserError(f"--filter {expr!r}: '~' (contains) works on text fields; '{key}' is a number, "
-                                "use = != < <= > >=")
+                raise _filter_error(expr, f"'~' (contains) works on text fields; '{key}' is a number, "
+                                    "use = != < <= > >=")
             try:
                 value = float(raw)
             except ValueError:
-                raise UserError(f"--filter {expr!r}: '{key}' takes a number, got '{raw}'") from None
+                raise _filter_error(expr, f"'{key}' takes a number, got '{raw}'") from None
             if not math.isfinite(value):
-                raise UserError(f"--filter {expr!r}: '{key}' takes a finite number, got '{raw}'")
+                raise _filter_error(expr, f"'{key}' takes a finite number, got '{raw}'")
         elif op in ("<", "<=", ">", ">="):
-            raise UserError(f"--filter {expr!r}: '{key}' is text; use = != or ~ (contains), not {op}")
+            raise _filter_error(expr, f"'{key}' is text; use = != or ~ (contains), not {op}")
         out.append(Condition(key, op, value))
     return out
 
@@ -190,10 +194,11 @@ def query_instances(
     sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
     if sort_key not in INSTANCE_FIELDS:
         near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
-        raise UserError(f"--sort '{sort}': unknown field" + (f"; did you mean '{near[0]}'?" if near else "")
-                        + f" Fields: {', '.join(INSTANCE_FIELDS)}")
+        raise FieldError("sort", "{sort} " + literal(f"'{sort}': unknown field"
+                                                    + (f"; did you mean '{near[0]}'?" if near else "")
+                                                    + f" Fields: {', '.join(INSTANCE_FIELDS)}"))
     if limit is not None and limit < 0:
-        raise UserError(f"--limit {limit}: must be 0 or more")
+        raise FieldError("limit", f"{{limit}} {limit}: must be 0 or more")
     for label, value, lowest, strict in (("minimum GiB per device", min_memory_gib, 0, False),
                                          ("device count", count, 0, True),
                                          ("maximum $/hour", max_usd_per_hour, 0, False)):

@@ -24,7 +24,8 @@ from fleet_tui.core.catalog.importers.source import (
     read_source_txt,
 )
 from fleet_tui.core.catalog.loading import load_catalog
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.catalog.models import literal
+from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.fsutil import write_atomic
 
 
@@ -36,7 +37,8 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
     if cloud is not None and cloud.lower() not in CLOUDS:
         cloud_ok = re.fullmatch(r"[a-z0-9_-]+", cloud.lower())
         if not cloud_ok:
-            raise UserError(f"--cloud {cloud!r}: use a short lower-case name such as {', '.join(CLOUDS)}")
+            raise FieldError("cloud", "{cloud} " + literal(f"{cloud!r}: use a short lower-case name such as "
+                                                           f"{', '.join(CLOUDS)}"))
     by_cloud: dict[str, list[Path]] = defaultdict(list)
     for f in files:
         p = Path(f).expanduser()
@@ -44,11 +46,11 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
             raise UserError(f"{p}: no such file (give SkyPilot vms.csv files)")
         c = (cloud or detect_cloud(p) or "").lower()
         if not c:
-            raise UserError(f"{p}: cannot tell which cloud this file is for; pass --cloud NAME "
-                            f"(one of {', '.join(CLOUDS)} or your own)")
+            raise FieldError("cloud", literal(f"{p}: cannot tell which cloud this file is for; pass ")
+                             + "{cloud} NAME " + literal(f"(one of {', '.join(CLOUDS)} or your own)"))
         by_cloud[c].append(p)
     if as_of is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
-        raise UserError(f"--as-of {as_of!r}: give an ISO date such as 2026-05-20")
+        raise FieldError("as_of", "{as_of} " + literal(f"{as_of!r}: give an ISO date such as 2026-05-20"))
     reports = []
     for c, paths in by_cloud.items():
         report = ImportReport(cloud=c)
