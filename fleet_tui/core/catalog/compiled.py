@@ -4,10 +4,12 @@ has the numbers: about 0.2 s of parsing and checking against a few ms of reading
 
 The TOML files stay the source of truth. The cache file
 ``$XDG_CACHE_HOME/fleet-tui/catalog-<hash of the directory list>.bin`` holds a key and the catalog;
-it is used only while its key equals the current one: the format, the package version, the Python
-version, the size and mtime of this package's model and validation code, and the path, size and
-mtime of every catalog file read (a file added, removed or edited changes it). Otherwise the
-catalog is built from TOML and the file rewritten.
+it is used only while its key equals the current one: the format, the package, Python and pydantic
+versions (accelerators and models are pickled pydantic objects), the size and mtime of this
+package's model and validation code, and the path, size and mtime of every catalog file read (a
+file added, removed or edited changes it). Otherwise the catalog is built from TOML and the file
+rewritten. (A file rewritten within the file system's timestamp granularity with the same size
+would go unseen, as with any mtime-based cache: `catalog validate` always re-reads.)
 
 * Concurrent processes: a writer fills a temp file in the same directory and renames it over the
   old one (``os.replace``), so a reader sees a whole file, old or new, never half of one.
@@ -33,6 +35,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
+
+from pydantic.version import VERSION as PYDANTIC_VERSION
 
 from fleet_tui import __version__
 from fleet_tui.core.catalog.models import Catalog, Instance
@@ -76,7 +80,8 @@ def _code_stamps() -> tuple[tuple[str, int, int], ...]:
 
 def cache_key(dirs: Sequence[Path], stamps: tuple[tuple[str, int, int], ...]) -> tuple:
     """Everything a compiled catalog depends on (see the module docstring)."""
-    return (FORMAT, __version__, sys.version, _code_stamps(), tuple(str(d) for d in dirs), stamps)
+    return (FORMAT, __version__, sys.version, PYDANTIC_VERSION, _code_stamps(), tuple(str(d) for d in dirs),
+            stamps)
 
 
 class CompiledOffers:
