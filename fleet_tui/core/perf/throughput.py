@@ -110,7 +110,8 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     # memory-bound: optimizer update and AMP casts
     amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
     state32 = amp or w.precision == "fp32" or w.is_adapter
-    opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "sgd": 20.0, "adafactor": 12.0}[w.optimizer]
+    opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "paged_adamw8bit": 14.0, "sgd": 20.0,
+                 "adafactor": 12.0}[w.optimizer]
     if not state32:
         opt_bytes /= 2
     mem_bytes = trainable * opt_bytes

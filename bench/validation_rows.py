@@ -1,0 +1,236 @@
+"""Turn the published measurements in tests/fixtures/validation/*.toml into the tool's workloads and
+predictions: the one harness that bench/bench_validation.py prints and tests/core/test_validation.py
+asserts on. A row the tool cannot express returns a reason instead of a prediction.
+
+Models the catalog lacks are given here as shapes from their published config.json (the same fields
+a ``--model-config`` file gives); DeepSeek's multi-head latent attention is approximated as one
+576-wide KV head per layer (it caches kv_lora_rank 512 + rope 64 values per token and layer).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet_tui.core.catalog import load_catalog
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.modelspec import ModelArch
+from fleet_tui.core.perf.engines import kv_pool, serving_speed
+from fleet_tui.core.sizing import estimate_memory
+from fleet_tui.core.workload import Workload
+
+VALIDATION = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "validation"
+
+EXTRA_MODELS = {
+    "GPT-OSS-120B": ModelArch(id="gpt-oss-120b", name="GPT-OSS-120B", layers=36, hidden=2880, intermediate=2880,
+                              heads=64, kv_heads=8, head_dim=64, vocab=201088, experts=128, experts_per_token=4,
+                              sliding_window=128, sliding_window_layers=18,
+                              source="https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json"),
+    "GPT-OSS-20B": ModelArch(id="gpt-oss-20b", name="GPT-OSS-20B", layers=24, hidden=2880, intermediate=2880,
+                             heads=64, kv_heads=8, head_dim=64, vocab=201088, experts=32, experts_per_token=4,
+                             sliding_window=128, sliding_window_layers=12,
+                             source="https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json"),
+    "Qwen3-30B-A3B": ModelArch(id="qwen3-30b-a3b", name="Qwen3-30B-A3B", layers=48, hidden=2048, intermediate=6144,
+                               heads=32, kv_heads=4, head_dim=128, vocab=151936, experts=128, experts_per_token=8,
+                               moe_intermediate=768,
+                               source="https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json"),
+    "DeepSeek-R1": ModelArch(id="deepseek-r1", name="DeepSeek-R1 (MLA as one 576-wide KV head)", layers=61,
+                             hidden=7168, intermediate=18432, heads=128, kv_heads=1, head_dim=288, vocab=129280,
+                             experts=256, experts_per_token=8, moe_intermediate=2048, shared_experts=1,
+                             source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json"),
+}
+ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "DeepSeek-R1", "Mistral-7B": "mistral-7b",
+           "Qwen2.5-VL-72B": "qwen2.5-72b", "DeepSeek-R1-Distill-Qwen-14B": None}
+
+THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
+LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean")
+
+
+@dataclass(frozen=True)
+class Result:
+    file: str
+    id: str
+    split: str
+    kind: str  # "throughput", "latency", "kv", "memory"
+    measured: float
+    predicted: float | None
+    reason: str = ""  # why it is not expressible
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+def rows(name: str, table: str) -> list[dict]:
+    with open(VALIDATION / name, "rb") as fh:
+        return tomllib.load(fh)[table]
+
+
+_CATALOG = None
+
+
+def catalog():
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = load_catalog([])
+    return _CATALOG
+
+
+def model(name: str) -> ModelArch | None:
+    key = ALIASES.get(name, name)
+    if key is None:
+        return None
+    if key in EXTRA_MODELS:
+        return EXTRA_MODELS[key]
+    try:
+        return catalog().model(key)
+    except UserError:
+        try:
+            return catalog().model(key.lower())
+        except UserError:
+            return None
+
+
+def precision_of(text: str, model_name: str) -> str:
+    t = str(text).lower()
+    for p in ("fp4", "fp8", "bf16", "fp16", "int8", "int4"):
+        if t.startswith(p) or f"{p} " in t or f"({p}" in t or t == p:
+            return p
+    if "w8a8" in t:
+        return "int8"
+    if "checkpoint default" in t and "deepseek" in model_name.lower():
+        return "fp8"  # DeepSeek-R1 ships an fp8 checkpoint
+    if "checkpoint default" in t or "bf16" in t:
+        return "bf16"
+    return "fp8"  # MLPerf closed-division submissions on Hopper/CDNA3 (not stated in the rows)
+
+
+def kv_dtype_of(text: str) -> str:
+    t = str(text).lower()
+    if t.startswith("fp8"):
+        return "fp8"
+    if t in ("fp16", "bf16", "int8"):
+        return t
+    if t == "unknown":
+        return "fp8"
+    return "auto"
+
+
+def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
+    arch = model(r["model"])
+    if arch is None:
+        return None, 0, 0, f"model {r['model']} has no shape"
+    if r["scenario"] == "pd_disaggregated_large_ep":
+        return None, 0, 0, "prefill/decode disaggregated over 96 GPUs with expert parallelism"
+    gpus = int(r["gpu_count"])
+    tp = int(r.get("tp") or gpus)
+    prec = precision_of(r.get("weight_precision", ""), r["model"])
+    if prec == "fp8" and r.get("gpu", "").startswith("A100"):
+        prec = "fp16"
+    w = Workload(kind="inference", model=arch, precision=prec, batch=1, gpus=tp,
+                 sharding="tensor" if tp > 1 else "data", engine=r["engine"],
+                 kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")))
+    inp, out = r.get("input_len"), r.get("output_len")
+    if inp is None or out is None:
+        m = re.search(r"tokens/sample in this file = ([0-9]+(?:\.[0-9]+)?)", r.get("notes", ""))
+        if not m:
+            return None, 0, 0, "request lengths not stated"
+        inp = out = round(float(m.group(1)))  # MLPerf: output tokens per sample; input assumed alike
+    return w, int(inp), int(out), ""
+
+
+def predict_serving(r: dict) -> Result:
+    metric = r["metric"]
+    kind = "latency" if metric in LATENCY_METRICS else "throughput"
+    w, inp, out, why = _serving_workload(r)
+    base = dict(file="serving", id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    try:
+        acc = catalog().accelerator(r["gpu"])
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
+    gpus = int(r["gpu_count"])
+    replicas = max(1, gpus // w.gpus)
+    conc = r.get("max_concurrency")
+    per_replica = max(1, int(conc) // replicas) if conc else None
+    sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
+    if sp.output_tokens_per_s is None:
+        return Result(predicted=None, reason=sp.unknown, **base)
+    out_tps = sp.output_tokens_per_s * replicas
+    rate = r.get("request_rate")
+    if isinstance(rate, (int, float)):
+        out_tps = min(out_tps, float(rate) * out)
+    if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
+        pred = out_tps
+    elif metric == "total_tokens_per_s":
+        pred = out_tps * (inp + out) / out
+    elif metric == "input_tokens_per_s":
+        pred = out_tps * inp / out
+    elif metric == "ttft_ms_mean":
+        pred = sp.ttft_s * 1e3
+    else:
+        pred = sp.tpot_s * 1e3
+    if r.get("scope") == "per_gpu":
+        pred /= gpus
+    elif r.get("scope") == "per_node":
+        pred /= gpus / 8
+    return Result(predicted=pred, **base)
+
+
+def predict_kv(r: dict) -> Result:
+    base = dict(file="kv_capacity", id=r["id"], split=r["split"], kind="kv",
+                measured=float(r.get("kv_tokens") or 0) or float(r.get("kv_cache_gib", 0)))
+    arch = model(r["model"])
+    if arch is None:
+        return Result(predicted=None, reason=f"model {r['model']} has no shape", **base)
+    gpu = r.get("gpu")
+    try:
+        acc = catalog().accelerator(gpu if gpu != "unknown" else "H100")
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {gpu} not in the catalog", **base)
+    tp = int(r.get("tp") or 1)
+    util = r.get("gpu_memory_utilization") or r.get("mem_fraction_static")
+    util = util if isinstance(util, (int, float)) else None
+    chunk = r.get("max_num_batched_tokens")
+    max_len = r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None
+    if chunk is None and max_len and r["engine"] == "vllm" and "V0" in str(r.get("engine_version")):
+        chunk = max_len  # vLLM V0 profiles one max_model_len sequence without chunked prefill
+    w = Workload(kind="inference", model=arch, precision=precision_of(r.get("weight_precision", ""), r["model"]),
+                 gpus=tp, sharding="tensor" if tp > 1 else "data", engine=r["engine"],
+                 kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")), gpu_memory_utilization=util,
+                 max_num_batched_tokens=min(int(chunk), 10_000_000) if chunk else None)
+    pool = kv_pool(w, acc, tp, max_len or 4096)
+    if r.get("kv_tokens"):
+        pred = float(pool.tokens)
+    else:
+        pred = pool.free_bytes / (1 << 30)
+    return Result(predicted=pred, **base)
+
+
+def summary(results: list[Result], split: str, kind: str) -> tuple[int, float | None, float | None, int]:
+    """(rows, median |error|, max |error|, inexpressible) of one split and kind."""
+    sel = [r for r in results if r.split == split and r.kind == kind]
+    errs = [abs(r.error) for r in sel if r.error is not None]
+    return (len(sel), statistics.median(errs) if errs else None, max(errs) if errs else None,
+            sum(1 for r in sel if r.predicted is None))
+
+
+def serving_results() -> list[Result]:
+    return [predict_serving(r) for r in rows("serving.toml", "measurement")]
+
+
+def kv_results() -> list[Result]:
+    return [predict_kv(r) for r in rows("kv_capacity.toml", "capacity")]
+
+
+__all__ = ["EXTRA_MODELS", "Result", "estimate_memory", "kv_results", "serving_results", "summary"]
+
+
+def finetune_results() -> list[Result]:
+    return []  # filled in by the training-stack step
