@@ -232,5 +232,145 @@ def kv_results() -> list[Result]:
 __all__ = ["EXTRA_MODELS", "Result", "estimate_memory", "kv_results", "serving_results", "summary"]
 
 
+FT_MODELS = {
+    "LLaMA-65B": ModelArch(id="llama-65b", name="LLaMA-65B", layers=80, hidden=8192, intermediate=22016, heads=64,
+                           kv_heads=64, vocab=32000,
+                           source="https://huggingface.co/huggyllama/llama-65b/blob/main/config.json"),
+    "bigscience/bloomz-7b1": ModelArch(id="bloomz-7b1", name="bloomz-7b1", layers=30, hidden=4096,
+                                       intermediate=16384, heads=32, kv_heads=32, vocab=250880,
+                                       tied_embeddings=True, gated_mlp=False, attention_bias=True,
+                                       source="https://huggingface.co/bigscience/bloomz-7b1/blob/main/config.json"),
+}
+#: memory components a metric leaves out (PyTorch allocator statistics vs NVML)
+_NOT_IN_TORCH = ("driver_reserve", "cuda_context", "runtime_kernels")
+GB = 1e9
+GIB = float(1 << 30)
+#: PEFT README examples: fp32 weights (no torch_dtype), twitter_complaints prompts (batch 8 of ~256
+#: tokens assumed: the README does not say)
+PEFT_BATCH, PEFT_SEQ = 8, 256
+
+
+def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]:
+    name = r["model"]
+    arch = FT_MODELS.get(name) or model(name)
+    if arch is None:
+        return None, f"{name}: encoder-decoder (T5 family), not a decoder-only shape" \
+            if name.startswith("bigscience/") else f"model {name} has no shape"
+    fw = r["framework"]
+    kind = {"full": "finetune", "lora": "lora", "qlora": "qlora"}[r["method"]]
+    gpus = int(r.get("gpu_count") or 1)
+    kw: dict = dict(kind=kind, model=arch, batch=int(r.get("batch_size") or 1),
+                    seq_len=seq or r.get("seq_len"), gpus=gpus)
+    if r.get("lora_targets"):
+        kw["lora_targets"] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    if r.get("lora_rank"):
+        kw["lora_rank"] = int(r["lora_rank"])
+    if fw == "torchtune":
+        if r.get("packed") is False:
+            return None, "unpacked dataset: sequence lengths are the dataset's, not stated"
+        kw.update(framework="torchtune", master_weights="none", chunked_loss=r.get("chunked_loss", True),
+                  grad_checkpointing=r.get("activation_checkpointing", True), compile=bool(r.get("compile")),
+                  optimizer_in_backward=bool(r.get("optimizer_in_backward")))
+        if gpus > 1:
+            kw["sharding"] = "fsdp"
+        if str(r.get("optimizer", "")).lower().startswith("adamw8bit"):
+            kw["optimizer"] = "adamw8bit"
+        off = str(r.get("offload", ""))
+        if off == "activations":
+            kw["offload"] = ("activations",)
+        elif "CPU offload" in off:
+            kw.update(offload=("optimizer", "params"), optimizer_in_backward=True)
+        if r["method"] == "full" and gpus == 1 and "optimizer" not in r:
+            # 8B_full_single_device / 7B_full_low_memory: PagedAdamW8bit, optimizer step in backward
+            kw.update(optimizer="paged_adamw8bit", optimizer_in_backward=True)
+        if kw.get("seq_len") is None:
+            kw["seq_len"] = 2048
+    elif fw in ("unsloth", "hf+fa2"):
+        kw.update(grad_checkpointing=True, master_weights="none")
+        if fw == "unsloth":
+            kw.update(framework="unsloth", offload=("activations",), chunked_loss=True)
+    elif fw.startswith("hf peft") or fw.startswith("qlora"):
+        if fw.startswith("hf peft"):
+            kw.update(precision="fp32", master_weights="none", batch=PEFT_BATCH, seq_len=PEFT_SEQ)
+            if "deepspeed" in fw:
+                kw["offload"] = ("optimizer", "params")
+        else:
+            kw.update(grad_checkpointing=True, optimizer="paged_adamw8bit", seq_len=512, batch=1)
+    else:
+        return None, f"framework {fw} not modelled"
+    if kw.get("precision") == "fp32" and kind in ("lora", "qlora"):
+        kw["master_weights"] = "none"
+    return Workload(**kw), ""
+
+
+def _memory_measured(r: dict, total: dict) -> float:
+    """The tool's estimate in the row's own kind of memory (bytes)."""
+    bd = total
+    metric = r["metric"]
+    drop: tuple[str, ...] = ()
+    if metric in ("peak_memory_active", "gpu_memory"):
+        drop = _NOT_IN_TORCH + ("allocator_slack",)
+    elif metric.startswith("peak_memory_reserved") or metric == "peak_memory_per_gpu":
+        drop = _NOT_IN_TORCH
+    value = sum(v for k, v in bd.items() if k not in drop)
+    return value
+
+
+def predict_finetune(r: dict) -> Result:
+    unit = GIB if r.get("unit", "").startswith("GiB") else GB
+    metric = r["metric"]
+    base = dict(file="finetune_memory", id=r["id"], split=r["split"], kind="memory", measured=float(r["value"]))
+    if metric in ("oom", "fits_within"):
+        return Result(predicted=None, reason=f"{metric}: a bound, checked by test_validation", **base)
+    if metric == "max_seq_len_fitting":
+        return _predict_max_seq(r, base)
+    w, why = _ft_workload(r)
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    if metric.endswith("_model_init"):
+        w = w.derive(kind="inference", seq_len=None, framework="hf", chunked_loss=False, compile=False,
+                     grad_checkpointing=False, optimizer_in_backward=False, offload=(), sharding="data") \
+            if w.kind != "qlora" else None
+        if w is None:
+            return Result(predicted=None, reason="QLoRA model init (NF4 base as inference) not modelled", **base)
+    mem = estimate_memory(w, w.gpus)
+    bd = dict(mem.breakdown)
+    if w.optimizer == "paged_adamw8bit":
+        bd.pop("optimizer_states", None)  # cudaMallocManaged: outside PyTorch's allocator statistics
+    return Result(predicted=_memory_measured(r, bd) / unit, **base)
+
+
+def _predict_max_seq(r: dict, base: dict) -> Result:
+    """Longest sequence whose estimated peak fits ``gpu_memory_gb`` (bisection on the estimate)."""
+    # a card sold as "N GB" has N GiB (8 GB = 8192 MiB); NVML shows ~1 % less than that
+    cap = float(r["gpu_memory_gb"]) * GIB * 0.99
+    lo, hi = 128, 1 << 21
+    w0, why = _ft_workload(r, seq=lo)
+    if w0 is None:
+        return Result(predicted=None, reason=why, **base)
+    if estimate_memory(w0).total_bytes > cap:
+        return Result(predicted=0.0, **base)
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        if estimate_memory(w0.derive(seq_len=mid)).total_bytes <= cap:
+            lo = mid
+        else:
+            hi = mid
+    return Result(predicted=float(lo), **base)
+
+
 def finetune_results() -> list[Result]:
-    return []  # filled in by the training-stack step
+    return [predict_finetune(r) for r in rows("finetune_memory.toml", "run")]
+
+
+def finetune_bounds() -> list[tuple[dict, float, float]]:
+    """(row, estimated peak bytes, bound bytes) for the oom / fits_within rows."""
+    out = []
+    for r in rows("finetune_memory.toml", "run"):
+        if r["metric"] not in ("oom", "fits_within"):
+            continue
+        w, _ = _ft_workload({**r, "seq_len": r.get("seq_len") or 512})
+        if w is None:
+            continue
+        out.append((r, float(estimate_memory(w).total_bytes), float(r["value"]) * GIB))
+    return out

@@ -151,9 +151,11 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     h, V = arch.hidden, arch.vocab
     fsdp_gather = 0.0
     if shard > 1:
-        # two layers' parameters gathered in 16-bit (the current one and the prefetched next)
+        # two layers' parameters gathered (the current one and the prefetched next), in 16-bit, or
+        # in NF4 for QLoRA (the quantized base is what is sharded and gathered)
         layer_params = pc.attention_per_layer + pc.mlp_per_layer
-        fsdp_gather = 2 * layer_params * 2 + (pc.embedding if w.is_training else 0) * 2 / shard
+        gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else 2
+        fsdp_gather = 2 * layer_params * gathered + (pc.embedding if w.is_training else 0) * 2 / shard
     phases: list[_Phase] = []
 
     if not w.is_training:

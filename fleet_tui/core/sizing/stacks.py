@@ -22,6 +22,10 @@ activation checkpointing on, FSDP2 across several GPUs. The switches apply to ei
   intermediates are not saved: :data:`COMPILE_ACTIVATION_FACTOR` of the eager per-layer activations.
 * ``selective_checkpointing``: every other layer checkpointed (torchtune ``ac_mode: selective``,
   ``ac_option: 2``); handled in :mod:`.memory`.
+``--framework unsloth`` is Unsloth: fused Triton kernels (:data:`UNSLOTH_ACTIVATION_FACTOR`), its
+gradient checkpointing with the saved inputs offloaded to CPU memory, and a fused cross-entropy
+that never stores the logits.
+
 * ``paged_adamw8bit``: bitsandbytes' 8-bit AdamW in unified memory; states page to the CPU only
   when the GPU runs out, so while it fits its footprint is adamw8bit's.
 """
@@ -51,12 +55,23 @@ def adapter_bytes(w: Workload) -> int:
     return 2 if w.framework == "torchtune" else 4
 
 
+#: Share of the Hugging Face per-layer activations Unsloth's fused kernels (LoRA MLP/attention,
+#: RoPE, RMSNorm in Triton) keep, fitted on the tune rows of its context-length table
+#: (unsloth-maxctx-llama318b-12gb/-24gb, unsloth-maxctx-llama3370b-80gb; bench/bench_validation.py).
+UNSLOTH_ACTIVATION_FACTOR = 0.16
+
+
 def compile_factor(w: Workload) -> float:
+    """Share of the eager per-layer activations a stack's fused kernels keep."""
+    if w.framework == "unsloth":
+        return UNSLOTH_ACTIVATION_FACTOR
     return COMPILE_ACTIVATION_FACTOR if w.compile else 1.0
 
 
 def loss_bytes_per_vocab_token(w: Workload) -> tuple[float, float]:
     """(backward start, forward end) bytes per token per vocabulary entry of the loss path."""
+    if w.framework == "unsloth":
+        return 0.0, 0.0  # fused (cut) cross-entropy: logits computed block by block, never stored
     if w.chunked_loss:
         # bf16 logits kept; one chunk's fp32 up-cast (+ its fp32 gradient in backward) at a time
         return 2.0 + (4.0 + 4.0) / LOSS_CHUNKS, 2.0 + 4.0 / LOSS_CHUNKS
@@ -79,6 +94,8 @@ def apply_stack(w: Workload, t: StackTerms) -> StackTerms:
     """The persistent terms once the offload / optimizer-in-backward switches are applied."""
     weights, grads, opt, acts = t.weights, t.grads, t.opt, t.acts
     notes: list[str] = []
+    if w.framework == "unsloth":
+        notes.append("Unsloth: fused kernels, offloaded checkpoints, fused cross-entropy (no logits stored)")
     if w.framework == "torchtune":
         notes.append("torchtune recipe: pure bf16, chunked cross-entropy, activation checkpointing"
                      + (", FSDP2" if w.gpus > 1 else ""))
