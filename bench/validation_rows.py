@@ -18,6 +18,7 @@ from pathlib import Path
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
+from fleet_tui.core.perf.capacity import burst_ttft_s, steady_state
 from fleet_tui.core.perf.engines import kv_pool, serving_speed
 from fleet_tui.core.sizing import estimate_memory
 from fleet_tui.core.workload import Workload
@@ -159,11 +160,16 @@ def predict_serving(r: dict) -> Result:
     replicas = max(1, gpus // w.gpus)
     conc = r.get("max_concurrency")
     per_replica = max(1, int(conc) // replicas) if conc else None
-    sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
+    rate = r.get("request_rate")
+    burst = r["scenario"] == "burst_all_at_once" or rate == "inf"
+    n_burst = int(conc) if conc else 500  # trtllm 0.14 online table: 'with 500 requests'
+    if isinstance(rate, (int, float)) and kind == "latency":
+        sp = steady_state(w, acc, w.gpus, inp, out, float(rate) / replicas)
+    else:
+        sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
     if sp.output_tokens_per_s is None:
         return Result(predicted=None, reason=sp.unknown, **base)
     out_tps = sp.output_tokens_per_s * replicas
-    rate = r.get("request_rate")
     if isinstance(rate, (int, float)):
         out_tps = min(out_tps, float(rate) * out)
     if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
@@ -173,9 +179,11 @@ def predict_serving(r: dict) -> Result:
     elif metric == "input_tokens_per_s":
         pred = out_tps * inp / out
     elif metric == "ttft_ms_mean":
-        pred = sp.ttft_s * 1e3
+        ttft = (burst_ttft_s(w, acc, w.gpus, inp, out, max(1, n_burst // replicas)) if burst
+                else sp.ttft_s + sp.tpot_s)
+        pred = ttft * 1e3
     else:
-        pred = sp.tpot_s * 1e3
+        pred = sp.loaded_tpot_s * 1e3
     if r.get("scope") == "per_gpu":
         pred /= gpus
     elif r.get("scope") == "per_node":

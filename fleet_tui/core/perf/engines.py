@@ -247,6 +247,9 @@ class ServingSpeed:
     notes: tuple[str, ...] = ()
     unknown: str = ""
     total_tokens_per_s: float | None = None  # input + output tokens per second
+    #: time between a sequence's tokens under steady load: the decode step plus the share of
+    #: prefill work interleaved with it (chunked prefill), = run time of a wave / output length
+    loaded_tpot_s: float | None = None
 
 
 def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int,
@@ -297,4 +300,4 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                  f"{'input+output' if e.reserve_full_sequence else 'input + half the output'} held each)")
     return ServingSpeed(e.id, b, out_tok_s, tp_rate / pre_flops_tok * replicas, prefill_s_per_req, step,
                         pool.tokens, replicas, "memory" if d_mem >= d_cmp else "compute", tuple(notes),
-                        total_tokens_per_s=out_tok_s * seq / gen)
+                        total_tokens_per_s=out_tok_s * seq / gen, loaded_tpot_s=run_s / gen)
