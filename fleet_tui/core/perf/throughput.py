@@ -11,12 +11,13 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
 from fleet_tui.core.modelspec import ParamCounts, param_counts
+from fleet_tui.core.perf.engines import engine_profile, engine_statement, tp_allreduce_s
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
-ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"
+ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
 ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
@@ -78,7 +79,7 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int) -> Throughput:
     d = _device(w, acc, gpus)
     if w.is_training:
         return _training(w, d, gpus)
-    return _inference(w, d, gpus)
+    return _inference(w, d, gpus, acc)
 
 
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
@@ -129,7 +130,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
                       mfu=mfu)
 
 
-def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
+def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
     a, pc, n_mat = w.arch, d.params, d.params.matmul_active
     rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
@@ -160,6 +161,7 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
     tp = gpus if sharding == "tensor" else 1
     replicas = 1 if sharding == "tensor" else gpus
+    eng = engine_profile(w)
     d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / rate
              if rate is not None else None)
     tpot = decode_tok_s = None
@@ -167,11 +169,11 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     if bw is not None:
         kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
-        d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
-        tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
+        d_mem = bytes_step / tp / (bw * eng.decode_bandwidth_efficiency)
+        tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
         if tp > 1:
-            # two all-reduces per layer wait on the slowest device: a latency no split removes
-            sync = 2 * a.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp))
+            # two all-reduces per layer wait on the slowest device: latency plus the ring's bytes
+            sync = tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2)
             tpot += sync
             notes.append(f"tensor parallel over {tp}: {sync * 1e3:.2f} ms per token in all-reduces")
         decode_tok_s = per_gpu_b / tpot * replicas
@@ -179,18 +181,20 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     if w.is_generation or w.seq_len is None:
         notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
                      + (" (experts the batch routes to)" if a.is_moe else "")
-                     + f" and KV streamed at {cal.DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+                     + f" and KV streamed at {eng.decode_bandwidth_efficiency:.0%} of peak bandwidth")
+        notes.insert(0, engine_statement(w))
         if decode_tok_s is not None and d_cmp is None:
             notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
                          "(no published peak), so at large batches this is an upper bound")
         if prefill_tok_s is None:
             notes.append("prefill speed and time to first token not estimated (no published peak)")
-        notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        if w.engine != "hf":
+            notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
         missing = "" if decode_tok_s is not None else "; ".join(
             n for n in notes if n.startswith("no published"))
         return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
                           decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
-                          engine=ENGINE_SERVING, bound=bound_dec, assumptions=notes,
+                          engine=eng.label, bound=bound_dec, assumptions=notes,
                           time_to_first_token_s=ttft, unknown=missing)
     notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
     mfu = None
