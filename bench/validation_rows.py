@@ -38,13 +38,21 @@ EXTRA_MODELS = {
                                heads=32, kv_heads=4, head_dim=128, vocab=151936, experts=128, experts_per_token=8,
                                moe_intermediate=768,
                                source="https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json"),
+    "DeepSeek-R1-Distill-Qwen-14B": ModelArch(
+        id="deepseek-r1-distill-qwen-14b", name="DeepSeek-R1-Distill-Qwen-14B", layers=48, hidden=5120,
+        intermediate=13824, heads=40, kv_heads=8, vocab=152064, attention_bias=True,
+        source="https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-14B/blob/main/config.json"),
+    "deepseek-coder-6.7b-instruct": ModelArch(
+        id="deepseek-coder-6.7b-instruct", name="deepseek-coder-6.7b-instruct", layers=32, hidden=4096,
+        intermediate=11008, heads=32, kv_heads=32, vocab=32256,
+        source="https://huggingface.co/deepseek-ai/deepseek-coder-6.7b-instruct/blob/main/config.json"),
     "DeepSeek-R1": ModelArch(id="deepseek-r1", name="DeepSeek-R1 (MLA as one 576-wide KV head)", layers=61,
                              hidden=7168, intermediate=18432, heads=128, kv_heads=1, head_dim=288, vocab=129280,
                              experts=256, experts_per_token=8, moe_intermediate=2048, shared_experts=1,
                              source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json"),
 }
 ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "DeepSeek-R1", "Mistral-7B": "mistral-7b",
-           "Qwen2.5-VL-72B": "qwen2.5-72b", "DeepSeek-R1-Distill-Qwen-14B": None}
+           "Qwen2.5-VL-72B": "qwen2.5-72b"}
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
 LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean")
@@ -104,8 +112,10 @@ def precision_of(text: str, model_name: str) -> str:
             return p
     if "w8a8" in t:
         return "int8"
-    if "checkpoint default" in t and "deepseek" in model_name.lower():
-        return "fp8"  # DeepSeek-R1 ships an fp8 checkpoint
+    if "deepseek-r1" in model_name.lower() and ("checkpoint default" in t or "bf16" in t):
+        # DeepSeek-R1 ships an fp8 checkpoint; in bf16 its 1.34 TB would not fit the 8×141 GB the
+        # TensorRT-LLM row ran on, so '--dtype bfloat16' there sets the activations, not the weights
+        return "fp8"
     if "checkpoint default" in t or "bf16" in t:
         return "bf16"
     return "fp8"  # MLPerf closed-division submissions on Hopper/CDNA3 (not stated in the rows)
@@ -208,7 +218,12 @@ def predict_kv(r: dict) -> Result:
     chunk = r.get("max_num_batched_tokens")
     max_len = r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None
     if chunk is None and max_len and r["engine"] == "vllm" and "V0" in str(r.get("engine_version")):
-        chunk = max_len  # vLLM V0 profiles one max_model_len sequence without chunked prefill
+        # vLLM V0 profiles one max_model_len sequence; from the autumn-2024 releases on, its
+        # EngineArgs turn chunked prefill on (512-token chunks) when max_model_len > 32K
+        m = re.search(r"(Jan|Feb|Mar|Apr|May|June|July|Aug|Sept|Oct|Nov|Dec)\w* (20\d\d)", str(r.get("engine_version")))
+        months = ("Jan", "Feb", "Mar", "Apr", "May", "June", "July", "Aug", "Sept", "Oct", "Nov", "Dec")
+        late = m is not None and (int(m.group(2)), months.index(m.group(1))) >= (2024, 8)
+        chunk = max_len if max_len <= 32768 or not late else 512
     w = Workload(kind="inference", model=arch, precision=precision_of(r.get("weight_precision", ""), r["model"]),
                  gpus=tp, sharding="tensor" if tp > 1 else "data", engine=r["engine"],
                  kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")), gpu_memory_utilization=util,
@@ -335,13 +350,9 @@ def predict_finetune(r: dict) -> Result:
     w, why = _ft_workload(r)
     if w is None:
         return Result(predicted=None, reason=why, **base)
-    if metric.endswith("_model_init"):
-        w = w.derive(kind="inference", seq_len=None, framework="hf", chunked_loss=False, compile=False,
-                     grad_checkpointing=False, optimizer_in_backward=False, offload=(), sharding="data") \
-            if w.kind != "qlora" else None
-        if w is None:
-            return Result(predicted=None, reason="QLoRA model init (NF4 base as inference) not modelled", **base)
     mem = estimate_memory(w, w.gpus)
+    if metric.endswith("_model_init"):  # before any step: the stored weights (+ adapters) only
+        return Result(predicted=mem.breakdown["weights"] / unit, **base)
     bd = dict(mem.breakdown)
     if w.optimizer == "paged_adamw8bit":
         bd.pop("optimizer_states", None)  # cudaMallocManaged: outside PyTorch's allocator statistics

@@ -186,7 +186,11 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
     act = activation_bytes(w)
     chunk = w.max_num_batched_tokens or e.batched_tokens or seq_tokens
     util = w.gpu_memory_utilization or e.memory_utilization
-    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if tp > 1 else 0)
+    # NVLink-class links get NCCL's NVLink channels and the engines' custom all-reduce IPC buffers;
+    # PCIe boards without peer-to-peer (RTX 4090, T4, L40S) use neither: vLLM logs 0.25 GiB of
+    # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
+    fabric = tp > 1 and link_kind(acc) == "fabric"
+    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if fabric else 0)
     # the profile run reads PyTorch's *allocated* peak (torch.cuda.max_memory_allocated), so the
     # caching allocator's slack is not charged (it is in the H200 NVML figures, not here)
     activation = (forward_transient(arch, chunk, act, tp)
@@ -215,6 +219,12 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
 ALLREDUCE_EFFICIENCY = {"fabric": 0.5, "pcie": 0.35}
 
 
+def link_kind(acc: Accelerator) -> str:
+    """"fabric" (NVLink, NVSwitch, Infinity Fabric: GPU-to-GPU links) or "pcie" (through the host)."""
+    link = (acc.interconnect or "").lower()
+    return "pcie" if ("pcie" in link and "nvlink" not in link) or not acc.interconnect_bandwidth_gbs else "fabric"
+
+
 def tp_allreduce_s(acc: Accelerator, tp: int, layers: int, message_bytes: float) -> float:
     """Time of the two all-reduces per layer that tensor parallelism adds to one forward step:
     a latency per doubling of the group (:data:`calibration.TP_ALLREDUCE_S_PER_DOUBLING`) plus the
@@ -222,8 +232,7 @@ def tp_allreduce_s(acc: Accelerator, tp: int, layers: int, message_bytes: float)
     model (network costs across nodes) replaces."""
     if tp <= 1:
         return 0.0
-    link = (acc.interconnect or "").lower()
-    kind = "pcie" if ("pcie" in link and "nvlink" not in link) or not acc.interconnect_bandwidth_gbs else "fabric"
+    kind = link_kind(acc)
     one_way = (acc.interconnect_bandwidth_gbs or 64) / 2 * 1e9 * ALLREDUCE_EFFICIENCY[kind]
     per = cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp)) + 2 * (tp - 1) / tp * message_bytes / one_way
     return 2 * layers * per
