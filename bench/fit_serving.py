@@ -1,16 +1,17 @@
-"""Grid search of the serving engines' physical constants on the TUNE rows only (serving.toml).
+"""Fit of the serving engines' physical constants on the TUNE rows only (serving.toml).
 
     .venv/bin/python bench/fit_serving.py
 
-Prints the median |error| on tune throughput rows for each candidate and the best; the chosen
-values are then written into fleet_tui/core/perf/engines.py by hand (with this script named as
-their source). Holdout rows are never read here.
+Coordinate descent on the median |error| of the tune throughput rows over a few constants with
+physical meaning: the per-architecture decode bandwidth factor (ARCH_DECODE_FACTOR) and a scale of
+each architecture's GEMM efficiency. Prints each improvement and the final values, which are then
+written into fleet_tui/core/perf/engines.py by hand with this script named as their source.
+Holdout rows are never read here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ from fleet_tui.core.perf import engines  # noqa: E402
 
 TUNE = [r for r in vr.rows("serving.toml", "measurement")
         if r["split"] == "tune" and r["metric"] not in vr.LATENCY_METRICS]
+ARCHS = ("Hopper", "Blackwell", "Ampere", "Ada", "CDNA")
+BASE_GEMM = {k: dict(v) for k, v in engines._GEMM_DEFAULT.items()}  # noqa: SLF001 (the fit owns it)
 
 
 def score() -> float:
@@ -30,24 +33,34 @@ def score() -> float:
     return statistics.median(errs)
 
 
+def apply(decode: dict[str, float], gemm: dict[str, float]) -> None:
+    engines.ARCH_DECODE_FACTOR.update(decode)
+    table = {k: {p: e * gemm.get(k, 1.0) for p, e in v.items()} for k, v in BASE_GEMM.items()}
+    for k, e in list(engines.ENGINES.items()):
+        if k != "hf":
+            engines.ENGINES[k] = dataclasses.replace(e, gemm_efficiency=table)
+
+
 def main() -> int:
-    base = dict(engines.ENGINES)
-    best = None
-    grid = dict(dec=(0.6, 0.7, 0.8), seq=(0.0, 1e-5, 2e-5, 4e-5), trt_seqs=(512, 1024, 2048),
-                ar=(0.3, 0.5, 0.8), moe=(0.5, 0.7, 1.0))
-    for dec, seq, trt_seqs, ar, moe in itertools.product(*grid.values()):
-        engines.ALLREDUCE_EFFICIENCY["fabric"] = ar
-        for k, e in base.items():
-            if k == "hf":
-                continue
-            engines.ENGINES[k] = dataclasses.replace(
-                e, decode_bandwidth_efficiency=dec, seq_overhead_s=seq, moe_prefill_efficiency=moe,
-                max_seqs=trt_seqs if k == "trtllm" else e.max_seqs)
-        s = score()
-        if best is None or s < best[0]:
-            best = (s, dict(dec=dec, seq=seq, trt_seqs=trt_seqs, ar=ar, moe=moe))
-            print(f"{s:.3f} {best[1]}", flush=True)
-    print("best", best)
+    decode = {a: 1.0 for a in ARCHS}
+    gemm = {a: 1.0 for a in ARCHS}
+    apply(decode, gemm)
+    best = score()
+    print(f"start {best:.4f}")
+    for _ in range(3):
+        for table, grid in ((decode, (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)),
+                            (gemm, (0.3, 0.5, 0.7, 0.85, 1.0, 1.15, 1.3))):
+            for arch in ARCHS:
+                for v in grid:
+                    trial = dict(table)
+                    trial[arch] = v
+                    apply(trial if table is decode else decode, trial if table is gemm else gemm)
+                    s = score()
+                    if s < best - 1e-4:
+                        best, table[arch] = s, v
+                        print(f"{best:.4f} decode={decode} gemm={gemm}", flush=True)
+                apply(decode, gemm)
+    print("final", best, "decode", decode, "gemm", gemm)
     return 0
 
 

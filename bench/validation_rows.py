@@ -139,7 +139,7 @@ def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
     if r["scenario"] == "pd_disaggregated_large_ep":
         return None, 0, 0, "prefill/decode disaggregated over 96 GPUs with expert parallelism"
     gpus = int(r["gpu_count"])
-    tp = int(r.get("tp") or gpus)
+    tp = int(r.get("tp") or gpus)  # no layout stated: replaced by the best one in predict_serving
     prec = precision_of(r.get("weight_precision", ""), r["model"])
     if prec == "fp8" and r.get("gpu", "").startswith("A100"):
         prec = "fp16"
@@ -167,6 +167,10 @@ def predict_serving(r: dict) -> Result:
     except UserError:
         return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
     gpus = int(r["gpu_count"])
+    if not r.get("tp") and not r.get("parallelism") and gpus > 1:
+        # the source states no layout (MLPerf): take the tensor-parallel size the tool finds fastest
+        w = max((w.derive(gpus=t, sharding="tensor" if t > 1 else "data") for t in (1, 2, 4, 8) if gpus % t == 0),
+                key=lambda c: (serving_speed(c, acc, c.gpus, inp, out).output_tokens_per_s or 0.0) / c.gpus)
     replicas = max(1, gpus // w.gpus)
     conc = r.get("max_concurrency")
     per_replica = max(1, int(conc) // replicas) if conc else None

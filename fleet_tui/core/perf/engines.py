@@ -78,9 +78,15 @@ class EngineProfile:
     sources: tuple[str, ...] = field(default=())
 
 
-_GEMM_DEFAULT = {"Hopper": {"16": 0.60, "8": 0.55, "4": 0.55}, "Blackwell": {"16": 0.55, "8": 0.50, "4": 0.45},
-                 "Ampere": {"16": 0.70, "8": 0.70, "4": 0.70}, "Ada": {"16": 0.55, "8": 0.55, "4": 0.55},
-                 "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
+#: Engine GEMM efficiency (share of the dense datasheet peak) by architecture and precision family.
+#: Starting points: H200 bf16 GEMMs measured at 0.67 (calibration.MATMUL_EFFICIENCY); field notes
+#: §3.4: TensorRT-LLM FP8 prefill above half of the fp8 peak on Hopper/Ada (the HF-based model gave
+#: a third). Scaled per architecture by bench/fit_serving.py on the tune rows: Hopper ×1.15,
+#: Ampere ×1.15, CDNA ×0.3 (vLLM/SGLang on ROCm 2024-25 reach ~14 % of the MI300X peak in prefill),
+#: Blackwell and Ada unchanged.
+_GEMM_DEFAULT = {"Hopper": {"16": 0.69, "8": 0.63, "4": 0.63}, "Blackwell": {"16": 0.55, "8": 0.50, "4": 0.45},
+                 "Ampere": {"16": 0.80, "8": 0.80, "4": 0.80}, "Ada": {"16": 0.55, "8": 0.55, "4": 0.55},
+                 "CDNA": {"16": 0.135, "8": 0.12, "4": 0.12}, "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
 
 ENGINES: dict[str, EngineProfile] = {
     "vllm": EngineProfile(
@@ -125,6 +131,24 @@ ENGINES: dict[str, EngineProfile] = {
 }
 
 
+#: Decode bandwidth reached on each architecture relative to the engine's figure (Hopper = 1):
+#: attention and MoE kernels are tuned first for Hopper; fitted per architecture on the tune rows
+#: by bench/fit_serving.py (median |error| on tune throughput rows 0.18 -> 0.12): Hopper 1.1 (0.77
+#: of peak), Blackwell 0.7 (B200/GB200 reach ~0.5 of their 8 TB/s in the TensorRT-LLM 1.x tables),
+#: CDNA 0.4 (vLLM/SGLang on ROCm, 2024-25 releases).
+ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.7, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
+
+
+def _arch_entry(table: dict, acc: Accelerator):
+    arch = (acc.architecture or "").lower()
+    return next((v for k, v in table.items() if k != "default" and arch.startswith(k.lower())), table["default"])
+
+
+def decode_efficiency(e: EngineProfile, acc: Accelerator) -> float:
+    """Share of the datasheet bandwidth the engine's decode step streams at on ``acc``."""
+    return min(0.95, e.decode_bandwidth_efficiency * _arch_entry(ARCH_DECODE_FACTOR, acc))
+
+
 def engine_profile(w: Workload) -> EngineProfile:
     return ENGINES[w.engine]
 
@@ -143,8 +167,7 @@ def precision_family(precision: str) -> str:
 def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float | None, str]:
     """Achievable FLOP/s of one device for the engine's GEMMs in ``precision``, and a note."""
     arch = acc.architecture or ""
-    table = next((v for k, v in e.gemm_efficiency.items() if k != "default" and arch.lower().startswith(k.lower())),
-                 e.gemm_efficiency["default"])
+    table = _arch_entry(e.gemm_efficiency, acc)
     p = acc.peak_tflops
     note = ""
     if precision in ("int8", "int4"):
@@ -298,7 +321,7 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     prefill_s_per_req = prompt * pre_flops_tok / tp_rate
     ctx = prompt + gen / 2
     kv_read = b * ctx * kv_bytes_per_token(arch, w, tp, int(ctx))
-    d_mem = (weight_stream_bytes(w, b, pc) / tp + kv_read) / (bw * e.decode_bandwidth_efficiency)
+    d_mem = (weight_stream_bytes(w, b, pc) / tp + kv_read) / (bw * decode_efficiency(e, acc))
     d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp)
     act = activation_bytes(w)
     step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)

@@ -11,7 +11,7 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
 from fleet_tui.core.modelspec import ParamCounts, param_counts
-from fleet_tui.core.perf.engines import engine_profile, engine_statement, tp_allreduce_s
+from fleet_tui.core.perf.engines import decode_efficiency, engine_profile, engine_statement, tp_allreduce_s
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
 from fleet_tui.core.specs import Accelerator
@@ -169,7 +169,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     if bw is not None:
         kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
-        d_mem = bytes_step / tp / (bw * eng.decode_bandwidth_efficiency)
+        d_mem = bytes_step / tp / (bw * decode_efficiency(eng, acc))
         tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
         if tp > 1:
             # two all-reduces per layer wait on the slowest device: latency plus the ring's bytes
@@ -181,7 +181,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     if w.is_generation or w.seq_len is None:
         notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
                      + (" (experts the batch routes to)" if a.is_moe else "")
-                     + f" and KV streamed at {eng.decode_bandwidth_efficiency:.0%} of peak bandwidth")
+                     + f" and KV streamed at {decode_efficiency(eng, acc):.0%} of peak bandwidth")
         notes.insert(0, engine_statement(w))
         if decode_tok_s is not None and d_cmp is None:
             notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
