@@ -107,8 +107,12 @@ def model(name: str) -> ModelArch | None:
 
 def precision_of(text: str, model_name: str) -> str:
     t = str(text).lower()
-    for p in ("fp4", "fp8", "bf16", "fp16", "int8", "int4"):
-        if t.startswith(p) or f"{p} " in t or f"({p}" in t or t == p:
+    names = ("fp4", "fp8", "bf16", "fp16", "int8", "int4")
+    for p in names:  # the stated precision leads the text ("bf16 (...; FP8 named as future work)")
+        if t.startswith(p):
+            return p
+    for p in names:
+        if f"{p} " in t or f"({p}" in t:
             return p
     if "w8a8" in t:
         return "int8"

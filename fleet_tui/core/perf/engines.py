@@ -81,12 +81,14 @@ class EngineProfile:
 #: Engine GEMM efficiency (share of the dense datasheet peak) by architecture and precision family.
 #: Starting points: H200 bf16 GEMMs measured at 0.67 (calibration.MATMUL_EFFICIENCY); field notes
 #: §3.4: TensorRT-LLM FP8 prefill above half of the fp8 peak on Hopper/Ada (the HF-based model gave
-#: a third). Scaled per architecture by bench/fit_serving.py on the tune rows: Hopper ×1.15,
-#: Ampere ×1.15, CDNA ×0.3 (vLLM/SGLang on ROCm 2024-25 reach ~14 % of the MI300X peak in prefill),
-#: Blackwell and Ada unchanged.
-_GEMM_DEFAULT = {"Hopper": {"16": 0.69, "8": 0.63, "4": 0.63}, "Blackwell": {"16": 0.55, "8": 0.50, "4": 0.45},
+#: a third). Scaled per architecture by bench/fit_serving.py on the tune rows (two passes): Hopper
+#: 0.60 -> 0.79 bf16 (cuBLAS reaches ~0.75-0.8 of the H100 dense peak on large GEMMs at 700 W),
+#: Ampere 0.70 -> 0.80, CDNA 0.45 -> 0.07 (vLLM 0.6-0.7 and SGLang on ROCm, dstack's MI300X runs:
+#: a 10,000-token prompt of Llama-3.1-405B took 12 s on 8 GPUs, ~6 % of the peak), Blackwell and Ada
+#: unchanged. AMD's own MLPerf submission runs far faster than these community stacks.
+_GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16": 0.55, "8": 0.50, "4": 0.45},
                  "Ampere": {"16": 0.80, "8": 0.80, "4": 0.80}, "Ada": {"16": 0.55, "8": 0.55, "4": 0.55},
-                 "CDNA": {"16": 0.135, "8": 0.12, "4": 0.12}, "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
+                 "CDNA": {"16": 0.07, "8": 0.06, "4": 0.06}, "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
 
 ENGINES: dict[str, EngineProfile] = {
     "vllm": EngineProfile(
