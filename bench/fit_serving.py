@@ -41,13 +41,42 @@ def apply(decode: dict[str, float], gemm: dict[str, float]) -> None:
             engines.ENGINES[k] = dataclasses.replace(e, gemm_efficiency=table)
 
 
+def fit_globals(best: float) -> float:
+    """All-reduce efficiencies per link kind, the MoE grouped-GEMM factor, per-sequence step time."""
+    knobs = {
+        "ar_fabric": ((0.3, 0.4, 0.5, 0.6, 0.8), lambda v: engines.ALLREDUCE_EFFICIENCY.__setitem__("fabric", v)),
+        "ar_pcie": ((0.2, 0.35, 0.5, 0.7, 0.9), lambda v: engines.ALLREDUCE_EFFICIENCY.__setitem__("pcie", v)),
+        "moe": ((0.5, 0.6, 0.7, 0.85, 1.0), lambda v: _set_all(moe_prefill_efficiency=v)),
+        "seq": ((0.0, 5e-6, 1e-5, 2e-5), lambda v: _set_all(seq_overhead_s=v)),
+    }
+    current = {"ar_fabric": engines.ALLREDUCE_EFFICIENCY["fabric"], "ar_pcie": engines.ALLREDUCE_EFFICIENCY["pcie"],
+               "moe": engines.ENGINES["vllm"].moe_prefill_efficiency, "seq": engines.ENGINES["vllm"].seq_overhead_s}
+    for name, (grid, setter) in knobs.items():
+        for v in grid:
+            setter(v)
+            s = score()
+            if s < best - 1e-4:
+                best, current[name] = s, v
+                print(f"{best:.4f} {current}", flush=True)
+        setter(current[name])
+    print("globals", current)
+    return best
+
+
+def _set_all(**changes) -> None:
+    for k, e in list(engines.ENGINES.items()):
+        if k != "hf":
+            engines.ENGINES[k] = dataclasses.replace(e, **changes)
+
+
 def main() -> int:
-    decode = {a: 1.0 for a in ARCHS}
+    decode = dict(engines.ARCH_DECODE_FACTOR)
     gemm = {a: 1.0 for a in ARCHS}
     apply(decode, gemm)
     best = score()
     print(f"start {best:.4f}")
-    for _ in range(3):
+    best = fit_globals(best)
+    for _ in range(2):
         for table, grid in ((decode, (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)),
                             (gemm, (0.3, 0.5, 0.7, 0.85, 1.0, 1.15, 1.3))):
             for arch in ARCHS:

@@ -85,8 +85,8 @@ class EngineProfile:
 #: 0.60 -> 0.79 bf16 (cuBLAS reaches ~0.75-0.8 of the H100 dense peak on large GEMMs at 700 W),
 #: Ampere 0.70 -> 0.80, CDNA 0.45 -> 0.07 (vLLM 0.6-0.7 and SGLang on ROCm, dstack's MI300X runs:
 #: a 10,000-token prompt of Llama-3.1-405B took 12 s on 8 GPUs, ~6 % of the peak), Blackwell and Ada
-#: unchanged. AMD's own MLPerf submission runs far faster than these community stacks.
-_GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16": 0.55, "8": 0.50, "4": 0.45},
+#: unchanged, Blackwell 0.55 -> 0.47 (bf16; TensorRT-LLM 1.x B200/GB200 tables). AMD's own MLPerf submission runs far faster than these community stacks.
+_GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16": 0.47, "8": 0.43, "4": 0.38},
                  "Ampere": {"16": 0.80, "8": 0.80, "4": 0.80}, "Ada": {"16": 0.55, "8": 0.55, "4": 0.55},
                  "CDNA": {"16": 0.07, "8": 0.06, "4": 0.06}, "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
 
@@ -136,9 +136,9 @@ ENGINES: dict[str, EngineProfile] = {
 #: Decode bandwidth reached on each architecture relative to the engine's figure (Hopper = 1):
 #: attention and MoE kernels are tuned first for Hopper; fitted per architecture on the tune rows
 #: by bench/fit_serving.py (median |error| on tune throughput rows 0.18 -> 0.12): Hopper 1.1 (0.77
-#: of peak), Blackwell 0.7 (B200/GB200 reach ~0.5 of their 8 TB/s in the TensorRT-LLM 1.x tables),
+#: of peak), Blackwell 0.8 (B200/GB200 reach ~0.56 of their 8 TB/s in the TensorRT-LLM 1.x tables),
 #: CDNA 0.4 (vLLM/SGLang on ROCm, 2024-25 releases).
-ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.7, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
+ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.8, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
 
 
 def _arch_entry(table: dict, acc: Accelerator):
@@ -239,9 +239,9 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
 #: Share of the interconnect's one-way bandwidth a ring all-reduce reaches (NCCL bus bandwidth):
 #: NVLink/Infinity Fabric: nccl-tests reach ~0.8 on large messages (8xH100: ~360-400 of 450 GB/s),
 #: but a decode step's all-reduces are a few MiB each and overlap nothing: 0.5 fitted on the tune
-#: rows (bench/fit_serving.py). PCIe boards without peer-to-peer go through host memory: 0.35,
-#: fitted on the tune rows' L40S TP4/TP8 results.
-ALLREDUCE_EFFICIENCY = {"fabric": 0.5, "pcie": 0.35}
+#: rows (bench/fit_serving.py). PCIe boards without peer-to-peer go through host memory: 0.5 of the
+#: PCIe one-way figure, fitted on the tune rows' L40S TP4/TP8 results.
+ALLREDUCE_EFFICIENCY = {"fabric": 0.5, "pcie": 0.5}
 
 
 def link_kind(acc: Accelerator) -> str:
