@@ -147,8 +147,9 @@ def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
     prec = precision_of(r.get("weight_precision", ""), r["model"])
     if prec == "fp8" and r.get("gpu", "").startswith("A100"):
         prec = "fp16"
+    ep = str(r.get("parallelism") or "").startswith("DEP")
     w = Workload(kind="inference", model=arch, precision=prec, batch=1, gpus=tp,
-                 sharding="tensor" if tp > 1 else "data", engine=r["engine"],
+                 sharding="tensor" if tp > 1 and not ep else "data", engine=r["engine"], expert_parallel=ep,
                  kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")))
     inp, out = r.get("input_len"), r.get("output_len")
     if inp is None or out is None:

@@ -65,6 +65,9 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                         "mem_fraction_static; trtllm: share of the memory left after the weights)")
     e.add_argument("--max-num-batched-tokens", metavar="N", default=None,
                    help="tokens per engine step (prefill chunk), default per engine (8192)")
+    e.add_argument("--expert-parallel", action="store_true", default=None,
+                   help="MoE: attention data parallel and the experts split over --gpus (vLLM "
+                        "--enable-expert-parallel, SGLang DP attention + EP, TensorRT-LLM attention DP)")
     t = parser.add_argument_group("training stack")
     t.add_argument("--framework", choices=FRAMEWORKS, default=None,
                    help="hf (default: Transformers + PEFT, AMP) or torchtune (pure bf16, chunked loss, "

@@ -55,7 +55,7 @@ DEFAULT_TRAIN_SEQ_LEN = 2048
 _HASHED_FIELDS = operator.itemgetter("kind", "params", "precision", "batch", "seq_len", "prompt_len", "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
-                                     "max_num_batched_tokens", "framework", "chunked_loss",
+                                     "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
                                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing")
 
 
@@ -83,6 +83,7 @@ class Workload(BaseModel):
     kv_cache_dtype: KVCacheDtype = "auto"  # auto = the compute dtype (16-bit for quantized weights)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)  # None: the engine's default
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
+    expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
     # --- training stack: see fleet_tui.core.sizing.stacks ---
     framework: Framework = "hf"
     chunked_loss: bool = False  # cross-entropy over chunks of the sequence (no full fp32 logits)
@@ -335,8 +336,8 @@ def parse_workload(fields, catalog=None) -> Workload:
 def _serving_fields(d: dict, training: bool) -> dict:
     """The serving engine and its knobs (inference only)."""
     kw: dict = {}
-    given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens")
-             if d.get(f) not in (None, "")]
+    given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
+                         "expert_parallel") if d.get(f) not in (None, "", False)]
     if training and given:
         raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
                          "inference")
@@ -359,8 +360,10 @@ def _serving_fields(d: dict, training: bool) -> dict:
     chunk = parse_count(d.get("max_num_batched_tokens"), "max_num_batched_tokens", 16, MAX_TOKENS)
     if chunk is not None:
         kw["max_num_batched_tokens"] = chunk
+    if d.get("expert_parallel"):
+        kw["expert_parallel"] = True
     if kw.get("engine") == "hf":
-        for f in ("gpu_memory_utilization", "max_num_batched_tokens"):
+        for f in ("gpu_memory_utilization", "max_num_batched_tokens", "expert_parallel"):
             if f in kw:
                 raise FieldError(f, f"{{{f}}} is a knob of vllm, sglang and trtllm; {{engine}} hf has none")
     return kw

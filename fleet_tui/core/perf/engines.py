@@ -201,20 +201,37 @@ class KVPool:
     parts: dict[str, float]  # what the engine set aside before the pool, per GPU
 
 
+def expert_parallel(w: Workload, gpus: int) -> bool:
+    """Attention data parallel + expert parallel (``--expert-parallel`` on a MoE model, several GPUs)."""
+    return w.expert_parallel and w.arch.is_moe and gpus > 1
+
+
+def expert_share(w: Workload) -> float:
+    """Share of the stored weight bytes that sit in the routed experts."""
+    pc = param_counts(w.arch)
+    routed = w.arch.layers * pc.mlp_per_layer * w.arch.experts / (w.arch.experts + w.arch.shared_experts)
+    return min(1.0, routed / pc.total)
+
+
 def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool:
-    """The KV pool an engine allocates on each of ``gpus`` devices (see the module docstring)."""
+    """The KV pool an engine allocates on each of ``gpus`` devices (see the module docstring).
+    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts, and
+    its own sequences' KV cache with all KV heads (attention is data parallel)."""
     e = engine_profile(w)
     arch = w.arch
     pc = param_counts(arch)
     _, tp, _ = parallel_split(w if w.sharding != "fsdp" else w.derive(sharding="data"), gpus)
     weights = weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / tp
+    if expert_parallel(w, gpus):
+        tp = 1
+        weights = weight_bytes(w, pc) * (1 - expert_share(w) * (1 - 1 / gpus))
     act = activation_bytes(w)
     chunk = w.max_num_batched_tokens or e.batched_tokens or seq_tokens
     util = w.gpu_memory_utilization or e.memory_utilization
     # NVLink-class links get NCCL's NVLink channels and the engines' custom all-reduce IPC buffers;
     # PCIe boards without peer-to-peer (RTX 4090, T4, L40S) use neither: vLLM logs 0.25 GiB of
     # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
-    fabric = tp > 1 and link_kind(acc) == "fabric"
+    fabric = (tp > 1 or expert_parallel(w, gpus)) and link_kind(acc) == "fabric"
     non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if fabric else 0)
     # the profile run reads PyTorch's *allocated* peak (torch.cuda.max_memory_allocated), so the
     # caching allocator's slack is not charged (it is in the H200 NVML figures, not here)
@@ -263,6 +280,14 @@ def tp_allreduce_s(acc: Accelerator, tp: int, layers: int, message_bytes: float)
     return 2 * layers * per
 
 
+def ep_alltoall_s(acc: Accelerator, gpus: int, layers: int, message_bytes: float) -> float:
+    """Expert parallel: per layer the routed tokens go to their experts' GPUs and come back (two
+    all-to-alls); (n-1)/n of ``message_bytes`` leaves each GPU over its link."""
+    one_way = (acc.interconnect_bandwidth_gbs or 64) / 2 * 1e9 * ALLREDUCE_EFFICIENCY[link_kind(acc)]
+    return 2 * layers * (cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(gpus))
+                         + (gpus - 1) / gpus * message_bytes / one_way)
+
+
 #: fp32 logits, probabilities and log-probabilities of the sampled sequences (vLLM's sampler)
 SAMPLER_COPIES = 3
 
@@ -296,9 +321,13 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     e = engine_profile(w)
     arch = w.arch
     pc = param_counts(arch)
-    tp = gpus if (w.sharding == "tensor" and gpus > 1) else 1
+    ep = expert_parallel(w, gpus)
+    tp = gpus if (w.sharding == "tensor" and gpus > 1 and not ep) else 1
     replicas = max(1, gpus // tp)
     notes: list[str] = [engine_statement(w)]
+    if ep:
+        notes.append(f"expert parallel over {gpus} GPUs: attention data parallel, 1/{gpus} of the experts each, "
+                     "tokens exchanged all-to-all twice per layer")
     seq = prompt + gen
     pool = kv_pool(w, acc, gpus, seq)
     held = seq if e.reserve_full_sequence else prompt + gen / 2
@@ -323,11 +352,20 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     prefill_s_per_req = prompt * pre_flops_tok / tp_rate
     ctx = prompt + gen / 2
     kv_read = b * ctx * kv_bytes_per_token(arch, w, tp, int(ctx))
-    d_mem = (weight_stream_bytes(w, b, pc) / tp + kv_read) / (bw * decode_efficiency(e, acc))
-    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp)
     act = activation_bytes(w)
-    step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)
-    prefill_s_per_req += tp_allreduce_s(acc, tp, arch.layers, prompt * arch.hidden * act)
+    if ep:  # this GPU's dense weights, its share of the experts the whole batch routes to
+        dense = weight_bytes(w, pc) * (1 - expert_share(w))
+        streamed = dense + (weight_stream_bytes(w, b * gpus, pc) - dense) / gpus
+        comm = ep_alltoall_s(acc, gpus, arch.layers, b * arch.experts_per_token * arch.hidden * act)
+        prefill_comm = ep_alltoall_s(acc, gpus, arch.layers, prompt * arch.experts_per_token * arch.hidden * act)
+    else:
+        streamed = weight_stream_bytes(w, b, pc) / tp
+        comm = tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)
+        prefill_comm = tp_allreduce_s(acc, tp, arch.layers, prompt * arch.hidden * act)
+    d_mem = (streamed + kv_read) / (bw * decode_efficiency(e, acc))
+    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp)
+    step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + comm
+    prefill_s_per_req += prefill_comm
     run_s = prefill_s_per_req * b + gen * step  # one wave of b requests
     out_tok_s = b * gen / run_s * replicas
     notes.append(f"{b} sequences in flight per replica (KV pool {pool.tokens:,} tokens, "
