@@ -48,9 +48,11 @@ def fit_globals(best: float) -> float:
         "ar_pcie": ((0.2, 0.35, 0.5, 0.7, 0.9), lambda v: engines.ALLREDUCE_EFFICIENCY.__setitem__("pcie", v)),
         "moe": ((0.5, 0.6, 0.7, 0.85, 1.0), lambda v: _set_all(moe_prefill_efficiency=v)),
         "seq": ((0.0, 5e-6, 1e-5, 2e-5), lambda v: _set_all(seq_overhead_s=v)),
+        "ep_imbalance": ((1.0, 1.2, 1.4, 1.6, 1.8, 2.0), lambda v: setattr(engines, "EP_LOAD_IMBALANCE", v)),
     }
     current = {"ar_fabric": engines.ALLREDUCE_EFFICIENCY["fabric"], "ar_pcie": engines.ALLREDUCE_EFFICIENCY["pcie"],
-               "moe": engines.ENGINES["vllm"].moe_prefill_efficiency, "seq": engines.ENGINES["vllm"].seq_overhead_s}
+               "moe": engines.ENGINES["vllm"].moe_prefill_efficiency, "seq": engines.ENGINES["vllm"].seq_overhead_s,
+               "ep_imbalance": engines.EP_LOAD_IMBALANCE}
     for name, (grid, setter) in knobs.items():
         for v in grid:
             setter(v)

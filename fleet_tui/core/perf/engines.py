@@ -136,9 +136,9 @@ ENGINES: dict[str, EngineProfile] = {
 #: Decode bandwidth reached on each architecture relative to the engine's figure (Hopper = 1):
 #: attention and MoE kernels are tuned first for Hopper; fitted per architecture on the tune rows
 #: by bench/fit_serving.py (median |error| on tune throughput rows 0.18 -> 0.12): Hopper 1.1 (0.77
-#: of peak), Blackwell 0.8 (B200/GB200 reach ~0.56 of their 8 TB/s in the TensorRT-LLM 1.x tables),
+#: of peak), Blackwell 0.7 (B200/GB200 reach ~0.5 of their 8 TB/s in the TensorRT-LLM 1.x tables),
 #: CDNA 0.4 (vLLM/SGLang on ROCm, 2024-25 releases).
-ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.8, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
+ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.7, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
 
 
 def _arch_entry(table: dict, acc: Accelerator):
@@ -280,6 +280,12 @@ def tp_allreduce_s(acc: Accelerator, tp: int, layers: int, message_bytes: float)
     return 2 * layers * per
 
 
+#: Expert parallel: the busiest GPU's routed load over the mean (without expert-placement balancing
+#: the hottest experts get well above their share; DeepSeek's EPLB exists to cut this). Fitted on the
+#: tune rows by bench/fit_serving.py: 2.0 (the top of the 1.0-2.0 grid; TensorRT-LLM DEP rows).
+EP_LOAD_IMBALANCE = 2.0
+
+
 def ep_alltoall_s(acc: Accelerator, gpus: int, layers: int, message_bytes: float) -> float:
     """Expert parallel: per layer the routed tokens go to their experts' GPUs and come back (two
     all-to-alls); (n-1)/n of ``message_bytes`` leaves each GPU over its link."""
@@ -355,15 +361,17 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     act = activation_bytes(w)
     if ep:  # this GPU's dense weights, its share of the experts the whole batch routes to
         dense = weight_bytes(w, pc) * (1 - expert_share(w))
-        streamed = dense + (weight_stream_bytes(w, b * gpus, pc) - dense) / gpus
-        comm = ep_alltoall_s(acc, gpus, arch.layers, b * arch.experts_per_token * arch.hidden * act)
+        # the step waits for the busiest GPU: routed load is uneven across experts
+        streamed = dense + (weight_stream_bytes(w, b * gpus, pc) - dense) / gpus * EP_LOAD_IMBALANCE
+        comm = ep_alltoall_s(acc, gpus, arch.layers,
+                             b * arch.experts_per_token * arch.hidden * act * EP_LOAD_IMBALANCE)
         prefill_comm = ep_alltoall_s(acc, gpus, arch.layers, prompt * arch.experts_per_token * arch.hidden * act)
     else:
         streamed = weight_stream_bytes(w, b, pc) / tp
         comm = tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)
         prefill_comm = tp_allreduce_s(acc, tp, arch.layers, prompt * arch.hidden * act)
     d_mem = (streamed + kv_read) / (bw * decode_efficiency(e, acc))
-    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp)
+    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp) * (EP_LOAD_IMBALANCE if ep else 1.0)
     step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + comm
     prefill_s_per_req += prefill_comm
     run_s = prefill_s_per_req * b + gen * step  # one wave of b requests
