@@ -107,6 +107,10 @@ def model(name: str) -> ModelArch | None:
 
 def precision_of(text: str, model_name: str) -> str:
     t = str(text).lower()
+    if model(model_name) is EXTRA_MODELS["DeepSeek-R1"] and ("checkpoint default" in t or "bf16" in t):
+        # DeepSeek-R1 ships an fp8 checkpoint; in bf16 its 1.34 TB would not fit the 8×141 GB the
+        # TensorRT-LLM row ran on, so '--dtype bfloat16' there sets the activations, not the weights
+        return "fp8"
     names = ("fp4", "fp8", "bf16", "fp16", "int8", "int4")
     for p in names:  # the stated precision leads the text ("bf16 (...; FP8 named as future work)")
         if t.startswith(p):
@@ -116,10 +120,6 @@ def precision_of(text: str, model_name: str) -> str:
             return p
     if "w8a8" in t:
         return "int8"
-    if "deepseek-r1" in model_name.lower() and ("checkpoint default" in t or "bf16" in t):
-        # DeepSeek-R1 ships an fp8 checkpoint; in bf16 its 1.34 TB would not fit the 8×141 GB the
-        # TensorRT-LLM row ran on, so '--dtype bfloat16' there sets the activations, not the weights
-        return "fp8"
     if "checkpoint default" in t or "bf16" in t:
         return "bf16"
     return "fp8"  # MLPerf closed-division submissions on Hopper/CDNA3 (not stated in the rows)
