@@ -19,6 +19,10 @@ from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
 ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
+#: training stack named in the speed line per ``--framework`` (the speed model is the same roofline;
+#: only hf was measured, tests/fixtures/h200)
+TRAINING_STACKS = {"hf": ENGINE_TRAINING, "torchtune": "torchtune (PyTorch, bf16, FSDP2 on several GPUs)",
+                   "unsloth": "Unsloth (fused Triton kernels)"}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]
@@ -105,7 +109,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
         notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
     if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
         missing = "; ".join(n for n in notes if n.startswith("no published"))
-        return Throughput(tokens_per_s=None, phase="training", engine=ENGINE_TRAINING,
+        return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
                           assumptions=notes, unknown=missing)
     compute_s = tokens * flops_tok / (rate * cal.TRAINING_STEP_EFFICIENCY)
     # memory-bound: optimizer update and AMP casts
@@ -125,7 +129,10 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
     model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
     mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
-    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
+    if w.offload:
+        notes.append(f"offload of {', '.join(w.offload)} to CPU memory: its PCIe transfers are not charged "
+                     "(they overlap compute when the step is long enough)")
+    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=TRAINING_STACKS[w.framework],
                       bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                       mfu=mfu)
 
