@@ -11,7 +11,8 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
 from fleet_tui.core.modelspec import ParamCounts, param_counts
-from fleet_tui.core.perf.engines import decode_efficiency, engine_profile, engine_statement, tp_allreduce_s
+from fleet_tui.core.perf.engines import (decode_efficiency, engine_profile, engine_statement, gemm_rate,
+                                         tp_allreduce_s)
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
 from fleet_tui.core.specs import Accelerator
@@ -153,11 +154,22 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
              if bw is not None else None)
     prefill_s = prefill_tok_s = ttft = t_cmp = None
+    eng = engine_profile(w)
+    # served (generation, or a model loaded for serving): the engine's own GEMM efficiency, which the
+    # validation rows fitted end to end (FP8 prefill on Hopper ~0.7 of the fp8 peak, where the
+    # Hugging Face forward reaches about a third); a bare forward pass stays Hugging Face's
+    step_rate = rate * cal.PREFILL_STEP_EFFICIENCY if rate is not None else None
+    decode_rate = rate
+    if w.engine != "hf" and (w.is_generation or w.seq_len is None) and rate is not None:
+        served, _ = gemm_rate(eng, acc, w.precision)
+        if served is not None:
+            step_rate = served * (eng.moe_prefill_efficiency if a.is_moe else 1.0)
+            decode_rate = served
     if rate is not None:
-        t_cmp = prefill_tokens * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY)
+        t_cmp = prefill_tokens * prefill_flops_tok / step_rate
         prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
         prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
-        ttft = max(ctx_prefill * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY), t_mem or 0.0) / tp_div
+        ttft = max(ctx_prefill * prefill_flops_tok / step_rate, t_mem or 0.0) / tp_div
         if t_mem is None:
             notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
 
@@ -168,9 +180,8 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
     tp = gpus if sharding == "tensor" else 1
     replicas = 1 if sharding == "tensor" else gpus
-    eng = engine_profile(w)
-    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / rate
-             if rate is not None else None)
+    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
+             if decode_rate is not None else None)
     tpot = decode_tok_s = None
     bound_dec = "memory"
     if bw is not None:
