@@ -286,7 +286,10 @@ def _render(d: dict) -> str:
         elif not d["fits"]:
             lines.append("No single change found that makes it fit; try a larger accelerator.")
     kv = d["kv_capacity"]
-    engine = f" ({w['engine']}{' default' if w['engine'] == 'vllm' else ''})" if "engine" in w else ""
+    engine = ""
+    if "engine" in w:
+        engine = (" (hf grows its cache per request: the pool vllm would keep)" if w["engine"] == "hf"
+                  else f" ({w['engine']}{' default' if w['engine'] == 'vllm' else ''})")
     if kv is not None and kv["tokens"] == 0:
         lines += ["", f"Serving KV cache{engine}: no room left (weights and runtime fill the engine's "
                       "memory budget)"]

@@ -316,6 +316,9 @@ def parse_workload(fields, catalog=None) -> Workload:
                              f"{escape_braces(', '.join(bad)) or '(none)'}; allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
     kw.update(_serving_fields(d, training))
+    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
+        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
+                         "this model has none")
     kw.update(_stack_fields(d, kind, kw))
     if gpus > 1 and "sharding" not in kw and kw.get("framework") == "torchtune":
         kw["sharding"] = "fsdp"  # torchtune's distributed recipes shard everything with FSDP2

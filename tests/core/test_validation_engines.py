@@ -110,6 +110,7 @@ def test_an_unreachable_latency_target_is_said():
     (dict(gpu_memory_utilization="1.5", prompt_len=10, gen_len=10), "gpu_memory_utilization"),
     (dict(workload="finetune", offload="gpu", seq_len=512), "offload"),
     (dict(kv_cache_dtype="fp4", prompt_len=10, gen_len=10), "kv_cache_dtype"),
+    (dict(expert_parallel=True, prompt_len=10, gen_len=10, gpus=2), "expert_parallel"),
 ])
 def test_bad_or_misplaced_knobs_name_their_field(fields, field):
     with pytest.raises(FieldError) as exc:
@@ -176,3 +177,14 @@ def test_size_cli_refuses_targets_without_a_demand(capsys):
                "--ttft-ms", "200"])
     assert rc == 2
     assert "--rate" in capsys.readouterr().err
+
+
+def test_expert_parallel_keeps_attention_per_gpu_and_splits_the_experts():
+    w = wl(model="mixtral-8x7b", precision="fp8", prompt_len=1000, gen_len=1000, gpus=4, sharding="data",
+           expert_parallel=True)
+    tp = wl(model="mixtral-8x7b", precision="fp8", prompt_len=1000, gen_len=1000, gpus=4)
+    ep_pool, tp_pool = kv_pool(w, H100, 4, 2000), kv_pool(tp, H100, 4, 2000)
+    assert ep_pool.bytes_per_token == 2 * tp_pool.bytes_per_token * 2  # all 8 KV heads vs 2 of 8
+    assert ep_pool.parts["weights"] > tp_pool.parts["weights"]  # attention replicated, experts split
+    sp = serving_speed(w, H100, 4, 1000, 1000)
+    assert sp.output_tokens_per_s and any("expert parallel over 4" in n for n in sp.notes)
