@@ -188,3 +188,11 @@ def test_expert_parallel_keeps_attention_per_gpu_and_splits_the_experts():
     assert ep_pool.parts["weights"] > tp_pool.parts["weights"]  # attention replicated, experts split
     sp = serving_speed(w, H100, 4, 1000, 1000)
     assert sp.output_tokens_per_s and any("expert parallel over 4" in n for n in sp.notes)
+
+
+def test_the_cli_choices_are_the_registries():
+    from fleet_tui.core import choices
+    from fleet_tui.core.perf.throughput import TRAINING_STACKS
+
+    assert set(choices.ENGINES) == set(ENGINES)
+    assert set(choices.FRAMEWORKS) == set(TRAINING_STACKS)
