@@ -41,13 +41,18 @@ def register(subparsers) -> None:
                     "KV cache, CUDA context, allocator slack), whether it fits an accelerator and\n"
                     "the smallest changes that make it fit, the serving KV-cache capacity, and\n"
                     "tokens/s. Memory is validated against 23 runs measured on an H200 (median\n"
-                    "error ~1 %); speed describes Hugging Face training/prefill and an optimized\n"
-                    "serving engine for decode.",
+                    "error ~1 %); speed describes the training stack (--framework, default hf) and\n"
+                    "the serving engine (--engine, default vllm) it names. With --rate or\n"
+                    "--tokens-per-s it plans replicas, devices and cost for the demand.",
         epilog="examples:\n"
                "  fleet-tui size --model llama-3.1-8b --workload inference --seq-len 2048 --gpu H100\n"
                "  fleet-tui size --model llama-3.1-70b --workload lora --batch 4 --seq-len 2048 --gpu A100-80GB\n"
                "  fleet-tui size --params 7B --workload finetune --seq-len 4096 --gpu L40S --json\n"
-               "  fleet-tui size --model-config ./config.json --prompt-len 1024 --gen-len 256 --batch 32 --gpu H200",
+               "  fleet-tui size --model-config ./config.json --prompt-len 1024 --gen-len 256 --batch 32 --gpu H200\n"
+               "  fleet-tui size --model llama-3.1-8b --prompt-len 1000 --gen-len 200 --gpu H100 --engine trtllm \\\n"
+               "      --kv-cache-dtype fp8 --rate 20 --ttft-ms 500 --tpot-ms 30\n"
+               "  fleet-tui size --model llama-3.1-405b --workload qlora --seq-len 2048 --batch 2 --gpus 8 \\\n"
+               "      --gpu A100-80GB --framework torchtune",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_workload_args(p)
