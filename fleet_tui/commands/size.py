@@ -158,7 +158,7 @@ def _plan(args, workload, catalog, acc) -> dict | None:
     if acc is None:
         return None
     from fleet_tui.core.perf.capacity import serving_plan
-    from fleet_tui.core.query import cheapest_setup
+    from fleet_tui.core.catalog.query import cheapest_setup
 
     gpus = workload.gpus if workload.sharding == "tensor" else 1
     setup = cheapest_setup(catalog, acc.id, gpus)

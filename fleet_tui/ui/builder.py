@@ -290,7 +290,7 @@ def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
 def describe_plan(catalog, workload, accel, rate: float) -> str:
     """The serving capacity plan (the core's ``serving_plan``) for the demand typed."""
     from fleet_tui.core.perf.capacity import serving_plan
-    from fleet_tui.core.query import cheapest_setup
+    from fleet_tui.core.catalog.query import cheapest_setup
 
     gpus = workload.gpus if workload.sharding == "tensor" else 1
     setup = cheapest_setup(catalog, accel.id, gpus)
