@@ -1,0 +1,165 @@
+"""Change points: where a device's behaviour changes, so that no diagnosis averages two behaviours.
+
+Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device, online.
+
+* Each sample becomes a feature vector on a common 0-1 scale (``features``): kernel duty cycle, SM
+  activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, and the
+  memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing readings are skipped, not zeros.
+* The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S``: NVML
+  averages utilization over up to a second, and a starved loader alternates busy and idle samples
+  at the sampling rate; both are one behaviour, not many.
+* Against the running mean of the current phase, each feature keeps ``S+ = max(0, S+ + x - m - k)``
+  and ``S- = max(0, S- + m - x - k)``; when one passes ``h`` the phase ends. The new phase starts
+  where that sum last left zero (the CUSUM's own change-point estimate), so the samples of the
+  detection delay belong to the new phase.
+* A phase lasts at least ``MIN_PHASE_S``: no alarm is taken before that (a blip between two
+  behaviours stays inside the phase it interrupts).
+
+``k`` is half the smallest shift worth a new phase (``SHIFT_MIN``: 15 points of a 0-100 % signal,
+the width of the bands the rules separate, e.g. 50 % duty vs 35 %) and ``h`` is how much evidence
+a shift needs (``h / (shift - k)`` samples: 5 samples of a 20-point shift, 1-2 of a 60-point
+shift). Tuned on the labelled H200 trace only; scored on held-out traces by
+bench/bench_diagnosis_accuracy.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fleet_tui.core.monitor.analysis.window import link_of
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+SMOOTH_S = 0.6
+SHIFT_MIN = 0.15
+CUSUM_K = SHIFT_MIN / 2
+CUSUM_H = 0.6
+MIN_PHASE_S = 3.0
+# A memory slope of 1 % of the device per second reads as a full-scale feature (a leak of a few
+# hundred MiB/s on an 80-141 GiB GPU); steady memory reads 0.
+MEM_SLOPE_FULL_SCALE = 0.01
+N_FEATURES = 8
+
+
+def features(d: DeviceSnapshot, prev: DeviceSnapshot | None) -> list[float | None]:
+    """One sample on the 0-1 scale the detector compares (None: not measured)."""
+    util = d.gpu_util_pct
+    duty = util / 100.0 if util is not None else None
+    sm = d.sm_active_pct / 100.0 if d.sm_active_pct is not None else None
+    if duty is None:
+        duty = sm
+    tensor = d.tensor_active_pct / 100.0 if d.tensor_active_pct is not None else None
+    dram = d.dram_active_pct / 100.0 if d.dram_active_pct is not None else None
+    fp32 = d.fp32_active_pct / 100.0 if d.fp32_active_pct is not None else None
+    pcie = None
+    if d.pcie_rx_bytes_s is not None or d.pcie_tx_bytes_s is not None:
+        pcie = min(1.0, max(d.pcie_rx_bytes_s or 0.0, d.pcie_tx_bytes_s or 0.0)
+                   / link_of(d.extra)[0])
+    power = (min(1.0, d.power_w / d.power_limit_w)
+             if d.power_w is not None and d.power_limit_w else None)
+    slope = None
+    if (prev is not None and d.mem_used_bytes is not None and prev.mem_used_bytes is not None
+            and d.mem_total_bytes and d.timestamp > prev.timestamp):
+        rate = (d.mem_used_bytes - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
+        slope = max(-1.0, min(1.0, rate / d.mem_total_bytes / MEM_SLOPE_FULL_SCALE))
+    return [duty, sm, tensor, dram, fp32, pcie, power, slope]
+
+
+class PhaseDetector:
+    """Online change points of one device. ``push`` each sample (oldest first); it returns the
+    timestamp where a new phase began when the sample confirms one, else None."""
+
+    __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
+                 "_neg_t", "_start", "_last", "_prev")
+
+    def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
+                 k: float = CUSUM_K):
+        self.min_phase_s, self.h, self.k = min_phase_s, h, k
+        self._prev: DeviceSnapshot | None = None
+        self._last = None  # timestamp of the previous sample
+        self._reset(None)
+        self._ema: list[float | None] = [None] * N_FEATURES
+
+    def _reset(self, start: float | None) -> None:
+        self._sum = [0.0] * N_FEATURES
+        self._n = [0] * N_FEATURES
+        self._pos = [0.0] * N_FEATURES
+        self._neg = [0.0] * N_FEATURES
+        self._pos_t: list[float | None] = [None] * N_FEATURES
+        self._neg_t: list[float | None] = [None] * N_FEATURES
+        self._start = start
+
+    @property
+    def phase_start(self) -> float | None:
+        """When the current phase began (None before the first sample)."""
+        return self._start
+
+    def push(self, d: DeviceSnapshot) -> float | None:
+        ts = d.timestamp
+        x = features(d, self._prev)
+        self._prev = d
+        last, self._last = self._last, ts
+        if self._start is None:
+            self._start = ts
+        dt = (ts - last) if last is not None and ts > last else SMOOTH_S
+        alpha = dt / (SMOOTH_S + dt)
+        ema = self._ema
+        for i, v in enumerate(x):
+            if v is None:
+                continue
+            e = ema[i]
+            ema[i] = v if e is None else e + alpha * (v - e)
+        change = None
+        armed = ts - self._start >= self.min_phase_s
+        k, h = self.k, self.h
+        for i, e in enumerate(ema):
+            if e is None or x[i] is None:
+                continue
+            n = self._n[i]
+            if n:
+                m = self._sum[i] / n
+                p = self._pos[i] + e - m - k
+                if p <= 0.0:
+                    p, self._pos_t[i] = 0.0, None
+                elif self._pos_t[i] is None:
+                    self._pos_t[i] = ts
+                q = self._neg[i] + m - e - k
+                if q <= 0.0:
+                    q, self._neg_t[i] = 0.0, None
+                elif self._neg_t[i] is None:
+                    self._neg_t[i] = ts
+                self._pos[i], self._neg[i] = p, q
+                if armed and change is None:
+                    if p > h:
+                        change = self._pos_t[i]
+                    elif q > h:
+                        change = self._neg_t[i]
+            self._sum[i] += e
+            self._n[i] = n + 1
+        if change is None:
+            return None
+        # the new phase starts where the evidence began, but never less than a minimum phase
+        # after the previous start
+        change = max(change, self._start + self.min_phase_s)
+        if change > ts:
+            change = ts
+        self._reset(change)
+        for i, v in enumerate(x):  # the new phase's reference starts from this sample's level
+            if v is not None:
+                ema[i] = v
+                self._sum[i], self._n[i] = v, 1
+        return change
+
+
+def segment(samples: Sequence[DeviceSnapshot], **kw) -> list[tuple[float, float]]:
+    """(start, end) of each phase of one device's samples (oldest first); end is the next phase's
+    start, or the last sample's timestamp."""
+    if not samples:
+        return []
+    det = PhaseDetector(**kw)
+    starts = [samples[0].timestamp]
+    for d in samples:
+        c = det.push(d)
+        if c is not None:
+            starts.append(c)
+    ends = starts[1:] + [samples[-1].timestamp]
+    return list(zip(starts, ends))
