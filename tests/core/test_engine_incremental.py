@@ -98,7 +98,8 @@ def test_lazy_diagnoses_read_compare_copy_and_pickle_like_eager_ones(trace):
         # a signal read on its own before anything else equals the one in the full evidence
         lazy_value = d.evidence_value("sm_active_pct", "absent")
         eager = Diagnosis(kind=d.kind, confidence=d.confidence, evidence=d.evidence,
-                          explanation=d.explanation, action=d.action, severity=d.severity)
+                          explanation=d.explanation, action=d.action, severity=d.severity,
+                          role=d.role)
         assert d == eager and hash(d) == hash(eager) and repr(d) == repr(eager)
         assert lazy_value == d.evidence_dict.get("sm_active_pct", "absent")
         assert d.explanation and d.evidence and d.to_dict()["explanation"] == d.explanation

@@ -60,22 +60,25 @@ def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[Device
                          if s.mem_used_bytes is not None]
     st = window_stats(rows, samples, counts, growth_points)
     missing = missing_signals(st)
-    diags: list[Diagnosis] = []
     alarm = st.lost or bool(st.xids) or st.ecc_uncorrected_delta > 0 or \
         (st.ecc_uncorrected_last or 0) > 0
     state = "lost" if st.activity is None else st.activity.state
+    keyed: list[tuple[tuple, RuleDiagnosis]] = []
     for rule, rec in _RULES_BY_STATE[state, alarm]:
         found = rule(st)
         if found is not None:
-            diags.append(RuleDiagnosis(rec.kind, round(min(1.0, max(0.0, found.confidence)), 3),
-                                       None, None, rec.action, rec.severity, found))
-    if not diags:
-        diags.append(RuleDiagnosis(
+            d = RuleDiagnosis(rec.kind, round(min(1.0, max(0.0, found.confidence)), 3),
+                              None, None, rec.action, rec.severity, found, rec.role)
+            keyed.append((rank(d, found.urgent), d))
+    if not keyed:
+        d = RuleDiagnosis(
             "unknown", 0.2, action=_UNKNOWN.action, severity=_UNKNOWN.severity,
             finding=Finding(0.2, {"missing": ",".join(missing)},
-                            lambda: "Not enough signals: " + (", ".join(missing) or "none") + ".")))
-    if len(diags) > 1:
-        diags.sort(key=_rank, reverse=True)
+                            lambda: "Not enough signals: " + (", ".join(missing) or "none") + "."))
+        keyed.append((rank(d, False), d))
+    if len(keyed) > 1:
+        keyed.sort(key=_first, reverse=True)
+    diags = [d for _, d in keyed]
     return DeviceAnalysis(  # positional, in field order (once per device per tick)
         last.key if key is None else key, last.index,
         samples[0].timestamp if start is None else start,  # start
@@ -83,8 +86,19 @@ def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[Device
         len(samples), tuple(diags), tuple(missing), counts.phase(samples))
 
 
-def _rank(d: Diagnosis) -> tuple[int, float]:
-    return (_PRIORITY.get(d.kind, 0), d.confidence)
+_ROLE_RANK = {"bottleneck": 1, "risk": 0, "note": -1}
+
+
+def rank(d: Diagnosis, urgent: bool) -> tuple:
+    """Sort key, highest first: critical or urgent risks, then bottlenecks by the strength of their
+    evidence, then risks, then notes (``registry`` module doc)."""
+    pressing = urgent or d.severity == "critical"
+    return (pressing, _ROLE_RANK.get(d.role, 0), _PRIORITY.get(d.kind, 0) if pressing else 0,
+            d.confidence, _PRIORITY.get(d.kind, 0))
+
+
+def _first(item: tuple) -> tuple:
+    return item[0]
 
 
 def device_series(snapshots: Iterable[Snapshot]) -> dict[str, list[DeviceSnapshot]]:

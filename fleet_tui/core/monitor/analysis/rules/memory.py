@@ -1,4 +1,4 @@
-"""Memory: nearly full now, or growing towards full (a leak)."""
+"""Memory: nearly full now, or growing towards full (a leak, or a device filling up)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
-    GROWTH_HORIZON_S, GROWTH_MAX_POINTS, GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL,
-    GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S, GROWTH_NOISE_BYTES, MEM_PRESSURE_FRAC)
-from fleet_tui.core.monitor.analysis.window import WindowStats
+    GROWTH_FILLING_FRAC, GROWTH_HORIZON_S, GROWTH_IMMINENT_S, GROWTH_MAX_FLAT_S, GROWTH_MAX_POINTS,
+    GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL, GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S,
+    GROWTH_NOISE_BYTES, GROWTH_RECENT_S, MEM_CRITICAL_FRAC, MEM_PRESSURE_FRAC)
+from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
 
 def memory_capacity_pressure(st: WindowStats) -> Finding | None:
@@ -21,56 +22,76 @@ def memory_capacity_pressure(st: WindowStats) -> Finding | None:
     ev = {"mem_used_frac": frac, "mem_used_bytes": st.mem_used, "mem_total_bytes": st.mem_total}
     return Finding(clamp(0.7 + (frac - MEM_PRESSURE_FRAC) * 3), ev,
                    lambda: f"{frac:.0%} of device memory in use ({gib(st.mem_used)} of "
-                   f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.")
+                   f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.",
+                   frac >= MEM_CRITICAL_FRAC)
+
+
+def _since_release(points: GrowthPoints, mem_total: float) -> GrowthPoints:
+    """Only the stretch since memory was last released counts: a freed model followed by a leak
+    is a leak, whatever the lookback held before."""
+    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+    for i in range(len(points) - 1, 0, -1):
+        if points[i - 1][1] - points[i][1] > release:
+            return points[i:]
+    return points
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
-    """Memory rising steadily over the growth lookback (``st.growth_points``)."""
-    points, mem_total = st.growth_points, st.mem_total
-    if len(points) < GROWTH_MIN_RISES + 1 or not mem_total:
+    """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
+    that continue to the end of the window, or a device filling up (see ``thresholds``)."""
+    mem_total = st.mem_total
+    if len(st.growth_points) < 3 or not mem_total:
         return None
-    # Only the stretch since memory was last released counts: a freed model followed by a leak is
-    # a leak, whatever the lookback held before.
-    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-    start = 0
-    for i in range(len(points) - 1, 0, -1):
-        if points[i - 1][1] - points[i][1] > release:
-            start = i
-            break
-    points = points[start:]
-    if len(points) < GROWTH_MIN_RISES + 1:
+    points = _since_release(st.growth_points, mem_total)
+    if len(points) < 3:
         return None
-    span = points[-1][0] - points[0][0]
-    if span < GROWTH_MIN_SPAN_S:
-        return None
-    rises = falls = 0
+    end_t, end_mem = points[-1]
+    rise_t: list[float] = []
+    falls = 0
     biggest = 0.0
-    for (_, a), (_, b) in zip(points, points[1:]):
+    for (_, a), (tb, b) in zip(points, points[1:]):
         if b - a > GROWTH_NOISE_BYTES:
-            rises += 1
-            if b - a > biggest:
-                biggest = b - a
+            rise_t.append(tb)
+            biggest = max(biggest, b - a)
         elif a - b > GROWTH_NOISE_BYTES:
             falls += 1
-    if rises < GROWTH_MIN_RISES or falls * 4 > rises:
+    # the rise must still be going on: a staircase that stopped is not growth
+    if not rise_t or end_t - rise_t[-1] > GROWTH_MAX_FLAT_S:
         return None
-    growth = points[-1][1] - points[0][1]
-    if (growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-            or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
-        return None
-    slope = theil_sen_slope(points)
+    frac = end_mem / mem_total
+    recent = [p for p in points if p[0] >= end_t - GROWTH_RECENT_S]
+    filling = (frac >= GROWTH_FILLING_FRAC and len(recent) >= 3
+               and sum(1 for t in rise_t if t >= end_t - GROWTH_RECENT_S) >= 2)
+    slope = theil_sen_slope(recent) if filling else 0.0
+    filling = filling and slope > GROWTH_NOISE_BYTES
+    rises = len(rise_t)
+    span = end_t - points[0][0]
+    growth = end_mem - points[0][1]
+    if not filling:
+        steady = (rises >= GROWTH_MIN_RISES and falls * 4 <= rises and span >= GROWTH_MIN_SPAN_S
+                  and all(b - a <= GROWTH_MAX_FLAT_S for a, b in zip(rise_t, rise_t[1:])))
+        if (not steady or growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+                or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
+            return None
+        slope = theil_sen_slope(points)
     if slope <= 0:
         return None
-    time_to_full = max(0.0, (mem_total - points[-1][1]) / slope)
+    time_to_full = max(0.0, (mem_total - end_mem) / slope)
     if time_to_full > GROWTH_HORIZON_S:
         return None
     ev = {"slope_bytes_s": slope, "time_to_full_s": time_to_full, "rises": rises,
-          "span_s": span, "mem_used_bytes": points[-1][1], "mem_total_bytes": mem_total}
-    conf = clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+          "span_s": span, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
+          "mem_used_frac": frac, "filling": filling}
+    if filling:
+        conf = clamp(0.7 + 0.3 * frac)
+    else:
+        conf = clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+    how = (f"{frac:.0%} of the device in use and still rising" if filling
+           else f"grew {gib(growth)} over {span:.0f} s ({rises} rises)")
     return Finding(conf, ev,
-                   lambda: f"Memory grew {gib(growth)} over {span:.0f} s ({rises} rises, "
-                   f"{slope / 2**20:.1f} MiB/s): full in about {duration(time_to_full)} at this "
-                   f"rate.")
+                   lambda: f"Memory {how}, {slope / 2**20:.1f} MiB/s: full in about "
+                   f"{duration(time_to_full)} at this rate.",
+                   time_to_full <= GROWTH_IMMINENT_S)
 
 
 def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float:

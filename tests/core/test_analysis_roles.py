@@ -1,0 +1,88 @@
+"""Bottlenecks vs risks, and growth that continues (issue 10 items 1-2). Synthetic windows built
+from DeviceSnapshots: unit tests of the rules, not accuracy claims."""
+
+from __future__ import annotations
+
+from fleet_tui.core.monitor.analysis import RULES, analyze_device_window
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+GIB = 2**30
+
+
+def _dev(t: float, **kw) -> DeviceSnapshot:
+    base = dict(index=0, name="GPU", uuid="GPU-1", timestamp=t, gpu_util_pct=99.0,
+                sm_active_pct=95.0, tensor_active_pct=2.0, dram_active_pct=10.0,
+                fp32_active_pct=80.0, mem_used_bytes=10 * GIB, mem_total_bytes=141 * GIB,
+                power_w=300.0, power_limit_w=700.0, sm_clock_mhz=1980.0, sm_clock_max_mhz=1980.0,
+                clock_event_reasons=0)
+    base.update(kw)
+    return DeviceSnapshot(**base)
+
+
+def test_every_kind_has_a_role_and_the_json_says_which_is_which():
+    assert {r.role for r in RULES.values()} <= {"bottleneck", "risk", "note"}
+    for kind in ("memory_growth", "memory_capacity_pressure", "ecc_errors", "xid",
+                 "thermal_throttled"):
+        assert RULES[kind].role == "risk"
+    a = analyze_device_window([_dev(t, mem_used_bytes=int(130 * GIB)) for t in range(5)])
+    d = a.to_dict()
+    assert d["primary"] == "compute_no_tensor_cores"
+    assert d["risks"] == ["memory_capacity_pressure"]
+    roles = {x["kind"]: x["role"] for x in d["diagnoses"]}
+    assert roles == {"compute_no_tensor_cores": "bottleneck", "memory_capacity_pressure": "risk"}
+
+
+def test_staircase_of_one_off_allocations_is_not_growth_and_never_outranks_compute():
+    # steps of 300 MiB at phase changes (t = 0, 5, 10), then 30 s flat at the same level
+    def mem(t):
+        return 10 * GIB + 300 * 2**20 * min(3, int(t // 5) + 1)
+    pts = [(float(t), float(mem(t))) for t in range(0, 45)]
+    window = [_dev(t, mem_used_bytes=int(mem(t))) for t in range(40, 45)]
+    a = analyze_device_window(window, growth_points=pts)
+    assert "memory_growth" not in a.kinds()
+    assert a.primary == "compute_no_tensor_cores"
+
+
+def test_a_device_filling_up_on_an_idle_gpu_is_flagged_and_urgent():
+    # 80 -> 133 of 141 GiB at ~10 GiB/s, sampled at 1 Hz, no kernels
+    pts = [(float(t), float((80 + 10 * t) * GIB)) for t in range(6)]
+    pts.append((6.0, 133.0 * GIB))
+    idle = dict(gpu_util_pct=0.0, sm_active_pct=0.0, tensor_active_pct=0.0, fp32_active_pct=0.0,
+                dram_active_pct=0.0)
+    window = [_dev(t, mem_used_bytes=int(m), **idle) for t, m in pts[-5:]]
+    a = analyze_device_window(window, growth_points=pts)
+    g = a.get("memory_growth")
+    assert g is not None and g.role == "risk"
+    assert g.evidence_dict["time_to_full_s"] < 60
+    assert a.primary == "memory_growth"  # full within minutes: outranks idle
+    assert "idle" in a.kinds()
+
+
+def test_a_slow_leak_is_a_risk_beside_the_bottleneck_not_primary():
+    # 40 MiB every 2 s: full in about 2 h, not imminent
+    pts = [(float(t), float(10 * GIB + t * 20 * 2**20)) for t in range(0, 120, 2)]
+    window = [_dev(t, mem_used_bytes=int(m), tensor_active_pct=80.0) for t, m in pts[-5:]]
+    a = analyze_device_window(window, growth_points=pts)
+    assert a.primary == "healthy_compute"
+    assert a.risks == ("memory_growth",)
+
+
+def test_primary_is_chosen_by_evidence_not_a_priority_table():
+    # a weak bottleneck does not win over a strong one because of its place in the registry
+    hot = [_dev(t, clock_event_reasons=0x20, temp_c=80.0, slowdown_temp_c=89.0,
+                sm_clock_mhz=1400.0, tensor_active_pct=80.0) for t in range(5)]
+    a = analyze_device_window(hot)
+    assert a.primary == "healthy_compute" and "thermal_throttled" in a.risks
+    at_limit = [_dev(t, clock_event_reasons=0x20, temp_c=90.0, slowdown_temp_c=89.0,
+                     sm_clock_mhz=1400.0, tensor_active_pct=80.0) for t in range(5)]
+    assert analyze_device_window(at_limit).primary == "thermal_throttled"  # urgent
+
+
+def test_nan_readings_are_missing_values_never_a_diagnosis():
+    nan = float("nan")
+    window = [_dev(t, mem_used_bytes=None, gpu_util_pct=None, sm_active_pct=None,
+                   tensor_active_pct=None, fp32_active_pct=None, dram_active_pct=None,
+                   power_w=None) for t in range(5)]
+    a = analyze_device_window(window)
+    assert a.primary == "unknown"
+    assert nan != nan  # (the trace reader turns NaN into None: tests/core/test_trace_robust.py)
