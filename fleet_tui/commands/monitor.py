@@ -52,15 +52,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.set_defaults(func=_cmd_monitor)
 
     a = subparsers.add_parser(
-        "analyze", help="diagnose a recorded trace offline (window by window)",
+        "analyze", help="diagnose a recorded trace offline, phase by phase",
         description="Replay a trace (the raw H200 capture format or a fleet-tui recording; "
-                    "'demo' = the bundled labelled H200 trace) and diagnose each window.")
+                    "'demo' = the bundled labelled H200 trace), split it at change points into "
+                    "phases and diagnose each: the bottleneck (primary) and the risks. --window "
+                    "gives fixed windows instead. Streams the file in bounded memory.")
     a.add_argument("trace", metavar="TRACE", help="path to a .jsonl trace, or 'demo'")
-    a.add_argument("--window", type=finite_float, default=5.0, metavar="SECONDS",
-                   help="window length in seconds (default 5)")
+    a.add_argument("--window", type=finite_float, default=None, metavar="SECONDS",
+                   help="fixed windows of SECONDS instead of phases")
     a.add_argument("--step", type=finite_float, default=None, metavar="SECONDS",
-                   help="start a window every SECONDS (default: back to back)")
-    a.add_argument("--json", action="store_true", help="JSON list of windows")
+                   help="with --window: start a window every SECONDS (default: back to back)")
+    a.add_argument("--json", action="store_true", help="JSON list of phases (or windows)")
     a.set_defaults(func=_cmd_analyze)
 
     r = subparsers.add_parser(
@@ -256,27 +258,77 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.commands._output import print_table
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.analysis import analyze_trace
-    from fleet_tui.core.monitor.trace import iter_trace
+    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.trace import TraceOrderError, TraceReader, load_sorted
 
-    if args.window <= 0:
+    if args.window is not None and args.window <= 0:
         raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
     if args.step is not None and args.step <= 0:
         raise UserError(f"--step {args.step:g}: must be a positive number of seconds")
-    windows = analyze_trace(iter_trace(args.trace), window_s=args.window, step_s=args.step)
+    if args.step is not None and args.window is None:
+        raise UserError("--step needs --window (phases have no step)")
+    overlapping = args.step is not None and args.step < args.window
+
+    def results(snapshots):
+        if overlapping:  # overlapping windows hold the trace (analyze_trace)
+            return iter(analyze_trace(snapshots, window_s=args.window, step_s=args.step))
+        return analyze_stream(snapshots, window_s=args.window)
+
+    reader = TraceReader(args.trace)
+    out = _AnalyzeOutput(args.json)
+    try:
+        for w in results(reader):
+            out.add(w)
+    except TraceOrderError:
+        out = _AnalyzeOutput(args.json)  # nothing printed yet: JSON and the table print at the end
+        fixed = load_sorted(args.trace)
+        print(f"fleet-tui: {args.trace}: {fixed.moved} sample(s) out of time order: sorted"
+              + (f"; {fixed.repeats} repeated timestamp(s) skipped" if fixed.repeats else ""),
+              file=sys.stderr)
+        for w in results(fixed.snapshots):
+            out.add(w)
+    else:
+        if reader.repeats:
+            print(f"fleet-tui: {args.trace}: {reader.repeats} sample(s) with a repeated "
+                  f"timestamp skipped", file=sys.stderr)
+    if out.count == 0:
+        raise UserError(f"{args.trace}: no samples to analyze")
     if args.json:
-        print_json([w.to_dict() for w in windows])
+        out.finish_json()
         return 0
-    rows = []
-    for w in windows:
-        d = w.primary_diagnosis
-        others = ", ".join(x.kind for x in w.diagnoses[1:])
-        rows.append([f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
-                     w.primary, f"{d.confidence:.2f}" if d else "", others])
-    print_table(["start", "end", "gpu", "phase", "primary", "conf", "also"], rows)
+    print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.rows)
     return 0
+
+
+class _AnalyzeOutput:
+    """Rows of the analyze table, or the JSON list, kept as short text (the analyses are not
+    held: a long trace stays in bounded memory)."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.rows: list[list[str]] = []
+        self.items: list[str] = []
+        self.count = 0
+
+    def add(self, w) -> None:
+        self.count += 1
+        if self.as_json:
+            text = json.dumps(w.to_dict(), indent=2, allow_nan=False)
+            self.items.append("  " + text.replace("\n", "\n  "))
+            return
+        d = w.primary_diagnosis
+        risks = w.risks
+        others = ", ".join(x.kind for x in w.diagnoses[1:] if x.kind not in risks)
+        self.rows.append([f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
+                          w.primary, f"{d.confidence:.2f}" if d else "", ", ".join(risks),
+                          others])
+
+    def finish_json(self) -> None:
+        """The same bytes as ``print_json`` of the list."""
+        sys.stdout.write("[\n" + ",\n".join(self.items) + "\n]\n" if self.items else "[]\n")
 
 
 def _cmd_record(args: argparse.Namespace) -> int:

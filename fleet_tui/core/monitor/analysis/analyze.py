@@ -11,7 +11,8 @@ from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.analysis.registry import PRIORITY, RULES
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import (GrowthPoints, missing_signals, window_stats)
+from fleet_tui.core.monitor.analysis.window import (GrowthPoints, WindowStats, missing_signals,
+                                                   window_stats)
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 
@@ -59,6 +60,14 @@ def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[Device
         growth_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
                          if s.mem_used_bytes is not None]
     st = window_stats(rows, samples, counts, growth_points)
+    return diagnose(st, last.key if key is None else key, last.index,
+                    samples[0].timestamp if start is None else start,
+                    last.timestamp if end is None else end, len(samples), counts.phase(samples))
+
+
+def diagnose(st: WindowStats, key: str, index: int, start: float, end: float, samples: int,
+             phase: str | None) -> DeviceAnalysis:
+    """Run the rules over one window's (or phase's) statistics; diagnoses ranked by ``rank``."""
     missing = missing_signals(st)
     alarm = st.lost or bool(st.xids) or st.ecc_uncorrected_delta > 0 or \
         (st.ecc_uncorrected_last or 0) > 0
@@ -80,10 +89,7 @@ def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[Device
         keyed.sort(key=_first, reverse=True)
     diags = [d for _, d in keyed]
     return DeviceAnalysis(  # positional, in field order (once per device per tick)
-        last.key if key is None else key, last.index,
-        samples[0].timestamp if start is None else start,  # start
-        last.timestamp if end is None else end,  # end
-        len(samples), tuple(diags), tuple(missing), counts.phase(samples))
+        key, index, start, end, samples, tuple(diags), tuple(missing), phase)
 
 
 _ROLE_RANK = {"bottleneck": 1, "risk": 0, "note": -1}

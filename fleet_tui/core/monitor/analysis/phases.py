@@ -3,8 +3,9 @@
 Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device, online.
 
 * Each sample becomes a feature vector on a common 0-1 scale (``features``): kernel duty cycle, SM
-  activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, and the
-  memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing readings are skipped, not zeros.
+  activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, the
+  share of memory used and the memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing
+  readings are skipped, not zeros.
 * The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S``: NVML
   averages utilization over up to a second, and a starved loader alternates busy and idle samples
   at the sampling rate; both are one behaviour, not many.
@@ -37,7 +38,7 @@ MIN_PHASE_S = 3.0
 # A memory slope of 1 % of the device per second reads as a full-scale feature (a leak of a few
 # hundred MiB/s on an 80-141 GiB GPU); steady memory reads 0.
 MEM_SLOPE_FULL_SCALE = 0.01
-N_FEATURES = 8
+N_FEATURES = 9
 
 
 def features(d: DeviceSnapshot, prev: DeviceSnapshot | None) -> list[float | None]:
@@ -56,12 +57,14 @@ def features(d: DeviceSnapshot, prev: DeviceSnapshot | None) -> list[float | Non
                    / link_of(d.extra)[0])
     power = (min(1.0, d.power_w / d.power_limit_w)
              if d.power_w is not None and d.power_limit_w else None)
+    mem = (d.mem_used_bytes / d.mem_total_bytes
+           if d.mem_used_bytes is not None and d.mem_total_bytes else None)
     slope = None
     if (prev is not None and d.mem_used_bytes is not None and prev.mem_used_bytes is not None
             and d.mem_total_bytes and d.timestamp > prev.timestamp):
         rate = (d.mem_used_bytes - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
         slope = max(-1.0, min(1.0, rate / d.mem_total_bytes / MEM_SLOPE_FULL_SCALE))
-    return [duty, sm, tensor, dram, fp32, pcie, power, slope]
+    return [duty, sm, tensor, dram, fp32, pcie, power, mem, slope]
 
 
 class PhaseDetector:

@@ -175,6 +175,27 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         means = col_means(tuple(zip(*rows)), n)
     else:  # no N/A reading in the window: every column summed in C, in window order
         means = list(map(truediv, map(sum, zip(*rows)), repeat(n)))
+    ecc_last = None
+    if counts.ecc:
+        ecc_last = last.ecc_uncorrected
+        if ecc_last is None:  # the newest count the window has
+            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
+                            if e is not None)
+    xids: list[int] = []
+    if counts.xid_n:
+        for d in samples:
+            for x in d.xid_errors:
+                if x not in xids:
+                    xids.append(x)
+    return stats_from(n, means, last, counts, tuple(xids), ecc_last, growth_points)
+
+
+def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot, counts: Counts,
+               xids: tuple[int, ...], ecc_last: int | None,
+               growth_points: GrowthPoints) -> WindowStats:
+    """``WindowStats`` from the means of the ``MEAN_FIELDS`` columns over ``n`` samples, the newest
+    sample, the tallies, the XID codes seen and the newest uncorrected-ECC count: what a window
+    (``window_stats``) or a streamed phase (``stream``) knows."""
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
      pcie_tx, mem_used) = means
     mask = power_n = thermal_n = nr = 0
@@ -186,20 +207,7 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         if r & THERMAL_BITS:
             thermal_n += k
     ecc = counts.ecc
-    if ecc:
-        ecc_delta = max(ecc) - min(ecc)
-        ecc_last = last.ecc_uncorrected
-        if ecc_last is None:  # the newest count the window has
-            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
-                            if e is not None)
-    else:
-        ecc_delta, ecc_last = 0, None
-    xids: list[int] = []
-    if counts.xid_n:
-        for d in samples:
-            for x in d.xid_errors:
-                if x not in xids:
-                    xids.append(x)
+    ecc_delta = (max(ecc) - min(ecc)) if ecc else 0
     link_bytes_s, link_known = link_of(last.extra)
     pcie_frac = None
     if pcie_rx is not None or pcie_tx is not None:
@@ -216,8 +224,8 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         len(procs),
         sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,  # proc_bytes
         ecc_delta,  # ecc_uncorrected_delta
-        ecc_last,  # ecc_uncorrected_last
-        tuple(xids),
+        ecc_last if ecc else None,  # ecc_uncorrected_last
+        xids,
         lost,
         # wait_share: samples in which kernels ran under half the time
         (counts.wait_n / counts.util_n) if counts.util_n else None,
