@@ -91,6 +91,24 @@ def _static_device_kwargs(static: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# raw capture key -> DeviceSnapshot field, scale, whether an integer
+_READINGS = (
+    ("gpu_util", "gpu_util_pct", 1.0, False), ("mem_util", "mem_util_pct", 1.0, False),
+    ("mem_used_bytes", "mem_used_bytes", 1, True), ("temp_c", "temp_c", 1.0, False),
+    ("power_mw", "power_w", 1e-3, False), ("sm_clock_mhz", "sm_clock_mhz", 1.0, False),
+    ("mem_clock_mhz", "mem_clock_mhz", 1.0, False),
+    ("clock_event_reasons", "clock_event_reasons", 1, True), ("pstate", "pstate", 1, True),
+    ("gpm_nvlink_rx_mib_s", "nvlink_rx_bytes_s", _MIB, False),
+    ("gpm_nvlink_tx_mib_s", "nvlink_tx_bytes_s", _MIB, False),
+    ("gpm_sm_util", "sm_active_pct", 1.0, False),
+    ("gpm_sm_occupancy", "sm_occupancy_pct", 1.0, False),
+    ("gpm_any_tensor_util", "tensor_active_pct", 1.0, False),
+    ("gpm_dram_bw_util", "dram_active_pct", 1.0, False),
+    ("gpm_fp32_util", "fp32_active_pct", 1.0, False),
+    ("gpm_fp16_util", "fp16_active_pct", 1.0, False),
+)
+
+
 def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any], *,
                            source: str, base_time: float = 0.0) -> Snapshot:
     """One ``{"kind": "sample"}`` line of the raw capture format as a ``Snapshot``."""
@@ -132,33 +150,25 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
         {"sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct",
          "fp32_active_pct", "fp16_active_pct"})
     kw = dict(static_kwargs)
-    kw.update(
-        index=0,
-        timestamp=t,
-        gpu_util_pct=_num(sample.get("gpu_util"), 1.0, "gpu_util"),
-        mem_util_pct=_num(sample.get("mem_util"), 1.0, "mem_util"),
-        mem_used_bytes=_int(sample.get("mem_used_bytes"), "mem_used_bytes"),
-        temp_c=_num(sample.get("temp_c"), 1.0, "temp_c"),
-        power_w=_num(sample.get("power_mw"), 1e-3, "power_mw"),
-        sm_clock_mhz=_num(sample.get("sm_clock_mhz"), 1.0, "sm_clock_mhz"),
-        mem_clock_mhz=_num(sample.get("mem_clock_mhz"), 1.0, "mem_clock_mhz"),
-        clock_event_reasons=_int(sample.get("clock_event_reasons"), "clock_event_reasons"),
-        pstate=_int(sample.get("pstate"), "pstate"),
-        pcie_rx_bytes_s=pcie_rx,
-        pcie_tx_bytes_s=pcie_tx,
-        nvlink_rx_bytes_s=_num(sample.get("gpm_nvlink_rx_mib_s"), _MIB, "gpm_nvlink_rx_mib_s"),
-        nvlink_tx_bytes_s=_num(sample.get("gpm_nvlink_tx_mib_s"), _MIB, "gpm_nvlink_tx_mib_s"),
-        sm_active_pct=_num(sample.get("gpm_sm_util"), 1.0, "gpm_sm_util"),
-        sm_occupancy_pct=_num(sample.get("gpm_sm_occupancy"), 1.0, "gpm_sm_occupancy"),
-        tensor_active_pct=_num(sample.get("gpm_any_tensor_util"), 1.0, "gpm_any_tensor_util"),
-        dram_active_pct=_num(sample.get("gpm_dram_bw_util"), 1.0, "gpm_dram_bw_util"),
-        fp32_active_pct=_num(sample.get("gpm_fp32_util"), 1.0, "gpm_fp32_util"),
-        fp16_active_pct=_num(sample.get("gpm_fp16_util"), 1.0, "gpm_fp16_util"),
-        unsupported=unsupported,
-        processes=procs,
-        phase=phase,
-        extra=tuple(extra),
-    )
+    kw["index"] = 0
+    kw["timestamp"] = t
+    # the readings, converted in one loop (a function call per field cost ~30 % of reading a line
+    # in bench_analysis's 10^6-line figure)
+    for key, out, scale, integer in _READINGS:
+        v = sample.get(key)
+        if v is not None:
+            tv = type(v)
+            if tv is float:
+                v = v * scale if v - v == 0.0 else None  # NaN/inf: missing
+            elif tv is int:
+                v = v if integer else v * scale
+            else:
+                raise BadField(key)
+            if integer and v is not None:
+                v = int(v)
+        kw[out] = v
+    kw.update(pcie_rx_bytes_s=pcie_rx, pcie_tx_bytes_s=pcie_tx, unsupported=unsupported,
+              processes=procs, phase=phase, extra=tuple(extra))
     if not gpm:
         kw["gpm_supported"] = False if kw.get("gpm_supported") is None else kw["gpm_supported"]
     cores = sample.get("host_cpu_per_core_pct")
