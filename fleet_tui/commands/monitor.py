@@ -262,7 +262,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.analysis import analyze_trace
     from fleet_tui.core.monitor.analysis.stream import analyze_stream
-    from fleet_tui.core.monitor.trace import TraceOrderError, TraceReader, load_sorted
+    from fleet_tui.core.monitor.trace import (SORT_MAX_BYTES, TraceOrderError, TraceReader,
+                                              load_sorted)
 
     if args.window is not None and args.window <= 0:
         raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
@@ -278,7 +279,9 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         return analyze_stream(snapshots, window_s=args.window)
 
     reader = TraceReader(args.trace)
-    out = _AnalyzeOutput(args.json)
+    # a file small enough to sort is printed at the end (it may have to be read again, sorted);
+    # a longer one streams its JSON as each phase ends, so memory stays bounded
+    out = _AnalyzeOutput(args.json, stream=reader.path.stat().st_size > SORT_MAX_BYTES)
     try:
         for w in results(reader):
             out.add(w)
@@ -307,8 +310,9 @@ class _AnalyzeOutput:
     """Rows of the analyze table, or the JSON list, kept as short text (the analyses are not
     held: a long trace stays in bounded memory)."""
 
-    def __init__(self, as_json: bool):
+    def __init__(self, as_json: bool, stream: bool = False):
         self.as_json = as_json
+        self.stream = stream and as_json
         self.rows: list[list[str]] = []
         self.items: list[str] = []
         self.count = 0
@@ -316,8 +320,11 @@ class _AnalyzeOutput:
     def add(self, w) -> None:
         self.count += 1
         if self.as_json:
-            text = json.dumps(w.to_dict(), indent=2, allow_nan=False)
-            self.items.append("  " + text.replace("\n", "\n  "))
+            text = "  " + json.dumps(w.to_dict(), indent=2, allow_nan=False).replace("\n", "\n  ")
+            if self.stream:
+                sys.stdout.write(("[\n" if self.count == 1 else ",\n") + text)
+            else:
+                self.items.append(text)
             return
         d = w.primary_diagnosis
         risks = w.risks
@@ -328,6 +335,9 @@ class _AnalyzeOutput:
 
     def finish_json(self) -> None:
         """The same bytes as ``print_json`` of the list."""
+        if self.stream:
+            sys.stdout.write("\n]\n" if self.count else "[]\n")
+            return
         sys.stdout.write("[\n" + ",\n".join(self.items) + "\n]\n" if self.items else "[]\n")
 
 

@@ -6,7 +6,8 @@ Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device
   activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, the
   share of memory used and the memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing
   readings are skipped, not zeros.
-* The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S``: NVML
+* The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S`` (at
+  least ``SMOOTH_SAMPLES`` samples): NVML
   averages utilization over up to a second, and a starved loader alternates busy and idle samples
   at the sampling rate; both are one behaviour, not many.
 * Against the running mean of the current phase, each feature keeps ``S+ = max(0, S+ + x - m - k)``
@@ -31,6 +32,7 @@ from fleet_tui.core.monitor.analysis.window import link_of
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
 SMOOTH_S = 0.6
+SMOOTH_SAMPLES = 3
 SHIFT_MIN = 0.15
 CUSUM_K = SHIFT_MIN / 2
 CUSUM_H = 0.6
@@ -104,7 +106,9 @@ class PhaseDetector:
         if self._start is None:
             self._start = ts
         dt = (ts - last) if last is not None and ts > last else SMOOTH_S
-        alpha = dt / (SMOOTH_S + dt)
+        # at least 3 samples' worth of smoothing whatever the sampling rate (a starved loader
+        # sampled at 1 Hz alternates busy and idle samples)
+        alpha = dt / (max(SMOOTH_S, SMOOTH_SAMPLES * dt) + dt)
         ema = self._ema
         for i, v in enumerate(x):
             if v is None:
