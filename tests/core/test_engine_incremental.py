@@ -16,7 +16,7 @@ import random
 import pytest
 
 from fleet_tui.core.monitor.alerts import AlertEvaluator, AlertRule
-from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, SlidingWindow,
+from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, HostLoad, SlidingWindow,
                                              analyze_device_window, analyze_trace)
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.history import History
@@ -51,7 +51,8 @@ def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
             window = list(eng.history.samples(d.key, eng.window_s))
             while window and window[0].timestamp < start:
                 window.pop(0)
-            expected = analyze_device_window(window, growth_points=[])
+            expected = analyze_device_window(window, growth_points=[],
+                                             host=HostLoad.of(snap.host))
             assert _without_growth(tick.analyses[d.key]) == _without_growth(expected), (i, d.key)
             compared += 1
     return compared

@@ -11,8 +11,8 @@ from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.analysis.registry import PRIORITY, RULES
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import (GrowthPoints, WindowStats, missing_signals,
-                                                   window_stats)
+from fleet_tui.core.monitor.analysis.window import (GrowthPoints, HostLoad, WindowStats,
+                                                   missing_signals, window_stats)
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 
@@ -38,7 +38,8 @@ _PRIORITY = dict(PRIORITY)  # a plain dict: read for every diagnosis
 
 def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
                           growth_points: GrowthPoints | None = None,
-                          start: float | None = None, end: float | None = None) -> DeviceAnalysis:
+                          start: float | None = None, end: float | None = None,
+                          host: HostLoad | None = None) -> DeviceAnalysis:
     """Diagnose one device from its samples over a window (oldest first).
 
     ``growth_points`` are (timestamp, mem_used_bytes) over a longer lookback for the memory-growth
@@ -47,19 +48,21 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     if not samples:
         raise ValueError("analyze_device_window needs at least one sample")
     rows = list(map(read_row, samples))
-    return analyze_rows(rows, Counts(rows, samples), samples, growth_points, start, end)
+    return analyze_rows(rows, Counts(rows, samples), samples, growth_points, start, end,
+                        host=host)
 
 
 def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[DeviceSnapshot],
                  growth_points: GrowthPoints | None, start: float | None = None,
-                 end: float | None = None, key: str | None = None) -> DeviceAnalysis:
+                 end: float | None = None, key: str | None = None,
+                 host: HostLoad | None = None) -> DeviceAnalysis:
     """``analyze_device_window`` for callers that keep the window's rows (``read_row`` of each of
     ``samples``, oldest first) and their tallies ``counts`` up to date themselves."""
     last = samples[-1]
     if growth_points is None:
         growth_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
                          if s.mem_used_bytes is not None]
-    st = window_stats(rows, samples, counts, growth_points)
+    st = window_stats(rows, samples, counts, growth_points, host)
     return diagnose(st, last.key if key is None else key, last.index,
                     samples[0].timestamp if start is None else start,
                     last.timestamp if end is None else end, len(samples), counts.phase(samples))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
-from fleet_tui.core.monitor.analysis.rules import activity, alarms, clocks, compute, memory
+from fleet_tui.core.monitor.analysis.rules import (activity, alarms, clocks, compute, contention,
+                                                   memory)
 from fleet_tui.core.monitor.analysis.window import WindowStats
 
 
@@ -61,6 +62,16 @@ _RULES = (
          "Memory grows steadily: look for tensors kept across steps (losses accumulated without "
          ".detach()/.item(), growing caches); torch.cuda.memory_summary() shows what holds it.",
          memory.memory_growth, role="risk"),
+    Rule("communication_bound", 62, "warning",
+         "The GPU waits on NVLink collectives: overlap communication with compute (DDP "
+         "bucket_cap_mb, FSDP forward/backward prefetch), use larger buckets, gradient "
+         "accumulation to communicate less often, and check NCCL picked NVLink "
+         "(NCCL_DEBUG=INFO).", contention.communication_bound, "active"),
+    Rule("cpu_bound_host", 61, "warning",
+         "The host's CPUs cannot feed the GPU: raise DataLoader num_workers up to the free cores, "
+         "move decoding/augmentation to the GPU (DALI, torchvision.io on CUDA), pre-tokenize or "
+         "cache preprocessed data, and check nothing else competes for the cores.",
+         contention.cpu_bound_host, "active"),
     Rule("host_transfer_bound", 60, "warning",
          "Host-device copies saturate PCIe: use pinned memory with non_blocking copies "
          "overlapped with compute, keep data resident on the GPU, and send compact dtypes "
@@ -85,6 +96,17 @@ _RULES = (
          "Tensor cores are busy: the GPU does useful work. Further gains come from fused kernels "
          "(FlashAttention, torch.compile), FP8 where accuracy allows, or more GPUs.",
          compute.healthy_compute, "active"),
+    Rule("shared_gpu", 35, "warning",
+         "Other users' processes share this GPU: ask for a dedicated GPU, or partition it (MIG "
+         "on A100/H100/H200, MPS with limits) so each tenant gets a fixed share.",
+         contention.shared_gpu, "active"),
+    Rule("mig_instance", 33, "info",
+         "A MIG slice: size the profile to the work (nvidia-smi mig -lgip lists them); a small "
+         "slice caps both SMs and memory.", contention.mig_instance, role="note"),
+    Rule("memory_headroom", 32, "info",
+         "Under half the memory is used: raise the batch size (or sequence packing) to fill the "
+         "GPU better, or move to a smaller, cheaper GPU.", memory.memory_headroom, "active",
+         "note"),
     Rule("power_capped", 30, "info",
          "The board runs at its power limit with clocks below max. Expected for dense matmuls; "
          "check the enforced limit was not lowered (nvidia-smi -q -d POWER) and that cooling and "

@@ -9,6 +9,7 @@ from fleet_tui.core.monitor.analysis.analyze import analyze_rows
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 from fleet_tui.core.monitor.analysis.phases import PhaseDetector
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
+from fleet_tui.core.monitor.analysis.window import HostLoad
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
 
@@ -84,7 +85,9 @@ class SlidingWindow:
         return list(self._samples)
 
     def analyze(self, growth_points: Sequence[tuple[float, float]] | None = None,
-                key: str | None = None) -> DeviceAnalysis:
+                key: str | None = None, host: HostLoad | None = None) -> DeviceAnalysis:
+        """``host``: the host's CPU load now (the engine's latest reading), for cpu_bound_host."""
         if not self._samples:
             raise ValueError("the window is empty")
-        return analyze_rows(self._rows, self._counts, self._samples, growth_points, key=key)
+        return analyze_rows(self._rows, self._counts, self._samples, growth_points, key=key,
+                            host=host)

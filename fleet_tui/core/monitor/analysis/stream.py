@@ -21,7 +21,7 @@ from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 from fleet_tui.core.monitor.analysis.phases import PhaseDetector
 from fleet_tui.core.monitor.analysis.tallies import MEAN_FIELDS, Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import stats_from
+from fleet_tui.core.monitor.analysis.window import HostLoad, stats_from
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 # How far back a change point may be placed (samples newer than this wait before they are summed).
@@ -37,12 +37,14 @@ class Span:
     """Running sums of one device's samples over a phase or a window: O(1) memory."""
 
     __slots__ = ("start", "n", "sums", "cnts", "counts", "last", "xids", "ecc_last", "labels",
-                 "head", "edge_s")
+                 "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy", "host_cores")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
         self.edge_s = edge_s
-        self.head: list[DeviceSnapshot] = []  # the samples of the first edge_s seconds
+        self.head: list[tuple[DeviceSnapshot, HostLoad | None]] = []  # the first edge_s seconds
+        self.host_n = self.host_cpu_n = self.host_cores = 0
+        self.host_cpu = self.host_busy = 0.0
         self.n = 0
         self.sums = [0.0] * _NCOL
         self.cnts = [0] * _NCOL
@@ -52,13 +54,20 @@ class Span:
         self.ecc_last: int | None = None
         self.labels: list[DeviceSnapshot] = []  # the first sample of each ground-truth label
 
-    def add(self, d: DeviceSnapshot) -> None:
+    def add(self, d: DeviceSnapshot, host: HostLoad | None) -> None:
         if self.edge_s and d.timestamp < self.start + self.edge_s:
-            self.head.append(d)
+            self.head.append((d, host))
             return
-        self._add(d)
+        self._add(d, host)
 
-    def _add(self, d: DeviceSnapshot) -> None:
+    def _add(self, d: DeviceSnapshot, host: HostLoad | None) -> None:
+        if host is not None:
+            self.host_n += 1
+            if host.cpu_pct is not None:
+                self.host_cpu += host.cpu_pct
+                self.host_cpu_n += 1
+            self.host_busy += host.busy_cores
+            self.host_cores = host.cores
         row = read_row(d)
         sums, cnts = self.sums, self.cnts
         for i, v in enumerate(row):
@@ -81,11 +90,15 @@ class Span:
 
     def analysis(self, key: str, end: float, growth: deque) -> DeviceAnalysis:
         if not self.n:  # a phase no longer than its edge: its samples are all there is
-            for d in self.head:
-                self._add(d)
+            for d, host in self.head:
+                self._add(d, host)
         means = [s / c if c else None for s, c in zip(self.sums, self.cnts)]
+        host = None
+        if self.host_n:
+            host = HostLoad(self.host_cpu / self.host_cpu_n if self.host_cpu_n else None,
+                            self.host_busy / self.host_n, self.host_cores)
         st = stats_from(self.n, means, self.last, self.counts, tuple(self.xids), self.ecc_last,
-                        list(growth))
+                        list(growth), host)
         return diagnose(st, key, self.last.index, self.start, end, len(self),
                         self.counts.phase(self.labels))
 
@@ -96,7 +109,7 @@ class _Device:
     def __init__(self, key: str, d: DeviceSnapshot, window_s: float | None):
         self.key = key
         self.span = Span(d.timestamp, EDGE_S if window_s is None else 0.0)
-        self.pending: deque[DeviceSnapshot] = deque()
+        self.pending: deque[tuple[DeviceSnapshot, HostLoad | None]] = deque()
         self.growth: deque[tuple[float, float]] = deque()
         self.detector = PhaseDetector() if window_s is None else None
         self.window_end = d.timestamp + window_s if window_s is not None else None
@@ -112,18 +125,19 @@ def analyze_stream(snapshots: Iterable[Snapshot], *, window_s: float | None = No
         raise ValueError("window_s must be positive")
     devices: dict[str, _Device] = {}
     for snap in snapshots:
+        host = HostLoad.of(snap.host)
         for d in snap.devices:
             if d.timestamp == 0.0 and snap.timestamp:
                 d = replace(d, timestamp=snap.timestamp)
             dev = devices.get(d.key)
             if dev is None:
                 dev = devices[d.key] = _Device(d.key, d, window_s)
-            yield from _push(dev, d, window_s, growth_lookback_s)
+            yield from _push(dev, d, host, window_s, growth_lookback_s)
     for dev in devices.values():
         yield from _flush(dev, None, growth_lookback_s)
 
 
-def _push(dev: _Device, d: DeviceSnapshot, window_s: float | None,
+def _push(dev: _Device, d: DeviceSnapshot, host: HostLoad | None, window_s: float | None,
           lookback: float) -> Iterator[DeviceAnalysis]:
     ts = d.timestamp
     if window_s is not None:
@@ -137,24 +151,25 @@ def _push(dev: _Device, d: DeviceSnapshot, window_s: float | None,
                 dev.span.start += k * window_s
                 dev.window_end += k * window_s
         _grow(dev, d, lookback)
-        dev.span.add(d)
+        dev.span.add(d, host)
         return
     change = dev.detector.push(d)
     if change is not None:
         # samples before the change point close the old phase; the rest start the new one
         pending = dev.pending
-        while pending and pending[0].timestamp < change:
-            old = pending.popleft()
-            _grow(dev, old, lookback)
-            dev.span.add(old)
+        while pending and pending[0][0].timestamp < change:
+            _settle(dev, *pending.popleft(), lookback)
         if len(dev.span):
             yield dev.span.analysis(dev.key, change, dev.growth)
-            dev.span = Span(max(change, pending[0].timestamp if pending else ts), EDGE_S)
-    dev.pending.append(d)
-    while dev.pending and dev.pending[0].timestamp < ts - LAG_S:
-        old = dev.pending.popleft()
-        _grow(dev, old, lookback)
-        dev.span.add(old)
+            dev.span = Span(max(change, pending[0][0].timestamp if pending else ts), EDGE_S)
+    dev.pending.append((d, host))
+    while dev.pending and dev.pending[0][0].timestamp < ts - LAG_S:
+        _settle(dev, *dev.pending.popleft(), lookback)
+
+
+def _settle(dev: _Device, d: DeviceSnapshot, host: HostLoad | None, lookback: float) -> None:
+    _grow(dev, d, lookback)
+    dev.span.add(d, host)
 
 
 def _grow(dev: _Device, d: DeviceSnapshot, lookback: float) -> None:
@@ -169,11 +184,9 @@ def _grow(dev: _Device, d: DeviceSnapshot, lookback: float) -> None:
 
 def _flush(dev: _Device, _end: float | None, lookback: float) -> Iterator[DeviceAnalysis]:
     while dev.pending:
-        old = dev.pending.popleft()
-        _grow(dev, old, lookback)
-        dev.span.add(old)
+        _settle(dev, *dev.pending.popleft(), lookback)
     if len(dev.span):
         span = dev.span
-        newest = (span.head[-1] if not span.n else span.last).timestamp
+        newest = (span.head[-1][0] if not span.n else span.last).timestamp
         end = dev.window_end if dev.window_end is not None else newest
         yield dev.span.analysis(dev.key, end, dev.growth)

@@ -91,3 +91,20 @@ POWER_HIGH_FRAC = 0.50
 # Clock-event reason bits that mean heat / the power limit slowed the clocks.
 THERMAL_BITS = CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL | CLOCK_EVENT_HW_SLOWDOWN
 POWER_BITS = CLOCK_EVENT_SW_POWER_CAP | CLOCK_EVENT_HW_POWER_BRAKE
+
+# Communication-bound: NVLink traffic in one direction >= 30% of the link's peak while the SMs are
+# not busy: the GPU waits on collectives (NCCL all-reduce / all-gather) it does not overlap. Peaks
+# per direction from NVIDIA's datasheets (NVLink bandwidth is quoted bidirectional: H100/H200 SXM
+# 900 GB/s, A100 SXM 600 GB/s, B200 1.8 TB/s); matched on the device name, the most specific first.
+NVLINK_BUSY_FRAC = 0.30
+NVLINK_PEAK_BYTES_S = (("GH200", 450e9), ("H200", 450e9), ("H100", 450e9), ("H800", 200e9),
+                       ("A100", 300e9), ("A800", 200e9), ("B200", 900e9), ("B300", 900e9),
+                       ("GB200", 900e9), ("V100", 150e9))
+NVLINK_ASSUMED_PEAK_BYTES_S = 300e9
+# CPU-bound host: the GPU waits and the host's CPUs are busy: >= 90% of all cores on average, or
+# at least one core at >= 90% (a loader process with num_workers=0, or its main process, is
+# single-threaded Python: one saturated core is its limit).
+HOST_SATURATED_PCT = 90.0
+# Memory headroom: a GPU that computes (kernels >= 50% of the time) with under half its memory in
+# use can take a larger batch (or a smaller, cheaper GPU).
+HEADROOM_MAX_FRAC = 0.5

@@ -9,7 +9,8 @@ from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
     GROWTH_FILLING_FRAC, GROWTH_HORIZON_S, GROWTH_IMMINENT_S, GROWTH_MAX_FLAT_S, GROWTH_MAX_POINTS,
     GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL, GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S,
-    GROWTH_NOISE_BYTES, GROWTH_RECENT_S, MEM_CRITICAL_FRAC, MEM_PRESSURE_FRAC)
+    GROWTH_NOISE_BYTES, GROWTH_RECENT_S, HEADROOM_MAX_FRAC, MEM_CRITICAL_FRAC,
+    MEM_PRESSURE_FRAC)
 from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
 
@@ -24,6 +25,22 @@ def memory_capacity_pressure(st: WindowStats) -> Finding | None:
                    lambda: f"{frac:.0%} of device memory in use ({gib(st.mem_used)} of "
                    f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.",
                    frac >= MEM_CRITICAL_FRAC)
+
+
+def memory_headroom(st: WindowStats) -> Finding | None:
+    """A GPU that computes most of the time with under half its memory in use."""
+    a = st.activity
+    if (a is None or a.state != "active" or a.waiting is not None or st.mem_used is None
+            or not st.mem_total or a.duty < 50.0):
+        return None
+    frac = st.mem_used / st.mem_total
+    if frac >= HEADROOM_MAX_FRAC:
+        return None
+    free = st.mem_total - st.mem_used
+    return Finding(clamp(0.5 + 0.4 * (1 - frac / HEADROOM_MAX_FRAC)),
+                   {"mem_used_frac": frac, "mem_free_bytes": free},
+                   lambda: f"Only {frac:.0%} of device memory in use ({gib(free)} free) while "
+                   f"kernels run {a.duty:.0f}% of the time: room for a larger batch.")
 
 
 def _since_release(points: GrowthPoints, mem_total: float) -> GrowthPoints:
