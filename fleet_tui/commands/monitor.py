@@ -303,6 +303,8 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         out.finish_json()
         return 0
     print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.rows)
+    print()
+    print("\n".join(out.shares.lines()))
     return 0
 
 
@@ -316,9 +318,13 @@ class _AnalyzeOutput:
         self.rows: list[list[str]] = []
         self.items: list[str] = []
         self.count = 0
+        from fleet_tui.core.monitor.analysis.summary import TimeShares
+
+        self.shares = TimeShares()
 
     def add(self, w) -> None:
         self.count += 1
+        self.shares.add(w)
         if self.as_json:
             text = "  " + json.dumps(w.to_dict(), indent=2, allow_nan=False).replace("\n", "\n  ")
             if self.stream:

@@ -86,3 +86,14 @@ def test_nan_readings_are_missing_values_never_a_diagnosis():
     a = analyze_device_window(window)
     assert a.primary == "unknown"
     assert nan != nan  # (the trace reader turns NaN into None: tests/core/test_trace_robust.py)
+
+
+def test_time_shares_from_phases_give_the_idle_share():
+    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.rightsize import idle_note
+    from fleet_tui.core.monitor.trace import iter_trace
+
+    phases = list(analyze_stream(iter_trace("demo")))
+    idle_s = sum(p.end - p.start for p in phases if p.primary == "idle")
+    total = phases[-1].end - phases[0].start
+    assert idle_note(phases) == {0: f"idle {100 * idle_s / total:.0f} % of the time"}
