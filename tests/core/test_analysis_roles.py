@@ -97,3 +97,24 @@ def test_time_shares_from_phases_give_the_idle_share():
     idle_s = sum(p.end - p.start for p in phases if p.primary == "idle")
     total = phases[-1].end - phases[0].start
     assert idle_note(phases) == {0: f"idle {100 * idle_s / total:.0f} % of the time"}
+
+
+def test_phases_split_a_blend_that_a_fixed_window_would_average():
+    """Half FP32 matmul, half input stall (synthetic, 5 Hz): a 5 s window across the switch
+    averages them; the phases keep them apart."""
+    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.snapshot import Snapshot
+
+    def snap(i):
+        t = i / 5
+        d = _dev(t) if t < 10 else _dev(t, gpu_util_pct=100.0 if i % 5 == 0 else 0.0,
+                                         sm_active_pct=20.0 if i % 5 == 0 else 0.0,
+                                         fp32_active_pct=10.0 if i % 5 == 0 else 0.0)
+        return Snapshot(timestamp=t, source="t", source_kind="replay", devices=(d,))
+
+    snaps = [snap(i) for i in range(100)]
+    phases = list(analyze_stream(snaps))
+    assert [p.primary for p in phases] == ["compute_no_tensor_cores", "input_starved"]
+    assert abs(phases[1].start - 10.0) <= 0.4
+    blend = analyze_device_window([s.devices[0] for s in snaps[38:63]])
+    assert blend.start < 10.0 < blend.end  # the fixed window straddles the switch
