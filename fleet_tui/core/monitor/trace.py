@@ -91,6 +91,12 @@ def _static_device_kwargs(static: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# raw capture readings kept as DeviceSnapshot extras (key, extra name, scale)
+_EXTRAS = (("pcie_rx_kb_s", "nvml_pcie_rx_bytes_s", float(_NVML_KB)),
+           ("pcie_tx_kb_s", "nvml_pcie_tx_bytes_s", float(_NVML_KB)),
+           ("gpm_graphics_util", "gpm_graphics_util_pct", 1.0),
+           ("gpm_hmma_tensor_util", "gpm_hmma_tensor_util_pct", 1.0),
+           ("host_mem_pct", "host_mem_pct", 1.0))
 # raw capture key -> DeviceSnapshot field, scale, whether an integer
 _READINGS = (
     ("gpu_util", "gpu_util_pct", 1.0, False), ("mem_util", "mem_util_pct", 1.0, False),
@@ -126,14 +132,15 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
         pcie_rx = _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
         pcie_tx = _num(sample.get("pcie_tx_kb_s"), _NVML_KB, "pcie_tx_kb_s")
     extra = list(static_kwargs.get("extra", ()))
-    for key, out, scale in (("pcie_rx_kb_s", "nvml_pcie_rx_bytes_s", _NVML_KB),
-                            ("pcie_tx_kb_s", "nvml_pcie_tx_bytes_s", _NVML_KB),
-                            ("gpm_graphics_util", "gpm_graphics_util_pct", 1.0),
-                            ("gpm_hmma_tensor_util", "gpm_hmma_tensor_util_pct", 1.0),
-                            ("host_mem_pct", "host_mem_pct", 1.0)):
-        v = _num(sample.get(key), scale, key)
+    for key, out, scale in _EXTRAS:
+        v = sample.get(key)
         if v is not None:
-            extra.append((out, v))
+            tv = type(v)
+            if tv is float or tv is int:
+                if v - v == 0:  # not NaN/inf
+                    extra.append((out, v * scale))
+            else:
+                raise BadField(key)
     procs = sample.get("procs")
     if procs:
         if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):

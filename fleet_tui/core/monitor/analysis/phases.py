@@ -109,39 +109,39 @@ class PhaseDetector:
         # at least 3 samples' worth of smoothing whatever the sampling rate (a starved loader
         # sampled at 1 Hz alternates busy and idle samples)
         alpha = dt / (max(SMOOTH_S, SMOOTH_SAMPLES * dt) + dt)
-        ema = self._ema
-        for i, v in enumerate(x):
-            if v is None:
-                continue
-            e = ema[i]
-            ema[i] = v if e is None else e + alpha * (v - e)
+        ema, sums, ns = self._ema, self._sum, self._n
+        pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
         change = None
         armed = ts - self._start >= self.min_phase_s
         k, h = self.k, self.h
-        for i, e in enumerate(ema):
-            if e is None or x[i] is None:
+        for i in range(N_FEATURES):  # one pass per sample: smooth, test, add to the phase mean
+            v = x[i]
+            if v is None:
                 continue
-            n = self._n[i]
+            e = ema[i]
+            e = v if e is None else e + alpha * (v - e)
+            ema[i] = e
+            n = ns[i]
             if n:
-                m = self._sum[i] / n
-                p = self._pos[i] + e - m - k
-                if p <= 0.0:
-                    p, self._pos_t[i] = 0.0, None
-                elif self._pos_t[i] is None:
-                    self._pos_t[i] = ts
-                q = self._neg[i] + m - e - k
+                m = sums[i] / n
+                q = pos[i] + e - m - k
                 if q <= 0.0:
-                    q, self._neg_t[i] = 0.0, None
-                elif self._neg_t[i] is None:
-                    self._neg_t[i] = ts
-                self._pos[i], self._neg[i] = p, q
-                if armed and change is None:
-                    if p > h:
-                        change = self._pos_t[i]
-                    elif q > h:
-                        change = self._neg_t[i]
-            self._sum[i] += e
-            self._n[i] = n + 1
+                    q, pos_t[i] = 0.0, None
+                elif pos_t[i] is None:
+                    pos_t[i] = ts
+                pos[i] = q
+                if armed and q > h and change is None:
+                    change = pos_t[i]
+                q = neg[i] + m - e - k
+                if q <= 0.0:
+                    q, neg_t[i] = 0.0, None
+                elif neg_t[i] is None:
+                    neg_t[i] = ts
+                neg[i] = q
+                if armed and q > h and change is None:
+                    change = neg_t[i]
+            sums[i] += e
+            ns[i] = n + 1
         if change is None:
             return None
         # the new phase starts where the evidence began, but never less than a minimum phase
