@@ -118,3 +118,13 @@ def test_phases_split_a_blend_that_a_fixed_window_would_average():
     assert abs(phases[1].start - 10.0) <= 0.4
     blend = analyze_device_window([s.devices[0] for s in snaps[38:63]])
     assert blend.start < 10.0 < blend.end  # the fixed window straddles the switch
+
+
+def test_nan_from_a_live_source_is_missing_not_a_diagnosis():
+    nan, inf = float("nan"), float("inf")
+    window = [_dev(t, mem_used_bytes=nan, gpu_util_pct=nan, sm_active_pct=inf,
+                   tensor_active_pct=nan, fp32_active_pct=nan, dram_active_pct=nan,
+                   power_w=nan) for t in range(5)]
+    a = analyze_device_window(window, growth_points=[(float(t), nan) for t in range(10)])
+    assert a.primary == "unknown"
+    assert a.get("memory_capacity_pressure") is None and a.get("memory_growth") is None

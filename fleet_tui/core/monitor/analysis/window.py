@@ -240,6 +240,10 @@ def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot, coun
     """``WindowStats`` from the means of the ``MEAN_FIELDS`` columns over ``n`` samples, the newest
     sample, the tallies, the XID codes seen and the newest uncorrected-ECC count: what a window
     (``window_stats``) or a streamed phase (``stream``) knows."""
+    if not all(m is None or m - m == 0.0 for m in means):
+        # a NaN/inf reading from a live source (trace files already read them as N/A): missing,
+        # never a diagnosis built on NaN
+        means = [None if m is None or m - m != 0.0 else m for m in means]
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
      pcie_tx, mem_used, nvlink_rx, nvlink_tx) = means
     mask = power_n = thermal_n = nr = 0

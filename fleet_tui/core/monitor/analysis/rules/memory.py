@@ -57,9 +57,12 @@ def memory_growth(st: WindowStats) -> Finding | None:
     """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
     that continue to the end of the window, or a device filling up (see ``thresholds``)."""
     mem_total = st.mem_total
-    if len(st.growth_points) < 3 or not mem_total:
+    if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
-    points = _since_release(st.growth_points, mem_total)
+    points = st.growth_points
+    if not all(m - m == 0.0 for _, m in points):  # NaN/inf readings are missing values
+        points = [p for p in points if p[1] - p[1] == 0.0]
+    points = _since_release(points, mem_total)
     if len(points) < 3:
         return None
     end_t, end_mem = points[-1]
