@@ -128,3 +128,14 @@ def test_nan_from_a_live_source_is_missing_not_a_diagnosis():
     a = analyze_device_window(window, growth_points=[(float(t), nan) for t in range(10)])
     assert a.primary == "unknown"
     assert a.get("memory_capacity_pressure") is None and a.get("memory_growth") is None
+
+
+def test_a_leak_that_starts_after_a_one_off_allocation_is_still_growth():
+    # a 20 GiB model load at t=0, 60 s flat, then 100 MiB every second for 30 s
+    pts = [(0.0, 10.0 * GIB)] + [(float(t), 30.0 * GIB) for t in range(1, 60)]
+    pts += [(60.0 + t, 30.0 * GIB + (t + 1) * 100 * 2**20) for t in range(30)]
+    window = [_dev(t, mem_used_bytes=int(m), tensor_active_pct=80.0) for t, m in pts[-5:]]
+    g = analyze_device_window(window, growth_points=pts).get("memory_growth")
+    assert g is not None
+    assert abs(g.evidence_dict["slope_bytes_s"] - 100 * 2**20) < 2**20
+    assert g.evidence_dict["span_s"] <= 31

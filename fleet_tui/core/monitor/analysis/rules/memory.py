@@ -84,13 +84,24 @@ def memory_growth(st: WindowStats) -> Finding | None:
                and sum(1 for t in rise_t if t >= end_t - GROWTH_RECENT_S) >= 2)
     slope = theil_sen_slope(recent) if filling else 0.0
     filling = filling and slope > GROWTH_NOISE_BYTES
+    if not filling:
+        # the trend is the last run of rises no more than GROWTH_MAX_FLAT_S apart: steps that
+        # ended before it (a model load, then buffers) are not part of it
+        first = len(rise_t) - 1
+        while first > 0 and rise_t[first] - rise_t[first - 1] <= GROWTH_MAX_FLAT_S:
+            first -= 1
+        run_start = rise_t[first]
+        i = next(j for j, q in enumerate(points) if q[0] >= run_start)
+        points = points[max(0, i - 1):]  # from the reading before the run's first rise
+        rise_t = rise_t[first:]
+        falls = sum(1 for (_, a), (_, b) in zip(points, points[1:]) if a - b > GROWTH_NOISE_BYTES)
+        biggest = max(b - a for (_, a), (_, b) in zip(points, points[1:]))
     rises = len(rise_t)
     span = end_t - points[0][0]
     growth = end_mem - points[0][1]
     if not filling:
-        steady = (rises >= GROWTH_MIN_RISES and falls * 4 <= rises and span >= GROWTH_MIN_SPAN_S
-                  and all(b - a <= GROWTH_MAX_FLAT_S for a, b in zip(rise_t, rise_t[1:])))
-        if (not steady or growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+        if (rises < GROWTH_MIN_RISES or falls * 4 > rises or span < GROWTH_MIN_SPAN_S
+                or growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
                 or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
             return None
         slope = theil_sen_slope(points)
