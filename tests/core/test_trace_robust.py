@@ -118,3 +118,13 @@ def test_replay_of_a_file_that_breaks_midway_raises_a_clear_error(tmp_path):
 
     with pytest.raises(UserError, match="mid.jsonl:4: gpu_util: expected a number"):
         asyncio.run(run())
+
+
+def test_a_trace_without_samples_is_an_error_not_an_empty_success(tmp_path, capsys):
+    p = _write(tmp_path / "empty.jsonl", [])
+    assert main(["analyze", str(p)]) == 2
+    assert "no samples" in capsys.readouterr().err
+    p = _write(tmp_path / "static.jsonl", [_sample(0.0)])
+    p.write_text('{"kind": "static", "memory_total_bytes": "lots"}\n')
+    assert main(["analyze", str(p)]) == 2
+    assert "static.jsonl:1: memory_total_bytes: expected a number" in capsys.readouterr().err
