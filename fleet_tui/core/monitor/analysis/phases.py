@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fleet_tui.core.monitor.analysis.tallies import read_row
 from fleet_tui.core.monitor.analysis.window import link_of
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
@@ -43,29 +44,37 @@ MEM_SLOPE_FULL_SCALE = 0.01
 N_FEATURES = 9
 
 
-def features(d: DeviceSnapshot, prev: DeviceSnapshot | None) -> list[float | None]:
-    """One sample on the 0-1 scale the detector compares (None: not measured)."""
-    util = d.gpu_util_pct
+def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
+             link_bytes_s: float | None = None) -> list[float | None]:
+    """One sample on the 0-1 scale the detector compares (None: not measured). ``link_bytes_s``:
+    the PCIe link's per-direction rate when the caller knows it (else read from ``d.extra``)."""
+    (util, _mem_util, sm, tensor, dram, fp32, _fp16, power_w, _clock, _temp, rx, tx, used,
+     _nv_rx, _nv_tx) = read_row(d)
     duty = util / 100.0 if util is not None else None
-    sm = d.sm_active_pct / 100.0 if d.sm_active_pct is not None else None
-    if duty is None:
-        duty = sm
-    tensor = d.tensor_active_pct / 100.0 if d.tensor_active_pct is not None else None
-    dram = d.dram_active_pct / 100.0 if d.dram_active_pct is not None else None
-    fp32 = d.fp32_active_pct / 100.0 if d.fp32_active_pct is not None else None
+    if sm is not None:
+        sm /= 100.0
+        if duty is None:
+            duty = sm
+    if tensor is not None:
+        tensor /= 100.0
+    if dram is not None:
+        dram /= 100.0
+    if fp32 is not None:
+        fp32 /= 100.0
     pcie = None
-    if d.pcie_rx_bytes_s is not None or d.pcie_tx_bytes_s is not None:
-        pcie = min(1.0, max(d.pcie_rx_bytes_s or 0.0, d.pcie_tx_bytes_s or 0.0)
-                   / link_of(d.extra)[0])
-    power = (min(1.0, d.power_w / d.power_limit_w)
-             if d.power_w is not None and d.power_limit_w else None)
-    mem = (d.mem_used_bytes / d.mem_total_bytes
-           if d.mem_used_bytes is not None and d.mem_total_bytes else None)
-    slope = None
-    if (prev is not None and d.mem_used_bytes is not None and prev.mem_used_bytes is not None
-            and d.mem_total_bytes and d.timestamp > prev.timestamp):
-        rate = (d.mem_used_bytes - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
-        slope = max(-1.0, min(1.0, rate / d.mem_total_bytes / MEM_SLOPE_FULL_SCALE))
+    if rx is not None or tx is not None:
+        if link_bytes_s is None:
+            link_bytes_s = link_of(d.extra)[0]
+        pcie = min(1.0, max(rx or 0.0, tx or 0.0) / link_bytes_s)
+    limit = d.power_limit_w
+    power = min(1.0, power_w / limit) if power_w is not None and limit else None
+    total = d.mem_total_bytes
+    mem = slope = None
+    if used is not None and total:
+        mem = used / total
+        if prev is not None and prev.mem_used_bytes is not None and d.timestamp > prev.timestamp:
+            rate = (used - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
+            slope = max(-1.0, min(1.0, rate / total / MEM_SLOPE_FULL_SCALE))
     return [duty, sm, tensor, dram, fp32, pcie, power, mem, slope]
 
 
@@ -74,13 +83,15 @@ class PhaseDetector:
     timestamp where a new phase began when the sample confirms one, else None."""
 
     __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
-                 "_neg_t", "_start", "_last", "_prev")
+                 "_neg_t", "_start", "_last", "_prev", "_extra", "_link")
 
     def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
                  k: float = CUSUM_K):
         self.min_phase_s, self.h, self.k = min_phase_s, h, k
         self._prev: DeviceSnapshot | None = None
         self._last = None  # timestamp of the previous sample
+        self._extra: tuple = ()  # the extras the PCIe link rate was read from
+        self._link = link_of(())[0]
         self._reset(None)
         self._ema: list[float | None] = [None] * N_FEATURES
 
@@ -100,7 +111,9 @@ class PhaseDetector:
 
     def push(self, d: DeviceSnapshot) -> float | None:
         ts = d.timestamp
-        x = features(d, self._prev)
+        if d.extra is not self._extra and d.extra != self._extra:  # the link can retrain
+            self._extra, self._link = d.extra, link_of(d.extra)[0]
+        x = features(d, self._prev, self._link)
         self._prev = d
         last, self._last = self._last, ts
         if self._start is None:
@@ -122,9 +135,15 @@ class PhaseDetector:
             e = v if e is None else e + alpha * (v - e)
             ema[i] = e
             n = ns[i]
+            total = sums[i]
+            sums[i] = total + e
+            ns[i] = n + 1
             if n:
-                m = sums[i] / n
-                q = pos[i] + e - m - k
+                dev = e - total / n  # against the phase mean before this sample
+                p0, n0 = pos[i], neg[i]
+                if -k <= dev <= k and not p0 and not n0:
+                    continue  # steady: both sums stay at zero (the common case)
+                q = p0 + dev - k
                 if q <= 0.0:
                     q, pos_t[i] = 0.0, None
                 elif pos_t[i] is None:
@@ -132,7 +151,7 @@ class PhaseDetector:
                 pos[i] = q
                 if armed and q > h and change is None:
                     change = pos_t[i]
-                q = neg[i] + m - e - k
+                q = n0 - dev - k
                 if q <= 0.0:
                     q, neg_t[i] = 0.0, None
                 elif neg_t[i] is None:
@@ -140,8 +159,6 @@ class PhaseDetector:
                 neg[i] = q
                 if armed and q > h and change is None:
                     change = neg_t[i]
-            sums[i] += e
-            ns[i] = n + 1
         if change is None:
             return None
         # the new phase starts where the evidence began, but never less than a minimum phase

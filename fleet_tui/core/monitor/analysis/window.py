@@ -240,7 +240,11 @@ def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot, coun
     """``WindowStats`` from the means of the ``MEAN_FIELDS`` columns over ``n`` samples, the newest
     sample, the tallies, the XID codes seen and the newest uncorrected-ECC count: what a window
     (``window_stats``) or a streamed phase (``stream``) knows."""
-    if not all(m is None or m - m == 0.0 for m in means):
+    total = 0.0
+    for m in means:
+        if m is not None:
+            total += m
+    if total - total != 0.0:  # some mean is NaN or inf
         # a NaN/inf reading from a live source (trace files already read them as N/A): missing,
         # never a diagnosis built on NaN
         means = [None if m is None or m - m != 0.0 else m for m in means]
