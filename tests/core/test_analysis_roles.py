@@ -139,3 +139,21 @@ def test_a_leak_that_starts_after_a_one_off_allocation_is_still_growth():
     assert g is not None
     assert abs(g.evidence_dict["slope_bytes_s"] - 100 * 2**20) < 2**20
     assert g.evidence_dict["span_s"] <= 31
+
+
+def test_phases_tile_each_device_even_when_the_change_is_found_late():
+    """1 Hz sim devices: the CUSUM may place a change several seconds back; phases stay back to
+    back per device, in time order, and cover every sample."""
+    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.sources.sim import SimSource
+
+    src = SimSource(n=3, interval_s=1.0, start_time=0.0, phase_ticks=40)
+    snaps = [src.snapshot_at(i) for i in range(200)]
+    by_dev: dict[int, list] = {}
+    for p in analyze_stream(snaps):
+        by_dev.setdefault(p.device_index, []).append(p)
+    for phases in by_dev.values():
+        assert phases[0].start == 0.0 and phases[-1].end == 199.0
+        for a, b in zip(phases, phases[1:]):
+            assert b.start == a.end
+        assert sum(p.samples for p in phases) == 200

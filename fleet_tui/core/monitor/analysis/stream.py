@@ -25,7 +25,7 @@ from fleet_tui.core.monitor.analysis.window import HostLoad, stats_from
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 # How far back a change point may be placed (samples newer than this wait before they are summed).
-LAG_S = 5.0
+LAG_S = 10.0
 # The first second of a phase is left out of its statistics when the phase has more: NVML
 # averages utilization over up to 1 s, so it still reads the previous behaviour (the same settle
 # time the trace tests skip at each labelled boundary).
@@ -37,7 +37,8 @@ class Span:
     """Running sums of one device's samples over a phase or a window: O(1) memory."""
 
     __slots__ = ("start", "n", "sums", "cnts", "counts", "last", "xids", "ecc_last", "labels",
-                 "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy", "host_cores")
+                 "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy", "host_cores",
+                 "newest")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
@@ -45,6 +46,7 @@ class Span:
         self.head: list[tuple[DeviceSnapshot, HostLoad | None]] = []  # the first edge_s seconds
         self.host_n = self.host_cpu_n = self.host_cores = 0
         self.host_cpu = self.host_busy = 0.0
+        self.newest: float | None = None  # timestamp of the newest sample added
         self.n = 0
         self.sums = [0.0] * _NCOL
         self.cnts = [0] * _NCOL
@@ -55,6 +57,7 @@ class Span:
         self.labels: list[DeviceSnapshot] = []  # the first sample of each ground-truth label
 
     def add(self, d: DeviceSnapshot, host: HostLoad | None) -> None:
+        self.newest = d.timestamp
         if self.edge_s and d.timestamp < self.start + self.edge_s:
             self.head.append((d, host))
             return
@@ -159,9 +162,14 @@ def _push(dev: _Device, d: DeviceSnapshot, host: HostLoad | None, window_s: floa
         pending = dev.pending
         while pending and pending[0][0].timestamp < change:
             _settle(dev, *pending.popleft(), lookback)
+        # a change placed before samples already summed (older than LAG_S) moves to the first
+        # sample not yet summed: phases stay back to back
+        boundary = change if not pending else min(change, pending[0][0].timestamp)
+        if dev.span.newest is not None and boundary <= dev.span.newest:
+            boundary = pending[0][0].timestamp if pending else ts
         if len(dev.span):
-            yield dev.span.analysis(dev.key, change, dev.growth)
-            dev.span = Span(max(change, pending[0][0].timestamp if pending else ts), EDGE_S)
+            yield dev.span.analysis(dev.key, boundary, dev.growth)
+            dev.span = Span(boundary, EDGE_S)
     dev.pending.append((d, host))
     while dev.pending and dev.pending[0][0].timestamp < ts - LAG_S:
         _settle(dev, *dev.pending.popleft(), lookback)
@@ -186,7 +194,5 @@ def _flush(dev: _Device, _end: float | None, lookback: float) -> Iterator[Device
     while dev.pending:
         _settle(dev, *dev.pending.popleft(), lookback)
     if len(dev.span):
-        span = dev.span
-        newest = (span.head[-1][0] if not span.n else span.last).timestamp
-        end = dev.window_end if dev.window_end is not None else newest
+        end = dev.window_end if dev.window_end is not None else dev.span.newest
         yield dev.span.analysis(dev.key, end, dev.growth)
