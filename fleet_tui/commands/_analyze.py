@@ -54,7 +54,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     if args.json:
         out.finish_json()
         return 0
-    print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.rows)
+    print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.table())
     print()
     print("\n".join(out.shares.lines()))
     return 0
@@ -62,13 +62,14 @@ def run_analyze(args: argparse.Namespace) -> int:
 
 class _AnalyzeOutput:
     """Rows of the analyze table, or the JSON list, kept as short text (the analyses are not
-    held: a long trace stays in bounded memory)."""
+    held: a long trace stays in bounded memory). Printed by start, then GPU; JSON streamed from
+    a long file comes in the order phases end."""
 
     def __init__(self, as_json: bool, stream: bool = False):
         self.as_json = as_json
         self.stream = stream and as_json
-        self.rows: list[list[str]] = []
-        self.items: list[str] = []
+        self.rows: list[tuple[tuple, list[str]]] = []
+        self.items: list[tuple[tuple, str]] = []
         self.count = 0
         from fleet_tui.core.monitor.analysis.summary import TimeShares
 
@@ -82,18 +83,23 @@ class _AnalyzeOutput:
             if self.stream:
                 sys.stdout.write(("[\n" if self.count == 1 else ",\n") + text)
             else:
-                self.items.append(text)
+                self.items.append(((w.start, w.device_index, w.device_key), text))
             return
         d = w.primary_diagnosis
         risks = w.risks
         others = ", ".join(x.kind for x in w.diagnoses[1:] if x.kind not in risks)
-        self.rows.append([f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
-                          w.primary, f"{d.confidence:.2f}" if d else "", ", ".join(risks),
-                          others])
+        self.rows.append(((w.start, w.device_index, w.device_key),
+                          [f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
+                           w.primary, f"{d.confidence:.2f}" if d else "", ", ".join(risks),
+                           others]))
+
+    def table(self) -> list[list[str]]:
+        return [row for _, row in sorted(self.rows, key=lambda r: r[0])]
 
     def finish_json(self) -> None:
         """The same bytes as ``print_json`` of the list."""
         if self.stream:
             sys.stdout.write("\n]\n" if self.count else "[]\n")
             return
-        sys.stdout.write("[\n" + ",\n".join(self.items) + "\n]\n" if self.items else "[]\n")
+        items = [text for _, text in sorted(self.items, key=lambda r: r[0])]
+        sys.stdout.write("[\n" + ",\n".join(items) + "\n]\n" if items else "[]\n")
