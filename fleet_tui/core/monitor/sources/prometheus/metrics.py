@@ -101,3 +101,18 @@ DYNAMIC_NAMES: tuple[str, ...] = tuple(
 # by ``max by``, which roughly halves the answer. Gaudi/Neuron label sets are not documented, so
 # their series are read whole.
 DCGM_ID_LABELS = ("gpu", "UUID", "uuid", "Hostname", "hostname", "instance", "GPU_I_ID")
+
+# -- who holds a device ------------------------------------------------------------------------
+# Labels that name the job, pod or user on a device's series. dcgm-exporter: ``hpc_job`` (with
+# --hpc-job-mapping-dir) and ``pod``/``namespace``/``container`` (Kubernetes pod mapping); AMD's
+# device-metrics-exporter: ``job_id``/``job_user``/``job_partition`` (Slurm integration,
+# docs/integrations/slurm-integration.md) and the same Kubernetes labels. Read by
+# ``core.cluster.promjobs`` in a query of its own, since the per-refresh query drops them.
+JOB_LABELS = ("hpc_job", "hpc_user", "pod", "namespace", "container", "job_id", "job_user",
+              "job_partition")
+# One series per device that every exporter of that vendor publishes, to carry the labels above.
+JOB_CARRIERS = ("DCGM_FI_DEV_GPU_UTIL", "gpu_gfx_activity")
+# Princeton jobstats' GPU exporter (PrincetonUniversity/jobstats, docs/setup/gpu_node_scripts.md):
+# gauges whose value is the Slurm job id / the job owner's uid, labelled minor_number and uuid.
+JOB_ID_GAUGE = "nvidia_gpu_jobId"
+JOB_UID_GAUGE = "nvidia_gpu_jobUid"
