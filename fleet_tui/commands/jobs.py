@@ -88,20 +88,23 @@ def _usages(args: argparse.Namespace):
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
 
+    from fleet_tui.core.cluster.promjobs import read_device_labels, usages_from_view
+
     source = open_source(spec)
 
     async def once():
         await source.open()
         try:
-            return await read_fleet_view(source, window_s=args.window, instance_prices=_prices(args))
+            view = await read_fleet_view(source, window_s=args.window,
+                                         instance_prices=_prices(args))
+            return view, await read_device_labels(source)
         finally:
             await source.close()
 
-    view = asyncio.run(once())
-    # Labels reach the devices once the fleet sources carry them (dcgm-exporter's hpc_job, pod,
-    # namespace): each device's ``labels`` mapping is passed straight through.
-    return [DeviceUsage.from_fleet_device(d, getattr(d, "labels", None), observed_s=args.window)
-            for d in view.offenders]
+    view, labels = asyncio.run(once())
+    if view.errors and not view.offenders:
+        raise UserError(f"--source {spec}: no devices read: {'; '.join(view.errors[:3])}")
+    return usages_from_view(view, labels, observed_s=args.window)
 
 
 def _prices(args: argparse.Namespace):

@@ -176,7 +176,7 @@ def _r(x: float | None, digits: int = 2) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def _short(node: str) -> str:
+def short_node(node: str) -> str:
     """Prometheus ``instance`` values carry a port and sometimes a domain; Slurm names don't."""
     return node.rsplit(":", 1)[0].split(".")[0] if not node.startswith("[") else node
 
@@ -207,13 +207,13 @@ class SlurmIndex:
                 idx = j.gpu_indices.get(node)
                 if idx:
                     for i in idx:
-                        self.by_gpu[(_short(node), i)] = j
+                        self.by_gpu[(short_node(node), i)] = j
                 else:
-                    whole.setdefault(_short(node), []).append(j)
+                    whole.setdefault(short_node(node), []).append(j)
         self.by_node = {n: js[0] for n, js in whole.items() if len(js) == 1}
 
     def owner(self, node: str, index: int) -> SlurmJob | None:
-        n = _short(node)
+        n = short_node(node)
         return self.by_gpu.get((n, index)) or self.by_node.get(n)
 
 
