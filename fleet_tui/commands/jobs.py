@@ -88,7 +88,9 @@ def _usages(args: argparse.Namespace):
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
 
-    from fleet_tui.core.cluster.promjobs import read_device_labels, usages_from_view
+    from fleet_tui.core.cluster.promjobs import (DeviceLabels, read_device_labels,
+                                                  usages_from_view)
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
 
     source = open_source(spec)
 
@@ -97,13 +99,20 @@ def _usages(args: argparse.Namespace):
         try:
             view = await read_fleet_view(source, window_s=args.window,
                                          instance_prices=_prices(args))
-            return view, await read_device_labels(source)
+            if not view.offenders:
+                why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
+                raise UserError(f"--source {spec}: no devices read ({why})")
+            try:
+                labels = await read_device_labels(source)
+            except (OSError, ValueError, PrometheusResponseError) as exc:  # readings came, labels not
+                print(f"fleet-tui: job labels not read ({exc}); devices are attributed "
+                      "through Slurm only", file=sys.stderr)
+                labels = DeviceLabels()
+            return view, labels
         finally:
             await source.close()
 
     view, labels = asyncio.run(once())
-    if view.errors and not view.offenders:
-        raise UserError(f"--source {spec}: no devices read: {'; '.join(view.errors[:3])}")
     return usages_from_view(view, labels, observed_s=args.window)
 
 
@@ -153,15 +162,18 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.json:
         print_json(view.to_dict())
         return 0
+    # without Slurm a job's start is unknown: its runtime is at least the observed window
     rows = [[j.job, j.user or "-", ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
-             _pct(j.sm_active_pct), _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
+             _pct(j.sm_active_pct), ("" if j.state else "≥") + _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
              "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary] for j in view.jobs]
     print_table(["job", "user", "nodes", "gpus", "util", "sm", "runtime", "idle gpu-h", "idle $",
                  "primary"], rows)
+    if not args.slurm and any(not j.user for j in view.jobs):
+        print("(user -: the labels name no user; --slurm reads users and start times from Slurm)")
     loose = view.to_dict()["unattributed"]
     if loose["devices"]:
-        print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle, "
-              f"${loose['usd_idle_per_hour']:,.2f}/h)")
+        cost = "" if loose["usd_idle_per_hour"] is None else f", ${loose['usd_idle_per_hour']:,.2f}/h"
+        print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle{cost})")
     return 0
 
 

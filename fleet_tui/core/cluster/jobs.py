@@ -169,7 +169,9 @@ class JobsView:
         idle = [d for d in self.unattributed if d.idle_fraction > 0]
         return {"jobs": [j.to_dict() for j in self.jobs],
                 "unattributed": {"devices": len(self.unattributed), "idle_devices": len(idle),
-                                 "usd_idle_per_hour": _r(sum(d.usd_per_hour or 0.0 for d in idle), 4)}}
+                                 "usd_idle_per_hour": _r(sum(d.usd_per_hour for d in idle
+                                            if d.usd_per_hour is not None), 4)
+                if any(d.usd_per_hour is not None for d in idle) else None}}
 
 
 def _r(x: float | None, digits: int = 2) -> float | None:
