@@ -10,18 +10,6 @@ from fleet_tui.commands._numbers import finite_float
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
-# What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
-ADVICE = {
-    "idle": "GPUs held but unused: ask for fewer (--gres=gpu:N), release them between phases, or "
-            "check that every rank actually started on its GPU.",
-    "input_bound": "The GPUs wait for data: more dataloader workers, pinned memory, prefetch, or "
-                   "faster storage.",
-    "input_starved": "The GPUs wait for input: more dataloader workers, pinned memory, prefetch.",
-    "healthy_compute": "The job keeps its GPUs busy; look at larger batches or mixed precision "
-                       "only if throughput matters.",
-}
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     j = subparsers.add_parser(
         "jobs", help="jobs on the fleet worst first (who holds idle GPUs, what it costs); "
@@ -157,7 +145,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         if args.json:
             print_json(job.to_dict(with_devices=True))
         else:
-            _report(job)
+            from fleet_tui.core.cluster.jobreport import job_report
+
+            sys.stdout.write(job_report(job))
         return 0
     if args.json:
         print_json(view.to_dict())
@@ -183,41 +173,3 @@ def _pct(v) -> str:
 
 def _hours(s: float) -> str:
     return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-
-
-def _gib(b) -> str:
-    return "N/A" if b is None else f"{b / 2**30:.1f} GiB"
-
-
-def _report(job, out=None) -> None:
-    """A job-efficiency report in the spirit of Princeton's jobstats: what the job held, how much
-    of it worked, what it cost idle, and what to change."""
-    out = out or sys.stdout
-    w = out.write
-    w(f"Job {job.job}  user {job.user or 'unknown'}  ({job.via})"
-      f"{'  state ' + job.state if job.state else ''}\n")
-    w(f"  {len(job.devices)} GPUs on {len(job.nodes)} node(s): {', '.join(job.nodes)}\n")
-    w(f"  runtime {_hours(job.runtime_s)}   GPU utilization {_pct(job.util_pct)} (mean)   "
-      f"SM activity {_pct(job.sm_active_pct)}   peak memory {_gib(job.mem_peak_bytes)}\n")
-    cost = "" if job.usd_idle is None else f" = ${job.usd_idle:,.2f}"
-    w(f"  idle: {job.idle_device_hours:.2f} GPU-hours{cost}\n\n")
-    from fleet_tui.commands._output import format_table
-
-    w(format_table(["node", "gpu", "util", "sm", "mem peak", "idle", "diagnosis"],
-                   [[d.node, str(d.index), _pct(d.util_pct), _pct(d.sm_active_pct),
-                     _gib(d.mem_peak_bytes), f"{100 * d.idle_fraction:.0f}%", d.primary]
-                    for d in job.devices]) + "\n\n")
-    w("Diagnoses: " + ", ".join(f"{k} ×{n}" for k, n in job.diagnoses.items()) + "\n")
-    if job.phases:
-        t0 = job.phases[0][0]
-        w("Phases: " + ", ".join(f"+{_hours(a - t0)}–+{_hours(b - t0)} {k}"
-                                 for a, b, k in job.phases) + "\n")
-    actions = []
-    for d in sorted(job.devices, key=lambda d: d.primary == "healthy_compute"):  # problems first
-        text = d.action or ADVICE.get(d.primary, "")
-        if text and text not in actions:
-            actions.append(text)
-    if actions:
-        w("What to change:\n")
-        for a in actions[:5]:
-            w(f"  - {a}\n")
