@@ -40,6 +40,10 @@ PANES: tuple[PaneInfo, ...] = (
     PaneInfo("fleet", "5", "Fleet", "Fleet", "Nodes x devices (Prometheus)",
              "fleet_tui.ui.fleet:FleetScreen", needs_source="fleet",
              unavailable="The fleet pane needs a fleet source: start with --source prometheus:URL."),
+    PaneInfo("jobs", "6", "Jobs", "Jobs", "Jobs worst first: idle GPUs and their cost",
+             "fleet_tui.ui.jobs:JobsScreen", needs_source="fleet",
+             unavailable="The jobs pane needs a fleet source: start with --source prometheus:URL "
+                         "(exporters with job labels)."),
 )
 
 BY_MODE: dict[str, PaneInfo] = {pane.mode: pane for pane in PANES}

@@ -145,3 +145,35 @@ def test_jobs_user_filter_report_and_table(job_fleet, capsys):
     assert main(["jobs", "report", "nope", "--source", f"prometheus:{prom.url}",
                  "--window", "3"]) == 2
     assert "no job 'nope' holds a device" in capsys.readouterr().err
+
+
+async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch, tmp_path):
+    from textual.widgets import DataTable, Static
+
+    from fleet_tui.ui.launch import AppConfig, build_app
+    from tests.ui.conftest import wait_for
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    _, prom, _ = job_fleet
+    app = build_app(AppConfig(source=f"prometheus:{prom.url}", interval_s=0.5))
+    app.animation_level = "none"
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.current_mode == "fleet"
+        await pilot.press("6")
+        screen = app.screen
+        assert screen.MODE == "jobs"
+        table = screen.query_one("#jobs-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 10, "ten job rows")
+        assert str(table.rows and list(table.rows)[0].value) == "4243"  # two idle GPUs: worst
+        # at 80 columns the essential columns are on screen
+        visible = " ".join(str(line.text) for line in [table.render_line(0)])
+        for header in ("job", "user", "gpus", "util", "idle $"):
+            assert header in visible, (header, visible)
+        table.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "Job 4243" in str(
+            screen.query_one("#jobs-report-text", Static).render()), "the job's report")
+        assert "What to change" in str(screen.query_one("#jobs-report-text", Static).render())
+        await pilot.press("escape")
+        assert screen.report_job is None and not screen.has_class("-report")
