@@ -6,7 +6,9 @@ from the engine's latest tick (the same FleetView the fleet pane draws) and the 
 (``core.cluster.promjobs``: dcgm-exporter ``hpc_job``, Kubernetes pod labels, AMD exporter
 ``job_id``, jobstats gauges), which are re-read every ``LABELS_EVERY_S``: jobs change in minutes,
 not seconds. Without Slurm a job's start is unknown, so runtime and idle GPU-hours count from when
-this pane started watching (a lower bound)."""
+this pane started watching (a lower bound). The job alert rules (``min_devices`` in alerts.toml,
+e.g. the bundled ``job-idle-gpus``: 8 GPUs idle for 30 minutes) are evaluated here, where the jobs
+are known, and shown as notifications."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class JobsScreen(PaneScreen):
         self._labels_error: str | None = None
         self._started = time.time()
         self._prices = None
+        self._alerts = None  # core AlertEvaluator of the job rules
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="jobs-summary")
@@ -110,7 +113,24 @@ class JobsScreen(PaneScreen):
                 self._labels_error = f"job labels not read: {exc}"
         labels = self._labels if self._labels is not None else DeviceLabels()
         usages = usages_from_view(fleet, labels, observed_s=now - self._started)
-        self.app.call_from_thread(self._draw, job_view(usages, now=now))
+        jobs = job_view(usages, now=now)
+        alerts = self._job_alerts().evaluate(
+            snapshot.timestamp, snapshot.devices, analyses,
+            jobs={j.job: [d.key for d in j.devices] for j in jobs.jobs})
+        self.app.call_from_thread(self._draw, jobs)
+        for alert in alerts:
+            self.app.call_from_thread(self.app.notify, alert.message, title=alert.rule,
+                                      severity="error" if alert.severity == "critical"
+                                      else "warning", timeout=10)
+
+    def _job_alerts(self):
+        """An evaluator of the job rules (``min_devices``) among the alert rules, made once."""
+        if self._alerts is None:
+            from fleet_tui.core.monitor.alerts import AlertEvaluator, load_alert_rules
+
+            rules, _ = load_alert_rules()  # problems are reported by the monitor's own load
+            self._alerts = AlertEvaluator([r for r in rules if r.per_job])
+        return self._alerts
 
     # ----- drawing -----
     def _draw(self, jobs) -> None:

@@ -155,9 +155,15 @@ async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch,
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    # a user job rule: 2 idle GPUs of one job, at once (only job 4243 holds two idle GPUs)
+    (tmp_path / "config" / "fleet-tui").mkdir(parents=True)
+    (tmp_path / "config" / "fleet-tui" / "alerts.toml").write_text(
+        '[[rule]]\nname = "job-idle-now"\ndiagnosis = "idle"\nmin_devices = 2\nduration = 0\n')
     _, prom, _ = job_fleet
     app = build_app(AppConfig(source=f"prometheus:{prom.url}", interval_s=0.5))
     app.animation_level = "none"
+    notified, notify = [], app.notify
+    app.notify = lambda message, **kw: (notified.append(message), notify(message, **kw))[1]
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.current_mode == "fleet"
         await pilot.press("6")
@@ -170,6 +176,9 @@ async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch,
         visible = " ".join(str(line.text) for line in [table.render_line(0)])
         for header in ("job", "user", "gpus", "util", "idle $"):
             assert header in visible, (header, visible)
+        await wait_for(pilot, lambda: any("job 4243: 2 of its 4 devices idle" in m
+                                          for m in notified), "the job alert")
+        assert not any("job team-a" in m for m in notified)
         table.focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: "Job 4243" in str(

@@ -59,6 +59,7 @@ class DeviceUsage:
     primary: str = "unknown"
     action: str = ""  # what to change, from the primary diagnosis
     phases: tuple[tuple[float, float, str], ...] = ()  # (start, end, diagnosis) over its history
+    key: str = ""  # the engine's device key (its analyses and alerts are keyed by it)
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -76,7 +77,8 @@ class DeviceUsage:
                    util_pct=dev.gpu_util_pct, sm_active_pct=dev.sm_active_pct,
                    mem_peak_bytes=dev.mem_used_bytes, mem_total_bytes=dev.mem_total_bytes,
                    idle_fraction=1.0 if dev.idle else 0.0, observed_s=observed_s,
-                   usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action)
+                   usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action,
+                   key=dev.key)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "") -> "DeviceUsage":
