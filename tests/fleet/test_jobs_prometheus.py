@@ -186,3 +186,15 @@ async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch,
         assert "What to change" in str(screen.query_one("#jobs-report-text", Static).render())
         await pilot.press("escape")
         assert screen.report_job is None and not screen.has_class("-report")
+
+
+def test_plan_from_the_fleets_prometheus_history(job_fleet, capsys):
+    _, prom, _ = job_fleet
+    assert main(["plan", "--source", f"prometheus:{prom.url}", "--days", "1",
+                 "--on-demand-price", "16", "--reserved-1y-price", "10",
+                 "--devices-per-instance", "2", "--json"]) == 0, capsys.readouterr().err
+    doc = json.loads(capsys.readouterr().out)
+    # GPUs that worked (util >= 1%) this hour: nodes 0-1, 3, 5, 7-11 whole, node-04 and node-06 GPU 0
+    assert doc["hours"] == 1 and doc["peak_devices"] == 20
+    assert main(["plan", "--source", "sim:2", "--on-demand-price", "1"]) == 2
+    assert "prometheus:URL only" in capsys.readouterr().err
