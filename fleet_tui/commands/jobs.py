@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
     j.add_argument("--slurm", action="store_true",
                    help="also ask Slurm (squeue/scontrol --json) which job runs on which node and GPU")
+    j.add_argument("--since", default="now-1days", metavar="WHEN",
+                   help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
+                        "--starttime syntax (default now-1days)")
     j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
     j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history behind each device's diagnosis (default 60)")
@@ -132,11 +135,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                         "'fleet-tui jobs report JOB'")
     usages = _usages(args)
     slurm_jobs = ()
+    finished, finished_note = None, None
+    now = time.time()
     if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmReader
+        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader, finished_gpu_jobs
 
-        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
-    view = job_view(usages, slurm_jobs, now=time.time(), user=args.user)
+        reader = SlurmReader(timeout_s=args.timeout)
+        slurm_jobs = reader.jobs()
+        try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
+            finished = finished_gpu_jobs(reader.sacct(since=args.since, user=args.user), now)
+        except SlurmError as exc:
+            finished_note = f"finished jobs not listed: {exc}"
+            print(f"fleet-tui: {finished_note}", file=sys.stderr)
+    view = job_view(usages, slurm_jobs, now=now, user=args.user)
     if words:
         try:
             job = view.job(words[1])
@@ -150,7 +161,11 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             sys.stdout.write(job_report(job))
         return 0
     if args.json:
-        print_json(view.to_dict())
+        doc = view.to_dict()
+        if args.slurm:
+            doc["finished"] = finished
+            doc["finished_note"] = finished_note
+        print_json(doc)
         return 0
     # without Slurm a job's start is unknown: its runtime is at least the observed window
     rows = [[j.job, j.user or "-", ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
@@ -164,6 +179,12 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if loose["devices"]:
         cost = "" if loose["usd_idle_per_hour"] is None else f", ${loose['usd_idle_per_hour']:,.2f}/h"
         print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle{cost})")
+    if finished:
+        print(f"\nfinished since {args.since} (sacct; utilization needs the fleet's history):")
+        print_table(["job", "user", "state", "gpus", "runtime", "gpu-h", "nodes"],
+                    [[f["job"], f["user"] or "-", f["state"], str(f["devices"]),
+                      _hours(f["runtime_s"]), f"{f['gpu_hours']:.2f}", ",".join(f["nodes"])[:30]]
+                     for f in finished[:50]])
     return 0
 
 
