@@ -44,6 +44,10 @@ PANES: tuple[PaneInfo, ...] = (
              "fleet_tui.ui.jobs:JobsScreen", needs_source="fleet",
              unavailable="The jobs pane needs a fleet source: start with --source prometheus:URL "
                          "(exporters with job labels)."),
+    PaneInfo("plan", "7", "Plan", "Capacity plan", "Reserved / on-demand / spot mix",
+             "fleet_tui.ui.plan:PlanScreen", needs_source="fleet",
+             unavailable="The plan pane reads a fleet's history: start with --source "
+                         "prometheus:URL --instance TYPE."),
 )
 
 BY_MODE: dict[str, PaneInfo] = {pane.mode: pane for pane in PANES}

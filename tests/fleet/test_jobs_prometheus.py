@@ -198,3 +198,26 @@ def test_plan_from_the_fleets_prometheus_history(job_fleet, capsys):
     assert doc["hours"] == 1 and doc["peak_devices"] == 20
     assert main(["plan", "--source", "sim:2", "--on-demand-price", "1"]) == 2
     assert "prometheus:URL only" in capsys.readouterr().err
+
+
+async def test_plan_pane_from_the_fleets_history(job_fleet, monkeypatch, tmp_path):
+    from textual.widgets import Static
+
+    from fleet_tui.ui.launch import AppConfig, build_app
+    from tests.ui.conftest import wait_for
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    _, prom, _ = job_fleet
+    app = build_app(AppConfig(source=f"prometheus:{prom.url}", interval_s=0.5,
+                              instance="p5.48xlarge"))
+    app.animation_level = "none"
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.catalog is not None, "the catalog")
+        await pilot.press("7")
+        screen = app.screen
+        assert screen.MODE == "plan"
+        await wait_for(pilot, lambda: screen.doc is not None, "the plan")
+        assert screen.doc["peak_devices"] == 20 and screen.doc["hours"] == 1
+        text = str(screen.query_one("#plan-text", Static).render())
+        assert "peak 20" in text and "p5.48xlarge" in text and "saved" in text
