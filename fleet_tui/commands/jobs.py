@@ -15,11 +15,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "jobs", help="jobs on the fleet worst first (who holds idle GPUs, what it costs); "
                      "'jobs report JOB' for one job",
         description="Attribute every device to a job, pod or user — from the labels its metrics "
-                    "carry (dcgm-exporter's hpc_job, Kubernetes pod/namespace, Slurm exporter job "
-                    "ids) and, with --slurm, from Slurm's own view of running jobs (node list and "
-                    "GPU indices) — and print per job its user, nodes, devices, utilization, idle "
-                    "device-hours and their cost, worst first. 'fleet-tui jobs report JOB' prints "
-                    "one job's efficiency report.")
+                    "carry (dcgm-exporter's hpc_job, Kubernetes pod/namespace, AMD "
+                    "device-metrics-exporter's job_id/job_user, jobstats' nvidia_gpu_jobId/"
+                    "jobUid gauges) and, with --slurm, from Slurm's own view of running jobs "
+                    "(node list and GPU indices) — and print per job its user, nodes, devices, "
+                    "utilization, idle device-hours and their cost, worst first; GPUs without a "
+                    "job are counted apart. With --slurm, jobs that finished since --since "
+                    "(sacct, when accounting is on) are listed too. 'fleet-tui jobs report JOB' "
+                    "prints one job's efficiency report.")
     j.add_argument("words", nargs="*", metavar="report JOB",
                    help="'report JOB': the efficiency report of one job")
     j.add_argument("--source", default=_S,
@@ -29,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
                         "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
     j.add_argument("--slurm", action="store_true",
-                   help="also ask Slurm (squeue/scontrol --json) which job runs on which node and GPU")
+                   help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
+                        "and GPU, and sacct --json for finished jobs")
     j.add_argument("--since", default="now-1days", metavar="WHEN",
                    help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
                         "--starttime syntax (default now-1days)")
