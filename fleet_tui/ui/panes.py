@@ -48,6 +48,10 @@ PANES: tuple[PaneInfo, ...] = (
              "fleet_tui.ui.plan:PlanScreen", needs_source="fleet",
              unavailable="The plan pane reads a fleet's history: start with --source "
                          "prometheus:URL --instance TYPE."),
+    PaneInfo("queue", "8", "Queue", "Queue what-if", "Scheduling policies side by side",
+             "fleet_tui.ui.queue:QueueScreen", needs_source="fleet",
+             unavailable="The queue pane belongs to the head-node panes (--source prometheus:URL); "
+                         "without a fleet use 'fleet-tui queue simulate FILE'."),
 )
 
 BY_MODE: dict[str, PaneInfo] = {pane.mode: pane for pane in PANES}
