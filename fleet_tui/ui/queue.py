@@ -32,7 +32,12 @@ COLUMNS = (("policy", "policy"), ("mean", "mean wait"), ("p95", "p95 wait"),
 
 class QueueScreen(PaneScreen):
     MODE = "queue"
-    BINDINGS = [Binding("ctrl+r", "simulate", "Simulate")]
+    AUTO_FOCUS = "#queue-table"  # number keys switch panes until the user presses / to edit
+    BINDINGS = [
+        Binding("slash", "edit_form", "Edit form", key_display="/"),
+        Binding("escape", "leave_field", "Leave field"),
+        Binding("ctrl+r", "simulate", "Simulate"),
+    ]
     DEFAULT_CSS = """
     QueueScreen #queue-form { height: auto; }
     QueueScreen .queue-field { width: 1fr; height: auto; }
@@ -52,8 +57,9 @@ class QueueScreen(PaneScreen):
                 with Vertical(classes="queue-field" + (" -file" if dest == "file" else "")):
                     yield Label(label, id=f"label-{dest}")
                     yield Input(value=default, placeholder=placeholder, id=f"q-{dest}")
-        yield Static("Give a job list and press Enter to replay it under fifo, priority, "
-                     "fair-share, backfill and preemption.", id="queue-status")
+        yield Static("Press / to edit the form: a job list (sacct --json, .swf or .csv), then Enter "
+                     "replays it under fifo, priority, fair-share, backfill and preemption.",
+                     id="queue-status")
         yield Table(id="queue-table", zebra_stripes=True)
         yield VerticalScroll(Static("", id="queue-whatif-text"), id="queue-whatif")
 
@@ -61,6 +67,12 @@ class QueueScreen(PaneScreen):
         table = self.query_one("#queue-table", DataTable)
         for key, label in COLUMNS:
             table.add_column(label, key=key)
+
+    def action_edit_form(self) -> None:
+        self.query_one("#q-file", Input).focus()
+
+    def action_leave_field(self) -> None:
+        self.set_focus(None)
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

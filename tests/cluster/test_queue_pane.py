@@ -25,6 +25,11 @@ async def test_queue_pane_simulates_the_hand_case_and_names_bad_fields(tmp_path,
         await pilot.press("8")
         screen = app.screen
         assert screen.MODE == "queue"
+        assert not isinstance(app.focused, Input)  # number keys still switch panes
+        await pilot.press("slash")
+        assert app.focused is screen.query_one("#q-file", Input)
+        await pilot.press("escape")
+        assert app.focused is None
         for field, value in (("file", str(swf)), ("nodes", "1"), ("gpus_per_node", "4"),
                              ("add_nodes", "1"), ("spot_fraction", "0")):
             screen.query_one(f"#q-{field}", Input).value = value
