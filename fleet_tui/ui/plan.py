@@ -105,7 +105,8 @@ class PlanScreen(PaneScreen):
 
 def plan_markup(doc, days: int, spot_share: float) -> str:
     plan = doc["plan"]
-    lines = [f"[b]Demand[/]  last {days} d: {doc['hours']} h, peak {doc['peak_devices']:g}, "
+    lines = [f"[b]Demand[/]  last {days} d ({doc['hours']} h with data): peak "
+             f"{doc['peak_devices']:g}, "
              f"mean {doc['mean_devices']:g} busy devices  ·  {escape(doc['prices_from'])}, "
              f"{doc['devices_per_instance']} devices per instance  ·  spot share {spot_share:.0%}",
              "",
