@@ -13,8 +13,8 @@ MiB as integers, utilization as integer percent, DCP profiling metrics as 0-1 ra
 
 from __future__ import annotations
 
-import threading
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
