@@ -37,7 +37,7 @@ _PRICE_FIELD = {
     "reserved-1y": "reserved_1y_usd_per_hour",
     "reserved-3y": "reserved_3y_usd_per_hour",
 }
-SKIPPED_FILES = frozenset({"workloads.toml"})  # loaded by fleet_tui.core.scenarios
+SKIPPED_FILES = frozenset({"workloads.toml", "interconnects.toml", "capabilities.toml"})  # loaded by core.scenarios, core.interconnects, core.capabilities
 _TABLES = ("accelerator", "model", "instance", "meta")
 _META_KEYS = {"cloud": str, "source": str, "as_of": str, "notes": str, "generated_by": str}
 
