@@ -77,10 +77,18 @@ def handler(args: argparse.Namespace) -> int:
         ok, msg = precision_support(workload.precision, acc)
         if not ok:
             raise UserError(f"--precision {workload.precision}: {msg}")
+    if acc is not None and args.sharding is None and not any(
+            getattr(args, f, None) for f in ("tp", "pp", "dp", "zero")):
+        from fleet_tui.core.sizing.layout import auto_layout
+
+        workload = auto_layout(workload, acc, workload.gpus)  # the cheapest layout that fits
     res = size_workload(workload, acc, workload.gpus)
     speed_acc = acc
     thr = res.throughput
-    if thr is None:
+    misfit = res.fit is not None and not res.fit.fits
+    if misfit:
+        thr = None  # nothing that does not fit gets a speed
+    elif thr is None:
         try:
             speed_acc = catalog.accelerator(REFERENCE_ACCELERATOR)
         except UserError:
@@ -90,7 +98,7 @@ def handler(args: argparse.Namespace) -> int:
 
             thr = estimate_throughput(workload, speed_acc, workload.gpus)
     run = None
-    if tokens is not None and speed_acc is not None:
+    if tokens is not None and speed_acc is not None and not misfit:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
     data = _to_dict(res, thr, speed_acc, acc, run)
     data["cost"] = None
@@ -109,6 +117,12 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _layout_label(w, gpus: int) -> str | None:
+    from fleet_tui.core.footprint import parallel_layout
+
+    return parallel_layout(w, gpus).label() if gpus > 1 else None
+
+
 def _to_dict(res, thr, speed_acc, acc, run) -> dict:
     from fleet_tui.commands._workload_args import flag
     from fleet_tui.core.modelspec import param_counts
@@ -123,6 +137,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "active_params": pc.active, "kind": w.kind, "precision": w.precision, "batch": w.batch,
         "seq_len": w.seq_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
         "sharding": w.sharding,
+        "layout": _layout_label(w, res.gpus),
     }
     if w.is_training:
         wd.update(optimizer=w.optimizer, master_weights=w.master_weights,
@@ -185,7 +200,7 @@ def _render(d: dict) -> str:
     elif w["kind"] == "inference":
         shape = ", model loaded"
     active = f", {w['active_params'] / 1e9:.1f}B active" if w["active_params"] != w["params"] else ""
-    gpus = f", {w['gpus']} GPUs ({w['sharding']})" if w["gpus"] > 1 else ""
+    gpus = f", {w['gpus']} GPUs ({w.get('layout') or w['sharding']})" if w["gpus"] > 1 else ""
     lines = [f"{w['model_name']} ({w['params'] / 1e9:.2f}B parameters{active}): {w['kind']}, "
              f"{w['precision']}{shape}{gpus}"]
     mem = d["memory"]
@@ -202,7 +217,9 @@ def _render(d: dict) -> str:
             for s in d["suggestions"]:
                 lines.append(f"  - {s['description']} -> {_gib(s['total_bytes'])} GiB per GPU")
         elif not d["fits"]:
-            lines.append("No single change found that makes it fit; try a larger accelerator.")
+            lines.append("No change on these or more of these devices makes it fit; try a larger accelerator.")
+        if not d["fits"]:
+            lines.append("Speed: not estimated (it does not fit).")
     kv = d["kv_capacity"]
     if kv is not None and kv["tokens"] == 0:
         lines += ["", "Serving KV cache: no room left (weights and runtime fill the serving budget, "

@@ -26,6 +26,8 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.tomlio import read_toml, validate_table
 
+#: Chips one TPU slice joins on ICI (v5e/v6e pods are 256 chips; v4/v5p slices can be larger).
+TPU_ICI_DOMAIN = 256
 #: Assumed for a device whose intra-node link is not listed: PCIe Gen3 x16 (32 GB/s bidirectional).
 UNKNOWN_INTRA_GBS = 32.0
 #: Assumed for an instance whose network is not listed (e.g. a marketplace box): 10 Gbit Ethernet.
@@ -79,7 +81,7 @@ class Fabric:
                  f"unknown network (assumed {self.inter_gbps:g} Gbit/s)")
         intra = (f"{self.intra_link} {self.intra_gbs:g} GB/s" if self.intra_known else
                  f"unknown link (assumed PCIe, {self.intra_gbs:g} GB/s)")
-        return f"{intra} inside a node of {self.node_devices}; {inter} between nodes"
+        return f"{intra} inside a node (up to {self.node_devices} devices); {inter} between nodes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +141,7 @@ def fabric_for(accelerator: str, devices: int, cloud: str | None = None,
         inter_link, inter_gbps, inter_known = "unknown", UNKNOWN_INTER_GBPS, False
     node = max(1, int(devices))
     if software_stack == "XLA" and dev is not None:  # a TPU slice: every chip on the ICI torus
-        node = max(node, 1 << 16)
+        node = max(node, TPU_ICI_DOMAIN)
     return Fabric(intra_link=intra_link, intra_gbs=intra_gbs, inter_link=inter_link,
                   inter_gbps=inter_gbps, node_devices=node, intra_known=intra_known,
                   inter_known=inter_known)

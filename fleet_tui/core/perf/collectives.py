@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import Layout, activation_bytes, lora_params
+from fleet_tui.core.footprint import Layout, activation_bytes, lora_params, weight_bytes
 from fleet_tui.core.interconnects import Fabric
 from fleet_tui.core.modelspec import ParamCounts
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
@@ -137,8 +137,9 @@ def training_step(w: Workload, pc: ParamCounts, lay: Layout, fabric: Fabric,
             dp_s = all_gather_s(grads, lay.dp, link)  # reduce-scatter
         else:
             dp_s = all_reduce_s(grads, lay.dp, link)
-        if lay.zero >= 3:  # gather the 16-bit weights for forward and again for backward
-            dp_s += 2 * all_gather_s(pc.total / split * 2.0, lay.dp, link)
+        if lay.zero >= 3:  # gather the weights (16-bit, or NF4 for QLoRA) for forward and backward
+            stored = weight_bytes(w, pc) if w.kind == "qlora" else pc.total * 2.0
+            dp_s += 2 * all_gather_s(stored / split, lay.dp, link)
         what = "FSDP gathers and gradient reduce-scatter" if lay.zero >= 3 else "gradient all-reduce"
         notes.append(f"DP {lay.dp} over {link.name}: {what} {dp_s * 1e3:.0f} ms per step")
     exposed = max(0.0, dp_s - OVERLAP_FRACTION * compute)

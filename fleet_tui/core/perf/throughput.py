@@ -136,7 +136,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     tok_s = tokens / step
     # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
     model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
-    mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
+    mfu = tokens * model_flops_tok / (step * gpus) / peak_dense if peak_dense else None
     return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
                       bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                       mfu=mfu)
