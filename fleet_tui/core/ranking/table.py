@@ -39,6 +39,8 @@ class OfferTable:
         self.keys: list[float] = []  # cost per unit, or $/month (unit $/month or speed unknown)
         # offer reference: base of its group + row index × len(options) + index in options
         self.refs: list[int] = []
+        # instance type × pricing option of each offer (its regions share one): one row per id
+        self.ids: list[int] = []
         self._groups: list[TableGroup] = []
         self._bases: list[int] = []  # first reference of each group
         self._next = 0
@@ -70,10 +72,39 @@ class OfferTable:
         row_index, option = divmod(ref - self._bases[g], len(self.options))
         return group, group.rows[row_index], self.options[option]
 
-    def candidate(self, pos: int, seq: int) -> Candidate:
+    def candidate(self, pos: int, seq: int, regions: int = 1) -> Candidate:
         group, row, pricing = self._locate(pos)
-        price = row.prices[PRICING_OPTIONS.index(pricing)]
+        i = PRICING_OPTIONS.index(pricing)
+        price = row.prices[i]
         # the same product the ranking loop computed for this offer's month
         month = price * group.placement.instances * self.rates(pricing, row.instance.cloud)
+        price_range = ()
+        if regions > 1:  # the list prices of this instance type in the group's other regions
+            same = [r.prices[i] for r in group.rows
+                    if r.instance.instance_type == row.instance.instance_type and r.cloud_key == row.cloud_key
+                    and r.prices[i] is not None]
+            price_range = (min(same), max(same)) if same else ()
         return Candidate(key=self.keys[pos], month=month, seq=seq, instance=row.instance,
-                         pricing=pricing, price=price, placement=group.placement, acc=group.acc)
+                         pricing=pricing, price=price, placement=group.placement, acc=group.acc,
+                         regions=regions, price_range=price_range)
+
+    def one_per_id(self, top: int | None = None) -> tuple[list[int], dict[int, int]]:
+        """Positions cheapest first, keeping the cheapest offer of each id (instance type ×
+        pricing option: its best region), and how many offers (regions) each id has."""
+        counts: dict[int, int] = {}
+        for i in self.ids:
+            counts[i] = counts.get(i, 0) + 1
+        if len(counts) == len(self.ids):  # nothing to fold
+            return self.order(top), counts
+        seen: set[int] = set()
+        out: list[int] = []
+        ids = self.ids
+        for pos in self.order(None):
+            i = ids[pos]
+            if i in seen:
+                continue
+            seen.add(i)
+            out.append(pos)
+            if top is not None and len(out) >= top:
+                break
+        return out, counts
