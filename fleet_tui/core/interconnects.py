@@ -81,6 +81,8 @@ class Fabric:
                  f"unknown network (assumed {self.inter_gbps:g} Gbit/s)")
         intra = (f"{self.intra_link} {self.intra_gbs:g} GB/s" if self.intra_known else
                  f"unknown link (assumed PCIe, {self.intra_gbs:g} GB/s)")
+        if not self.inter_link:  # one instance: no traffic between nodes
+            return f"{intra} inside one node"
         return f"{intra} inside a node (up to {self.node_devices} devices); {inter} between nodes"
 
 

@@ -13,6 +13,7 @@ constraint or pricing change does no sizing at all.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, Hashable, NamedTuple
@@ -172,6 +173,12 @@ class Placer:
         else:
             counts = (1,)
         cap = sizing.capacity_bytes(acc)
+        if not detail and not sizing.precision_support(self.workload.precision, acc)[0]:
+            result = Placement(False, counts[0], devices * counts[0], self.workload.sharding,
+                               headroom_gib=None, memory_used_pct=None, capacity_bytes=cap,
+                               why_not=f"{acc.id} cannot run {self.workload.precision}")
+            self._placements[key] = result
+            return result
         closest = chosen = None
         for n in counts:
             gpus = devices * n
@@ -203,9 +210,15 @@ class Placer:
             result = Placement(False, n, gpus, w.sharding, headroom_gib=head / GIB,
                                memory_used_pct=used_pct, capacity_bytes=cap, why_not=why, layout=label)
         else:
+            links = fabric
+            if fabric is not None and (gpus <= 1 or n == 1):
+                # inside one instance the network between instances plays no part: rows of
+                # instance types that differ only there share one speed estimate
+                links = None if gpus <= 1 else dataclasses.replace(
+                    fabric, inter_link="", inter_gbps=1.0, inter_known=False)
             result = Placement(chosen is not None, n, gpus, w.sharding, headroom_gib=head / GIB,
                                memory_used_pct=used_pct, capacity_bytes=cap, layout=label,
-                               context=SizingContext(w, acc, self.unit_kind, self.training_tokens, fabric))
+                               context=SizingContext(w, acc, self.unit_kind, self.training_tokens, links))
             if chosen is None:  # the current setup's report: say why, from the full fit check
                 result.why_not = describe_misfit(result.fit, acc, gpus)
         self._placements[key] = result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -90,21 +91,16 @@ class OfferTable:
 
     def one_per_id(self, top: int | None = None) -> tuple[list[int], dict[int, int]]:
         """Positions cheapest first, keeping the cheapest offer of each id (instance type ×
-        pricing option: its best region), and how many offers (regions) each id has."""
-        counts: dict[int, int] = {}
-        for i in self.ids:
-            counts[i] = counts.get(i, 0) + 1
+        pricing option: its best region), and how many offers (regions) each id has.
+
+        Built from C-level dict/zip/sort calls: a Python loop over every offer cost 3 ms of a
+        9 ms repeated ranking of the bundled catalog (bench_recommend.py)."""
+        counts = Counter(self.ids)
         if len(counts) == len(self.ids):  # nothing to fold
             return self.order(top), counts
-        seen: set[int] = set()
-        out: list[int] = []
-        ids = self.ids
-        for pos in self.order(None):
-            i = ids[pos]
-            if i in seen:
-                continue
-            seen.add(i)
-            out.append(pos)
-            if top is not None and len(out) >= top:
-                break
-        return out, counts
+        order = self.order(None)
+        rev = order[::-1]
+        first = dict(zip(map(self.ids.__getitem__, rev), rev))  # the last write wins: the cheapest
+        rank = dict(zip(order, range(len(order))))
+        kept = sorted(first.values(), key=rank.__getitem__)
+        return (kept if top is None else kept[:top]), counts

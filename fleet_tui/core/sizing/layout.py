@@ -33,6 +33,8 @@ from fleet_tui.core.workload import Workload
 #: and practice stops there (Megatron-LM keeps TP inside an 8-GPU NVLink node; Llama 3 405B was
 #: trained with TP 8, arXiv:2407.21783 §3.3). Larger models add pipeline stages instead.
 MAX_TP = 8
+#: Layouts looked at past a fit that leaves devices idle, for one that keeps them all busy.
+IDLE_LOOKAHEAD = 3
 #: Fitting layouts compared by speed before the search stops (the rest cost more communication).
 COMPARED_FITS = 3
 
@@ -98,7 +100,60 @@ def candidate_layouts(w: Workload, gpus: int, node_devices: int) -> Iterator[Wor
                 yield w.derive(**base, tp=t, pp=p, zero=0, sharding="tensor")
 
 
-_CHOICES = caches.memo("sizing.layout", 4096)
+class _Ladder:
+    """The candidate layouts of one (workload, devices, node size) with their memory per device,
+    evaluated in order only as far as a query needs. Memory does not depend on the device, so
+    every accelerator with this many devices reads the same ladder: ranking a catalog costs one
+    estimate per candidate and device count, not per accelerator."""
+
+    def __init__(self, w: Workload, n: int, node: int) -> None:
+        self._gen = candidate_layouts(w, n, node)
+        self.n = n
+        self.rungs: list[tuple[Workload, Layout, int]] = []  # (variant, layout, bytes per device)
+        self.done = False
+
+    def _next(self) -> bool:
+        for v in self._gen:
+            try:
+                mem = estimate_memory(v, self.n).total_bytes
+            except ValueError:
+                continue
+            self.rungs.append((v, parallel_layout(v, self.n), mem))
+            return True
+        self.done = True
+        return False
+
+    def first_fit(self, cap: int) -> LayoutChoice | None:
+        """The first layout within ``cap`` bytes that leaves no device idle (else the first with
+        the fewest idle), or None."""
+        i = 0
+        best: tuple[Workload, Layout, int] | None = None
+        after_best = 0  # rungs looked at since the first fit that leaves devices idle
+        while True:
+            while i < len(self.rungs):
+                v, lay, mem = self.rungs[i]
+                i += 1
+                if best is not None:
+                    after_best += 1
+                    if after_best > IDLE_LOOKAHEAD:
+                        return LayoutChoice(best[0], self.n, best[1], True, best[2], True)
+                if mem <= cap:
+                    if not lay.idle:
+                        return LayoutChoice(v, self.n, lay, True, mem, True)
+                    if best is None or lay.idle < best[1].idle:
+                        best = (v, lay, mem)
+            if self.done or not self._next():
+                break
+        return None if best is None else LayoutChoice(best[0], self.n, best[1], True, best[2], True)
+
+    def closest(self) -> LayoutChoice:
+        while not self.done:
+            self._next()
+        v, lay, mem = min(self.rungs, key=lambda r: r[2])
+        return LayoutChoice(v, self.n, lay, False, mem, True)
+
+
+_LADDERS = caches.memo("sizing.layout_ladders", 1024)
 
 
 def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 8,
@@ -110,40 +165,13 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
     if layout_is_set(w):
         mem = estimate_memory(w, n).total_bytes
         return LayoutChoice(w, n, parallel_layout(w, n), mem <= capacity_bytes(acc), mem, False)
-    key = (w, caches.ValueKey(acc, acc.id), n, node_devices, speed is not None)
     if speed is None:
-        return _CHOICES.get_or_compute(key, lambda: _search(w, acc, n, node_devices, None))
+        ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
+        if not precision_support(w.precision, acc)[0]:
+            c = ladder.closest()
+            return c
+        return ladder.first_fit(capacity_bytes(acc)) or ladder.closest()
     return _search(w, acc, n, node_devices, speed)
-
-
-def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> LayoutChoice:
-    cap = capacity_bytes(acc)
-    ok_precision = precision_support(w.precision, acc)[0]
-    fitting: list[LayoutChoice] = []
-    closest: LayoutChoice | None = None
-    for v in candidate_layouts(w, n, node_devices):
-        try:
-            mem = estimate_memory(v, n).total_bytes
-        except ValueError:
-            continue
-        choice = LayoutChoice(v, n, parallel_layout(v, n), ok_precision and mem <= cap, mem, True)
-        if choice.fits:
-            fitting.append(choice)
-            busy = [c for c in fitting if not c.layout.idle]
-            if busy and (speed is None or len(busy) >= COMPARED_FITS):
-                break
-        elif closest is None or mem < closest.total_bytes:
-            closest = choice
-    if not fitting:
-        assert closest is not None
-        return closest
-    # devices left idle (a batch too small for the data-parallel ranks) are the last resort
-    fewest_idle = min(c.layout.idle for c in fitting)
-    fitting = [c for c in fitting if c.layout.idle == fewest_idle]
-    if speed is None or len(fitting) == 1:
-        return fitting[0]
-    rated = [(speed(c.workload) or 0.0, -i, c) for i, c in enumerate(fitting)]
-    return max(rated, key=lambda r: (r[0], r[1]))[2]
 
 
 def auto_layout(w: Workload, acc: Accelerator, gpus: int | None = None, fabric=None) -> Workload:
