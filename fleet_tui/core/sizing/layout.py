@@ -112,7 +112,7 @@ class _Ladder:
         self.rungs: list[tuple[Workload, Layout, int]] = []  # (variant, layout, bytes per device)
         self.done = False
 
-    def _next(self) -> bool:
+    def next_rung(self) -> bool:
         for v in self._gen:
             try:
                 mem = estimate_memory(v, self.n).total_bytes
@@ -142,13 +142,13 @@ class _Ladder:
                         return LayoutChoice(v, self.n, lay, True, mem, True)
                     if best is None or lay.idle < best[1].idle:
                         best = (v, lay, mem)
-            if self.done or not self._next():
+            if self.done or not self.next_rung():
                 break
         return None if best is None else LayoutChoice(best[0], self.n, best[1], True, best[2], True)
 
     def closest(self) -> LayoutChoice:
         while not self.done:
-            self._next()
+            self.next_rung()
         v, lay, mem = min(self.rungs, key=lambda r: r[2])
         return LayoutChoice(v, self.n, lay, False, mem, True)
 
@@ -172,6 +172,32 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
             return c
         return ladder.first_fit(capacity_bytes(acc)) or ladder.closest()
     return _search(w, acc, n, node_devices, speed)
+
+
+def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> LayoutChoice:
+    """The first few fitting layouts (busy devices first) compared by ``speed``; the fastest wins."""
+    ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
+    if not precision_support(w.precision, acc)[0]:
+        return ladder.closest()
+    cap = capacity_bytes(acc)
+    fitting: list[LayoutChoice] = []
+    i = 0
+    while True:
+        while i < len(ladder.rungs) and sum(1 for c in fitting if not c.layout.idle) < COMPARED_FITS:
+            v, lay, mem = ladder.rungs[i]
+            i += 1
+            if mem <= cap:
+                fitting.append(LayoutChoice(v, n, lay, True, mem, True))
+        if sum(1 for c in fitting if not c.layout.idle) >= COMPARED_FITS or ladder.done or not ladder.next_rung():
+            break
+    if not fitting:
+        return ladder.closest()
+    fewest_idle = min(c.layout.idle for c in fitting)
+    fitting = [c for c in fitting if c.layout.idle == fewest_idle]
+    if len(fitting) == 1:
+        return fitting[0]
+    rated = [(speed(c.workload) or 0.0, -i, c) for i, c in enumerate(fitting)]
+    return max(rated, key=lambda r: (r[0], r[1]))[2]
 
 
 def auto_layout(w: Workload, acc: Accelerator, gpus: int | None = None, fabric=None) -> Workload:
