@@ -9,7 +9,9 @@ few that fit, the fastest on the offer's links wins (:mod:`fleet_tui.core.perf.c
   of one sequence (gradient accumulation, same global batch); then tensor parallel inside a node
   (2, 4, 8 … up to the node's devices) with ZeRO-1 or FSDP over the replicas; then the widest
   in-node TP × pipeline stages (2, 4, 8 …) across nodes, micro-batches of one sequence;
-* inference: independent replicas, then tensor parallel inside a node, then TP × pipeline stages.
+* inference: the widest tensor-parallel group inside a node (decode at a given number of
+  concurrent sequences streams the weights once per replica per step, so splitting wider is both
+  faster and smaller) with replicas over the rest, then TP × pipeline stages across nodes.
 
 Tensor-parallel sizes divide the attention heads; pipeline stages never exceed the layers;
 data-parallel ranks never exceed global batch / micro-batch (the rest are idle, and said so).
@@ -91,10 +93,10 @@ def candidate_layouts(w: Workload, gpus: int, node_devices: int) -> Iterator[Wor
                     yield w.derive(**{**base, "micro_batch": one}, tp=t, pp=p, zero=zero,
                                    sharding="fsdp" if zero == 3 else "tensor")
     else:
-        yield w.derive(**base, tp=1, pp=1, zero=0, sharding="data")
-        for t in tps:
-            yield w.derive(**base, tp=t, pp=1, zero=0, sharding="tensor")
+        # decode at a fixed number of concurrent sequences streams the weights once per step per
+        # replica: the widest tensor-parallel group inside a node is the fastest and the smallest
         t = tps[-1] if tps else 1
+        yield w.derive(**base, tp=t, pp=1, zero=0, sharding="tensor" if t > 1 else "data")
         for p in _powers(min(arch.layers, gpus // t)):
             if gpus % (t * p) == 0:
                 yield w.derive(**base, tp=t, pp=p, zero=0, sharding="tensor")
