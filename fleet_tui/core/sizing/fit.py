@@ -224,7 +224,7 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     if w.is_training and not same_hw:
         # nothing on these devices fits alone: pair checkpointing with the others
         base = w.derive(grad_checkpointing=True) if not w.grad_checkpointing else w
-        prefix = "" if w.grad_checkpointing else "turn on activation checkpointing and "
+        prefix = "" if w.grad_checkpointing else "turn on activation checkpointing ({grad_checkpointing}) and "
         for change, desc, w2, n in _candidates(base, gpus, acc, node):
             if change != "checkpointing":
                 consider("checkpointing+" + change, prefix + desc, w2.derive(grad_checkpointing=True), n)
