@@ -192,7 +192,8 @@ class Placer:
                                            f"{gpus}× {acc.id} ({cap / GIB:.1f} GiB each)")
                 self._placements[key] = result
                 return result
-            choice = sizing_layout.choose_layout(self.workload, acc, gpus, node_devices=devices)
+            choice = sizing_layout.choose_layout(self.workload, acc, gpus, node_devices=devices,
+                                                 exact_closest=detail)
             if closest is None or choice.total_bytes < closest[1].total_bytes:
                 closest = (n, choice)
             if choice.fits:

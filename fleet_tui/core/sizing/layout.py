@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fleet_tui.core import caches
-from fleet_tui.core.footprint import Layout, parallel_layout
+from fleet_tui.core.footprint import Layout, parallel_layout, weight_bytes
+from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
@@ -102,64 +103,85 @@ def candidate_layouts(w: Workload, gpus: int, node_devices: int) -> Iterator[Wor
                 yield w.derive(**base, tp=t, pp=p, zero=0, sharding="tensor")
 
 
+class _Rung:
+    """One candidate layout; its memory is estimated only when a device could hold it."""
+
+    __slots__ = ("variant", "layout", "floor", "_mem", "n")
+
+    def __init__(self, variant: Workload, layout: Layout, floor: float, n: int) -> None:
+        self.variant, self.layout, self.floor, self.n = variant, layout, floor, n
+        self._mem: int | None = None
+
+    @property
+    def mem(self) -> int:
+        if self._mem is None:
+            self._mem = estimate_memory(self.variant, self.n).total_bytes
+        return self._mem
+
+    def choice(self, fits: bool) -> LayoutChoice:
+        return LayoutChoice(self.variant, self.n, self.layout, fits, self.mem, True)
+
+
 class _Ladder:
-    """The candidate layouts of one (workload, devices, node size) with their memory per device,
-    evaluated in order only as far as a query needs. Memory does not depend on the device, so
-    every accelerator with this many devices reads the same ladder: ranking a catalog costs one
-    estimate per candidate and device count, not per accelerator."""
+    """The candidate layouts of one (workload, devices, node size), built in order only as far as
+    a query needs. Memory does not depend on the device, so every accelerator with this many
+    devices reads the same ladder, and a rung's memory is estimated once, and only when its
+    floor — the stored weights alone on one device (``footprint.weight_bytes`` split by the
+    layout) — leaves room on the device asked about (bench/bench_recommend.py: first rankings)."""
 
     def __init__(self, w: Workload, n: int, node: int) -> None:
         self._gen = candidate_layouts(w, n, node)
+        self._weights = weight_bytes(w, param_counts(w.arch))
         self.n = n
-        self.rungs: list[tuple[Workload, Layout, int]] = []  # (variant, layout, bytes per device)
+        self.rungs: list[_Rung] = []
         self.done = False
 
     def next_rung(self) -> bool:
         for v in self._gen:
-            try:
-                mem = estimate_memory(v, self.n).total_bytes
-            except ValueError:
-                continue
-            self.rungs.append((v, parallel_layout(v, self.n), mem))
+            lay = parallel_layout(v, self.n)
+            self.rungs.append(_Rung(v, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
             return True
         self.done = True
         return False
 
     def first_fit(self, cap: int) -> LayoutChoice | None:
-        """The first layout within ``cap`` bytes that leaves no device idle (else the first with
-        the fewest idle), or None."""
+        """The first layout within ``cap`` bytes that leaves no device idle (else, after a few
+        more, the first with the fewest idle), or None."""
         i = 0
-        best: tuple[Workload, Layout, int] | None = None
+        best: _Rung | None = None
         after_best = 0  # rungs looked at since the first fit that leaves devices idle
         while True:
             while i < len(self.rungs):
-                v, lay, mem = self.rungs[i]
+                r = self.rungs[i]
                 i += 1
                 if best is not None:
                     after_best += 1
                     if after_best > IDLE_LOOKAHEAD:
-                        return LayoutChoice(best[0], self.n, best[1], True, best[2], True)
-                if mem <= cap:
-                    if not lay.idle:
-                        return LayoutChoice(v, self.n, lay, True, mem, True)
-                    if best is None or lay.idle < best[1].idle:
-                        best = (v, lay, mem)
+                        return best.choice(True)
+                if r.floor <= cap and r.mem <= cap:
+                    if not r.layout.idle:
+                        return r.choice(True)
+                    if best is None or r.layout.idle < best.layout.idle:
+                        best = r
             if self.done or not self.next_rung():
                 break
-        return None if best is None else LayoutChoice(best[0], self.n, best[1], True, best[2], True)
+        return None if best is None else best.choice(True)
 
-    def closest(self) -> LayoutChoice:
+    def closest(self, exact: bool = True) -> LayoutChoice:
+        """The layout needing the least memory per device (``exact`` False: the one with the
+        smallest floor, its memory estimated alone)."""
         while not self.done:
             self.next_rung()
-        v, lay, mem = min(self.rungs, key=lambda r: r[2])
-        return LayoutChoice(v, self.n, lay, False, mem, True)
+        if exact:
+            return min(self.rungs, key=lambda r: r.mem).choice(False)
+        return min(self.rungs, key=lambda r: r.floor).choice(False)
 
 
 _LADDERS = caches.memo("sizing.layout_ladders", 1024)
 
 
 def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 8,
-                  speed=None) -> LayoutChoice:
+                  speed=None, exact_closest: bool = True) -> LayoutChoice:
     """The cheapest layout of ``gpus`` × ``acc`` that fits ``w`` (or, when none fits, the one that
     comes closest). ``speed(workload) -> tokens/s or None`` ranks the first fitting layouts (the
     caller passes one that knows the offer's links); without it the first that fits wins."""
@@ -170,9 +192,8 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
     if speed is None:
         ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
         if not precision_support(w.precision, acc)[0]:
-            c = ladder.closest()
-            return c
-        return ladder.first_fit(capacity_bytes(acc)) or ladder.closest()
+            return ladder.closest(exact_closest)
+        return ladder.first_fit(capacity_bytes(acc)) or ladder.closest(exact_closest)
     return _search(w, acc, n, node_devices, speed)
 
 
@@ -186,10 +207,10 @@ def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> 
     i = 0
     while True:
         while i < len(ladder.rungs) and sum(1 for c in fitting if not c.layout.idle) < COMPARED_FITS:
-            v, lay, mem = ladder.rungs[i]
+            r = ladder.rungs[i]
             i += 1
-            if mem <= cap:
-                fitting.append(LayoutChoice(v, n, lay, True, mem, True))
+            if r.floor <= cap and r.mem <= cap:
+                fitting.append(r.choice(True))
         if sum(1 for c in fitting if not c.layout.idle) >= COMPARED_FITS or ladder.done or not ladder.next_rung():
             break
     if not fitting:
