@@ -120,6 +120,11 @@ def load_interconnects(path: Path | None = None) -> Interconnects:
     )
 
 
+def listed(cloud: str, instance_type: str) -> bool:
+    """Whether the instance type has its own row (its network, or its own intra-node link)."""
+    return (cloud.lower(), instance_type.lower()) in load_interconnects().instances
+
+
 def marketplace_tier(cloud: str) -> CloudTier | None:
     """The cloud's marketplace tier (its reliability), or None for a cloud provider's own fleet."""
     return load_interconnects().clouds.get(cloud.lower())

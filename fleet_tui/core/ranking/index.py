@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, NamedTuple
 
 from fleet_tui.core import caches
-from fleet_tui.core.interconnects import fabric_for, marketplace_tier
+from fleet_tui.core.interconnects import fabric_for, listed, marketplace_tier
 from fleet_tui.core.pricing import PRICING_OPTIONS
 
 # Instance's public price fields (what Instance.price() reads), by pricing option
@@ -109,6 +109,7 @@ def _build(catalog) -> CatalogIndex:
     instances = catalog.instances
     accs = accelerator_index(catalog)
     groups: dict[tuple, list[CatalogRow]] = {}
+    tiers: dict[str, object] = {}  # cloud -> its marketplace tier (False: none)
     excluded = no_spec = odd = 0
     for inst in instances:
         if inst.excluded:
@@ -126,8 +127,13 @@ def _build(catalog) -> CatalogIndex:
         prices = tuple(None if p in inst.excluded_pricing else getattr(inst, PRICE_FIELDS[p])
                        for p in PRICING_OPTIONS)
         devices = int(count) if count >= 1 else 1
-        fabric = fabric_for(acc.id, devices, inst.cloud, inst.instance_type, acc.software_stack)
-        tier = marketplace_tier(inst.cloud)
+        if listed(inst.cloud, inst.instance_type):
+            fabric = fabric_for(acc.id, devices, inst.cloud, inst.instance_type, acc.software_stack)
+        else:  # the device's own link, an unknown network (one cached answer per device count)
+            fabric = fabric_for(acc.id, devices, None, None, acc.software_stack)
+        tier = tiers.get(inst.cloud)
+        if tier is None:
+            tier = tiers[inst.cloud] = marketplace_tier(inst.cloud) or False
         groups.setdefault((acc.id, count, fabric, tier.reliability if tier else ""), []).append(
             CatalogRow(inst, inst.cloud.lower(), inst.region.lower(), prices))
     unique = {a.id: a for a in accs.values()}
