@@ -85,6 +85,8 @@ def applicable_flags(flags, pricing: str) -> tuple[str, ...]:
 def reason_parts(acc, inst, placement: Placement, p: str, flags) -> tuple[str, str, str]:
     """(devices, speed and memory, trailing notes) of an offer's one-line reason."""
     mid = []
+    if getattr(placement, "layout", ""):
+        mid.append(placement.layout)
     if placement.tokens_per_s:
         mid.append(f"{placement.tokens_per_s:,.0f} tok/s")
     if placement.headroom_gib is not None:
