@@ -100,7 +100,7 @@ def handler(args: argparse.Namespace) -> int:
     run = None
     if tokens is not None and speed_acc is not None and not misfit:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
-    data = _to_dict(res, thr, speed_acc, acc, run)
+    data = _to_dict(res, thr, speed_acc, acc, run, catalog)
     data["cost"] = None
     if acc is not None and res.fit is not None and res.fit.fits:
         from fleet_tui.core.query import cheapest_setup
@@ -123,7 +123,21 @@ def _layout_label(w, gpus: int) -> str | None:
     return parallel_layout(w, gpus).label() if gpus > 1 else None
 
 
-def _to_dict(res, thr, speed_acc, acc, run) -> dict:
+def _suggestions(res, acc, catalog) -> list:
+    """The fit's own suggestions, then (a misfit) the smallest larger catalog devices that fit."""
+    fit = res.fit
+    if fit is None:
+        return []
+    out = list(fit.suggestions)
+    if not fit.fits and catalog is not None:
+        from fleet_tui.core.sizing.fit import bigger_devices
+
+        accs = catalog.accelerators
+        out += bigger_devices(res.workload, res.gpus, acc, accs.values() if isinstance(accs, dict) else accs)
+    return out
+
+
+def _to_dict(res, thr, speed_acc, acc, run, catalog=None) -> dict:
     from fleet_tui.commands._workload_args import flag
     from fleet_tui.core.modelspec import param_counts
 
@@ -157,7 +171,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "precision_note": (fit.precision_note or None) if fit is not None else None,
         "fit_message": fit.message if fit is not None else None,
         "suggestions": [{"description": s.render(flag), "change": s.change, "total_bytes": s.total_bytes,
-                         "gpus": s.gpus} for s in (fit.suggestions if fit is not None else [])],
+                         "gpus": s.gpus} for s in _suggestions(res, acc, catalog)],
         "kv_capacity": None,
         "throughput": None,
         "training_run": None,

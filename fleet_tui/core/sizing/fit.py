@@ -79,7 +79,7 @@ class FitResult:
 COST_TIERS = {
     "layout": 0, "micro_batch": 0, "checkpointing": 0,
     "optimizer": 1, "master_weights": 1, "lora": 1, "qlora": 1, "precision": 1, "kv_cache_dtype": 1,
-    "gpus": 2, "seq_len": 3, "batch": 3,
+    "gpus": 2, "device": 2, "seq_len": 3, "batch": 3,
 }
 _ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "kv_cache_dtype", "optimizer", "master_weights",
                   "precision", "qlora", "lora", "gpus", "seq_len", "batch")
@@ -188,6 +188,25 @@ def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSug
                                      f"({layout_flags(ch.workload, n)})", ch.workload, ch.total_bytes, n, "gpus")
         n *= 2
     return None
+
+
+def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int = 2) -> list[FitSuggestion]:
+    """Up to ``limit`` catalog ``devices`` with more memory than ``acc`` (smallest first) on which
+    ``w`` fits on the same number of devices, its layout searched; each verified by re-sizing."""
+    base = w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w
+    out: list[FitSuggestion] = []
+    for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
+        if not precision_support(w.precision, a)[0]:
+            continue
+        ch = choose_layout(base, a, gpus, min(max(gpus, 1), DEFAULT_NODE_DEVICES))
+        if ch.fits:
+            words = f" as {_layout_words(ch.workload, gpus)}" if gpus > 1 else ""
+            flags = f" {layout_flags(ch.workload, gpus)}" if gpus > 1 else ""
+            out.append(FitSuggestion(f"use {gpus}× {a.id} ({a.memory_gib:g} GiB each){words} ({{gpu}} {a.id}{flags})",
+                                     ch.workload, ch.total_bytes, gpus, "device"))
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _bytes_rank(p: str) -> float:

@@ -187,8 +187,10 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
     caller passes one that knows the offer's links); without it the first that fits wins."""
     n = max(1, int(gpus))
     if layout_is_set(w):
+        split = (w.tp or 1) * (w.pp or 1)
         mem = estimate_memory(w, n).total_bytes
-        return LayoutChoice(w, n, parallel_layout(w, n), mem <= capacity_bytes(acc), mem, False)
+        possible = split <= n and n % split == 0  # the user's TP × PP must tile these devices
+        return LayoutChoice(w, n, parallel_layout(w, n), possible and mem <= capacity_bytes(acc), mem, False)
     if speed is None:
         ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
         if not precision_support(w.precision, acc)[0]:
