@@ -95,12 +95,20 @@ def parallel_layout(w: Workload, gpus: int) -> Layout:
     else:
         tp, pp = w.tp or 1, w.pp or 1
         zero = w.zero if w.zero is not None else (3 if w.sharding == "fsdp" else 0)
+    return make_layout(gpus, tp, pp, zero, w.micro_batch, w.batch, w.is_training)
+
+
+def make_layout(gpus: int, tp: int, pp: int, zero: int, micro_batch: int | None, batch: int,
+                training: bool) -> Layout:
+    """The :class:`Layout` of ``tp × pp`` model splits on ``gpus`` devices for a global ``batch``:
+    data-parallel ranks fill the rest, at most global batch / micro-batch (training, or whenever
+    a micro-batch is set); the devices left over are ``idle``."""
     dp = max(1, gpus // (tp * pp))
-    micro = w.micro_batch or 0
-    if w.is_training or w.micro_batch:
+    micro = micro_batch or 0
+    if training or micro_batch:
         # every rank needs at least one micro-batch of the global batch
-        dp = max(1, min(dp, w.batch // max(1, micro or 1)))
-    per_rank = sequences_per_rank(w, dp)
+        dp = max(1, min(dp, batch // max(1, micro or 1)))
+    per_rank = math.ceil(batch / dp)
     micro = min(micro, per_rank) if micro else per_rank
     return Layout(tp=tp, pp=pp, dp=dp, zero=zero if dp > 1 else 0, micro_batch=max(1, micro),
                   idle=gpus - tp * pp * dp)

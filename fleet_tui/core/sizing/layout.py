@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fleet_tui.core import caches
-from fleet_tui.core.footprint import Layout, parallel_layout, weight_bytes
+from fleet_tui.core.footprint import Layout, make_layout, parallel_layout, weight_bytes
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.perf import estimate_throughput
@@ -67,50 +67,64 @@ def _powers(limit: int) -> Iterator[int]:
         n *= 2
 
 
-def candidate_layouts(w: Workload, gpus: int, node_devices: int) -> Iterator[Workload]:
-    """Layouts of ``gpus`` devices for ``w``, cheapest communication first (see the module doc)."""
+def candidate_changes(w: Workload, gpus: int, node_devices: int) -> Iterator[dict]:
+    """Layouts of ``gpus`` devices for ``w`` as field changes, cheapest communication first (see
+    the module doc)."""
     if gpus <= 1:
-        yield w.derive(gpus=1, tp=None, pp=None, zero=None, micro_batch=None, sharding="data")
+        yield dict(gpus=1, tp=None, pp=None, zero=None, micro_batch=None, sharding="data")
         return
     arch = w.arch
-    base = dict(gpus=gpus, micro_batch=None)
     tps = [t for t in _powers(min(node_devices, gpus, MAX_TP)) if arch.heads % t == 0 and gpus % t == 0]
     if w.is_training:
         one = 1 if w.batch > 1 else None
         for zero in (0, 1, 2, 3):
-            yield w.derive(**base, tp=1, pp=1, zero=zero, sharding="fsdp" if zero == 3 else "data")
+            yield dict(gpus=gpus, micro_batch=None, tp=1, pp=1, zero=zero, sharding="fsdp" if zero == 3 else "data")
         if one:
             for zero in (1, 3):
-                yield w.derive(**{**base, "micro_batch": one}, tp=1, pp=1, zero=zero,
-                               sharding="fsdp" if zero == 3 else "data")
+                yield dict(gpus=gpus, micro_batch=one, tp=1, pp=1, zero=zero,
+                           sharding="fsdp" if zero == 3 else "data")
         for t in tps:
             for zero in (1, 3):
-                yield w.derive(**{**base, "micro_batch": one}, tp=t, pp=1, zero=zero,
-                               sharding="fsdp" if zero == 3 else "tensor")
+                yield dict(gpus=gpus, micro_batch=one, tp=t, pp=1, zero=zero,
+                           sharding="fsdp" if zero == 3 else "tensor")
         t = tps[-1] if tps else 1
         for p in _powers(min(arch.layers, gpus // t)):
             if gpus % (t * p) == 0:
                 for zero in (1, 3):
-                    yield w.derive(**{**base, "micro_batch": one}, tp=t, pp=p, zero=zero,
-                                   sharding="fsdp" if zero == 3 else "tensor")
+                    yield dict(gpus=gpus, micro_batch=one, tp=t, pp=p, zero=zero,
+                               sharding="fsdp" if zero == 3 else "tensor")
     else:
         # decode at a fixed number of concurrent sequences streams the weights once per step per
         # replica: the widest tensor-parallel group inside a node is the fastest and the smallest
         t = tps[-1] if tps else 1
-        yield w.derive(**base, tp=t, pp=1, zero=0, sharding="tensor" if t > 1 else "data")
+        yield dict(gpus=gpus, micro_batch=None, tp=t, pp=1, zero=0, sharding="tensor" if t > 1 else "data")
         for p in _powers(min(arch.layers, gpus // t)):
             if gpus % (t * p) == 0:
-                yield w.derive(**base, tp=t, pp=p, zero=0, sharding="tensor")
+                yield dict(gpus=gpus, micro_batch=None, tp=t, pp=p, zero=0, sharding="tensor")
+
+
+def candidate_layouts(w: Workload, gpus: int, node_devices: int) -> Iterator[Workload]:
+    """:func:`candidate_changes` applied to ``w``."""
+    for change in candidate_changes(w, gpus, node_devices):
+        yield w.derive(**change)
 
 
 class _Rung:
-    """One candidate layout; its memory is estimated only when a device could hold it."""
+    """One candidate layout; the workload variant is built and its memory estimated only when a
+    device could hold it (its floor leaves room)."""
 
-    __slots__ = ("variant", "layout", "floor", "_mem", "n")
+    __slots__ = ("base", "change", "layout", "floor", "_variant", "_mem", "n")
 
-    def __init__(self, variant: Workload, layout: Layout, floor: float, n: int) -> None:
-        self.variant, self.layout, self.floor, self.n = variant, layout, floor, n
+    def __init__(self, base: Workload, change: dict, layout: Layout, floor: float, n: int) -> None:
+        self.base, self.change, self.layout, self.floor, self.n = base, change, layout, floor, n
+        self._variant: Workload | None = None
         self._mem: int | None = None
+
+    @property
+    def variant(self) -> Workload:
+        if self._variant is None:
+            self._variant = self.base.derive(**self.change)
+        return self._variant
 
     @property
     def mem(self) -> int:
@@ -130,16 +144,19 @@ class _Ladder:
     layout) — leaves room on the device asked about (bench/bench_recommend.py: first rankings)."""
 
     def __init__(self, w: Workload, n: int, node: int) -> None:
-        self._gen = candidate_layouts(w, n, node)
+        self._gen = candidate_changes(w, n, node)
+        self._w = w
         self._weights = weight_bytes(w, param_counts(w.arch))
         self.n = n
         self.rungs: list[_Rung] = []
         self.done = False
 
     def next_rung(self) -> bool:
-        for v in self._gen:
-            lay = parallel_layout(v, self.n)
-            self.rungs.append(_Rung(v, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
+        w = self._w
+        for c in self._gen:
+            lay = make_layout(self.n, c["tp"] or 1, c["pp"] or 1, c["zero"] or 0, c["micro_batch"], w.batch,
+                              w.is_training)
+            self.rungs.append(_Rung(w, c, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
             return True
         self.done = True
         return False
