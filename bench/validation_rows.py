@@ -304,7 +304,8 @@ def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]
                   grad_checkpointing=r.get("activation_checkpointing", True), compile=bool(r.get("compile")),
                   optimizer_in_backward=bool(r.get("optimizer_in_backward")))
         if gpus > 1:
-            kw["sharding"] = "fsdp"
+            # torchtune's batch_size is per device; the tool's batch is the global batch
+            kw.update(sharding="fsdp", batch=kw["batch"] * gpus)
         if str(r.get("optimizer", "")).lower().startswith("adamw8bit"):
             kw["optimizer"] = "adamw8bit"
         off = str(r.get("offload", ""))

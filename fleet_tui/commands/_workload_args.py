@@ -51,6 +51,15 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--sharding", choices=SHARDINGS, default=None,
                    help="across GPUs: data (replicas), tensor (split layers) or fsdp (ZeRO-3); default with "
                         "--gpus > 1: fsdp for training/finetune, tensor for inference, data for lora/qlora")
+    lay = parser.add_argument_group("parallel layout (default: the cheapest layout that fits, searched)")
+    lay.add_argument("--tp", metavar="N", help="tensor-parallel size: each layer split over N devices of a node")
+    lay.add_argument("--pp", metavar="N", help="pipeline stages: the layers split into N stages")
+    lay.add_argument("--dp", metavar="N", help="data-parallel replicas (--gpus = tp x pp x dp)")
+    lay.add_argument("--zero", metavar="STAGE", choices=("0", "1", "2", "3"),
+                     help="ZeRO stage over the data-parallel replicas: 1 optimizer states, 2 + gradients, "
+                          "3 + weights (= FSDP)")
+    lay.add_argument("--micro-batch", metavar="M", help="training: sequences per forward on one replica; "
+                     "the rest of its share of --batch is gradient accumulation")
     g.add_argument("--serving", choices=SERVING_MODES, default=None,
                    help="inference: interactive (always-on) or batch serving")
 

@@ -59,8 +59,13 @@ def register(subparsers) -> None:
                      help="spot: hours between checkpoints (default 1)")
     con.add_argument("--max-instances", type=whole_number, default=None, metavar="N",
                      help="most instances of an 8+-device type one offer may take (default 16)")
+    con.add_argument("--marketplace-multi-node", action="store_true",
+                     help="let marketplace boxes (vast, runpod: unknown network between hosts) "
+                          "be taken several at a time")
     out = p.add_argument_group("output")
     out.add_argument("--top", type=whole_number, default=10, metavar="K", help="offers shown (default 10)")
+    out.add_argument("--regions", action="store_true",
+                     help="one row per region (default: one row per instance type, its cheapest region)")
     out.add_argument("--explain", action="store_true",
                      help="say why the top choice wins and why the current setup loses")
     fmt = out.add_mutually_exclusive_group()
@@ -128,6 +133,7 @@ def handler(args: argparse.Namespace) -> int:
         hours_per_month=schedule, latency_target_ms=args.latency_target_ms,
         budget_usd_per_month=args.budget, top=args.top, training_tokens=args.training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
+        expand_regions=args.regions, marketplace_multi_node=args.marketplace_multi_node,
     )
     lines = explain(rec) if args.explain else None
     if args.json:

@@ -93,10 +93,18 @@ def handler(args: argparse.Namespace) -> int:
         ok, msg = precision_support(workload.precision, acc)
         if not ok:
             raise UserError(f"--precision {workload.precision}: {msg}")
+    if acc is not None and args.sharding is None and not any(
+            getattr(args, f, None) for f in ("tp", "pp", "dp", "zero")):
+        from fleet_tui.core.sizing.layout import auto_layout
+
+        workload = auto_layout(workload, acc, workload.gpus)  # the cheapest layout that fits
     res = size_workload(workload, acc, workload.gpus)
     speed_acc = acc
     thr = res.throughput
-    if thr is None:
+    misfit = res.fit is not None and not res.fit.fits
+    if misfit:
+        thr = None  # nothing that does not fit gets a speed
+    elif thr is None:
         try:
             speed_acc = catalog.accelerator(REFERENCE_ACCELERATOR)
         except UserError:
@@ -106,9 +114,9 @@ def handler(args: argparse.Namespace) -> int:
 
             thr = estimate_throughput(workload, speed_acc, workload.gpus)
     run = None
-    if tokens is not None and speed_acc is not None:
+    if tokens is not None and speed_acc is not None and not misfit:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
-    data = _to_dict(res, thr, speed_acc, acc, run)
+    data = _to_dict(res, thr, speed_acc, acc, run, catalog)
     data["serving_plan"] = _plan(args, workload, catalog, speed_acc)
     data["cost"] = None
     if acc is not None and res.fit is not None and res.fit.fits:
@@ -190,7 +198,27 @@ def _render_plan(p: dict) -> list[str]:
     return lines
 
 
-def _to_dict(res, thr, speed_acc, acc, run) -> dict:
+def _layout_label(w, gpus: int) -> str | None:
+    from fleet_tui.core.footprint import parallel_layout
+
+    return parallel_layout(w, gpus).label() if gpus > 1 else None
+
+
+def _suggestions(res, acc, catalog) -> list:
+    """The fit's own suggestions, then (a misfit) the smallest larger catalog devices that fit."""
+    fit = res.fit
+    if fit is None:
+        return []
+    out = list(fit.suggestions)
+    if not fit.fits and catalog is not None:
+        from fleet_tui.core.sizing.fit import bigger_devices
+
+        accs = catalog.accelerators
+        out += bigger_devices(res.workload, res.gpus, acc, accs.values() if isinstance(accs, dict) else accs)
+    return out
+
+
+def _to_dict(res, thr, speed_acc, acc, run, catalog=None) -> dict:
     from fleet_tui.commands._workload_args import flag
     from fleet_tui.core.modelspec import param_counts
 
@@ -204,6 +232,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "active_params": pc.active, "kind": w.kind, "precision": w.precision, "batch": w.batch,
         "seq_len": w.seq_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
         "sharding": w.sharding,
+        "layout": _layout_label(w, res.gpus),
     }
     if w.is_training:
         wd.update(optimizer=w.optimizer, master_weights=w.master_weights,
@@ -229,7 +258,7 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
         "precision_note": (fit.precision_note or None) if fit is not None else None,
         "fit_message": fit.message if fit is not None else None,
         "suggestions": [{"description": s.render(flag), "change": s.change, "total_bytes": s.total_bytes,
-                         "gpus": s.gpus} for s in (fit.suggestions if fit is not None else [])],
+                         "gpus": s.gpus} for s in _suggestions(res, acc, catalog)],
         "kv_capacity": None,
         "throughput": None,
         "training_run": None,
@@ -272,7 +301,7 @@ def _render(d: dict) -> str:
     elif w["kind"] == "inference":
         shape = ", model loaded"
     active = f", {w['active_params'] / 1e9:.1f}B active" if w["active_params"] != w["params"] else ""
-    gpus = f", {w['gpus']} GPUs ({w['sharding']})" if w["gpus"] > 1 else ""
+    gpus = f", {w['gpus']} GPUs ({w.get('layout') or w['sharding']})" if w["gpus"] > 1 else ""
     lines = [f"{w['model_name']} ({w['params'] / 1e9:.2f}B parameters{active}): {w['kind']}, "
              f"{w['precision']}{shape}{gpus}"]
     mem = d["memory"]
@@ -289,7 +318,9 @@ def _render(d: dict) -> str:
             for s in d["suggestions"]:
                 lines.append(f"  - {s['description']} -> {_gib(s['total_bytes'])} GiB per GPU")
         elif not d["fits"]:
-            lines.append("No single change found that makes it fit; try a larger accelerator.")
+            lines.append("No change on these or more of these devices makes it fit; try a larger accelerator.")
+        if not d["fits"]:
+            lines.append("Speed: not estimated (it does not fit).")
     kv = d["kv_capacity"]
     engine = ""
     if "engine" in w:

@@ -12,6 +12,7 @@ their window; bytes per stored value in :mod:`fleet_tui.core.calibration`.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.modelspec import ModelArch, ParamCounts
@@ -23,15 +24,100 @@ def activation_bytes(w: Workload) -> int:
     return 4 if w.precision == "fp32" else 2
 
 
+class Layout(NamedTuple):
+    """How ``tp × pp × dp`` devices share one workload, and how far ZeRO shards the model state.
+
+    * ``tp`` tensor-parallel ranks split every weight matrix, activation and KV head (Megatron);
+    * ``pp`` pipeline stages each hold ``layers / pp`` layers (1F1B schedule);
+    * ``dp`` data-parallel ranks each take ``batch / dp`` sequences, run as micro-batches of
+      ``micro_batch`` sequences with gradient accumulation;
+    * ``zero`` stage (Rajbhandari et al., arXiv:1910.02054): 1 shards optimizer states over the
+      ``dp`` ranks, 2 also gradients, 3 (= FSDP full sharding) also the weights.
+
+    ``idle`` counts devices left without work (a global batch smaller than the data-parallel
+    ranks: a rank needs at least one micro-batch).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero: int = 0
+    micro_batch: int = 1  # sequences per forward/backward on one data-parallel rank
+    idle: int = 0
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def model_split(self) -> int:
+        """Devices one copy of the model is cut into (tensor × pipeline)."""
+        return self.tp * self.pp
+
+    @property
+    def weight_shards(self) -> int:
+        return self.dp if self.zero >= 3 else 1
+
+    @property
+    def grad_shards(self) -> int:
+        return self.dp if self.zero >= 2 else 1
+
+    @property
+    def optimizer_shards(self) -> int:
+        return self.dp if self.zero >= 1 else 1
+
+    def label(self) -> str:
+        """``TP8 × PP4 × DP8, ZeRO-1`` (axes of size 1 left out)."""
+        axes = [f"{n}{k}" for n, k in (("TP", self.tp), ("PP", self.pp), ("DP", self.dp)) if k > 1]
+        text = " × ".join(axes) or "1 device"
+        if self.zero and self.dp > 1:
+            text += " FSDP (ZeRO-3)" if self.zero == 3 else f", ZeRO-{self.zero}"
+        return text
+
+
+def sequences_per_rank(w: Workload, dp: int) -> int:
+    return math.ceil(w.batch / max(1, dp))
+
+
+def parallel_layout(w: Workload, gpus: int) -> Layout:
+    """The layout ``w`` runs on ``gpus`` devices: its own ``tp``/``pp``/``zero`` where set, else
+    what its ``sharding`` names (``data``: replicas, ``tensor``: all devices split each layer,
+    ``fsdp``: ZeRO-3 data parallel). Data-parallel ranks never exceed global batch / micro-batch;
+    the devices left over are ``idle``."""
+    gpus = max(1, int(gpus))
+    if w.tp is None and w.pp is None and w.zero is None:
+        if gpus <= 1:
+            tp, pp, zero = 1, 1, 0
+        elif w.sharding == "tensor":
+            tp, pp, zero = gpus, 1, 0
+        else:
+            tp, pp, zero = 1, 1, (3 if w.sharding == "fsdp" else 0)
+    else:
+        tp, pp = w.tp or 1, w.pp or 1
+        zero = w.zero if w.zero is not None else (3 if w.sharding == "fsdp" else 0)
+    return make_layout(gpus, tp, pp, zero, w.micro_batch, w.batch, w.is_training)
+
+
+def make_layout(gpus: int, tp: int, pp: int, zero: int, micro_batch: int | None, batch: int,
+                training: bool) -> Layout:
+    """The :class:`Layout` of ``tp × pp`` model splits on ``gpus`` devices for a global ``batch``:
+    data-parallel ranks fill the rest, at most global batch / micro-batch (training, or whenever
+    a micro-batch is set); the devices left over are ``idle``."""
+    dp = max(1, gpus // (tp * pp))
+    micro = micro_batch or 0
+    if training or micro_batch:
+        # every rank needs at least one micro-batch of the global batch
+        dp = max(1, min(dp, batch // max(1, micro or 1)))
+    per_rank = math.ceil(batch / dp)
+    micro = min(micro, per_rank) if micro else per_rank
+    return Layout(tp=tp, pp=pp, dp=dp, zero=zero if dp > 1 else 0, micro_batch=max(1, micro),
+                  idle=gpus - tp * pp * dp)
+
+
 def parallel_split(w: Workload, gpus: int) -> tuple[int, int, int]:
     """(data-parallel replicas, tensor-parallel size, fsdp shard count) for ``gpus``."""
-    if gpus <= 1:
-        return 1, 1, 1
-    if w.sharding == "tensor":
-        return 1, gpus, 1
-    if w.sharding == "fsdp":
-        return gpus, 1, gpus
-    return gpus, 1, 1
+    lay = parallel_layout(w, gpus)
+    return lay.dp, lay.tp, lay.weight_shards
 
 
 def lora_params(arch: ModelArch, w: Workload) -> int:

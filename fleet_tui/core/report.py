@@ -45,6 +45,8 @@ def short_notes(o) -> str:
         notes.append("multi-node")
     if o.flags:
         notes.append("flagged")
+    if getattr(o, "reliability", ""):
+        notes.append("marketplace")
     if getattr(o, "speed_unknown", False):
         notes.append("speed unknown")
     return ", ".join(notes)
@@ -54,7 +56,8 @@ def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool) -> li
     row = [
         "now" if o.is_current else str(o.rank),
         (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,
-        o.cloud, o.region, o.pricing, o.devices,
+        o.cloud, o.region + (f" (+{o.regions - 1} more)" if getattr(o, "regions", 1) > 1 else ""),
+        o.pricing, o.devices,
         money(o.usd_per_hour), money(o.usd_per_month),
     ]
     if not per_month:

@@ -56,7 +56,8 @@ _HASHED_FIELDS = operator.itemgetter("kind", "params", "precision", "batch", "se
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
                                      "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
-                                     "optimizer_in_backward", "offload", "compile", "selective_checkpointing")
+                                     "optimizer_in_backward", "offload", "compile", "selective_checkpointing",
+                                     "tp", "pp", "zero", "micro_batch")
 
 
 class Workload(BaseModel):
@@ -91,6 +92,11 @@ class Workload(BaseModel):
     offload: tuple[OffloadTarget, ...] = ()  # kept in CPU memory between uses
     compile: bool = False  # torch.compile (fused elementwise ops keep fewer intermediates)
     selective_checkpointing: bool = False  # recompute only the cheap ops (attention core, activations)
+    # parallel layout (None: from ``sharding``, or searched by sizing.layout); see footprint.Layout
+    tp: PositiveInt | None = None
+    pp: PositiveInt | None = None
+    zero: Literal[0, 1, 2, 3] | None = None
+    micro_batch: PositiveInt | None = None  # sequences per forward on one rank (gradient accumulation)
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":
@@ -101,6 +107,8 @@ class Workload(BaseModel):
         bad = [t for t in self.lora_targets if t not in LORA_TARGETS]
         if bad:
             raise ValueError(f"unknown LoRA target(s) {', '.join(bad)}; allowed: {', '.join(LORA_TARGETS)}")
+        if self.micro_batch is not None and self.micro_batch > self.batch:
+            raise ValueError(f"micro-batch {self.micro_batch} is larger than the global batch {self.batch}")
         if self.kind in ("training", "finetune") and self.precision in ("int8", "int4", "fp4"):
             raise ValueError(f"full training in {self.precision} is not supported; use kind qlora "
                              "(4-bit base + LoRA) or lora with precision bf16")
@@ -322,9 +330,11 @@ def parse_workload(fields, catalog=None) -> Workload:
     kw.update(_stack_fields(d, kind, kw))
     if gpus > 1 and "sharding" not in kw and kw.get("framework") == "torchtune":
         kw["sharding"] = "fsdp"  # torchtune's distributed recipes shard everything with FSDP2
+    _layout_fields(d, kw, gpus, training)
+    gpus = kw["gpus"]
     if gpus > 1 and "sharding" not in kw:
         kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
-    if kw.get("sharding") == "tensor" and model is not None and model.kv_heads and gpus > 1:
+    if kw.get("sharding") == "tensor" and kw.get("tp") is None and model is not None and model.kv_heads and gpus > 1:
         if model.heads % gpus:
             raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
                              f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
@@ -403,3 +413,40 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
                              f"{', '.join(OFFLOAD_TARGETS)} (comma-separated, combinable)")
         out["offload"] = tuple(t for t in OFFLOAD_TARGETS if t in names)
     return out
+def _layout_fields(d: dict, kw: dict, gpus: int, training: bool) -> None:
+    """``tp``/``pp``/``dp``/``zero``/``micro_batch`` into ``kw`` (checked against ``gpus``)."""
+    tp = parse_count(d.get("tp"), "tp", 1, MAX_GPUS)
+    pp = parse_count(d.get("pp"), "pp", 1, 4096)
+    dp = parse_count(d.get("dp"), "dp", 1, MAX_GPUS)
+    zero = parse_count(d.get("zero"), "zero", 0, 3) if d.get("zero") not in (None, "") else None
+    micro = parse_count(d.get("micro_batch"), "micro_batch", 1, MAX_BATCH)
+    if micro is not None and micro > kw["batch"]:
+        raise FieldError("micro_batch", f"{{micro_batch}} {micro} is larger than the global {{batch}} {kw['batch']}")
+    if zero is not None and not training and zero != 3:
+        raise FieldError("zero", "{zero} 1 and 2 shard optimizer states and gradients: training only")
+    if tp is None and pp is None and dp is None and zero is None:
+        if micro is not None:
+            kw["micro_batch"] = micro
+        return
+    model = kw.get("model")
+    if tp and model is not None and model.heads % tp:
+        raise FieldError("tp", f"{{tp}} {tp}: {model.heads} attention heads of "
+                         f"{escape_braces(model.name or model.id)} do not split evenly")
+    split = (tp or 1) * (pp or 1)
+    if dp is not None:
+        need = split * dp
+        if d.get("gpus") in (None, ""):
+            kw["gpus"] = gpus = need
+        elif need != gpus:
+            raise FieldError("dp", f"{{tp}} × {{pp}} × {{dp}} = {need} devices, but {{gpus}} is {gpus}")
+    if split > gpus:
+        raise FieldError("tp", f"{{tp}} × {{pp}} = {split} devices, more than {{gpus}} {gpus}")
+    if gpus % split:
+        raise FieldError("gpus", f"{{gpus}} {gpus} is not a multiple of {{tp}} × {{pp}} = {split}")
+    if zero is None:  # FSDP when asked for; else Megatron's distributed optimizer (ZeRO-1) for training
+        zero = 3 if kw.get("sharding") == "fsdp" else (1 if training else 0)
+    kw.update(tp=tp or 1, pp=pp or 1, zero=zero)
+    if micro is not None:
+        kw["micro_batch"] = micro
+    if gpus > 1 and "sharding" not in kw:
+        kw["sharding"] = "fsdp" if kw["zero"] == 3 else ("tensor" if tp and tp > 1 else "data")

@@ -77,6 +77,7 @@ class RecommendScreen(PaneScreen):
         Binding("j", "export('json')", "Export JSON"),
         Binding("s", "rightsize", "Right-size"),
         Binding("r", "rerank", "Re-rank"),
+        Binding("g", "toggle_regions", "All regions"),
     ]
     DEFAULT_CSS = """
     RecommendScreen #rec-bar { height: 2; padding: 0 1; }
@@ -93,6 +94,7 @@ class RecommendScreen(PaneScreen):
         self._generation = 0
         self.result: RankingResult | None = None
         self._side_wanted: bool | None = None  # None: shown when there is room; e/s decide after
+        self.expand_regions = False  # g: one row per region instead of per instance type
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="rec-bar"):
@@ -148,7 +150,7 @@ class RecommendScreen(PaneScreen):
 
     @work(thread=True, exclusive=True, group="recommend", exit_on_error=False)
     def _rank(self, workload, catalog, choice, pricing, generation: int) -> None:
-        result = rank(workload, catalog, choice, pricing)
+        result = rank(workload, catalog, choice, pricing, expand_regions=self.expand_regions)
         self.app.call_from_thread(self._show, result, generation)
 
     def _show(self, result: RankingResult, generation: int) -> None:
@@ -202,6 +204,10 @@ class RecommendScreen(PaneScreen):
     def action_rerank(self) -> None:
         self.rerank()
 
+    def action_toggle_regions(self) -> None:
+        self.expand_regions = not self.expand_regions
+        self.rerank()
+
     def action_export(self, fmt: str) -> None:
         export_report(self.app, fmt)
 
@@ -221,9 +227,9 @@ def _table_offers(rec) -> list:
     return offers
 
 
-def rank(workload, catalog, choice, pricing: str | None) -> RankingResult:
+def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = False) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
-    kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS)
+    kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS, expand_regions=expand_regions)
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
                       spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))

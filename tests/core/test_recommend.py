@@ -391,7 +391,8 @@ def test_every_ranked_offer_fits(toy, spec):
         acc = toy.accelerator(o.accelerator)
         if o.accelerator_count < 1:
             continue  # slices are checked against a scaled device
-        variant = w.model_copy(update={"gpus": o.gpus, "sharding": o.sharding})
+        variant = o.fit.workload  # the layout the offer was sized on (tp, pp, zero, micro-batch)
+        assert variant.gpus == o.gpus or variant.tp is not None
         assert check_fit(variant, acc, o.gpus).fits, o.label
         assert o.usd_per_hour >= 0 and o.usd_per_month >= 0
         # never an invented or zero speed: either a positive estimate or marked unknown with a reason
@@ -516,7 +517,11 @@ def test_offers_read_like_a_tuple(toy):
     rec = recommend(batch_gen(toy), toy, pricing="any")
     full = tuple(rec.offers)
     assert rec.offers[-1] is full[-1] and rec.offers[1:3] == full[1:3] and rec.offers == full
-    assert len(rec.offers) == rec.fitting_offers
+    # one row per instance type (its regions folded in); every region when asked
+    assert len(rec.offers) <= rec.fitting_offers
+    assert sum(o.regions for o in rec.offers) == rec.fitting_offers
+    every = recommend(batch_gen(toy), toy, pricing="any", expand_regions=True)
+    assert len(every.offers) == every.fitting_offers
     with pytest.raises(IndexError):
         rec.offers[len(full)]
 

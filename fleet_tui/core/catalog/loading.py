@@ -2,7 +2,7 @@
 
 Load order (same id: the later one wins): the bundled ``catalogs/`` directory, then the user's
 ``$XDG_CONFIG_HOME/fleet-tui/catalogs/``, then each ``--catalog-dir``. In each directory every
-``*.toml`` and ``instances/*.toml`` is read (``workloads.toml`` belongs to the scenarios code).
+``*.toml`` and ``instances/*.toml`` is read (``workloads.toml``, ``interconnects.toml`` and ``capabilities.toml`` have their own loaders).
 
 A broken file never stops loading: every problem is recorded in ``Catalog.problems`` as
 ``file:line: field: message`` and the file is skipped whole, so nothing is half-loaded from it.
@@ -24,7 +24,7 @@ from fleet_tui.core.errors import FieldError
 if TYPE_CHECKING:
     from fleet_tui.core.catalog.validation import FileResult
 
-SKIPPED_FILES = frozenset({"workloads.toml"})  # loaded by fleet_tui.core.scenarios
+SKIPPED_FILES = frozenset({"workloads.toml", "interconnects.toml", "capabilities.toml"})  # loaded by core.scenarios, core.interconnects, core.capabilities
 
 
 def catalog_files(directory: Path) -> list[Path]:

@@ -9,7 +9,9 @@ from typing import Literal, NamedTuple
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
+from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout
+from fleet_tui.core.interconnects import Fabric, default_fabric
+from fleet_tui.core.perf import collectives
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf.engines import (decode_efficiency, engine_profile, engine_statement, gemm_rate,
                                          tp_allreduce_s)
@@ -56,32 +58,41 @@ class _Device(NamedTuple):
     sharding: str
     scale: float  # multi-GPU scaling efficiency
     peak_dense: float | None  # dense datasheet FLOP/s (for MFU)
+    layout: Layout  # how the devices share the work
+    fabric: Fabric  # the links between them
 
 
-def _device(w: Workload, acc: Accelerator, gpus: int) -> _Device:
+def _device(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> _Device:
     compute_prec = w.precision if w.kind != "qlora" else "bf16"
     rate, notes = peak_flops(acc, compute_prec)
     bw, bw_notes = bandwidth(acc)
     sharding = w.sharding if gpus > 1 else "data"
+    layout = parallel_layout(w, gpus)
     peak_tf = (acc.peak(w.precision) or (acc.peak("bf16") or acc.peak("fp16")
                                           if w.precision in ("int8", "int4") or w.kind == "qlora" else None))
     return _Device(params=param_counts(w.arch), rate=rate, bandwidth=bw, notes=notes + bw_notes,
-                   sharding=sharding, scale=scaling_efficiency(sharding, gpus),
-                   peak_dense=peak_tf * 1e12 if peak_tf else None)
+                   sharding=sharding, scale=scaling_efficiency("tensor", layout.tp),
+                   peak_dense=peak_tf * 1e12 if peak_tf else None,
+                   layout=layout, fabric=fabric)
 
 
 _THROUGHPUT = caches.memo("perf.throughput", 8192)
 
 
-def estimate_throughput(workload: Workload, accelerator: Accelerator, gpus: int | None = None) -> Throughput:
-    """Tokens/s of ``workload`` on ``gpus`` × ``accelerator`` (see :mod:`fleet_tui.core.perf`)."""
+def estimate_throughput(workload: Workload, accelerator: Accelerator, gpus: int | None = None,
+                        fabric: Fabric | None = None) -> Throughput:
+    """Tokens/s of ``workload`` on ``gpus`` × ``accelerator`` (see :mod:`fleet_tui.core.perf`),
+    its collectives charged on ``fabric`` (default: the device's own link inside nodes of 8 and an
+    unknown, slow network between them — :func:`fleet_tui.core.interconnects.default_fabric`)."""
     n = int(gpus or workload.gpus)
-    return _THROUGHPUT.get_or_compute((workload, caches.ValueKey(accelerator, accelerator.id), n),
-                                      lambda: _throughput(workload, accelerator, n))
+    if fabric is None:
+        fabric = default_fabric(accelerator.id, accelerator.software_stack)
+    return _THROUGHPUT.get_or_compute((workload, caches.ValueKey(accelerator, accelerator.id), n, fabric),
+                                      lambda: _throughput(workload, accelerator, n, fabric))
 
 
-def _throughput(w: Workload, acc: Accelerator, gpus: int) -> Throughput:
-    d = _device(w, acc, gpus)
+def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Throughput:
+    d = _device(w, acc, gpus, fabric)
     if w.is_training:
         return _training(w, d, gpus)
     return _inference(w, d, gpus, acc)
@@ -106,8 +117,6 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     notes.append(f"training FLOPs {flops_tok / n_mat:.1f}·N per token (N = {n_mat / 1e9:.2f}B "
                  "matmul parameters) incl. causal attention"
                  + ("; recompute adds a forward" if w.grad_checkpointing else ""))
-    if gpus > 1:
-        notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
     if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
         missing = "; ".join(n for n in notes if n.startswith("no published"))
         return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
@@ -125,11 +134,16 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
         mem_bytes += pc.matmul_total * 6.0 * fwd_passes + pc.total * 6.0  # weight casts, grad casts
     mem_s = mem_bytes / (bw * cal.COPY_BANDWIDTH_EFFICIENCY)
     step_1 = compute_s + mem_s
-    tok_s = tokens / step_1 * gpus * scale
-    step = tokens / tok_s  # wall time of one step of the global batch on all GPUs
+    # the layout's share of the step plus every collective on the link it crosses
+    par = collectives.training_step(w, pc, d.layout, d.fabric, step_1)
+    if gpus > 1:
+        notes.append(f"{gpus} devices as {d.layout.label()}; {d.fabric.describe()}")
+        notes.extend(par.notes)
+    step = par.seconds  # wall time of one step of the global batch on all devices
+    tok_s = tokens / step
     # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
     model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
-    mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
+    mfu = tokens * model_flops_tok / (step * gpus) / peak_dense if peak_dense else None
     if w.offload:
         notes.append(f"offload of {', '.join(w.offload)} to CPU memory: its PCIe transfers are not charged "
                      "(they overlap compute when the step is long enough)")
@@ -150,7 +164,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     prefill_flops_tok = 2 * n_mat + attn_flops_per_token(w, ctx_prefill)
     b = w.batch
     prefill_tokens = b * ctx_prefill
-    tp_div = gpus * scale if sharding == "tensor" else 1.0
+    tp_div = d.layout.tp * scale
     t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
              if bw is not None else None)
     prefill_s = prefill_tok_s = ttft = t_cmp = None
@@ -168,7 +182,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     if rate is not None:
         t_cmp = prefill_tokens * prefill_flops_tok / step_rate
         prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
-        prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
+        prefill_tok_s = prefill_tokens / prefill_s * d.layout.dp
         ttft = max(ctx_prefill * prefill_flops_tok / step_rate, t_mem or 0.0) / tp_div
         if t_mem is None:
             notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
@@ -177,9 +191,10 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     prompt = w.prompt_len or w.seq_len or DEFAULT_PROMPT_TOKENS
     gen = w.gen_len or DEFAULT_GEN_TOKENS
     ctx = prompt + gen / 2
-    per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
-    tp = gpus if sharding == "tensor" else 1
-    replicas = 1 if sharding == "tensor" else gpus
+    lay = d.layout
+    per_gpu_b = math.ceil(b / lay.dp)  # sequences of one replica
+    tp = lay.tp
+    replicas = lay.dp
     d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
              if decode_rate is not None else None)
     tpot = decode_tok_s = None
@@ -189,11 +204,15 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
         d_mem = bytes_step / tp / (bw * decode_efficiency(eng, acc))
         tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
-        if tp > 1:
-            # two all-reduces per layer wait on the slowest device: latency plus the ring's bytes
-            sync = tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2)
+        if tp > 1 or lay.pp > 1:
+            # all-reduces per layer wait on the slowest device: inside one tensor-parallel group the
+            # engine-fitted cost (latency plus the ring's bytes on the device's link); a pipeline's
+            # stage hand-offs are charged on the fabric they cross
+            sync = (tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2) if lay.pp == 1
+                    else collectives.decode_sync_s(w, lay, d.fabric, per_gpu_b))
             tpot += sync
-            notes.append(f"tensor parallel over {tp}: {sync * 1e3:.2f} ms per token in all-reduces")
+            notes.append(f"{lay.label()}: {sync * 1e3:.2f} ms per token in collectives "
+                         f"({d.fabric.describe()})")
         decode_tok_s = per_gpu_b / tpot * replicas
         bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
     if w.is_generation or w.seq_len is None:
@@ -217,7 +236,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
     mfu = None
     if prefill_s is not None and peak_dense:
-        mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / (gpus if sharding == "tensor" else 1)
+        mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / d.layout.model_split
     missing = "" if prefill_tok_s is not None else "; ".join(
         n for n in notes if n.startswith("no published"))
     return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,

@@ -8,9 +8,18 @@ never multiplied: spreading a model over many single-GPU boxes is not a sane dep
 TPU slices: the catalog lists every slice size). A fractional GPU (Azure's NVads A10 v5 slices) is
 sized as that fraction of the device's memory, bandwidth and compute.
 
-How a workload is placed on ``G`` devices: the workload's own sharding first; when that does not
-fit and ``G > 1``, tensor parallelism for inference or FSDP/ZeRO-3 for training. The workload's
-``gpus`` describes the current setup only; each offer is sized on its own device count.
+How a workload is placed on ``G`` devices: its own layout when it sets ``tp``/``pp``/``zero``, else
+the cheapest layout that fits (:mod:`fleet_tui.core.sizing.layout`: data parallel and ZeRO stages,
+tensor parallel inside an instance, pipeline stages across instances), its collectives charged on
+the instance type's links (:mod:`fleet_tui.core.interconnects`, :mod:`fleet_tui.core.perf.collectives`).
+The workload's ``gpus`` describes the current setup only; each offer is sized on its own device count.
+
+What is never ranked: inference-only accelerators for training, fine-tuning, LoRA or QLoRA
+(``catalogs/capabilities.toml``; counted in ``skipped["inference_only_rows"]``); marketplace boxes
+(Vast, RunPod: unknown network between hosts) taken more than once, unless
+``marketplace_multi_node``. Offers of one instance type and pricing option in several regions are
+one row, its cheapest region, with ``regions`` and ``region_price_range`` (``expand_regions``: a
+row per region). An offer that does not fit (the current setup's, say) has no speed.
 
 The unit of work (what the ranking sorts by, cheapest first):
 
@@ -77,7 +86,8 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
              "tokens_per_s", "latency_ms", "headroom_gib", "memory_used_pct", "fits",
              "savings_usd_per_month", "savings_pct", "speedup", "spot_overhead_pct",
              "reserved_estimated", "break_even_utilization", "risks", "flags", "reason",
-             "is_current", "misfit", "speed_unknown", "speed_unknown_reason"}
+             "is_current", "misfit", "speed_unknown", "speed_unknown_reason", "layout", "regions",
+             "region_price_range", "reliability"}
 
 ``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100. ``tokens_per_s``,
 ``latency_ms``, ``speedup`` and (for work units) ``cost_per_unit``/``savings_*`` are null when the

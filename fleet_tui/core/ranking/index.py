@@ -1,4 +1,6 @@
-"""The catalog prepared for ranking: rows grouped by (accelerator, devices), prices pulled out.
+"""The catalog prepared for ranking: rows grouped by (accelerator, devices, links, marketplace tier),
+prices pulled out. Rows of instance types with different networks (``interconnects.toml``) size and
+run apart: the same 8×H100 is fast across nodes on EFA and slow on an unknown marketplace network.
 
 Built once per catalog and kept in :mod:`fleet_tui.core.caches` (``ranking.index``): re-ranking
 the same catalog after a constraint change re-uses it.
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Hashable, NamedTuple
 
 from fleet_tui.core import caches
+from fleet_tui.core.interconnects import fabric_for, listed, marketplace_tier
 from fleet_tui.core.pricing import PRICING_OPTIONS
 
 # Instance's public price fields (what Instance.price() reads), by pricing option
@@ -38,6 +41,8 @@ class Group:
     fraction: float | None  # a GPU slice's share of one device, else None
     vendor_key: str
     rows: tuple[CatalogRow, ...]
+    fabric: Any = None  # interconnects.Fabric of these rows' instance type(s)
+    marketplace: str = ""  # the cloud's marketplace reliability tier ("" for a cloud's own fleet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,8 @@ def catalog_index(catalog) -> CatalogIndex:
 def _build(catalog) -> CatalogIndex:
     instances = catalog.instances
     accs = accelerator_index(catalog)
-    groups: dict[tuple[str, float], list[CatalogRow]] = {}
+    groups: dict[tuple, list[CatalogRow]] = {}
+    tiers: dict[str, object] = {}  # cloud -> its marketplace tier (False: none)
     excluded = no_spec = odd = 0
     for inst in instances:
         if inst.excluded:
@@ -120,16 +126,25 @@ def _build(catalog) -> CatalogIndex:
         # Instance.price() semantics: None when not offered or that option is excluded
         prices = tuple(None if p in inst.excluded_pricing else getattr(inst, PRICE_FIELDS[p])
                        for p in PRICING_OPTIONS)
-        groups.setdefault((acc.id, count), []).append(
+        devices = int(count) if count >= 1 else 1
+        if listed(inst.cloud, inst.instance_type):
+            fabric = fabric_for(acc.id, devices, inst.cloud, inst.instance_type, acc.software_stack)
+        else:  # the device's own link, an unknown network (one cached answer per device count)
+            fabric = fabric_for(acc.id, devices, None, None, acc.software_stack)
+        tier = tiers.get(inst.cloud)
+        if tier is None:
+            tier = tiers[inst.cloud] = marketplace_tier(inst.cloud) or False
+        groups.setdefault((acc.id, count, fabric, tier.reliability if tier else ""), []).append(
             CatalogRow(inst, inst.cloud.lower(), inst.region.lower(), prices))
     unique = {a.id: a for a in accs.values()}
     specs = {acc_id: a.model_dump_json() for acc_id, a in unique.items()}
     built = []
-    for (acc_id, count), rows in groups.items():
+    for (acc_id, count, fabric, tier), rows in groups.items():
         fraction = None if count >= 1 else count
         built.append(Group(
             acc=accs[acc_id], spec=(specs[acc_id], fraction), devices=int(count) if count >= 1 else 1,
-            fraction=fraction, vendor_key=vendor_key(accs[acc_id].vendor), rows=tuple(rows)))
+            fraction=fraction, vendor_key=vendor_key(accs[acc_id].vendor), rows=tuple(rows),
+            fabric=fabric, marketplace=tier))
     return CatalogIndex(
         accs=accs, specs=specs, groups=tuple(built), excluded=excluded, no_spec=no_spec,
         odd_count=odd,

@@ -64,6 +64,10 @@ class RankedOffer:
     misfit: str = ""  # why it does not fit ("" when it fits)
     speed_unknown: bool = False  # no speed estimate: a spec figure it needs is not published
     speed_unknown_reason: str = ""  # e.g. "no published bf16 peak for A10G"
+    layout: str = ""  # parallel layout on its devices, e.g. "TP8 × PP2 × DP4, ZeRO-1" ("" on one device)
+    regions: int = 1  # regions offering it (one row: the cheapest region; --regions lists all)
+    region_price_range: tuple = ()  # (lowest, highest) list USD/h over those regions
+    reliability: str = ""  # a marketplace's reliability tier ("" for a cloud's own fleet)
     fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
     throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
 
@@ -73,6 +77,14 @@ class RankedOffer:
         return f"{n}{self.instance_type} ({self.cloud} {self.region}, {self.pricing})"
 
     @property
+    def regions_label(self) -> str:
+        """``17 regions, $55.04–75.96/h`` ("" for a single region)."""
+        if self.regions <= 1:
+            return ""
+        lo, hi = self.region_price_range or (self.list_usd_per_hour, self.list_usd_per_hour)
+        return f"{self.regions} regions, ${lo:,.2f}–{hi:,.2f}/h"
+
+    @property
     def devices(self) -> str:
         return devices_label(self.accelerator_count, self.accelerator, self.instances)
 
@@ -80,6 +92,7 @@ class RankedOffer:
         out = {name: getattr(self, name) for name in OFFER_KEYS}
         out["risks"] = list(self.risks)
         out["flags"] = list(self.flags)
+        out["region_price_range"] = list(self.region_price_range)
         return {k: (json_number(v) if isinstance(v, float) else v) for k, v in out.items()}
 
 
@@ -90,7 +103,7 @@ OFFER_KEYS = (
     "latency_ms", "headroom_gib", "memory_used_pct", "fits", "savings_usd_per_month",
     "savings_pct", "speedup", "spot_overhead_pct", "reserved_estimated",
     "break_even_utilization", "risks", "flags", "reason", "is_current", "misfit",
-    "speed_unknown", "speed_unknown_reason",
+    "speed_unknown", "speed_unknown_reason", "layout", "regions", "region_price_range", "reliability",
 )
 
 
@@ -112,6 +125,8 @@ class Candidate(NamedTuple):
     price: float  # list USD per hour of one instance
     placement: Any  # the ranking Placement of its device group
     acc: Any  # its Accelerator (the whole device, also for a GPU slice)
+    regions: int = 1  # regions offering this instance type at this pricing (folded into one row)
+    price_range: tuple = ()  # (lowest, highest) list USD/h of one instance over those regions
 
 
 class RankedOffers(Sequence):

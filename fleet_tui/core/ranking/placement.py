@@ -1,8 +1,10 @@
 """Where the workload goes on one offer's devices, and what it achieves there.
 
-How a workload is placed on ``G`` devices: the workload's own sharding first; when that does not
-fit and ``G > 1``, tensor parallelism for inference or FSDP/ZeRO-3 for training. An instance with
-8 or more devices may also be taken several times (2, 4, 8 … up to ``max_instances``).
+How a workload is placed on ``G`` devices: its own layout when it sets one, else the cheapest
+layout that fits (:mod:`fleet_tui.core.sizing.layout`: data parallel and ZeRO stages, tensor
+parallel inside an instance, pipeline stages across instances). An instance with 8 or more devices
+may also be taken several times (2, 4, 8 … up to ``max_instances``) — unless it is a marketplace
+box, whose network between hosts is unknown (see :mod:`fleet_tui.core.interconnects`).
 
 A :class:`Placer` sizes one workload; its placements are kept per workload in
 :mod:`fleet_tui.core.caches` (``ranking.placements``, the last 32 workloads), so re-ranking after a
@@ -11,11 +13,15 @@ constraint or pricing change does no sizing at all.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, Hashable, NamedTuple
 
 from fleet_tui.core import caches, perf, sizing
+from fleet_tui.core.footprint import weight_bytes
+from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.sizing import layout as sizing_layout
 from fleet_tui.core.pricing import cost_per_million_tokens, training_run_cost
 
 GIB = 1024**3
@@ -38,10 +44,11 @@ NO_SPEED = Speed(None, None, None, None, None, "")
 
 
 class SizingContext(NamedTuple):
-    workload: Any  # the workload variant placed (its gpus and sharding set)
+    workload: Any  # the workload variant placed (its gpus and layout set)
     acc: Any
     unit_kind: str  # "month", "tokens", "run"
     training_tokens: float | None
+    fabric: Any = None  # the interconnects.Fabric its collectives cross (None: the device's default)
 
 
 class Placement:
@@ -49,17 +56,18 @@ class Placement:
 
     Fit is decided when the placement is made (ranking needs it); the full ``FitResult`` and the
     speed estimate are computed on first read: ranking by $/month reads neither, and only the
-    offers shown need the ``FitResult``.
+    offers shown need the ``FitResult``. A placement that does not fit has no speed.
     """
 
     def __init__(self, fits: bool, instances: int, gpus: int, sharding: str, *,
                  headroom_gib: float | None, memory_used_pct: float | None,
                  capacity_bytes: int | None, why_not: str = "",
-                 context: SizingContext | None = None) -> None:
+                 context: SizingContext | None = None, layout: str = "") -> None:
         self.fits = fits
         self.instances = instances
         self.gpus = gpus
         self.sharding = sharding
+        self.layout = layout  # e.g. "TP8 × PP2 × DP4, ZeRO-1"
         self.headroom_gib = headroom_gib
         self.memory_used_pct = memory_used_pct
         self.capacity_bytes = capacity_bytes
@@ -74,10 +82,10 @@ class Placement:
     @functools.cached_property
     def speed(self) -> Speed:
         c = self.context
-        if c is None:
+        if c is None or not self.fits:  # nothing that does not fit gets a speed
             return NO_SPEED
         w = c.workload
-        tp = perf.estimate_throughput(w, c.acc, self.gpus)
+        tp = perf.estimate_throughput(w, c.acc, self.gpus, c.fabric)
         tps = tp.tokens_per_s
         if tps is not None and not (tps > 0 and math.isfinite(tps)):
             tps = None
@@ -111,30 +119,6 @@ class Placement:
         return self.speed.note
 
 
-class QuickFit(NamedTuple):
-    """What ``check_fit`` decides, without the search for suggestions it runs on a misfit."""
-
-    fits: bool
-    headroom_bytes: int
-    capacity_bytes: int
-    precision_ok: bool
-
-
-class Attempt(NamedTuple):
-    """One placement tried: the workload variant on ``gpus`` devices of ``instances`` instances."""
-
-    workload: Any
-    gpus: int
-    instances: int
-    sharding: str
-    fit: QuickFit
-
-
-def sharding_order(workload) -> tuple[str, ...]:
-    alt = "tensor" if workload.kind == "inference" else "fsdp"
-    return (workload.sharding,) if workload.sharding == alt else (workload.sharding, alt)
-
-
 def describe_misfit(fit, acc, gpus: int) -> str:
     if getattr(fit, "precision_supported", True) is False:
         return f"{acc.id} cannot run this precision"
@@ -147,7 +131,13 @@ def describe_misfit(fit, acc, gpus: int) -> str:
 
 
 class Placer:
-    """Sizing and speed for one workload, memoised per (device spec, devices, instances)."""
+    """Sizing and speed for one workload, memoised per (device spec, devices, instances, fabric).
+
+    On ``G`` devices the workload's own layout is kept when it sets one (``tp``/``pp``/``zero``);
+    otherwise :func:`fleet_tui.core.sizing.layout.choose_layout` takes the cheapest layout that fits
+    (tensor parallel never wider than one instance). Before any search, a lower bound — the
+    weights alone spread over all ``G`` devices — rules out groups that no layout can fit.
+    """
 
     def __init__(self, workload, *, training_tokens: float | None, unit_kind: str,
                  max_instances: int):
@@ -156,80 +146,80 @@ class Placer:
         self.unit_kind = unit_kind  # "month", "tokens", "run"
         self.max_instances = max_instances
         key = (workload, training_tokens, unit_kind, max_instances)
-        # the placements of this workload, by (spec, devices, instances, detail)
+        # the placements of this workload, by (spec, devices, instances, detail, fabric, multi-node)
         self._placements: dict[tuple, Placement] = caches.memo("ranking.placements", 32) \
             .get_or_compute(key, dict)
-        self._variants: dict[tuple[int, str], Any] = {}
-        self._need: dict[tuple[int, str], int] = {}  # per-GPU bytes by placement
-        self._precision_ok: dict[Hashable, bool] = {}  # by device spec
-
-    def _variant(self, gpus: int, sharding: str):
-        key = (gpus, sharding)
-        w = self._variants.get(key)
-        if w is None:
-            w = self._variants[key] = self.workload.model_copy(update={"gpus": gpus, "sharding": sharding})
-        return w
-
-    def _quick_fit(self, w, acc, spec: Hashable, gpus: int) -> QuickFit:
-        """Exactly what ``check_fit`` decides. Memory per GPU depends on the placement only, not
-        on the device: it is looked up once per (gpus, sharding)."""
-        mkey = (gpus, w.sharding)
-        need = self._need.get(mkey)
-        if need is None:
-            need = self._need[mkey] = sizing.estimate_memory(w, gpus).total_bytes
-        cap = sizing.capacity_bytes(acc)
-        ok = self._precision_ok.get(spec)
-        if ok is None:
-            ok = self._precision_ok[spec] = sizing.precision_support(w.precision, acc)[0]
-        return QuickFit(need <= cap and ok, cap - need, cap, ok)
+        # weights alone, whole model: no layout of G devices fits when this / G exceeds a device
+        self._weights = weight_bytes(workload, param_counts(workload.arch))
 
     def size(self, acc, spec: Hashable, devices: int, instances: int | None = None, *,
-             detail: bool = False) -> Placement:
+             detail: bool = False, fabric=None, multi_node: bool = True) -> Placement:
         """Smallest placement that fits; ``instances`` fixed (current setup) or searched.
 
-        ``spec`` is the device's value key (:meth:`CatalogIndex.spec_key`). ``detail`` also sizes
-        a placement that does not fit (speed, fit suggestions), as the current setup's report needs.
+        ``spec`` is the device's value key (:meth:`CatalogIndex.spec_key`); ``fabric`` the links of
+        the offer's instance type; ``multi_node`` False keeps the offer to one instance
+        (marketplace boxes). ``detail`` also sizes a placement that does not fit (its fit
+        suggestions), as the current setup's report needs.
         """
-        key = (spec, devices, instances, detail)
+        key = (spec, devices, instances, detail, fabric, multi_node)
         hit = self._placements.get(key)
         if hit is not None:
             return hit
         if instances is not None:
             counts: tuple[int, ...] = (instances,)
-        elif devices >= MULTI_INSTANCE_MIN_DEVICES and acc.software_stack != "XLA":
+        elif multi_node and devices >= MULTI_INSTANCE_MIN_DEVICES and acc.software_stack != "XLA":
             # (TPU slices come in every size as catalog rows; no need to multiply them)
             counts = tuple(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= self.max_instances) or (1,)
         else:
             counts = (1,)
+        cap = sizing.capacity_bytes(acc)
+        if not detail and not sizing.precision_support(self.workload.precision, acc)[0]:
+            result = Placement(False, counts[0], devices * counts[0], self.workload.sharding,
+                               headroom_gib=None, memory_used_pct=None, capacity_bytes=cap,
+                               why_not=f"{acc.id} cannot run {self.workload.precision}")
+            self._placements[key] = result
+            return result
         closest = chosen = None
         for n in counts:
             gpus = devices * n
-            for sharding in (sharding_order(self.workload) if gpus > 1 else (self.workload.sharding,)):
-                w = self._variant(gpus, sharding)
-                attempt = Attempt(w, gpus, n, sharding, self._quick_fit(w, acc, spec, gpus))
-                q = attempt.fit
-                # when nothing fits, report the attempt that came closest
-                if closest is None or (q.precision_ok and not closest.fit.precision_ok) or (
-                        q.precision_ok == closest.fit.precision_ok
-                        and q.headroom_bytes > closest.fit.headroom_bytes):
-                    closest = attempt
-                if q.fits:
-                    chosen = attempt
-                    break
-            if chosen:
+            if self._weights / gpus > cap and not detail:
+                if n != counts[-1]:
+                    continue  # not even the weights fit spread over every device: no layout can
+                need = self._weights / gpus
+                result = Placement(False, n, gpus, self.workload.sharding, headroom_gib=(cap - need) / GIB,
+                                   memory_used_pct=100.0 * need / cap if cap else None, capacity_bytes=cap,
+                                   why_not=f"the weights alone need {need / GIB:.1f} GiB per device on "
+                                           f"{gpus}× {acc.id} ({cap / GIB:.1f} GiB each)")
+                self._placements[key] = result
+                return result
+            choice = sizing_layout.choose_layout(self.workload, acc, gpus, node_devices=devices,
+                                                 exact_closest=detail)
+            if closest is None or choice.total_bytes < closest[1].total_bytes:
+                closest = (n, choice)
+            if choice.fits:
+                chosen = (n, choice)
                 break
-        w, gpus, n, sharding, q = chosen or closest
-        head, cap = q.headroom_bytes, q.capacity_bytes
-        used_pct = 100.0 * (cap - head) / cap if cap else None
+        n, ch = chosen or closest
+        w, gpus = ch.workload, ch.gpus
+        head = cap - ch.total_bytes
+        used_pct = 100.0 * ch.total_bytes / cap if cap else None
+        label = ch.label if gpus > 1 else ""
+        ok_precision = sizing.precision_support(w.precision, acc)[0]
         if chosen is None and not detail:
-            why = (f"{acc.id} cannot run {w.precision}" if not q.precision_ok else
-                   f"needs {(cap - head) / GIB:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB")
-            result = Placement(False, n, gpus, sharding, headroom_gib=head / GIB,
-                               memory_used_pct=used_pct, capacity_bytes=cap, why_not=why)
+            why = (f"{acc.id} cannot run {w.precision}" if not ok_precision else
+                   f"needs {ch.total_bytes / GIB:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB")
+            result = Placement(False, n, gpus, w.sharding, headroom_gib=head / GIB,
+                               memory_used_pct=used_pct, capacity_bytes=cap, why_not=why, layout=label)
         else:
-            result = Placement(chosen is not None, n, gpus, sharding, headroom_gib=head / GIB,
-                               memory_used_pct=used_pct, capacity_bytes=cap,
-                               context=SizingContext(w, acc, self.unit_kind, self.training_tokens))
+            links = fabric
+            if fabric is not None and (gpus <= 1 or n == 1):
+                # inside one instance the network between instances plays no part: rows of
+                # instance types that differ only there share one speed estimate
+                links = None if gpus <= 1 else dataclasses.replace(
+                    fabric, inter_link="", inter_gbps=1.0, inter_known=False)
+            result = Placement(chosen is not None, n, gpus, w.sharding, headroom_gib=head / GIB,
+                               memory_used_pct=used_pct, capacity_bytes=cap, layout=label,
+                               context=SizingContext(w, acc, self.unit_kind, self.training_tokens, links))
             if chosen is None:  # the current setup's report: say why, from the full fit check
                 result.why_not = describe_misfit(result.fit, acc, gpus)
         self._placements[key] = result

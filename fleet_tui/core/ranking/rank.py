@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from fleet_tui.core.capabilities import can_train
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
     PRICING_OPTIONS,
@@ -23,6 +24,7 @@ from fleet_tui.core.ranking.table import OfferTable
 
 SKIP_ORDER = (
     "excluded_rows", "filtered_rows", "no_accelerator_spec_rows", "odd_device_count_rows",
+    "inference_only_rows",
     "not_fitting_rows", "too_slow_rows", "unpriced_offers", "over_budget_offers",
     "latency_unknown_rows",
 )
@@ -48,8 +50,14 @@ def recommend(
     training_tokens: float | None = None,
     spot: SpotAssumptions | None = None,
     max_instances: int = DEFAULT_MAX_INSTANCES,
+    expand_regions: bool = False,
+    marketplace_multi_node: bool = False,
 ) -> Recommendation:
-    """Rank every catalog offer that fits ``workload``; see :mod:`fleet_tui.core.ranking`."""
+    """Rank every catalog offer that fits ``workload``; see :mod:`fleet_tui.core.ranking`.
+
+    One row per instance type and pricing option (its cheapest region, with how many regions offer
+    it) unless ``expand_regions``; marketplace boxes stay single-node unless ``marketplace_multi_node``.
+    """
     check_pricing(pricing, allow_any=True)
     check_limits(workload, pricing=pricing, spot_allowed=spot_allowed, top=top,
                  latency_target_ms=latency_target_ms, budget_usd_per_month=budget_usd_per_month,
@@ -87,9 +95,14 @@ def recommend(
     budget = math.inf if budget_usd_per_month is None else budget_usd_per_month
     unpriced = over_budget = filtered = 0
     cheapest_month, cheapest = math.inf, None  # position in ``ranked`` of the lowest $/h
+    training = workload.is_training
+    ident_of: dict[tuple[str, str], int] = {}  # (cloud, instance type) -> id (regions fold into one)
     for group in index.groups:
         acc = group.acc
         rows = group.rows
+        if training and not can_train(acc.id):  # inference-only devices (capabilities.toml)
+            skipped["inference_only_rows"] += len(rows)
+            continue
         if (vendor_set is not None and group.vendor_key not in vendor_set) or (
                 stack_set is not None and acc.software_stack.lower() not in stack_set):
             filtered += len(rows)
@@ -101,10 +114,12 @@ def recommend(
             rows = kept
             if not rows:
                 continue
+        multi_node = marketplace_multi_node or not group.marketplace
         if group.fraction is None:
-            placement = placer.size(acc, group.spec, group.devices)
+            placement = placer.size(acc, group.spec, group.devices, fabric=group.fabric, multi_node=multi_node)
         else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
-            placement = placer.size(slice_accelerator(acc, group.fraction), group.spec, 1)
+            placement = placer.size(slice_accelerator(acc, group.fraction), group.spec, 1,
+                                    fabric=group.fabric, multi_node=False)
         if not placement.fits:
             skipped["not_fitting_rows"] += len(rows)
             continue
@@ -126,11 +141,12 @@ def recommend(
             table = unknown if factor is None else ranked
         # noted only for offers that stay (within budget, priced): the note lists their devices
         speed_note = placement.speed_note if table is unknown else None
-        keys, refs = table.keys, table.refs
+        keys, refs, ids = table.keys, table.refs, table.ids
         row_ref = table.add_group(rows, placement, acc)
         stride = len(options)
         for row in rows:
             cloud = row.instance.cloud
+            ident = ident_of.setdefault((row.cloud_key, row.instance.instance_type), len(ident_of)) * stride
             per_option = cloud_rates.get(cloud)
             if per_option is None:
                 per_option = cloud_rates[cloud] = tuple(
@@ -149,6 +165,7 @@ def recommend(
                 # cheapest unit first (the month when the unit is $/month or the speed unknown)
                 keys.append(month * factor if factor is not None else month)
                 refs.append(row_ref + j)
+                ids.append(ident + j)
                 if speed_note is not None:
                     unknown_notes.setdefault(acc.id, speed_note)
             row_ref += stride
@@ -158,14 +175,27 @@ def recommend(
 
     fitting = len(ranked) + len(unknown)
     n_ranked = len(ranked)
-    chosen = ranked.order(top)
+    if expand_regions:
+        chosen = ranked.order(top)
+        regions_r: dict[int, int] = {}
+        regions_u: dict[int, int] = {}
+    else:
+        chosen, regions_r = ranked.one_per_id(top)
     if len(unknown) and (top is None or len(chosen) < top):
-        chosen += [n_ranked + pos for pos in unknown.order(None if top is None else top - len(chosen))]
+        rest = None if top is None else top - len(chosen)
+        if expand_regions:
+            more = unknown.order(rest)
+        else:
+            more, regions_u = unknown.one_per_id(rest)
+        chosen += [n_ranked + pos for pos in more]
+    elif not expand_regions:
+        regions_u = {}
 
     def candidate(seq: int) -> Candidate:  # seq: position in ``ranked``, then in ``unknown``
         if seq < n_ranked:
-            return ranked.candidate(seq, seq)
-        return unknown.candidate(seq - n_ranked, seq)
+            return ranked.candidate(seq, seq, regions_r.get(ranked.ids[seq], 1))
+        pos = seq - n_ranked
+        return unknown.candidate(pos, seq, regions_u.get(unknown.ids[pos], 1))
 
     cur = None
     notes: list[str] = []
@@ -193,6 +223,15 @@ def recommend(
             cheapest_offer = build(rank, candidate(cheapest))
     notes += _notes(skipped, unknown_notes, unknown=len(unknown), ranked=len(ranked),
                     per_month=per_month, unit=unit, fitting=fitting)
+    if not expand_regions and fitting:
+        notes.append("one row per instance type and pricing option, in its cheapest region "
+                     "(the regions that offer it are counted; ask for every region to list them all)")
+    if skipped["inference_only_rows"]:
+        notes.append(f"{skipped['inference_only_rows']} catalog rows of inference-only accelerators "
+                     "(Inferentia, Qualcomm AI 100: capabilities.toml) are not ranked for training")
+    if not marketplace_multi_node and any(g.marketplace for g in index.groups):
+        notes.append("marketplace boxes (vast, runpod) are ranked one instance at a time: their network "
+                     "between hosts is unknown (multi-node marketplace layouts only when asked for)")
     constraints = (
         ("clouds", tuple(sorted(cloud_set)) if cloud_set else None),
         ("regions", tuple(sorted(region_set)) if region_set else None),
@@ -205,6 +244,8 @@ def recommend(
         ("budget_usd_per_month", budget_usd_per_month),
         ("training_tokens", training_tokens),
         ("max_instances", max_instances),
+        ("expand_regions", expand_regions),
+        ("marketplace_multi_node", marketplace_multi_node),
         ("top", top),
     )
     return Recommendation(

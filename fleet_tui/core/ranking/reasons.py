@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fleet_tui.core.interconnects import marketplace_tier
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
     RESERVED_OPTIONS,
@@ -40,8 +41,15 @@ def offer_risks(inst, acc, placement: Placement, p: str, *, current_stack: str,
     if acc.software_stack != current_stack:
         risks.append(f"software stack migration {current_stack} → "
                      f"{STACK_MIGRATION_NOTE.get(acc.software_stack, acc.software_stack)}")
+    tier = marketplace_tier(inst.cloud)
+    if tier is not None:
+        risks.append(f"marketplace: {tier.reliability}")
     if placement.instances > 1:
-        risks.append(f"multi-node: {placement.instances} instances, depends on the inter-node network")
+        ctx = getattr(placement, "context", None)
+        fabric = getattr(ctx, "fabric", None)
+        net = (f"{fabric.inter_link}, {fabric.inter_gbps:g} Gbit/s" if fabric is not None and fabric.inter_known
+               else "an unknown network, assumed slow")
+        risks.append(f"multi-node: {placement.instances} instances over {net}")
     head = placement.headroom_gib
     cap = placement.capacity_bytes
     if head is not None and cap and head * GIB < LOW_HEADROOM_FRACTION * cap:
@@ -77,6 +85,8 @@ def applicable_flags(flags, pricing: str) -> tuple[str, ...]:
 def reason_parts(acc, inst, placement: Placement, p: str, flags) -> tuple[str, str, str]:
     """(devices, speed and memory, trailing notes) of an offer's one-line reason."""
     mid = []
+    if getattr(placement, "layout", ""):
+        mid.append(placement.layout)
     if placement.tokens_per_s:
         mid.append(f"{placement.tokens_per_s:,.0f} tok/s")
     if placement.headroom_gib is not None:
@@ -168,8 +178,14 @@ class OfferBuilder:
             break_even_utilization=break_even, risks=risks, flags=flags, reason=reason,
             is_current=is_current, misfit=placement.why_not, speed_unknown=speed_unknown,
             speed_unknown_reason=(speed.note or "no speed estimate") if speed_unknown else "",
+            layout=getattr(placement, "layout", ""), regions=c.regions, region_price_range=c.price_range,
+            reliability=self._reliability(cloud),
             fit=placement.fit, throughput=speed.throughput,
         )
+
+    def _reliability(self, cloud: str) -> str:
+        tier = marketplace_tier(cloud)
+        return tier.reliability if tier else ""
 
     def _reason(self, inst, acc, placement, p, flags, cpu, costed, savings_pct,
                 break_even) -> str:

@@ -1,10 +1,15 @@
 """Whether a workload fits an accelerator, and the smallest changes that make it fit.
 
 Capacity is the device's nominal memory less what NVML never reports (about 1 %,
-:data:`calibration.USABLE_MEMORY_FRACTION`). A misfit is answered with single changes, least
-disruptive first (precision, checkpointing, optimizer, master weights, LoRA/QLoRA, more GPUs,
-smaller batch, shorter sequences), each verified by re-running :func:`.memory.estimate_memory`;
-when none fits alone for training, checkpointing is paired with the others. A suggestion names the
+:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.capacity`). A misfit is answered by
+searching its neighbourhood — another parallel layout on the same devices (:mod:`.layout`),
+micro-batches with gradient accumulation (same global batch), checkpointing, 8-bit optimizer
+states, pure 16-bit weights, LoRA/QLoRA, quantized weights or KV cache, the fewest devices of the
+same kind with the layout that fits them, shorter sequences, a smaller batch — each verified by
+re-running :func:`.memory.estimate_memory`, and ordered by what it costs the user
+(:data:`COST_TIERS`: same hardware and same maths first, then changed maths, then dollars, then a
+smaller problem). When nothing on the user's devices fits alone for training, checkpointing is
+paired with the others. A suggestion names the
 inputs it changes as ``{field}`` placeholders (argparse dests): the CLI shows them as flags, the
 builder as its form labels.
 """
@@ -18,6 +23,9 @@ from functools import cached_property
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
+from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
+from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -64,45 +72,67 @@ class FitResult:
         return suggest_fixes(self.workload, self.gpus, self.device)
 
 
-def capacity_bytes(accelerator: Accelerator) -> int:
-    """Device memory a process can use: nominal size less what NVML never reports (~1 %)."""
-    return int(accelerator.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION)
+#: What a change costs the user, cheapest first: the same hardware computing the same thing (a
+#: layout, micro-batches, recomputation), the same hardware computing something slightly
+#: different (8-bit states, adapters, quantized weights), more devices (dollars), and last a
+#: smaller problem (shorter sequences, a smaller global batch).
+COST_TIERS = {
+    "layout": 0, "micro_batch": 0, "checkpointing": 0,
+    "optimizer": 1, "master_weights": 1, "lora": 1, "qlora": 1, "precision": 1, "kv_cache_dtype": 1,
+    "gpus": 2, "device": 2, "seq_len": 3, "batch": 3,
+}
+_ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "kv_cache_dtype", "optimizer", "master_weights",
+                  "precision", "qlora", "lora", "gpus", "seq_len", "batch")
+#: Devices per node assumed when the caller does not know the instance (HGX/DGX-class boards).
+DEFAULT_NODE_DEVICES = 8
+#: Most devices a "more devices" suggestion considers (powers of two).
+MAX_SUGGESTED_DEVICES = 1024
 
 
-def precision_support(precision: str, accelerator: Accelerator) -> tuple[bool, str]:
-    """(allowed, message). Refused only when the device is *known* not to run ``precision``.
-
-    ``Accelerator.supports`` decides from the architecture (not from which peaks happen to be
-    published): unknown support is allowed, and the message then says so (a note, not an error).
-    int8/int4 are weight-only formats that run on any CUDA/ROCm GPU.
-    """
-    name = accelerator.id
-    known = accelerator.supports(precision)
-    if precision in ("int8", "int4"):
-        if known or accelerator.software_stack in ("CUDA", "ROCm"):
-            return True, ""
-        if known is None:
-            return True, (f"{name}: {precision} support is not documented for its architecture "
-                          f"({accelerator.architecture or 'unknown'}); assumed to run")
-        return False, (f"{name} has no {precision} kernels in its software stack "
-                       f"({accelerator.software_stack}); use bf16 or fp16")
-    if precision == "fp32" or known:
-        return True, ""
-    if known is None:
-        return True, (f"{name}: {precision} support is not documented for its architecture "
-                      f"({accelerator.architecture or 'unknown'}); assumed to run")
-    arch = f" ({accelerator.architecture})" if accelerator.architecture else ""
-    alternatives = [p for p in ("bf16", "fp16") if p != precision and accelerator.supports(p)]
-    if precision == "fp8" and accelerator.software_stack in ("CUDA", "ROCm"):
-        alternatives.append("int8")
-    alt = " or ".join(alternatives) or "fp32"
-    return False, f"{name}{arch} has no {precision} support; use {alt}"
+def layout_flags(w: Workload, gpus: int) -> str:
+    """The flags that set ``w``'s layout on ``gpus`` devices, as ``{field} value`` placeholders."""
+    lay = parallel_layout(w, gpus)
+    parts = [f"{{gpus}} {gpus}"]
+    if lay.tp == 1 and lay.pp == 1:
+        parts.append("{sharding} fsdp" if lay.zero == 3 else (f"{{zero}} {lay.zero}" if lay.zero else "{sharding} data"))
+    else:
+        parts += ([f"{{tp}} {lay.tp}"] if lay.tp > 1 else []) + ([f"{{pp}} {lay.pp}"] if lay.pp > 1 else [])
+        if w.is_training and lay.dp > 1:
+            parts.append(f"{{zero}} {lay.zero}")
+    if w.micro_batch:
+        parts.append(f"{{micro_batch}} {w.micro_batch}")
+    return " ".join(parts)
 
 
-def _candidates(w: Workload, gpus: int, acc: Accelerator) -> list[tuple[str, str, Workload, int]]:
-    """Single changes, least disruptive first: (change key, description, workload, gpus)."""
+def _layout_words(w: Workload, gpus: int) -> str:
+    lay = parallel_layout(w, gpus)
+    if lay.tp == 1 and lay.pp == 1 and lay.zero == 3:
+        words = "FSDP (ZeRO-3)"
+    else:
+        words = lay.label()
+    if w.micro_batch and w.micro_batch < -(-w.batch // lay.dp):
+        words += f", micro-batch {w.micro_batch} with gradient accumulation"
+    return words
+
+
+def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tuple[str, str, Workload, int]]:
+    """Single changes of ``w`` on ``gpus`` × ``acc``: (change key, description, workload, gpus)."""
     out: list[tuple[str, str, Workload, int]] = []
+    # the same devices, another layout (searched; a layout the user set is left alone)
+    if gpus > 1:  # the layout searched afresh (also when the user set one that does not fit)
+        ch = choose_layout(w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w,
+                           acc, gpus, min(gpus, node))
+        if ch.fits:
+            out.append(("layout", f"fits with {_layout_words(ch.workload, gpus)} on these {gpus} devices "
+                        f"({layout_flags(ch.workload, gpus)})", ch.workload, gpus))
     if w.is_training:
+        per_rank = -(-w.batch // parallel_layout(w, gpus).dp)
+        m = per_rank // 2
+        while m >= 1:  # same global batch, fewer sequences per forward: gradient accumulation
+            v = w.derive(micro_batch=m)
+            out.append(("micro_batch", f"micro-batches of {m} with gradient accumulation, same global batch "
+                        f"({{micro_batch}} {m})", v, gpus))
+            m //= 2
         if not w.grad_checkpointing:
             out.append(("checkpointing", "turn on activation checkpointing ({grad_checkpointing}; "
                         "~25-30 % slower steps)", w.derive(grad_checkpointing=True), gpus))
@@ -119,11 +149,12 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator) -> list[tuple[str, str
             out.append(("qlora", "QLoRA: 4-bit base + LoRA adapters ({workload} qlora)",
                         w.derive(kind="qlora", master_weights="none",
                                 precision=w.precision if w.precision in ("bf16", "fp16") else "bf16"), gpus))
-        for n in (2, 4, 8, 16, 32, 64, 128, 256):
-            if n > gpus:
-                out.append(("gpus", f"shard across {n} GPUs with FSDP/ZeRO-3 ({{gpus}} {n} {{sharding}} fsdp)",
-                            w.derive(sharding="fsdp", gpus=n), n))
     else:
+        if "kv_cache_dtype" in Workload.model_fields and w.is_generation:
+            current = getattr(w, "kv_cache_dtype", "auto")
+            if current not in ("fp8", "int8") and precision_support("fp8", acc)[0]:
+                out.append(("kv_cache_dtype", "keep the KV cache in fp8 ({kv_cache_dtype} fp8)",
+                            w.derive(kv_cache_dtype="fp8"), gpus))
         order = [p for p in ("fp8", "int8", "int4") if p != w.precision]
         if w.precision == "fp32":
             order = [p for p in ("bf16", "fp16") if acc.supports(p)][:1] + order
@@ -132,13 +163,10 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator) -> list[tuple[str, str
                 label = {"fp8": "fp8 weights", "int8": "int8 weight quantization",
                          "int4": "int4 weight quantization (GPTQ/AWQ)"}.get(p, f"{p} weights")
                 out.append(("precision", f"use {label} ({{precision}} {p})", w.derive(precision=p), gpus))
-        for n in (2, 4, 8, 16):
-            if n > gpus:
-                out.append(("gpus", f"tensor-parallel across {n} GPUs ({{gpus}} {n} {{sharding}} tensor)",
-                            w.derive(sharding="tensor", gpus=n), n))
     b = w.batch // 2
     while b >= 1:
-        out.append(("batch", f"reduce the batch to {b} ({{batch}} {b})", w.derive(batch=b), gpus))
+        v = w.derive(batch=b, micro_batch=min(w.micro_batch, b) if w.micro_batch else None)
+        out.append(("batch", f"reduce the global batch to {b} ({{batch}} {b})", v, gpus))
         b //= 2
     if w.seq_len and w.seq_len > 512:
         s = w.seq_len // 2
@@ -148,14 +176,51 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator) -> list[tuple[str, str
     return out
 
 
+def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSuggestion | None:
+    """The fewest devices of the same kind (powers of two) on which some layout fits."""
+    base = w.derive(tp=None, pp=None, zero=None)
+    n = 2
+    while n <= MAX_SUGGESTED_DEVICES:
+        if n > gpus:
+            ch = choose_layout(base, acc, n, node)
+            if ch.fits:
+                return FitSuggestion(f"use {n}× {acc.id} as {_layout_words(ch.workload, n)} "
+                                     f"({layout_flags(ch.workload, n)})", ch.workload, ch.total_bytes, n, "gpus")
+        n *= 2
+    return None
+
+
+def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int = 2) -> list[FitSuggestion]:
+    """Up to ``limit`` catalog ``devices`` with more memory than ``acc`` (smallest first) on which
+    ``w`` fits on the same number of devices, its layout searched; each verified by re-sizing."""
+    base = w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w
+    out: list[FitSuggestion] = []
+    for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
+        if not precision_support(w.precision, a)[0]:
+            continue
+        ch = choose_layout(base, a, gpus, min(max(gpus, 1), DEFAULT_NODE_DEVICES))
+        if ch.fits:
+            words = f" as {_layout_words(ch.workload, gpus)}" if gpus > 1 else ""
+            flags = f" {layout_flags(ch.workload, gpus)}" if gpus > 1 else ""
+            out.append(FitSuggestion(f"use {gpus}× {a.id} ({a.memory_gib:g} GiB each){words} ({{gpu}} {a.id}{flags})",
+                                     ch.workload, ch.total_bytes, gpus, "device"))
+            if len(out) >= limit:
+                break
+    return out
+
+
 def _bytes_rank(p: str) -> float:
     return cal.WEIGHT_BYTES.get(p, 2.0)
 
 
-def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6) -> list[FitSuggestion]:
-    """Up to ``limit`` single (or paired) changes that make ``w`` fit, each verified by re-estimating."""
+def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
+                  node_devices: int | None = None) -> list[FitSuggestion]:
+    """Up to ``limit`` changes that make ``w`` fit on ``gpus`` × ``acc``, each verified by
+    re-estimating, cheapest for the user first (:data:`COST_TIERS`): the first fitting option of
+    each kind; checkpointing paired with the others when nothing on these devices fits alone; and
+    the fewest devices of the same kind with the layout that fits them."""
     cap = capacity_bytes(acc)
-    cands = _candidates(w, gpus, acc)
+    node = node_devices or DEFAULT_NODE_DEVICES
     found: list[FitSuggestion] = []
     seen: set[str] = set()
 
@@ -172,32 +237,36 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6) -> l
             return True
         return False
 
-    for change, desc, w2, n in cands:  # first fitting option of each kind (smallest change)
+    for change, desc, w2, n in _candidates(w, gpus, acc, node):
         consider(change, desc, w2, n)
-    # No single change fits, or only buying more GPUs does: pair checkpointing with the others
-    # (checkpointing + a smaller batch often fits the hardware the user already has).
-    if w.is_training and all(f.change == "gpus" for f in found):
+    same_hw = [f for f in found if COST_TIERS.get(f.change, 9) <= 1]
+    if w.is_training and not same_hw:
+        # nothing on these devices fits alone: pair checkpointing with the others
         base = w.derive(grad_checkpointing=True) if not w.grad_checkpointing else w
-        for change, desc, w2, n in _candidates(base, gpus, acc):
-            if change == "checkpointing":
-                continue
-            w3 = w2.derive(grad_checkpointing=True)
-            prefix = "" if w.grad_checkpointing else "turn on activation checkpointing and "
-            consider("checkpointing+" + change, prefix + desc, w3, n)
-    if not w.is_training and "precision" not in seen:  # quantize and split: fewest GPUs per format
-        for change, desc, w2, n in cands:
-            if change != "precision":
-                continue
-            for m in (2, 4, 8, 16):
-                if m > gpus and consider(f"gpus+{w2.precision}",
-                                         f"{desc.split(' ({')[0]} on {m} GPUs ({{precision}} {w2.precision} "
-                                         f"{{gpus}} {m} {{sharding}} tensor)",
-                                         w2.derive(sharding="tensor", gpus=m), m):
+        prefix = "" if w.grad_checkpointing else "turn on activation checkpointing ({grad_checkpointing}) and "
+        for change, desc, w2, n in _candidates(base, gpus, acc, node):
+            if change != "checkpointing":
+                consider("checkpointing+" + change, prefix + desc, w2.derive(grad_checkpointing=True), n)
+    more = _more_devices(w, gpus, acc, node)
+    if more is not None and "gpus" not in seen:
+        found.append(more)
+    if not w.is_training and "precision" not in seen:  # quantize and split: fewest devices per format
+        for change, desc, w2, n in _candidates(w, gpus, acc, node):
+            if change == "precision":
+                alt = _more_devices(w2, gpus, acc, node)
+                if alt is not None and (more is None or alt.gpus < more.gpus):
+                    found.append(FitSuggestion(f"{desc.split(' ({')[0]} and {alt.description.split(' (')[0]} "
+                                               f"({{precision}} {w2.precision} {layout_flags(alt.workload, alt.gpus)})",
+                                               alt.workload, alt.total_bytes, alt.gpus, f"gpus+{w2.precision}"))
                     break
-    order = {"precision": 0, "checkpointing": 1, "optimizer": 2, "master_weights": 3, "lora": 4,
-             "qlora": 5, "gpus": 6, "batch": 7, "seq_len": 8}
-    found.sort(key=lambda s: (order.get(s.change.split("+")[-1], order.get(s.change.split("+")[0], 9)),
-                              s.gpus, s.total_bytes))
+
+    def cost(s: FitSuggestion):
+        keys = s.change.split("+")
+        tier = max(COST_TIERS.get(k, 9) for k in keys)
+        first = min(_ORDER_IN_TIER.index(k) if k in _ORDER_IN_TIER else 99 for k in keys)
+        return (tier, len(keys), s.gpus, first, s.total_bytes)
+
+    found.sort(key=cost)
     return found[:limit]
 
 

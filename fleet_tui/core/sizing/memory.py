@@ -56,7 +56,7 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token,
-                                      lora_params, parallel_split, weight_bytes)
+                                      lora_params, parallel_layout, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_note, eager_mask_bytes,
                                                train_act_per_token_layer)
@@ -132,18 +132,23 @@ _MEMORY = caches.memo("sizing.memory", 4096)
 def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     arch = w.arch
     pc = param_counts(arch)
-    dp, tp, shard = parallel_split(w, gpus)
+    lay = parallel_layout(w, gpus)
+    dp, tp, pp, shard = lay.dp, lay.tp, lay.pp, lay.weight_shards
+    split = tp * pp  # devices one copy of the model is cut into
     act = activation_bytes(w)
     assumptions: list[str] = []
-    weights = weight_bytes(w, pc) / (tp * shard)
+    weights = weight_bytes(w, pc) / (split * shard)
     fixed = {
         "driver_reserve": cal.DRIVER_RESERVE_BYTES,
         "cuda_context": cal.CUDA_CONTEXT_BYTES,
         "runtime_kernels": cal.RUNTIME_KERNELS_TRAINING_BYTES if w.is_training else cal.RUNTIME_KERNELS_INFERENCE_BYTES,
     }
     # independent inference replicas do not talk to each other; everything else does
-    comm = cal.COMM_BUFFERS_BYTES if gpus > 1 and (w.is_training or tp > 1 or shard > 1) else 0
+    comm = cal.COMM_BUFFERS_BYTES if gpus > 1 and (w.is_training or split > 1 or shard > 1) else 0
     b_gpu = math.ceil(w.batch / dp)
+    if lay.idle:
+        assumptions.append(f"global batch {w.batch} keeps {lay.devices} of {gpus} devices busy "
+                           f"({lay.idle} idle): a data-parallel rank needs at least one micro-batch")
     if gpus > 1 and w.batch < dp:
         assumptions.append(f"batch {w.batch} < {dp} data-parallel replicas: each GPU still holds one sequence")
     slack_frac = cal.ALLOCATOR_SLACK_FORWARD
@@ -155,7 +160,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         # in NF4 for QLoRA (the quantized base is what is sharded and gathered)
         layer_params = pc.attention_per_layer + pc.mlp_per_layer
         gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else 2
-        fsdp_gather = 2 * layer_params * gathered + (pc.embedding if w.is_training else 0) * 2 / shard
+        fsdp_gather = (2 * layer_params * gathered / tp
+                       + (pc.embedding if w.is_training else 0) * 2 / (shard * split))
     phases: list[_Phase] = []
 
     if not w.is_training:
@@ -163,8 +169,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         if w.is_generation:
             ctx = w.prompt_len + w.gen_len
             prompt_tok = b_gpu * w.prompt_len
-            kv_prompt = b_gpu * w.prompt_len * kv_bytes_per_token(arch, w, tp, w.prompt_len)
-            kv_end = b_gpu * ctx * kv_bytes_per_token(arch, w, tp, ctx)
+            kv_prompt = b_gpu * w.prompt_len * kv_bytes_per_token(arch, w, tp, w.prompt_len) / pp
+            kv_end = b_gpu * ctx * kv_bytes_per_token(arch, w, tp, ctx) / pp
             last_logits = b_gpu * V * (act + 4) / tp  # last position, plus the fp32 copy generate takes
             phases.append(_Phase("prompt forward (prefill)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_prompt,
@@ -180,7 +186,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                "serving engines pre-allocate a KV pool instead (see kv capacity)")
         elif w.seq_len is not None:
             tokens = b_gpu * w.seq_len
-            kv = b_gpu * w.seq_len * kv_bytes_per_token(arch, w, tp, w.seq_len)
+            kv = b_gpu * w.seq_len * kv_bytes_per_token(arch, w, tp, w.seq_len) / pp
             # soft-capping (Gemma-2) divides, tanh's and multiplies: two logits-sized tensors live
             capped = 2 if arch.logit_softcap else 1
             logits = tokens * (capped * V * act / tp + h * act)
@@ -201,7 +207,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                 # Hugging Face builds the output head, then ties it to the embedding: the freed
                 # vocab × hidden block stays in the caching allocator's pool (measured on both
                 # tied models of the H200 set; later allocations reuse it)
-                tied_block = arch.vocab * h * act / (tp * shard)
+                tied_block = arch.vocab * h * act / (split * shard)
                 phases[-1].parts["allocator_slack"] = tied_block
                 assumptions.append("model built by Hugging Face: the untied output head it allocates "
                                    "before tying stays cached until reused")
@@ -209,7 +215,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     else:
         trainable = lora_params(arch, w) if w.is_adapter else pc.total
         if w.is_adapter:
-            adapters = trainable / (tp * shard)
+            adapters = trainable / (split * shard)
             ad_b = adapter_bytes(w)
             weights += adapters * ad_b
             grads = adapters * ad_b
@@ -226,15 +232,16 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                 fsdp_gather += max(h * arch.intermediate, h * arch.q_dim) * act
                 assumptions.append("QLoRA base in NF4 with double quantization (4.127 bits/param)")
         else:
-            per_shard = trainable / (tp * shard)
+            per_shard = trainable / (split * lay.grad_shards)
+            per_opt_shard = trainable / (split * lay.optimizer_shards)
             amp = w.master_weights == "fp32" and w.precision != "fp32"
             grad_b = 4.0 if (amp or w.precision == "fp32") else float(act)
             grads = per_shard * grad_b
             if w.optimizer == "adafactor":
-                opt = adafactor_state_elems(arch, pc) * 4.0 / (tp * shard)
+                opt = adafactor_state_elems(arch, pc) * 4.0 / (split * lay.optimizer_shards)
             else:
                 table = cal.OPTIMIZER_BYTES_FP32 if grad_b == 4.0 else cal.OPTIMIZER_BYTES_BF16
-                opt = per_shard * table[w.optimizer]
+                opt = per_opt_shard * table[w.optimizer]
             if amp:
                 assumptions.append("mixed precision (PyTorch AMP): fp32 parameters, gradients and "
                                    "optimizer states; forward under autocast")
@@ -244,23 +251,28 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         seq_len = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
         if w.seq_len is None:
             assumptions.append(f"no {{seq_len}} given: {DEFAULT_TRAIN_SEQ_LEN}-token sequences assumed")
-        tokens = b_gpu * seq_len
+        # one micro-batch per forward; a pipeline stage keeps min(micro-batches, stages) of them
+        # in flight over its layers / pp layers (1F1B, Narayanan et al. arXiv:2104.04473)
+        micro = min(b_gpu, lay.micro_batch)
+        in_flight = min(math.ceil(b_gpu / micro), pp) / pp
+        tokens = micro * seq_len
         amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
         per_layer = train_act_per_token_layer(arch, w, seq_len) / tp
         res_bytes = 4 if (amp or w.precision == "fp32") else act
         head_in = tokens * h * (10 if amp else 8) / tp  # final norm + output-head input
         per_layer *= compile_factor(w)
         if w.grad_checkpointing or w.selective_checkpointing:
-            kept = arch.layers * tokens * h * res_bytes / tp
+            kept = arch.layers * in_flight * tokens * h * res_bytes / tp
             if w.selective_checkpointing and not w.grad_checkpointing:
                 # every other layer checkpointed (torchtune ac_mode=selective, ac_option=2)
-                kept = kept / 2 + arch.layers / 2 * tokens * per_layer
+                kept = kept / 2 + arch.layers * in_flight / 2 * tokens * per_layer
             acts = kept + head_in
             # backward recomputes one layer at a time: its activations live once more
             recompute = per_layer * tokens
             slack_frac = cal.ALLOCATOR_SLACK_RECOMPUTE
         else:
-            acts = arch.layers * tokens * per_layer + head_in + eager_mask_bytes(arch, b_gpu, seq_len, act)
+            acts = (arch.layers * in_flight * tokens * per_layer + head_in
+                    + eager_mask_bytes(arch, micro, seq_len, act))
             recompute = 0.0
             slack_frac = cal.ALLOCATOR_SLACK_TRAINING
         # soft-capped logits (Gemma-2): tanh keeps its 16-bit output (+2 B), and backward forms a
@@ -271,8 +283,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         logits_fwd = tokens * V * (loss_fwd + cap_fwd) / tp
         head_params = pc.lm_head or pc.embedding
         if amp:
-            cast_all = 2.0 * pc.matmul_total / (tp * shard) if shard == 1 else 0.0
-            cast_bwd = cast_all if not w.grad_checkpointing else 2.0 * head_params / (tp * shard)
+            cast_all = 2.0 * pc.matmul_total / split if shard == 1 else 0.0
+            cast_bwd = cast_all if not w.grad_checkpointing else 2.0 * head_params / split
         else:
             cast_all = cast_bwd = 0.0
         stack = apply_stack(w, StackTerms(weights=weights, grads=grads, opt=opt, acts=acts,
@@ -282,7 +294,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                           * (4.0 if amp else float(act)) / (tp * shard)))
         weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts
         assumptions.extend(stack.notes)
-        ddp = grads if (w.sharding == "data" and gpus > 1 and not w.is_adapter) else 0.0
+        ddp = grads if (lay.zero < 2 and dp > 1 and not w.is_adapter) else 0.0
         base = {"weights": weights, "optimizer_states": opt}
         phases.append(_Phase("forward end", {**base, "weight_copies": cast_all + fsdp_gather,
                                              "activations": acts, "logits": logits_fwd}))
@@ -316,8 +328,15 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     parts["comm_buffers"] = comm
     parts.update(fixed)
     if gpus > 1:
-        assumptions.append(f"{gpus} GPUs, {w.sharding} sharding"
-                           + (f": global batch {w.batch} split {dp} ways" if dp > 1 else ""))
+        if w.tp is None and w.pp is None and w.zero is None:
+            assumptions.append(f"{gpus} GPUs, {w.sharding} sharding"
+                               + (f": global batch {w.batch} split {dp} ways" if dp > 1 else ""))
+        else:
+            assumptions.append(f"{gpus} GPUs as {lay.label()}"
+                               + (f": global batch {w.batch} split {dp} ways" if dp > 1 else ""))
+        if w.is_training and micro < b_gpu:
+            assumptions.append(f"micro-batch {micro} with {math.ceil(b_gpu / micro)} gradient-accumulation "
+                               f"steps per optimizer step")
     breakdown = {k: int(round(parts[k])) for k in COMPONENT_ORDER if parts[k] > 0}
     return MemoryBreakdown(total_bytes=sum(breakdown.values()), breakdown=breakdown, per_gpu=True,
                            phase=peak.name, gpus=gpus, assumptions=tuple(dict.fromkeys(assumptions)))

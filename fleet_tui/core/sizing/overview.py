@@ -50,6 +50,7 @@ def _size(workload: Workload, accelerator: Accelerator | None, n: int) -> Sizing
         fit = check_fit(workload, accelerator, n)
         if not workload.is_training:
             kv = kv_capacity(workload, accelerator, n)
-        thr = estimate_throughput(workload, accelerator, n)
+        if fit.fits:  # nothing that does not fit gets a speed
+            thr = estimate_throughput(workload, accelerator, n)
     return SizingResult(workload=workload, memory=mem, fit=fit, kv_capacity=kv, throughput=thr,
                         accelerator=accelerator.id if accelerator is not None else None, gpus=n)
