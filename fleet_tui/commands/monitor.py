@@ -344,6 +344,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
             for suffix in ("", "-wal", "-shm"):
                 Path(db + suffix).expanduser().unlink(missing_ok=True)
         raise no_device_error(spec, no_device[0])
+    print(f"recorded {recorder.ticks_written} ticks to {db}", file=sys.stderr)
     return 0
 
 
