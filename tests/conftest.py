@@ -30,8 +30,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(autouse=True)
 def _no_user_config(tmp_path_factory, monkeypatch):
     """Tests never read or write the developer's own ``~/.config/fleet-tui`` (user catalogs,
-    themes, alert rules) or ``~/.local/share/fleet-tui``: a personal catalog entry would change
-    rankings under the tests' feet. Tests that exercise user data set these again themselves."""
+    themes, alert rules), ``~/.local/share/fleet-tui`` or ``~/.cache/fleet-tui`` (the compiled
+    catalog): a personal catalog entry would change rankings under the tests' feet. Tests that
+    exercise user data set these again themselves."""
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))

@@ -113,7 +113,7 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 
 
 def _cmd_instances(args: argparse.Namespace) -> int:
-    from fleet_tui.core.query import parse_filter, query_instances
+    from fleet_tui.core.catalog.query import parse_filter, query_instances
 
     cat = _catalog(args)
     conds = parse_filter(args.filter)
@@ -156,7 +156,7 @@ _ACC_ALIASES = {"memory_gib": "memory", "mem": "memory", "memory_bandwidth_gbs":
 
 
 def _cmd_accelerators(args: argparse.Namespace) -> int:
-    from fleet_tui.core.query import filter_rows, parse_filter, sort_rows
+    from fleet_tui.core.catalog.query import filter_rows, parse_filter, sort_rows
 
     cat = _catalog(args)
     conds = parse_filter(args.filter, _ACC_FIELDS, _ACC_ALIASES)
@@ -208,7 +208,7 @@ def _params(m) -> float | None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from fleet_tui.core.query import filter_rows, parse_filter, sort_rows
+    from fleet_tui.core.catalog.query import filter_rows, parse_filter, sort_rows
 
     cat = _catalog(args)
     conds = parse_filter(args.filter, _MODEL_FIELDS, {"model": "id"})
@@ -262,7 +262,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     from fleet_tui.core import paths
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.skypilot import import_skypilot
+    from fleet_tui.core.catalog.importers.skypilot import import_skypilot
 
     out_dir = args.out_dir or (paths.user_catalog_dir() / "instances")
     cat = load_catalog(getattr(args, "catalog_dir", None) or ())

@@ -95,7 +95,7 @@ def handler(args: argparse.Namespace) -> int:
     data = _to_dict(res, thr, speed_acc, acc, run)
     data["cost"] = None
     if acc is not None and res.fit is not None and res.fit.fits:
-        from fleet_tui.core.query import cheapest_setup
+        from fleet_tui.core.catalog.query import cheapest_setup
 
         cost = cheapest_setup(catalog, acc.id, workload.gpus,
                               tokens_per_s=thr.tokens_per_s if thr is not None else None)

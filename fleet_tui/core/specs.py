@@ -106,7 +106,9 @@ def architecture_precisions(architecture: str | None) -> ArchitecturePrecisions 
 
 
 class Accelerator(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: a catalog read from the compiled cache unpickles accelerators without validating
+    # them, so a command like `size` never builds this schema (bench/bench_catalog.py)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(min_length=1)  # canonical short name used by instances, e.g. "H100", "L40S"
     name: str = ""  # full marketing name, e.g. "NVIDIA H100 80GB SXM5"

@@ -254,7 +254,7 @@ def compute(catalog, form: dict) -> BuilderResult:
 
 
 def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
-    from fleet_tui.core.query import cheapest_setup
+    from fleet_tui.core.catalog.query import cheapest_setup
     from fleet_tui.core.sizing import size_workload
 
     accel = catalog.accelerator(choice.accelerator) if (catalog and choice.accelerator) else None

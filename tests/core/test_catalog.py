@@ -81,11 +81,21 @@ def test_every_accelerator_states_what_it_runs_from_its_architecture(bundled):
             assert row is None or p not in row.lacks, (acc.id, p)
 
 
+# Devices in AWS's catalog that are not ML accelerators, kept visible but excluded from ranking:
+# FPGAs (f1, f2) and the Radeon Pro V520 graphics GPU (g4ad).
+NOT_ML_DEVICES = {"Radeon Pro V520", "Virtex UltraScale (VU9P)", "Virtex UltraScale+ (VU47P)"}
+
+
 def test_every_bundled_instance_resolves_to_an_accelerator(bundled):
+    unresolved = set()
     for inst in bundled.instances:
-        assert inst.accelerator in bundled.accelerators, inst
-        assert inst.accelerator_memory_gib > 0
         assert inst.source and inst.as_of
+        if inst.accelerator not in bundled.accelerators:
+            unresolved.add(inst.accelerator)
+            assert inst.excluded and any(f.startswith("unresolved-accelerator") for f in inst.flags), inst
+            continue
+        assert inst.accelerator_memory_gib > 0
+    assert unresolved == NOT_ML_DEVICES
 
 
 def test_every_bundled_offer_has_a_rankable_price_or_a_reason(bundled):
@@ -284,3 +294,21 @@ def test_problem_inside_a_sub_table_points_at_its_line(tmp_path):
                                     'memory_gib = 4\n\n[accelerator.peak_tflops]\nbf16 = 10\nfp4 = 3\n')
     problems, _ = validate_paths([f])
     assert [p for p in problems if p.startswith(f"{f}:9: accelerator[0].peak_tflops.fp4: ")]
+
+
+def test_every_bundled_cloud_is_in_the_clouds_registry(bundled):
+    from fleet_tui.core.catalog.clouds import CLOUDS
+
+    assert set(bundled.clouds) <= set(CLOUDS)
+    reserved = {i.cloud for i in bundled.instances if i.reserved_estimated}
+    assert reserved == {c.id for c in CLOUDS.values() if c.reserved is not None}
+
+
+def test_a_registered_cloud_in_another_case_is_a_problem(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text('[[instance]]\ncloud = "AWS"\ninstance_type = "x"\nregion = "r"\naccelerator = "H100"\n'
+                 'accelerator_count = 1\non_demand_usd_per_hour = 1.0\n')
+    problems, _ = validate_paths([f])
+    assert any(":2: instance[0].cloud: 'AWS' is the registered cloud 'aws'" in p for p in problems)
+    f.write_text(f.read_text().replace('"AWS"', '"onprem"'))
+    assert validate_paths([f])[0] == []

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from fleet_tui.core.catalog import build_catalog, catalog_files, load_catalog
-from fleet_tui.core.errors import UserError
-from fleet_tui.core.skypilot import gcp_bundled_accelerator, import_skypilot, tpu_chips
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.catalog.importers.gcp import gcp_bundled_accelerator, tpu_chips
+from fleet_tui.core.catalog.importers.skypilot import import_skypilot
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -221,12 +222,23 @@ def test_importer_input_errors(tmp_path):
         import_skypilot([tmp_path / "missing.csv"], out_dir=tmp_path)
     f = tmp_path / "prices.csv"
     f.write_text("a,b\n1,2\n")
-    with pytest.raises(UserError, match="--cloud"):
+    with pytest.raises(FieldError, match="pass cloud NAME") as exc:  # the CLI shows --cloud
         import_skypilot([f], out_dir=tmp_path)
+    assert exc.value.field == "cloud"
     with pytest.raises(UserError, match="header lacks"):
         import_skypilot([f], out_dir=tmp_path, cloud="aws")
-    with pytest.raises(UserError, match="--as-of"):
+    with pytest.raises(FieldError, match="ISO date") as exc:
         import_skypilot([CSVS[0]], out_dir=tmp_path, as_of="May 2026")
+    assert exc.value.field == "as_of"
+
+
+def test_importer_errors_name_the_flags_on_the_command_line(capsys):
+    from fleet_tui.cli import main
+
+    assert main(["catalog", "import-skypilot", str(CSVS[0]), "--as-of", "May 2026"]) == 2
+    assert capsys.readouterr().err == "fleet-tui: error: --as-of 'May 2026': give an ISO date such as 2026-05-20\n"
+    assert main(["catalog", "import-skypilot", str(CSVS[0]), "--cloud", "{A B}"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --cloud '{A B}': use a short lower-case name")
 
 
 def test_cli_import_then_validate(tmp_path, capsys):
@@ -239,3 +251,61 @@ def test_cli_import_then_validate(tmp_path, capsys):
     assert tomllib.loads((out / "lambda.toml").read_text())["meta"]["as_of"] == "2026-05-07"
     assert main(["catalog", "validate", str(tmp_path / "cat")]) == 0
     assert "ok:" in capsys.readouterr().out
+
+
+AWS_ALL_REGIONS = '''\
+InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone,Arch
+g4dn.xlarge,T4,1.0,4.0,16.0,"{'Gpus': [{'Name': 'T4', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 16384}}]}",0.658,0.0658,af-south-1,afs1-az1,x86_64
+g4dn.xlarge,T4,1.0,4.0,16.0,"{'Gpus': [{'Name': 'T4', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 16384}}]}",0.658,0.2431,af-south-1,afs1-az2,x86_64
+g4dn.xlarge,T4,1.0,4.0,16.0,"{'Gpus': [{'Name': 'T4', 'Count': 1, 'MemoryInfo': {'SizeInMiB': 16384}}]}",0.71,0.071,me-south-1,mes1-az1,x86_64
+g6f.2xlarge,L4,0.25,8.0,32.0,"{'Gpus': [{'Name': 'L4', 'Count': 0, 'GpuPartitionSize': 0.25, 'MemoryInfo': {'SizeInMiB': 5722}}]}",0.68888,0.202,ap-northeast-1,apne1-az1,x86_64
+'''
+TWO_SNAPSHOTS = '''\
+Source: skypilot-org/skypilot-catalog, path catalogs/v8/aws/vms.csv, commit e385a0d348eda9cefd9806423e7725944dc249e4
+(commit date unknown).
+  old_extract.csv : some rows
+
+Source: skypilot-org/skypilot-catalog, path catalogs/v8/aws/vms.csv, commit 00148f2af3672e2229b4f7bf8157d5a3f36e3c35
+(commit date unknown).
+  vms_all_regions.csv : every accelerator row
+'''
+
+
+def test_aws_all_regions_rules(tmp_path):
+    src = tmp_path / "aws"
+    src.mkdir()
+    (src / "vms_all_regions.csv").write_text(AWS_ALL_REGIONS)
+    (src / "SOURCE.txt").write_text(TWO_SNAPSHOTS)
+    (report,) = import_skypilot([src / "vms_all_regions.csv"], out_dir=tmp_path / "out",
+                                catalog=load_catalog(include_user=False))
+    assert report.offers == 3
+    from fleet_tui.core import paths
+
+    cat = build_catalog(catalog_files(paths.bundled_catalog_dir())[:1] + [tmp_path / "out" / "aws.toml"])
+    assert cat.problems == []
+    # the SOURCE.txt block that names the file gives its provenance
+    assert one(cat, "g4dn.xlarge", "af-south-1").source.endswith("@ 00148f2af3672e2229b4f7bf8157d5a3f36e3c35")
+    # spot at exactly 10 % of on-demand is a floor, not a price: dropped, the other zone's kept
+    mixed = one(cat, "g4dn.xlarge", "af-south-1")
+    assert mixed.spot_usd_per_hour == 0.2431 and mixed.price("spot") == 0.2431
+    assert any(f.startswith("spot-floor:") and "1 zone(s)" in f for f in mixed.flags)
+    floor_only = one(cat, "g4dn.xlarge", "me-south-1")
+    assert floor_only.spot_usd_per_hour is None and floor_only.price("on-demand") == 0.71
+    assert any(f.startswith("spot-floor:") for f in floor_only.flags)
+    # a GPU slice: a quarter of one L4, whose whole memory is the slice's x 4
+    g6f = one(cat, "g6f.2xlarge", "ap-northeast-1")
+    assert g6f.accelerator == "L4" and g6f.accelerator_count == 0.25
+    assert g6f.accelerator_memory_gib == pytest.approx(22888 / 1024, abs=1e-3)
+    assert g6f.total_accelerator_memory_gib == pytest.approx(5722 / 1024, abs=1e-3)
+    assert any(f.startswith("gpu-slice:") for f in g6f.flags)
+    assert not any(f.startswith("memory-mismatch") for f in g6f.flags)
+
+
+def test_bundled_aws_catalog_covers_every_region_of_the_source():
+    from fleet_tui.core import paths
+
+    cat = build_catalog(catalog_files(paths.bundled_catalog_dir()))
+    aws = [i for i in cat.instances if i.cloud == "aws"]
+    assert len({i.region for i in aws}) >= 20
+    assert len(aws) > 800 and len(cat.find_instance("g6e.xlarge")) > 1
+    assert all("00148f2" in i.source for i in aws)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
-from fleet_tui.core.errors import UserError
-from fleet_tui.core.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.catalog.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
 
 
 @pytest.fixture(autouse=True)
@@ -95,16 +95,24 @@ def test_parse_filter_and_conditions(cat):
     ("price<nan", "finite"),
 ])
 def test_filter_errors_name_the_token(expr, words):
-    with pytest.raises(UserError) as exc:
+    with pytest.raises(FieldError) as exc:
         parse_filter(expr)
-    assert words in str(exc.value) and "--filter" in str(exc.value)
+    assert words in str(exc.value) and exc.value.field == "filter"  # the CLI shows --filter
+
+
+def test_filter_errors_render_as_flags_and_keep_braces(capsys):
+    assert main(["catalog", "instances", "--filter", "col{our}=red"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --filter 'col{our}=red': cannot read 'col{our}=red'")
+    assert main(["--catalog-dir", "/no/{such}/dir", "catalog", "models"]) == 2
+    assert capsys.readouterr().err.startswith("fleet-tui: error: --catalog-dir /no/{such}/dir: not a directory")
 
 
 def test_query_errors(cat):
     with pytest.raises(UserError, match="did you mean"):
         query_instances(cat, accelerator="H1000")
-    with pytest.raises(UserError, match="--sort"):
+    with pytest.raises(FieldError, match="unknown field; did you mean 'count'") as exc:
         query_instances(cat, sort="cost")
+    assert exc.value.field == "sort"
     with pytest.raises(UserError, match="pricing"):
         query_instances(cat, pricing="hourly")
     with pytest.raises(UserError, match="unknown accelerator"):
@@ -229,7 +237,7 @@ def test_cli_validate_includes_user_and_catalog_dir(tmp_path, monkeypatch, capsy
 def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, words):
     # A negative price limit used to return "0 offers" with no word of why.
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.query import query_instances
+    from fleet_tui.core.catalog.query import query_instances
 
     with pytest.raises(UserError) as err:
         query_instances(load_catalog(), **kw)
@@ -238,7 +246,7 @@ def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, 
 
 def test_cheapest_setup_rents_whole_instances_and_charges_idle_devices():
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.query import cheapest_setup
+    from fleet_tui.core.catalog.query import cheapest_setup
 
     cat = load_catalog()
     one = cheapest_setup(cat, "H100", 1, tokens_per_s=1000.0)

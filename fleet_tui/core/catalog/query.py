@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet_tui.core.catalog import PRICING_OPTIONS, Catalog, Instance
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.pricing import cost_per_million_tokens
 
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">", "~")
 _OP_RE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(<=|>=|!=|==|=|<|>|~)\s*(.*?)\s*$")
@@ -90,10 +91,14 @@ def _canonical(name: str, fields: dict[str, Any], aliases: dict[str, str], expr:
     key = aliases.get(key, key)
     if key not in fields:
         near = difflib.get_close_matches(key, list(fields) + list(aliases), n=1)
-        raise UserError(f"--filter {expr!r}: unknown field '{name}'"
-                        + (f"; did you mean '{aliases.get(near[0], near[0])}'?" if near else "")
-                        + f" Fields: {', '.join(fields)}")
+        raise _filter_error(expr, f"unknown field '{name}'"
+                            + (f"; did you mean '{aliases.get(near[0], near[0])}'?" if near else "")
+                            + f" Fields: {', '.join(fields)}")
     return key
+
+
+def _filter_error(expr: str, message: str) -> FieldError:
+    return FieldError("filter", "{filter} " + literal(f"{expr!r}: {message}"))
 
 
 def parse_filter(expr: str, fields: dict[str, str] | None = None,
@@ -111,8 +116,8 @@ def parse_filter(expr: str, fields: dict[str, str] | None = None,
             continue
         m = _OP_RE.match(token)
         if not m or not m.group(3):
-            raise UserError(f"--filter {expr!r}: cannot read '{token.strip()}'; write FIELD OP VALUE with OP one "
-                            f"of {' '.join(OPERATORS)} (e.g. cloud=aws,price<40,memory>=80)")
+            raise _filter_error(expr, f"cannot read '{token.strip()}'; write FIELD OP VALUE with OP one "
+                                f"of {' '.join(OPERATORS)} (e.g. cloud=aws,price<40,memory>=80)")
         name, op, raw = m.groups()
         op = "=" if op == "==" else op
         key = _canonical(name, fields, aliases, expr)
@@ -120,16 +125,16 @@ def parse_filter(expr: str, fields: dict[str, str] | None = None,
         value: str | float = raw
         if kind == _NUM:
             if op == "~":
-                raise UserError(f"--filter {expr!r}: '~' (contains) works on text fields; '{key}' is a number, "
-                                "use = != < <= > >=")
+                raise _filter_error(expr, f"'~' (contains) works on text fields; '{key}' is a number, "
+                                    "use = != < <= > >=")
             try:
                 value = float(raw)
             except ValueError:
-                raise UserError(f"--filter {expr!r}: '{key}' takes a number, got '{raw}'") from None
+                raise _filter_error(expr, f"'{key}' takes a number, got '{raw}'") from None
             if not math.isfinite(value):
-                raise UserError(f"--filter {expr!r}: '{key}' takes a finite number, got '{raw}'")
+                raise _filter_error(expr, f"'{key}' takes a finite number, got '{raw}'")
         elif op in ("<", "<=", ">", ">="):
-            raise UserError(f"--filter {expr!r}: '{key}' is text; use = != or ~ (contains), not {op}")
+            raise _filter_error(expr, f"'{key}' is text; use = != or ~ (contains), not {op}")
         out.append(Condition(key, op, value))
     return out
 
@@ -185,15 +190,15 @@ def query_instances(
     the start of the vendor name ("Intel" matches "Intel (Habana)"); ``min_memory_gib`` is per
     device; ``max_usd_per_hour`` drops rows without a usable price for ``pricing``.
     """
-    if pricing not in PRICING_OPTIONS:
-        raise UserError(f"unknown pricing '{pricing}'; allowed: {', '.join(PRICING_OPTIONS)}")
+    check_pricing(pricing)
     sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
     if sort_key not in INSTANCE_FIELDS:
         near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
-        raise UserError(f"--sort '{sort}': unknown field" + (f"; did you mean '{near[0]}'?" if near else "")
-                        + f" Fields: {', '.join(INSTANCE_FIELDS)}")
+        raise FieldError("sort", "{sort} " + literal(f"'{sort}': unknown field"
+                                                    + (f"; did you mean '{near[0]}'?" if near else "")
+                                                    + f" Fields: {', '.join(INSTANCE_FIELDS)}"))
     if limit is not None and limit < 0:
-        raise UserError(f"--limit {limit}: must be 0 or more")
+        raise FieldError("limit", f"{{limit}} {limit}: must be 0 or more")
     for label, value, lowest, strict in (("minimum GiB per device", min_memory_gib, 0, False),
                                          ("device count", count, 0, True),
                                          ("maximum $/hour", max_usd_per_hour, 0, False)):
@@ -301,14 +306,13 @@ def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing:
     """The cheapest way in the catalog to rent ``devices`` × ``accelerator`` (whole instances, any
     cloud and region, offers excluded from ranking left out); None when no priced offer has it.
     The cost per million tokens charges every device rented, idle ones included."""
-    if pricing not in PRICING_OPTIONS:
-        raise UserError(f"unknown pricing '{pricing}'; allowed: {', '.join(PRICING_OPTIONS)}")
+    check_pricing(pricing)
     if not (isinstance(devices, int) and devices >= 1):
         raise UserError(f"devices must be a whole number >= 1, got {devices!r}")
     acc_id = catalog.accelerator(accelerator).id
     best: tuple | None = None
-    for inst in catalog.instances:
-        if inst.accelerator != acc_id or inst.accelerator_count <= 0:
+    for inst in catalog.offers_of(acc_id):
+        if inst.accelerator_count <= 0:
             continue
         price = inst.price(pricing)
         if price is None:
@@ -319,7 +323,7 @@ def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing:
     if best is None:
         return None
     usd_h, boxes, inst = best
-    per_million = (usd_h / (tokens_per_s * 3600) * 1e6
+    per_million = (cost_per_million_tokens(usd_h, tokens_per_s)
                    if tokens_per_s and math.isfinite(tokens_per_s) and tokens_per_s > 0 else None)
     return SetupCost(instance=inst, instances=boxes, pricing=pricing, usd_per_hour=usd_h,
                      usd_per_month=usd_h * hours_per_month, hours_per_month=hours_per_month,

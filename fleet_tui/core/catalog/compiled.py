@@ -1,0 +1,203 @@
+"""The compiled catalog: the loaded catalog saved in the user cache dir, so a command reads it in
+milliseconds instead of parsing and checking every TOML file again (issue 13; bench/bench_catalog.py
+has the numbers: about 0.2 s of parsing and checking against a few ms of reading).
+
+The TOML files stay the source of truth. The cache file
+``$XDG_CACHE_HOME/fleet-tui/catalog-<hash of the directory list>.bin`` holds a key and the catalog;
+it is used only while its key equals the current one: the format, the package, Python and pydantic
+versions (accelerators and models are pickled pydantic objects), the size and mtime of this
+package's model and validation code, and the path, size and mtime of every catalog file read (a
+file added, removed or edited changes it). Otherwise the catalog is built from TOML and the file
+rewritten. (A file rewritten within the file system's timestamp granularity with the same size
+would go unseen, as with any mtime-based cache: `catalog validate` always re-reads.)
+
+* Concurrent processes: a writer fills a temp file in the same directory and renames it over the
+  old one (``os.replace``), so a reader sees a whole file, old or new, never half of one.
+* A corrupt file (truncated, bit flips, written by other code) fails its CRC-32 or its unpickling:
+  the catalog is built from TOML, the file rewritten, and a warning logged once per process.
+* An unwritable cache directory costs the speed only: the catalog is built from TOML every time.
+
+Offers are stored per accelerator (``marshal``-ed tuples, the fields of :class:`Instance` in order,
+with their position in the catalog) and built only when asked for (:class:`CompiledOffers`), so
+``size`` builds one device's offers, not 2,756. Accelerators and models are few and pickled whole.
+The file is trusted like any file in the user's own cache directory (pickle runs code on load).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pickle
+import struct
+import sys
+import tempfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+
+from pydantic.version import VERSION as PYDANTIC_VERSION
+
+from fleet_tui import __version__
+from fleet_tui.core.catalog.models import Catalog, Instance
+
+FORMAT = 1
+_MAGIC = b"fleet-tui catalog\n"
+_HEADER = struct.Struct("<I")  # CRC-32 of the payload
+_warned = False
+_ROW_FIELDS = tuple(f.name for f in fields(Instance))  # Instance(*row) rebuilds an offer
+
+# The code whose classes are pickled or whose rules decide what a load yields: an edit to it (an
+# editable install keeps its version) makes every compiled catalog stale.
+# (Paths, not imports: a cache hit must not pay for importing the TOML and validation code.)
+_PACKAGE = Path(__file__).parent
+_CODE_FILES = (*sorted(_PACKAGE.glob("*.py")),
+               *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "tomlio.py")))
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/fleet-tui`` (default ``~/.cache/fleet-tui``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fleet-tui"
+
+
+def cache_path(dirs: Sequence[Path]) -> Path:
+    """The compiled catalog for this list of catalog directories."""
+    digest = zlib.crc32("\n".join(str(d) for d in dirs).encode())
+    return cache_dir() / f"catalog-{digest:08x}.bin"
+
+
+def _code_stamps() -> tuple[tuple[str, int, int], ...]:
+    out = []
+    for f in _CODE_FILES:
+        try:
+            st = os.stat(f)
+            out.append((f.name, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((f.name, 0, 0))
+    return tuple(out)
+
+
+def cache_key(dirs: Sequence[Path], stamps: tuple[tuple[str, int, int], ...]) -> tuple:
+    """Everything a compiled catalog depends on (see the module docstring)."""
+    return (FORMAT, __version__, sys.version, PYDANTIC_VERSION, _code_stamps(), tuple(str(d) for d in dirs),
+            stamps)
+
+
+class CompiledOffers:
+    """A catalog's offers as stored: one marshal blob per accelerator, built on demand."""
+
+    def __init__(self, blobs: dict[str, bytes], count: int):
+        self._blobs = blobs
+        self._count = count
+        self._built: dict[str, tuple[list[int], list[Instance]]] = {}
+
+    def _group(self, accelerator_id: str) -> tuple[list[int], list[Instance]]:
+        group = self._built.get(accelerator_id)
+        if group is None:
+            blob = self._blobs.get(accelerator_id)
+            positions, rows = marshal.loads(blob) if blob is not None else ([], [])
+            group = self._built[accelerator_id] = (positions, [Instance(*row) for row in rows])
+        return group
+
+    def offers_of(self, accelerator_id: str) -> list[Instance]:
+        return list(self._group(accelerator_id)[1])
+
+    def all_offers(self) -> list[Instance]:
+        out: list[Instance | None] = [None] * self._count
+        for accelerator_id in self._blobs:
+            positions, offers = self._group(accelerator_id)
+            for pos, inst in zip(positions, offers):
+                out[pos] = inst
+        return out  # type: ignore[return-value]  # every position is filled
+
+
+def compile_catalog(cat: Catalog, key: tuple) -> bytes:
+    """The bytes of a compiled catalog file for ``cat`` under ``key``."""
+    groups: dict[str, tuple[list[int], list[tuple]]] = {}
+    for pos, inst in enumerate(cat.instances):
+        positions, rows = groups.setdefault(inst.accelerator, ([], []))
+        positions.append(pos)
+        rows.append(tuple(getattr(inst, name) for name in _ROW_FIELDS))
+    payload = pickle.dumps({
+        "key": key,
+        "accelerators": cat.accelerators, "models": cat.models,
+        "problems": cat.problems, "sources": cat.sources, "files": cat.files,
+        "offer_count": len(cat.instances),
+        "offers": {acc: marshal.dumps(group) for acc, group in groups.items()},
+    }, protocol=pickle.HIGHEST_PROTOCOL)
+    return _MAGIC + _HEADER.pack(zlib.crc32(payload)) + payload
+
+
+class CorruptCache(Exception):
+    """The compiled catalog file cannot be read back."""
+
+
+def parse_compiled(data: bytes, key: tuple) -> Catalog | None:
+    """The catalog in ``data`` if it was compiled under ``key``; None when stale.
+
+    Raises :class:`CorruptCache` when ``data`` is not a whole compiled catalog.
+    """
+    head = len(_MAGIC) + _HEADER.size
+    if not data.startswith(_MAGIC) or len(data) < head:
+        raise CorruptCache("not a compiled catalog")
+    (crc,) = _HEADER.unpack_from(data, len(_MAGIC))
+    payload = memoryview(data)[head:]
+    if zlib.crc32(payload) != crc:
+        raise CorruptCache("checksum mismatch (truncated or damaged)")
+    try:
+        content = pickle.loads(payload)
+        if content["key"] != key:
+            return None
+        offers = CompiledOffers(content["offers"], content["offer_count"])
+        return Catalog(content["accelerators"], content["models"], problems=content["problems"],
+                       sources=content["sources"], files=content["files"], offers=offers,
+                       offer_count=content["offer_count"])
+    except Exception as exc:  # any failure to rebuild the objects means the file is unusable
+        raise CorruptCache(f"{type(exc).__name__}: {exc}") from exc
+
+
+def read_compiled(path: Path, key: tuple) -> Catalog | None:
+    """The compiled catalog at ``path`` when current; None when missing, stale or corrupt (a
+    corrupt one is reported once per process)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        return parse_compiled(data, key)
+    except CorruptCache as exc:
+        _warn_once(f"fleet-tui: warning: catalog cache {path} is unreadable ({exc}); "
+                   "rebuilt from the TOML files")
+        return None
+
+
+def write_compiled(path: Path, cat: Catalog, key: tuple) -> bool:
+    """Save ``cat`` at ``path`` atomically; False (and nothing written) when that is not possible."""
+    try:
+        data = compile_catalog(cat, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except (OSError, pickle.PicklingError, TypeError, ValueError):
+        return False  # no cache: every load parses the TOML files, nothing else changes
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
+def _warn_once(message: str) -> None:
+    # logging is imported only here: importing it costs a cache hit ~5 ms (bench/bench_catalog.py)
+    import logging
+
+    global _warned
+    if not _warned:
+        _warned = True
+        logging.getLogger(__name__).warning(message)

@@ -1,0 +1,1 @@
+"""Importers that generate catalog files from other catalogs (today: SkyPilot ``vms.csv``)."""
