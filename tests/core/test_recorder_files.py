@@ -51,9 +51,14 @@ def _ticks(db: Path) -> int:
         conn.close()
 
 
-def test_a_full_disk_stops_recording_with_a_plain_message_and_keeps_every_committed_tick(small_disk):
+@pytest.mark.parametrize("command", [
+    ("record", "--db", "DB", "--source", "sim:8", "--interval", "0.01"),
+    ("monitor", "--headless", "--json", "--record", "DB", "--source", "sim:8", "--interval", "0.25"),
+], ids=["record", "monitor-record"])
+def test_a_full_disk_stops_recording_with_a_plain_message_and_keeps_every_committed_tick(small_disk,
+                                                                                        command):
     db = small_disk / "history.db"
-    run = _cli("record", "--db", str(db), "--source", "sim:8", "--interval", "0.01", cwd=small_disk.parent)
+    run = _cli(*(str(db) if a == "DB" else a for a in command), cwd=small_disk.parent, timeout=300)
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     msg = run.stderr.strip().splitlines()[-1]
