@@ -135,13 +135,13 @@ def _duration(flag: str, value: str) -> float:
         raise UserError(f"{flag} {value!r}: {exc}") from None
 
 
-def no_device_error(spec: str, message: str | None):
-    """The one answer every headless command gives when its source has no device: the source and
-    why (exit 2), as ``fleet`` says it."""
+def no_device_error(spec: str, snapshot):
+    """The answer a headless command gives when its source has no device: the source and why
+    (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
     from fleet_tui.core.errors import UserError
 
-    why = (message or "no accelerator found").split("; retrying")[0]
-    return UserError(f"--source {spec}: {why}")
+    why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
+    return UserError(f"--source {spec}: {why.split('; retrying')[0]}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
@@ -313,13 +313,13 @@ def _cmd_record(args: argparse.Namespace) -> int:
     engine = MonitorEngine(source, interval=interval, alert_rules=[], recorder=recorder,
                            min_interval_s=0.01, price=False)
     started = time.monotonic()
-    no_device: list[str | None] = []  # the first tick's message when it found no device
+    no_device: list = []  # the first tick's snapshot when it found no device
     gone_said = False
 
     def on_tick(tick) -> None:
         nonlocal gone_said
         if tick.seq == 1 and not tick.snapshot.devices:
-            no_device.append(tick.snapshot.message)  # nothing to record: stop, say so, exit 2
+            no_device.append(tick.snapshot)  # nothing to record: stop, say so, exit 2
             engine.stop()
             return
         if args.json:
