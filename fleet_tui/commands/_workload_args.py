@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from fleet_tui.core.choices import KINDS, MASTER_WEIGHTS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS
+from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, MASTER_WEIGHTS, OPTIMIZERS, PRECISIONS,
+                                    SERVING_MODES, SHARDINGS)
 
 
 def flag(field: str) -> str:
@@ -29,7 +30,7 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--workload", default="inference", choices=KINDS, metavar="KIND",
                    help="inference (default), training, finetune, lora or qlora")
     g.add_argument("--precision", default="bf16", choices=PRECISIONS, metavar="P",
-                   help="fp32, fp16, bf16 (default), fp8, int8 or int4 (weights; for training the "
+                   help="fp32, fp16, bf16 (default), fp8, fp4, int8 or int4 (weights; for training the "
                         "compute precision)")
     g.add_argument("--batch", metavar="B", help="sequences per step (global; split across "
                    "data-parallel GPUs), default 1")
@@ -38,7 +39,7 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-len", metavar="P", help="generation: prompt tokens (with --gen-len)")
     g.add_argument("--gen-len", metavar="G", help="generation: new tokens per sequence")
     g.add_argument("--optimizer", choices=OPTIMIZERS, default=None, metavar="OPT",
-                   help="training: adamw (default), adamw8bit, sgd or adafactor")
+                   help="training: adamw (default), adamw8bit, paged_adamw8bit, sgd or adafactor")
     g.add_argument("--master-weights", choices=MASTER_WEIGHTS, default=None,
                    help="training: fp32 master weights with autocast (default) or none (pure bf16/fp16)")
     g.add_argument("--grad-checkpointing", action="store_true", default=None,
@@ -52,6 +53,35 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                         "--gpus > 1: fsdp for training/finetune, tensor for inference, data for lora/qlora")
     g.add_argument("--serving", choices=SERVING_MODES, default=None,
                    help="inference: interactive (always-on) or batch serving")
+
+    e = parser.add_argument_group("serving engine (inference)")
+    e.add_argument("--engine", choices=ENGINES, default=None,
+                   help="vllm (default), trtllm, sglang or hf: batching, memory reservation and kernel "
+                        "efficiency of that engine")
+    e.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default=None,
+                   help="KV-cache precision: auto (default, the compute dtype), fp16, bf16, fp8 or int8")
+    e.add_argument("--gpu-memory-utilization", metavar="F", default=None,
+                   help="share of device memory the engine may take (vllm default 0.9; sglang "
+                        "mem_fraction_static; trtllm: share of the memory left after the weights)")
+    e.add_argument("--max-num-batched-tokens", metavar="N", default=None,
+                   help="tokens per engine step (prefill chunk), default per engine (8192)")
+    e.add_argument("--expert-parallel", action="store_true", default=None,
+                   help="MoE: attention data parallel and the experts split over --gpus (vLLM "
+                        "--enable-expert-parallel, SGLang DP attention + EP, TensorRT-LLM attention DP)")
+    t = parser.add_argument_group("training stack")
+    t.add_argument("--framework", choices=FRAMEWORKS, default=None,
+                   help="hf (default: Transformers + PEFT, AMP) or torchtune (pure bf16, chunked loss, "
+                        "activation checkpointing, FSDP2 on several GPUs)")
+    t.add_argument("--chunked-loss", action="store_true", default=None,
+                   help="cross-entropy over chunks: no full-sequence fp32 logits")
+    t.add_argument("--optimizer-in-backward", action="store_true", default=None,
+                   help="step each parameter as its gradient is ready: no full gradient buffer")
+    t.add_argument("--offload", metavar="LIST", default=None,
+                   help="keep in CPU memory: activations, optimizer, params (comma-separated, combinable)")
+    t.add_argument("--compile", action="store_true", default=None,
+                   help="torch.compile: fused elementwise ops keep fewer intermediates")
+    t.add_argument("--selective-checkpointing", action="store_true", default=None,
+                   help="recompute only the cheap ops (attention core, MLP activation) in backward")
 
 
 def workload_from_args(args: argparse.Namespace, catalog=None):

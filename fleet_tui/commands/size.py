@@ -9,7 +9,12 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 {``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
 ``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
 ``accelerator``, ``assumptions``, ``unknown``} and ``training_run`` {``tokens``, ``seconds``,
-``gpu_hours``, ``unknown``} (training with ``--tokens``).
+``gpu_hours``, ``unknown``} (training with ``--tokens``), ``serving_plan`` (with ``--rate`` or
+``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
+``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
+``usd_per_month``, ``usd_per_million_tokens``, ``notes`` — plus ``accelerator`` and ``price_source``).
+The workload names its serving ``engine`` (default vllm) and ``kv_cache_dtype`` for inference, its
+``framework`` and memory switches for training.
 
 Unknown speed: ``throughput.tokens_per_s`` (and ``prefill_tokens_per_s``, ``time_to_first_token_s``,
 ``step_s``, ``mfu``, ``training_run.seconds``/``hours``/``gpu_hours``) is ``null`` when the accelerator's
@@ -36,13 +41,18 @@ def register(subparsers) -> None:
                     "KV cache, CUDA context, allocator slack), whether it fits an accelerator and\n"
                     "the smallest changes that make it fit, the serving KV-cache capacity, and\n"
                     "tokens/s. Memory is validated against 23 runs measured on an H200 (median\n"
-                    "error ~1 %); speed describes Hugging Face training/prefill and an optimized\n"
-                    "serving engine for decode.",
+                    "error ~1 %); speed describes the training stack (--framework, default hf) and\n"
+                    "the serving engine (--engine, default vllm) it names. With --rate or\n"
+                    "--tokens-per-s it plans replicas, devices and cost for the demand.",
         epilog="examples:\n"
                "  fleet-tui size --model llama-3.1-8b --workload inference --seq-len 2048 --gpu H100\n"
                "  fleet-tui size --model llama-3.1-70b --workload lora --batch 4 --seq-len 2048 --gpu A100-80GB\n"
                "  fleet-tui size --params 7B --workload finetune --seq-len 4096 --gpu L40S --json\n"
-               "  fleet-tui size --model-config ./config.json --prompt-len 1024 --gen-len 256 --batch 32 --gpu H200",
+               "  fleet-tui size --model-config ./config.json --prompt-len 1024 --gen-len 256 --batch 32 --gpu H200\n"
+               "  fleet-tui size --model llama-3.1-8b --prompt-len 1000 --gen-len 200 --gpu H100 --engine trtllm \\\n"
+               "      --kv-cache-dtype fp8 --rate 20 --ttft-ms 500 --tpot-ms 30\n"
+               "  fleet-tui size --model llama-3.1-405b --workload qlora --seq-len 2048 --batch 2 --gpus 8 \\\n"
+               "      --gpu A100-80GB --framework torchtune",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_workload_args(p)
@@ -52,6 +62,12 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 1e9, 20B)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
+    c = p.add_argument_group("serving capacity plan (inference with --prompt-len/--gen-len)")
+    d = c.add_mutually_exclusive_group()
+    d.add_argument("--rate", metavar="R", help="demand in requests per second")
+    d.add_argument("--tokens-per-s", metavar="T", help="demand in output tokens per second")
+    c.add_argument("--ttft-ms", metavar="MS", help="target time to first token (ms)")
+    c.add_argument("--tpot-ms", metavar="MS", help="target time per output token (ms)")
     p.set_defaults(func=handler)
 
 
@@ -93,6 +109,7 @@ def handler(args: argparse.Namespace) -> int:
     if tokens is not None and speed_acc is not None:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
     data = _to_dict(res, thr, speed_acc, acc, run)
+    data["serving_plan"] = _plan(args, workload, catalog, speed_acc)
     data["cost"] = None
     if acc is not None and res.fit is not None and res.fit.fits:
         from fleet_tui.core.catalog.query import cheapest_setup
@@ -107,6 +124,70 @@ def handler(args: argparse.Namespace) -> int:
     else:
         print(_render(data))
     return 0
+
+
+def _positive(args, field: str) -> float | None:
+    from fleet_tui.core.errors import FieldError
+
+    raw = getattr(args, field, None)
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(str(raw).replace("_", ""))
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise FieldError(field, f"{{{field}}} {raw!r}: a positive number")
+    return value
+
+
+def _plan(args, workload, catalog, acc) -> dict | None:
+    """The serving capacity plan (core.perf.capacity.serving_plan) when a demand is given."""
+    from fleet_tui.core.errors import FieldError
+
+    rate, tokens = _positive(args, "rate"), _positive(args, "tokens_per_s")
+    ttft, tpot = _positive(args, "ttft_ms"), _positive(args, "tpot_ms")
+    if rate is None and tokens is None:
+        if ttft is not None or tpot is not None:
+            raise FieldError("ttft_ms", "{ttft_ms}/{tpot_ms} are targets of a capacity plan: give {rate} or "
+                             "{tokens_per_s} too")
+        return None
+    if not workload.is_generation:
+        raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
+                         "and {gen_len}")
+    if acc is None:
+        return None
+    from fleet_tui.core.perf.capacity import serving_plan
+    from fleet_tui.core.catalog.query import cheapest_setup
+
+    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    setup = cheapest_setup(catalog, acc.id, gpus)
+    price = setup.usd_per_hour / gpus if setup is not None else None
+    plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=rate,
+                        output_tokens_per_s=tokens, ttft_ms=ttft, tpot_ms=tpot, usd_per_device_hour=price)
+    out = plan.to_dict()
+    out["accelerator"] = acc.id
+    out["price_source"] = (f"cheapest on-demand offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
+                           f"({setup.instance.cloud} {setup.instance.region}), per device-hour"
+                           if setup is not None else None)
+    return out
+
+
+def _render_plan(p: dict) -> list[str]:
+    from fleet_tui.core.ranking import money
+
+    if p["replicas"] is None:
+        return ["", f"Serving plan on {p['accelerator']}: speed unknown ({p['unknown']})"]
+    slo = "meets the targets" if p["meets_slo"] else "CANNOT meet the targets"
+    lines = ["", f"Serving plan on {p['accelerator']} ({p['engine']}): {p['rate_rps']:g} req/s of "
+                 f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens ({p['output_tokens_per_s']:,.0f} output tokens/s)",
+             f"  {p['replicas']} replica(s) × {p['gpus_per_replica']} GPU = {p['devices']} GPUs, "
+             f"{p['concurrency_per_replica']} sequences in flight per replica, {p['in_flight']:,.1f} in flight "
+             f"overall; first token {p['ttft_s'] * 1e3:,.0f} ms, {p['tpot_s'] * 1e3:,.1f} ms per token ({slo})"]
+    if p["usd_per_month"] is not None:
+        lines.append(f"  {money(p['usd_per_month'])}/month on-demand, {money(p['usd_per_million_tokens'])} per 1M "
+                     f"output tokens ({p['price_source']})")
+    return lines
 
 
 def _to_dict(res, thr, speed_acc, acc, run) -> dict:
@@ -126,7 +207,13 @@ def _to_dict(res, thr, speed_acc, acc, run) -> dict:
     }
     if w.is_training:
         wd.update(optimizer=w.optimizer, master_weights=w.master_weights,
-                  grad_checkpointing=w.grad_checkpointing)
+                  grad_checkpointing=w.grad_checkpointing, framework=w.framework, chunked_loss=w.chunked_loss,
+                  optimizer_in_backward=w.optimizer_in_backward, offload=list(w.offload), compile=w.compile,
+                  selective_checkpointing=w.selective_checkpointing)
+    else:
+        wd.update(engine=w.engine, kv_cache_dtype=w.kv_cache_dtype,
+                  gpu_memory_utilization=w.gpu_memory_utilization,
+                  max_num_batched_tokens=w.max_num_batched_tokens)
     if w.is_adapter:
         wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
     out: dict = {
@@ -204,12 +291,18 @@ def _render(d: dict) -> str:
         elif not d["fits"]:
             lines.append("No single change found that makes it fit; try a larger accelerator.")
     kv = d["kv_capacity"]
+    engine = ""
+    if "engine" in w:
+        engine = (" (hf grows its cache per request: the pool vllm would keep)" if w["engine"] == "hf"
+                  else f" ({w['engine']}{' default' if w['engine'] == 'vllm' else ''})")
     if kv is not None and kv["tokens"] == 0:
-        lines += ["", "Serving KV cache: no room left (weights and runtime fill the serving budget, "
-                      "90 % of device memory)"]
+        lines += ["", f"Serving KV cache{engine}: no room left (weights and runtime fill the engine's "
+                      "memory budget)"]
     elif kv is not None:
-        lines += ["", f"Serving KV cache: {kv['tokens']:,} tokens ({kv['bytes_per_token']:,} B/token), "
+        lines += ["", f"Serving KV cache{engine}: {kv['tokens']:,} tokens ({kv['bytes_per_token']:,} B/token), "
                       f"{kv['concurrent_sequences']:,} concurrent sequences of {kv['sequence_tokens']:,} tokens"]
+    if d.get("serving_plan"):
+        lines += _render_plan(d["serving_plan"])
     t = d["throughput"]
     if t is not None:
         lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"

@@ -78,16 +78,25 @@ WEIGHT_BYTES = {
     "fp8": 1.0,
     "int8": 1.0 + 2 / 128,
     "int4": 0.5 + 2.5 / 128,
+    # NVFP4 (Blackwell): 4-bit values with one fp8 scale per 16 (NVIDIA, "Introducing NVFP4",
+    # developer.nvidia.com blog, 2025) + a per-tensor fp32 scale (negligible)
+    "fp4": 0.5 + 1 / 16,
     "nf4": 4.127 / 8,
 }
+
+#: Bytes per cached key/value element for an explicit ``kv_cache_dtype`` (``auto`` = the compute
+#: dtype): vLLM ``--kv-cache-dtype fp8`` and TensorRT-LLM's fp8/int8 KV store one byte per value.
+KV_CACHE_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
 
 #: Optimizer state bytes per trainable parameter, with 32-bit states (mixed precision with fp32
 #: master weights, or fp32 training) and with 16-bit states (pure bf16: the H200 rows' AdamW keeps
 #: exp_avg/exp_avg_sq in bf16). HF docs (model_memory_anatomy): AdamW 8 B, 8-bit AdamW 2 B,
 #: SGD with momentum 4 B. Adafactor: factored second moment (rows + columns per matrix), computed
 #: from the architecture; beta1=None (no first moment), the HF default.
-OPTIMIZER_BYTES_FP32 = {"adamw": 8.0, "adamw8bit": 2.0, "sgd": 4.0}
-OPTIMIZER_BYTES_BF16 = {"adamw": 4.0, "adamw8bit": 2.0, "sgd": 2.0}
+#: paged_adamw8bit (bitsandbytes) keeps the same 8-bit states in unified memory: they page to the
+#: CPU only when the GPU runs out, so its footprint while it fits is adamw8bit's.
+OPTIMIZER_BYTES_FP32 = {"adamw": 8.0, "adamw8bit": 2.0, "paged_adamw8bit": 2.0, "sgd": 4.0}
+OPTIMIZER_BYTES_BF16 = {"adamw": 4.0, "adamw8bit": 2.0, "paged_adamw8bit": 2.0, "sgd": 2.0}
 
 #: Bytes per token per vocabulary entry for the loss at the start of backward in HF training:
 #: logits (2 B bf16) + the fp32 up-cast log-softmax kept for backward (4 B) + the fp32 gradient of

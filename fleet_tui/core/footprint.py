@@ -66,6 +66,14 @@ def weight_bytes(w: Workload, pc: ParamCounts) -> float:
     return pc.decoder * cal.WEIGHT_BYTES[w.precision] + (pc.total - pc.decoder) * 2
 
 
+def kv_value_bytes(w: Workload) -> float:
+    """Bytes of one cached key/value element: the compute dtype unless ``kv_cache_dtype`` says
+    otherwise (fp8/int8 caches store one byte, their per-tensor scales are negligible)."""
+    if w.kv_cache_dtype == "auto":
+        return activation_bytes(w)
+    return cal.KV_CACHE_BYTES[w.kv_cache_dtype]
+
+
 def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int = 0) -> float:
     """KV-cache bytes per token of one sequence at ``context`` tokens, per tensor-parallel rank.
 
@@ -74,7 +82,7 @@ def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int =
     share per token shrinks (``context`` 0: full-attention layers only).
     """
     kv_heads = math.ceil(arch.kv_heads / tp)
-    per_layer = 2 * kv_heads * arch.dim_per_head * activation_bytes(w)
+    per_layer = 2 * kv_heads * arch.dim_per_head * kv_value_bytes(w)
     full_layers = arch.layers - arch.sliding_window_layers
     total = full_layers * per_layer
     if arch.sliding_window_layers and context > 0:

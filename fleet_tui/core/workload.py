@@ -25,11 +25,11 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from fleet_tui.core import caches
-from fleet_tui.core.choices import (KINDS, LORA_TARGETS, MASTER_WEIGHTS, OPTIMIZERS, PRECISIONS, SERVING_MODES,
-                                    SHARDINGS)
+from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
+                                    OFFLOAD_TARGETS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS)
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.modelspec import (MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params,
                                       load_model_config)
@@ -40,6 +40,14 @@ Optimizer = Literal[OPTIMIZERS]
 Sharding = Literal[SHARDINGS]
 MasterWeights = Literal[MASTER_WEIGHTS]
 Serving = Literal[SERVING_MODES]
+Engine = Literal[ENGINES]
+KVCacheDtype = Literal[KV_CACHE_DTYPES]
+Framework = Literal[FRAMEWORKS]
+OffloadTarget = Literal[OFFLOAD_TARGETS]
+
+#: Serving engine assumed when none is given (continuous batching, paged KV cache, CUDA graphs):
+#: the decode model before engines were named described exactly this class.
+DEFAULT_ENGINE = "vllm"
 
 #: Sequence length assumed for a training workload given without one (memory and speed alike).
 DEFAULT_TRAIN_SEQ_LEN = 2048
@@ -47,7 +55,9 @@ DEFAULT_TRAIN_SEQ_LEN = 2048
 
 _HASHED_FIELDS = operator.itemgetter("kind", "params", "precision", "batch", "seq_len", "prompt_len", "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
-                                     "lora_rank")
+                                     "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
+                                     "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
+                                     "optimizer_in_backward", "offload", "compile", "selective_checkpointing")
 
 
 class Workload(BaseModel):
@@ -69,6 +79,19 @@ class Workload(BaseModel):
     gpus: PositiveInt = 1
     sharding: Sharding = "data"
     serving: Serving = "interactive"
+    # --- serving engine (inference): see fleet_tui.core.perf.engines ---
+    engine: Engine = DEFAULT_ENGINE
+    kv_cache_dtype: KVCacheDtype = "auto"  # auto = the compute dtype (16-bit for quantized weights)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)  # None: the engine's default
+    max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
+    expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
+    # --- training stack: see fleet_tui.core.sizing.stacks ---
+    framework: Framework = "hf"
+    chunked_loss: bool = False  # cross-entropy over chunks of the sequence (no full fp32 logits)
+    optimizer_in_backward: bool = False  # each parameter stepped as its gradient is ready
+    offload: tuple[OffloadTarget, ...] = ()  # kept in CPU memory between uses
+    compile: bool = False  # torch.compile (fused elementwise ops keep fewer intermediates)
+    selective_checkpointing: bool = False  # recompute only the cheap ops (attention core, activations)
 
     @model_validator(mode="after")
     def _check(self) -> "Workload":
@@ -79,7 +102,7 @@ class Workload(BaseModel):
         bad = [t for t in self.lora_targets if t not in LORA_TARGETS]
         if bad:
             raise ValueError(f"unknown LoRA target(s) {', '.join(bad)}; allowed: {', '.join(LORA_TARGETS)}")
-        if self.kind in ("training", "finetune") and self.precision in ("int8", "int4"):
+        if self.kind in ("training", "finetune") and self.precision in ("int8", "int4", "fp4"):
             raise ValueError(f"full training in {self.precision} is not supported; use kind qlora "
                              "(4-bit base + LoRA) or lora with precision bf16")
         return self
@@ -255,19 +278,20 @@ def parse_workload(fields, catalog=None) -> Workload:
             raise FieldError(field, f"{shown} {value}: far beyond {escape_braces(model.name or model.id)}'s "
                              f"context window of {arch_max:,} tokens")
     if not training:
-        for field in ("optimizer", "master_weights", "grad_checkpointing"):
+        for field in ("optimizer", "master_weights", "grad_checkpointing", "framework", "chunked_loss",
+                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing"):
             if d.get(field) not in (None, False, ""):
                 raise FieldError(field, f"{{{field}}} applies to training workloads "
                                  "({workload} training|finetune|lora|qlora), not inference")
     if not adapter and (rank is not None or d.get("lora_targets")):
         raise FieldError("lora_rank", "{lora_rank}/{lora_targets} apply to {workload} lora or qlora")
-    if kind in ("training", "finetune") and precision in ("int8", "int4"):
+    if kind in ("training", "finetune") and precision in ("int8", "int4", "fp4"):
         raise FieldError("precision", f"{{precision}} {precision} cannot train all weights; use {{workload}} "
                          "qlora (4-bit base + LoRA) or a 16-bit precision")
 
     kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
                     seq_len=seq, prompt_len=prompt, gen_len=gen, gpus=gpus)
-    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp32"):
+    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
         kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
     for field, allowed in (("optimizer", OPTIMIZERS), ("master_weights", MASTER_WEIGHTS),
                            ("sharding", SHARDINGS), ("serving", SERVING_MODES)):
@@ -290,6 +314,13 @@ def parse_workload(fields, catalog=None) -> Workload:
             raise FieldError("lora_targets", f"{{lora_targets}} {escape_braces(repr(targets))}: unknown module(s) "
                              f"{escape_braces(', '.join(bad)) or '(none)'}; allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
+    kw.update(_serving_fields(d, training))
+    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
+        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
+                         "this model has none")
+    kw.update(_stack_fields(d, kind, kw))
+    if gpus > 1 and "sharding" not in kw and kw.get("framework") == "torchtune":
+        kw["sharding"] = "fsdp"  # torchtune's distributed recipes shard everything with FSDP2
     if gpus > 1 and "sharding" not in kw:
         kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
     if kw.get("sharding") == "tensor" and model is not None and model.kv_heads and gpus > 1:
@@ -302,3 +333,72 @@ def parse_workload(fields, catalog=None) -> Workload:
         msgs = "; ".join(str(e.get("ctx", {}).get("error") or e["msg"]).removeprefix("Value error, ")
                          for e in exc.errors())
         raise UserError(msgs) from None
+
+
+def _serving_fields(d: dict, training: bool) -> dict:
+    """The serving engine and its knobs (inference only)."""
+    kw: dict = {}
+    given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
+                         "expert_parallel") if d.get(f) not in (None, "", False)]
+    if training and given:
+        raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
+                         "inference")
+    engine = _choice(d, "engine", ENGINES, None)
+    if engine is not None:
+        kw["engine"] = engine
+    kv = _choice(d, "kv_cache_dtype", KV_CACHE_DTYPES, None)
+    if kv is not None:
+        kw["kv_cache_dtype"] = kv
+    util = d.get("gpu_memory_utilization")
+    if util not in (None, ""):
+        try:
+            value = float(util)
+        except (TypeError, ValueError):
+            value = -1.0
+        if not 0.05 <= value <= 1.0:
+            raise FieldError("gpu_memory_utilization", f"{{gpu_memory_utilization}} {escape_braces(repr(util))}: "
+                             "a fraction of device memory between 0.05 and 1")
+        kw["gpu_memory_utilization"] = value
+    chunk = parse_count(d.get("max_num_batched_tokens"), "max_num_batched_tokens", 16, MAX_TOKENS)
+    if chunk is not None:
+        kw["max_num_batched_tokens"] = chunk
+    if d.get("expert_parallel"):
+        kw["expert_parallel"] = True
+    if kw.get("engine") == "hf":
+        for f in ("gpu_memory_utilization", "max_num_batched_tokens", "expert_parallel"):
+            if f in kw:
+                raise FieldError(f, f"{{{f}}} is a knob of vllm, sglang and trtllm; {{engine}} hf has none")
+    return kw
+
+
+def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
+    """The training stack: a framework preset, then the switches given explicitly on top of it."""
+    out: dict = {}
+    framework = _choice(d, "framework", FRAMEWORKS, None)
+    if framework is not None:
+        out["framework"] = framework
+    if framework == "torchtune":
+        # torchtune recipes: pure bf16 (no fp32 master copy, adapters in bf16 too), chunked
+        # cross-entropy (CEWithChunkedOutputLoss) and activation checkpointing on by default
+        out.update(chunked_loss=True, grad_checkpointing=True)
+        if "master_weights" not in kw:
+            out["master_weights"] = "none"
+    if framework == "unsloth":
+        # Unsloth: its own fused kernels, gradient checkpointing with the saved inputs offloaded to
+        # CPU memory, and a fused cross-entropy that never forms the logits
+        out.update(chunked_loss=True, grad_checkpointing=True, offload=("activations",))
+        if "master_weights" not in kw:
+            out["master_weights"] = "none"
+    for f in ("chunked_loss", "optimizer_in_backward", "compile", "selective_checkpointing"):
+        if d.get(f):
+            out[f] = True
+    offload = d.get("offload")
+    if offload:
+        items = offload if isinstance(offload, (list, tuple)) else str(offload).split(",")
+        names = [str(t).strip() for t in items if str(t).strip()]
+        bad = [t for t in names if t not in OFFLOAD_TARGETS]
+        if bad:
+            raise FieldError("offload", f"{{offload}} {escape_braces(', '.join(bad))}: not one of "
+                             f"{', '.join(OFFLOAD_TARGETS)} (comma-separated, combinable)")
+        out["offload"] = tuple(t for t in OFFLOAD_TARGETS if t in names)
+    return out

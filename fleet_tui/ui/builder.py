@@ -23,7 +23,7 @@ from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
 
-from fleet_tui.core.choices import KINDS, OPTIMIZERS, PRECISIONS, SHARDINGS
+from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 
 #: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
 LABELS = {
@@ -32,6 +32,8 @@ LABELS = {
     "seq_len": "seq/prompt len", "prompt_len": "seq/prompt len", "gen_len": "gen len (infer)",
     "optimizer": "optimizer", "gpus": "devices", "sharding": "sharding", "lora_rank": "LoRA rank",
     "grad_checkpointing": "checkpointing", "master_weights": "master weights",
+    "engine": "engine (infer)", "kv_cache_dtype": "KV cache dtype", "framework": "framework (train)",
+    "rate": "demand req/s",
 }
 
 
@@ -48,6 +50,7 @@ class BuilderChoice:
     hours_per_month: float = 730.0
     spot_allowed: bool = False
     current_instance: str | None = None
+    rate_rps: float | None = None  # serving demand: shows the capacity plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,10 @@ class BuilderScreen(PaneScreen):
                                                   compact=True))
             yield Field(LABELS["grad_checkpointing"], Checkbox("grad ckpt", id="b-ckpt", compact=True))
             yield Field("spot", Checkbox("spot allowed", id="b-spot", compact=True))
+            yield Field(LABELS["engine"], sel(ENGINES, "vllm", "b-engine"))
+            yield Field(LABELS["kv_cache_dtype"], sel(KV_CACHE_DTYPES, "auto", "b-kv-dtype"))
+            yield Field(LABELS["framework"], sel(FRAMEWORKS, "hf", "b-framework"))
+            yield Field(LABELS["rate"], Input(placeholder="plan", id="b-rate", type="number", compact=True))
         yield VerticalScroll(Static("Choose a model preset or type a parameter count.",
                                     id="b-result-text"), id="b-result")
 
@@ -203,7 +210,10 @@ def workload_fields(form: dict) -> dict:
     else:
         fields["seq_len"] = text("b-seq")
     if training:
-        fields.update(optimizer=form.get("b-optimizer"), grad_checkpointing=bool(form.get("b-ckpt")))
+        fields.update(optimizer=form.get("b-optimizer"), grad_checkpointing=bool(form.get("b-ckpt")),
+                      framework=form.get("b-framework"))
+    else:
+        fields.update(engine=form.get("b-engine"), kv_cache_dtype=form.get("b-kv-dtype"))
     if adapter:
         fields["lora_rank"] = text("b-lora-rank")
     return fields
@@ -227,9 +237,16 @@ def _choice(form: dict) -> BuilderChoice:
         raise ValueError(f"hours/month: {hours_text!r} is not a number") from None
     if not 0 < hours <= 744:
         raise ValueError("hours/month: must be between 0 and 744")
+    rate_text = (form.get("b-rate") or "").strip()
+    try:
+        rate = float(rate_text) if rate_text else None
+    except ValueError:
+        raise ValueError(f"{label('rate')}: {rate_text!r} is not a number") from None
+    if rate is not None and not rate > 0:
+        raise ValueError(f"{label('rate')}: must be positive")
     return BuilderChoice(accelerator=form.get("b-accel"), hours_per_month=hours,
                          spot_allowed=bool(form.get("b-spot")),
-                         current_instance=(form.get("b-current") or "").strip() or None)
+                         current_instance=(form.get("b-current") or "").strip() or None, rate_rps=rate)
 
 
 def compute(catalog, form: dict) -> BuilderResult:
@@ -265,7 +282,27 @@ def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
         cost = cheapest_setup(catalog, accel.id, workload.gpus, hours_per_month=choice.hours_per_month,
                               tokens_per_s=thr.tokens_per_s if thr is not None else None)
         cost_text = describe_cost(cost, accel.id, workload.gpus, thr)
+        if choice.rate_rps and workload.is_generation:
+            cost_text += "\n" + describe_plan(catalog, workload, accel, choice.rate_rps)
     return describe_sizing(result, accel, cost_text)
+
+
+def describe_plan(catalog, workload, accel, rate: float) -> str:
+    """The serving capacity plan (the core's ``serving_plan``) for the demand typed."""
+    from fleet_tui.core.perf.capacity import serving_plan
+    from fleet_tui.core.catalog.query import cheapest_setup
+
+    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    setup = cheapest_setup(catalog, accel.id, gpus)
+    plan = serving_plan(workload, accel, gpus, workload.prompt_len, workload.gen_len, rate_rps=rate,
+                        usd_per_device_hour=setup.usd_per_hour / gpus if setup is not None else None)
+    if plan.replicas is None:
+        return f"[b $primary]Plan[/]  speed unknown: {escape(plan.unknown)}"
+    line = (f"[b $primary]Plan[/]  {rate:g} req/s → {plan.replicas} replica(s), {plan.devices} devices, "
+            f"{plan.concurrency_per_replica} in flight each ({escape(plan.engine)})")
+    if plan.usd_per_month is not None:
+        line += f" · {usd(plan.usd_per_month, 0)}/month · {usd(plan.usd_per_million_tokens)} per 1M output tokens"
+    return line
 
 
 def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
@@ -318,7 +355,7 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
                       for s in fit.suggestions]
     kv = result.kv_capacity
     if kv is not None:
-        lines.append(f"\n[b $primary]KV cache[/]  {kv.tokens:,} tokens free → "
+        lines.append(f"\n[b $primary]KV cache[/] ({escape(result.workload.engine)})  {kv.tokens:,} tokens free → "
                      f"{kv.concurrent_sequences:,} concurrent sequences of "
                      f"{kv.sequence_tokens:,} tokens")
     thr = result.throughput

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet_tui.core.modelspec import ModelArch, param_counts
-from fleet_tui.core.perf import ENGINE_SERVING, estimate_throughput, matmul_efficiency, training_run
+from fleet_tui.core.perf import estimate_throughput, matmul_efficiency, training_run
+from fleet_tui.core.perf.engines import ENGINES, decode_efficiency
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -39,9 +40,15 @@ L40S = Accelerator(id="L40S", vendor="NVIDIA", software_stack="CUDA", memory_gib
 def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
     w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128)
     h, l = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
-    assert h.phase == "decode" and h.bound == "memory" and h.engine == ENGINE_SERVING
-    # batch-1 latency ratio ≈ bandwidth ratio (3350 / 864)
-    assert l.time_per_output_token_s / h.time_per_output_token_s == pytest.approx(3350 / 864, rel=0.02)
+    assert h.phase == "decode" and h.bound == "memory" and h.engine == ENGINES["vllm"].label
+    assert h.assumptions[0].startswith("serving engine: vllm (default)")
+    # batch-1 latency ratio = ratio of the bandwidths the engine reaches on each (datasheet × its
+    # per-architecture efficiency) once the engine's fixed step time is removed
+    e = ENGINES["vllm"]
+    fixed = e.step_overhead_s + e.seq_overhead_s
+    reached = (3350 * decode_efficiency(e, H100)) / (864 * decode_efficiency(e, L40S))
+    assert ((l.time_per_output_token_s - fixed) / (h.time_per_output_token_s - fixed)
+            == pytest.approx(reached, rel=0.02))
     # ≥ weights / bandwidth: never faster than streaming the weights once per token
     assert h.time_per_output_token_s > 2 * param_counts(L8).total / 3350e9
 
@@ -105,7 +112,8 @@ def test_tensor_parallel_decode_pays_a_sync_per_layer_that_no_split_removes():
     w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128, sharding="tensor")
     tpot = {n: estimate_throughput(w.with_(gpus=n), H100, n).time_per_output_token_s
             for n in (1, 8, 64)}
-    assert tpot[64] < tpot[8] < tpot[1]  # splitting still helps a memory-bound step...
+    assert tpot[8] < tpot[1]  # splitting helps a memory-bound step up to a node...
+    assert tpot[64] > 0.95 * tpot[8]  # ...then the engine's step time and the syncs dominate
     floor = 2 * L8.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * 6  # ...but 64 GPUs sync in 6 steps
     assert tpot[64] > floor > 1e-3
     assert tpot[1] / tpot[64] < 16  # far from 64x
@@ -153,4 +161,5 @@ def test_published_cross_gpu_ratios_are_reproduced_roughly():
     assert 1.9 < ratio < 2.9  # a single MFU for all GPUs would give 3.17
     d = Workload(kind="inference", model=MODELS["llama-2-13b"], precision="fp16", prompt_len=128, gen_len=128)
     lat = estimate_throughput(d, L40S, 1).time_per_output_token_s / estimate_throughput(d, H100, 1).time_per_output_token_s
-    assert lat == pytest.approx(3350 / 864, rel=0.05)
+    # the engine's fixed per-step time (scheduling, sampling) pulls the ratio a little below 3.9
+    assert lat == pytest.approx(3350 / 864, rel=0.2)

@@ -1,7 +1,8 @@
 """Speed of a workload on an accelerator: a roofline with measured and published efficiencies.
 
 Modules: :mod:`.rates` (device rates, FLOPs and bytes per token), :mod:`.throughput` (training step,
-prefill, decode), :mod:`.run` (a whole training run). Byte formulas shared with memory sizing (weights,
+prefill, decode), :mod:`.run` (a whole training run), :mod:`.engines` (serving engine profiles, KV
+pools, offline serving speed), :mod:`.capacity` (serving capacity plan). Byte formulas shared with memory sizing (weights,
 KV cache, LoRA parameters) are in :mod:`fleet_tui.core.footprint`.
 
 Method
@@ -20,11 +21,15 @@ Method
 * **Memory-bound parts** of a training step: the optimizer update (fused AdamW reads and writes
   parameters and both moments), AMP's fp32->bf16 weight casts each forward and gradient casts,
   all at the measured copy bandwidth (0.885 of the datasheet HBM bandwidth).
-* **Decode** describes an optimized serving engine (vLLM/TensorRT-LLM class, continuous batching,
-  CUDA graphs), *not* Hugging Face eager generate, whose ground-truth decode speeds are
-  launch-bound (≈35 tokens/s for an 8B model at batch 1 on an H200, where weight streaming allows
-  ~200): per output step the GPU streams every weight it needs (MoE: the experts the batch routes
-  to) and the batch's KV cache at 0.75 of peak bandwidth, or is compute-bound at large batch.
+* **Decode and served prefill** describe the serving engine the workload names (``--engine``,
+  default vLLM; profiles in :mod:`.engines`): per output step the GPU streams every weight it needs
+  (MoE: the experts the batch routes to) and the batch's KV cache at the engine's share of the
+  bandwidth for the architecture, or is compute-bound at large batch at the engine's GEMM
+  efficiency; each step pays the engine's scheduling time and, tensor parallel, two all-reduces per
+  layer on the link. ``--engine hf`` is Hugging Face eager generate (launch-bound: ≈35 tokens/s for
+  an 8B model at batch 1 on an H200, where weight streaming allows ~200). Offline throughput, KV
+  pools and the serving capacity plan (:mod:`.capacity`) use the same profiles; their error against
+  published tables is in ``bench/bench_validation.py``.
 * **Several GPUs**: data-parallel replicas add up; FSDP/tensor parallel pay a documented
   efficiency per doubling (:data:`calibration.SCALING_PER_DOUBLING`).
 

@@ -11,13 +11,19 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params
 from fleet_tui.core.modelspec import ParamCounts, param_counts
+from fleet_tui.core.perf.engines import (decode_efficiency, engine_profile, engine_statement, gemm_rate,
+                                         tp_allreduce_s)
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
-ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"
+ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
 ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
+#: training stack named in the speed line per ``--framework`` (the speed model is the same roofline;
+#: only hf was measured, tests/fixtures/h200)
+TRAINING_STACKS = {"hf": ENGINE_TRAINING, "torchtune": "torchtune (PyTorch, bf16, FSDP2 on several GPUs)",
+                   "unsloth": "Unsloth (fused Triton kernels)"}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]
@@ -78,7 +84,7 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int) -> Throughput:
     d = _device(w, acc, gpus)
     if w.is_training:
         return _training(w, d, gpus)
-    return _inference(w, d, gpus)
+    return _inference(w, d, gpus, acc)
 
 
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
@@ -104,13 +110,14 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
         notes.append(f"{gpus} GPUs {sharding}: scaling efficiency {scale:.2f}")
     if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
         missing = "; ".join(n for n in notes if n.startswith("no published"))
-        return Throughput(tokens_per_s=None, phase="training", engine=ENGINE_TRAINING,
+        return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
                           assumptions=notes, unknown=missing)
     compute_s = tokens * flops_tok / (rate * cal.TRAINING_STEP_EFFICIENCY)
     # memory-bound: optimizer update and AMP casts
     amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
     state32 = amp or w.precision == "fp32" or w.is_adapter
-    opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "sgd": 20.0, "adafactor": 12.0}[w.optimizer]
+    opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "paged_adamw8bit": 14.0, "sgd": 20.0,
+                 "adafactor": 12.0}[w.optimizer]
     if not state32:
         opt_bytes /= 2
     mem_bytes = trainable * opt_bytes
@@ -123,12 +130,15 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     # model FLOPs utilisation: useful FLOPs (recompute excluded) over the dense peak
     model_flops_tok = flops_tok - (2 * n_mat + attn) * (fwd_passes - 1)
     mfu = tokens * model_flops_tok / step_1 / peak_dense if peak_dense else None
-    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=ENGINE_TRAINING,
+    if w.offload:
+        notes.append(f"offload of {', '.join(w.offload)} to CPU memory: its PCIe transfers are not charged "
+                     "(they overlap compute when the step is long enough)")
+    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=TRAINING_STACKS[w.framework],
                       bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                       mfu=mfu)
 
 
-def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
+def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
     a, pc, n_mat = w.arch, d.params, d.params.matmul_active
     rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
@@ -144,11 +154,22 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
              if bw is not None else None)
     prefill_s = prefill_tok_s = ttft = t_cmp = None
+    eng = engine_profile(w)
+    # served (generation, or a model loaded for serving): the engine's own GEMM efficiency, which the
+    # validation rows fitted end to end (FP8 prefill on Hopper ~0.7 of the fp8 peak, where the
+    # Hugging Face forward reaches about a third); a bare forward pass stays Hugging Face's
+    step_rate = rate * cal.PREFILL_STEP_EFFICIENCY if rate is not None else None
+    decode_rate = rate
+    if w.engine != "hf" and (w.is_generation or w.seq_len is None) and rate is not None:
+        served, _ = gemm_rate(eng, acc, w.precision)
+        if served is not None:
+            step_rate = served * (eng.moe_prefill_efficiency if a.is_moe else 1.0)
+            decode_rate = served
     if rate is not None:
-        t_cmp = prefill_tokens * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY)
+        t_cmp = prefill_tokens * prefill_flops_tok / step_rate
         prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
         prefill_tok_s = prefill_tokens / prefill_s * (gpus if sharding != "tensor" else 1)
-        ttft = max(ctx_prefill * prefill_flops_tok / (rate * cal.PREFILL_STEP_EFFICIENCY), t_mem or 0.0) / tp_div
+        ttft = max(ctx_prefill * prefill_flops_tok / step_rate, t_mem or 0.0) / tp_div
         if t_mem is None:
             notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
 
@@ -159,18 +180,18 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     per_gpu_b = b if sharding == "tensor" else math.ceil(b / gpus)
     tp = gpus if sharding == "tensor" else 1
     replicas = 1 if sharding == "tensor" else gpus
-    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / rate
-             if rate is not None else None)
+    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
+             if decode_rate is not None else None)
     tpot = decode_tok_s = None
     bound_dec = "memory"
     if bw is not None:
         kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
-        d_mem = bytes_step / tp / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
-        tpot = max(d_mem, d_cmp or 0.0) / (scale if tp > 1 else 1.0)
+        d_mem = bytes_step / tp / (bw * decode_efficiency(eng, acc))
+        tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
         if tp > 1:
-            # two all-reduces per layer wait on the slowest device: a latency no split removes
-            sync = 2 * a.layers * cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp))
+            # two all-reduces per layer wait on the slowest device: latency plus the ring's bytes
+            sync = tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2)
             tpot += sync
             notes.append(f"tensor parallel over {tp}: {sync * 1e3:.2f} ms per token in all-reduces")
         decode_tok_s = per_gpu_b / tpot * replicas
@@ -178,18 +199,20 @@ def _inference(w: Workload, d: _Device, gpus: int) -> Throughput:
     if w.is_generation or w.seq_len is None:
         notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
                      + (" (experts the batch routes to)" if a.is_moe else "")
-                     + f" and KV streamed at {cal.DECODE_BANDWIDTH_EFFICIENCY:.0%} of peak bandwidth")
+                     + f" and KV streamed at {decode_efficiency(eng, acc):.0%} of peak bandwidth")
+        notes.insert(0, engine_statement(w))
         if decode_tok_s is not None and d_cmp is None:
             notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
                          "(no published peak), so at large batches this is an upper bound")
         if prefill_tok_s is None:
             notes.append("prefill speed and time to first token not estimated (no published peak)")
-        notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        if w.engine != "hf":
+            notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
         missing = "" if decode_tok_s is not None else "; ".join(
             n for n in notes if n.startswith("no published"))
         return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
                           decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
-                          engine=ENGINE_SERVING, bound=bound_dec, assumptions=notes,
+                          engine=eng.label, bound=bound_dec, assumptions=notes,
                           time_to_first_token_s=ttft, unknown=missing)
     notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
     mfu = None

@@ -67,7 +67,9 @@ def train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> flo
         base = 8 * h + 4 * q + 4 * kv + (4 + 2 * gate) * f
         cast = {"q_proj": 4 * h, "k_proj": 4 * h, "v_proj": 4 * h, "o_proj": 4 * q,
                 "gate_proj": 4 * h * gate, "up_proj": 4 * h, "down_proj": 4 * f}
-        return base + sum(cast[t] for t in set(w.lora_targets)) + moe_extra + post
+        # torchtune keeps adapters in bf16: the input copy is 16-bit (half of PEFT's fp32 copy)
+        scale = 0.5 if w.framework == "torchtune" else 1.0
+        return base + scale * sum(cast[t] for t in set(w.lora_targets)) + moe_extra + post
     if w.precision == "fp32":
         return 24 * h + 12 * q + 8 * kv + (8 + 8 * gate) * f + 2 * moe_extra + post
     if w.master_weights == "fp32":

@@ -60,6 +60,8 @@ from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_by
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_note, eager_mask_bytes,
                                                train_act_per_token_layer)
+from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
+                                          loss_bytes_per_vocab_token)
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 
@@ -149,9 +151,11 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     h, V = arch.hidden, arch.vocab
     fsdp_gather = 0.0
     if shard > 1:
-        # two layers' parameters gathered in 16-bit (the current one and the prefetched next)
+        # two layers' parameters gathered (the current one and the prefetched next), in 16-bit, or
+        # in NF4 for QLoRA (the quantized base is what is sharded and gathered)
         layer_params = pc.attention_per_layer + pc.mlp_per_layer
-        fsdp_gather = 2 * layer_params * 2 + (pc.embedding if w.is_training else 0) * 2 / shard
+        gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else 2
+        fsdp_gather = 2 * layer_params * gathered + (pc.embedding if w.is_training else 0) * 2 / shard
     phases: list[_Phase] = []
 
     if not w.is_training:
@@ -205,15 +209,18 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     else:
         trainable = lora_params(arch, w) if w.is_adapter else pc.total
         if w.is_adapter:
-            adapters = trainable / tp
-            weights += adapters * 4  # PEFT keeps adapters in fp32 by default
-            grads = adapters * 4
+            adapters = trainable / (tp * shard)
+            ad_b = adapter_bytes(w)
+            weights += adapters * ad_b
+            grads = adapters * ad_b
             if w.optimizer == "adafactor":  # factored: (rows + cols) per r × d matrix ≈ 4 B · d
                 opt = adapters * 4.0 / w.lora_rank
             else:
-                opt = adapters * cal.OPTIMIZER_BYTES_FP32[w.optimizer]
+                table = cal.OPTIMIZER_BYTES_FP32 if ad_b == 4 else cal.OPTIMIZER_BYTES_BF16
+                opt = adapters * table[w.optimizer]
             assumptions.append(f"LoRA r={w.lora_rank} on {','.join(w.lora_targets)}: "
-                               f"{trainable / 1e6:.1f}M trainable parameters in fp32 (PEFT default)")
+                               f"{trainable / 1e6:.1f}M trainable parameters in "
+                               + ("fp32 (PEFT default)" if ad_b == 4 else "bf16 (torchtune)"))
             if w.kind == "qlora":
                 # de-quantized copy of the largest weight matrix being multiplied
                 fsdp_gather += max(h * arch.intermediate, h * arch.q_dim) * act
@@ -242,8 +249,13 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         per_layer = train_act_per_token_layer(arch, w, seq_len) / tp
         res_bytes = 4 if (amp or w.precision == "fp32") else act
         head_in = tokens * h * (10 if amp else 8) / tp  # final norm + output-head input
-        if w.grad_checkpointing:
-            acts = arch.layers * tokens * h * res_bytes / tp + head_in
+        per_layer *= compile_factor(w)
+        if w.grad_checkpointing or w.selective_checkpointing:
+            kept = arch.layers * tokens * h * res_bytes / tp
+            if w.selective_checkpointing and not w.grad_checkpointing:
+                # every other layer checkpointed (torchtune ac_mode=selective, ac_option=2)
+                kept = kept / 2 + arch.layers / 2 * tokens * per_layer
+            acts = kept + head_in
             # backward recomputes one layer at a time: its activations live once more
             recompute = per_layer * tokens
             slack_frac = cal.ALLOCATOR_SLACK_RECOMPUTE
@@ -254,14 +266,22 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         # soft-capped logits (Gemma-2): tanh keeps its 16-bit output (+2 B), and backward forms a
         # 16-bit gradient through the cap (+2 B)
         cap_fwd, cap_bwd = (2 * act, 4 * act) if arch.logit_softcap else (0, 0)
-        logits_bwd = tokens * V * (cal.LOSS_BYTES_PER_VOCAB_TOKEN + cap_bwd) / tp
-        logits_fwd = tokens * V * (cal.LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN + cap_fwd) / tp
+        loss_bwd, loss_fwd = loss_bytes_per_vocab_token(w)
+        logits_bwd = tokens * V * (loss_bwd + cap_bwd) / tp
+        logits_fwd = tokens * V * (loss_fwd + cap_fwd) / tp
         head_params = pc.lm_head or pc.embedding
         if amp:
             cast_all = 2.0 * pc.matmul_total / (tp * shard) if shard == 1 else 0.0
             cast_bwd = cast_all if not w.grad_checkpointing else 2.0 * head_params / (tp * shard)
         else:
             cast_all = cast_bwd = 0.0
+        stack = apply_stack(w, StackTerms(weights=weights, grads=grads, opt=opt, acts=acts,
+                                          layer_weights=(pc.attention_per_layer + pc.mlp_per_layer)
+                                          * cal.WEIGHT_BYTES.get(w.precision, 2.0) / tp,
+                                          layer_acts=tokens * per_layer, largest_grad=(pc.lm_head or pc.embedding)
+                                          * (4.0 if amp else float(act)) / (tp * shard)))
+        weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts
+        assumptions.extend(stack.notes)
         ddp = grads if (w.sharding == "data" and gpus > 1 and not w.is_adapter) else 0.0
         base = {"weights": weights, "optimizer_states": opt}
         phases.append(_Phase("forward end", {**base, "weight_copies": cast_all + fsdp_gather,
@@ -274,14 +294,17 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             phases.append(_Phase("backward (recomputing a layer)", {
                 **base, "weight_copies": fsdp_gather, "gradients": grads * 0.5,
                 "activations": acts * 0.5 + 2 * recompute}))
-        phases.append(_Phase("optimizer step", {**base, "gradients": grads, "weight_copies": 0.0}))
+        if not w.optimizer_in_backward:
+            phases.append(_Phase("optimizer step", {**base, "gradients": grads, "weight_copies": 0.0}))
         comm += ddp
         persistent_keys = ("weights", "optimizer_states", "gradients")
         if w.grad_checkpointing:
             assumptions.append("activation checkpointing: each decoder layer's input kept, the layer "
                                "recomputed in backward (Hugging Face gradient_checkpointing_enable)")
         assumptions.append(attention_note(arch))
-        assumptions.append("loss as Hugging Face computes it: logits up-cast to fp32 for cross-entropy")
+        assumptions.append("loss over chunks of the sequence: bf16 logits kept, one chunk up-cast to fp32 at a time"
+                           if w.chunked_loss else
+                           "loss as Hugging Face computes it: logits up-cast to fp32 for cross-entropy")
 
     peak = max(phases, key=lambda p: p.total)
     transient = max(p.total - sum(p.parts.get(k, 0.0) for k in persistent_keys) for p in phases)

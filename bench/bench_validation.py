@@ -1,0 +1,44 @@
+"""Error of the tool on the issue-9 validation set, per row and per file, tune and holdout apart.
+
+    .venv/bin/python bench/bench_validation.py          # summary
+    .venv/bin/python bench/bench_validation.py --rows   # every row
+
+Rows come from tests/fixtures/validation/*.toml; the harness that maps them to workloads is
+bench/validation_rows.py (shared with tests/core/test_validation.py). Constants were fitted on the
+tune rows only; the holdout figures are the honest ones.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import validation_rows as vr  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    results = vr.serving_results() + vr.kv_results() + vr.finetune_results()
+    if "--rows" in argv:
+        for r in results:
+            err = f"{r.error:+7.1%}" if r.error is not None else "   n/a "
+            pred = f"{r.predicted:12.1f}" if r.predicted is not None else " " * 12
+            print(f"{r.split:7s} {r.kind:10s} {err} {r.measured:12.1f} {pred}  {r.id}  {r.reason}")
+    print(f"{'file/kind':24s} {'split':8s} {'rows':>5s} {'median':>8s} {'max':>8s} {'n/a':>4s}")
+    for file, kind in (("serving", "throughput"), ("serving", "latency"), ("kv_capacity", "kv"),
+                       ("finetune_memory", "memory")):
+        for split in ("tune", "holdout"):
+            n, med, mx, na = vr.summary([r for r in results if r.file == file], split, kind)
+            med_s = f"{med:8.1%}" if med is not None else "     n/a"
+            mx_s = f"{mx:8.1%}" if mx is not None else "     n/a"
+            print(f"{file + '/' + kind:24s} {split:8s} {n:5d} {med_s} {mx_s} {na:4d}")
+    na = [r for r in results if r.predicted is None]
+    for r in na:
+        print(f"inexpressible ({r.split}): {r.id}: {r.reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,404 @@
+"""Turn the published measurements in tests/fixtures/validation/*.toml into the tool's workloads and
+predictions: the one harness that bench/bench_validation.py prints and tests/core/test_validation.py
+asserts on. A row the tool cannot express returns a reason instead of a prediction.
+
+Models the catalog lacks are given here as shapes from their published config.json (the same fields
+a ``--model-config`` file gives); DeepSeek's multi-head latent attention is approximated as one
+576-wide KV head per layer (it caches kv_lora_rank 512 + rope 64 values per token and layer).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet_tui.core.catalog import load_catalog
+from fleet_tui.core.errors import UserError
+from fleet_tui.core.modelspec import ModelArch
+from fleet_tui.core.perf.capacity import burst_ttft_s, steady_state
+from fleet_tui.core.perf.engines import kv_pool, serving_speed
+from fleet_tui.core.sizing import estimate_memory
+from fleet_tui.core.workload import Workload
+
+VALIDATION = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "validation"
+
+EXTRA_MODELS = {
+    "GPT-OSS-120B": ModelArch(id="gpt-oss-120b", name="GPT-OSS-120B", layers=36, hidden=2880, intermediate=2880,
+                              heads=64, kv_heads=8, head_dim=64, vocab=201088, experts=128, experts_per_token=4,
+                              sliding_window=128, sliding_window_layers=18,
+                              source="https://huggingface.co/openai/gpt-oss-120b/blob/main/config.json"),
+    "GPT-OSS-20B": ModelArch(id="gpt-oss-20b", name="GPT-OSS-20B", layers=24, hidden=2880, intermediate=2880,
+                             heads=64, kv_heads=8, head_dim=64, vocab=201088, experts=32, experts_per_token=4,
+                             sliding_window=128, sliding_window_layers=12,
+                             source="https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json"),
+    "Qwen3-30B-A3B": ModelArch(id="qwen3-30b-a3b", name="Qwen3-30B-A3B", layers=48, hidden=2048, intermediate=6144,
+                               heads=32, kv_heads=4, head_dim=128, vocab=151936, experts=128, experts_per_token=8,
+                               moe_intermediate=768,
+                               source="https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json"),
+    "DeepSeek-R1-Distill-Qwen-14B": ModelArch(
+        id="deepseek-r1-distill-qwen-14b", name="DeepSeek-R1-Distill-Qwen-14B", layers=48, hidden=5120,
+        intermediate=13824, heads=40, kv_heads=8, vocab=152064, attention_bias=True,
+        source="https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-14B/blob/main/config.json"),
+    "deepseek-coder-6.7b-instruct": ModelArch(
+        id="deepseek-coder-6.7b-instruct", name="deepseek-coder-6.7b-instruct", layers=32, hidden=4096,
+        intermediate=11008, heads=32, kv_heads=32, vocab=32256,
+        source="https://huggingface.co/deepseek-ai/deepseek-coder-6.7b-instruct/blob/main/config.json"),
+    "DeepSeek-R1": ModelArch(id="deepseek-r1", name="DeepSeek-R1 (MLA as one 576-wide KV head)", layers=61,
+                             hidden=7168, intermediate=18432, heads=128, kv_heads=1, head_dim=288, vocab=129280,
+                             experts=256, experts_per_token=8, moe_intermediate=2048, shared_experts=1,
+                             source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json"),
+}
+ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "DeepSeek-R1", "Mistral-7B": "mistral-7b",
+           "Qwen2.5-VL-72B": "qwen2.5-72b"}
+
+THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
+LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean")
+
+
+@dataclass(frozen=True)
+class Result:
+    file: str
+    id: str
+    split: str
+    kind: str  # "throughput", "latency", "kv", "memory"
+    measured: float
+    predicted: float | None
+    reason: str = ""  # why it is not expressible
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+def rows(name: str, table: str) -> list[dict]:
+    with open(VALIDATION / name, "rb") as fh:
+        return tomllib.load(fh)[table]
+
+
+_CATALOG = None
+
+
+def catalog():
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = load_catalog([])
+    return _CATALOG
+
+
+def model(name: str) -> ModelArch | None:
+    key = ALIASES.get(name, name)
+    if key is None:
+        return None
+    if key in EXTRA_MODELS:
+        return EXTRA_MODELS[key]
+    try:
+        return catalog().model(key)
+    except UserError:
+        try:
+            return catalog().model(key.lower())
+        except UserError:
+            return None
+
+
+def precision_of(text: str, model_name: str) -> str:
+    t = str(text).lower()
+    if model(model_name) is EXTRA_MODELS["DeepSeek-R1"] and ("checkpoint default" in t or "bf16" in t):
+        # DeepSeek-R1 ships an fp8 checkpoint; in bf16 its 1.34 TB would not fit the 8×141 GB the
+        # TensorRT-LLM row ran on, so '--dtype bfloat16' there sets the activations, not the weights
+        return "fp8"
+    names = ("fp4", "fp8", "bf16", "fp16", "int8", "int4")
+    for p in names:  # the stated precision leads the text ("bf16 (...; FP8 named as future work)")
+        if t.startswith(p):
+            return p
+    for p in names:
+        if f"{p} " in t or f"({p}" in t:
+            return p
+    if "w8a8" in t:
+        return "int8"
+    if "checkpoint default" in t or "bf16" in t:
+        return "bf16"
+    return "fp8"  # MLPerf closed-division submissions on Hopper/CDNA3 (not stated in the rows)
+
+
+def kv_dtype_of(text: str) -> str:
+    t = str(text).lower()
+    if t.startswith("fp8"):
+        return "fp8"
+    if t in ("fp16", "bf16", "int8"):
+        return t
+    if t == "unknown":
+        return "fp8"
+    return "auto"
+
+
+def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
+    arch = model(r["model"])
+    if arch is None:
+        return None, 0, 0, f"model {r['model']} has no shape"
+    if r["scenario"] == "pd_disaggregated_large_ep":
+        return None, 0, 0, "prefill/decode disaggregated over 96 GPUs with expert parallelism"
+    gpus = int(r["gpu_count"])
+    tp = int(r.get("tp") or gpus)  # no layout stated: replaced by the best one in predict_serving
+    prec = precision_of(r.get("weight_precision", ""), r["model"])
+    if prec == "fp8" and r.get("gpu", "").startswith("A100"):
+        prec = "fp16"
+    ep = str(r.get("parallelism") or "").startswith("DEP")
+    w = Workload(kind="inference", model=arch, precision=prec, batch=1, gpus=tp,
+                 sharding="tensor" if tp > 1 and not ep else "data", engine=r["engine"], expert_parallel=ep,
+                 kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")))
+    inp, out = r.get("input_len"), r.get("output_len")
+    if inp is None or out is None:
+        m = re.search(r"tokens/sample in this file = ([0-9]+(?:\.[0-9]+)?)", r.get("notes", ""))
+        if not m:
+            return None, 0, 0, "request lengths not stated"
+        inp = out = round(float(m.group(1)))  # MLPerf: output tokens per sample; input assumed alike
+    return w, int(inp), int(out), ""
+
+
+def predict_serving(r: dict) -> Result:
+    metric = r["metric"]
+    kind = "latency" if metric in LATENCY_METRICS else "throughput"
+    w, inp, out, why = _serving_workload(r)
+    base = dict(file="serving", id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    try:
+        acc = catalog().accelerator(r["gpu"])
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
+    gpus = int(r["gpu_count"])
+    if not r.get("tp") and not r.get("parallelism") and gpus > 1:
+        # the source states no layout (MLPerf): take the tensor-parallel size the tool finds fastest
+        w = max((w.derive(gpus=t, sharding="tensor" if t > 1 else "data") for t in (1, 2, 4, 8) if gpus % t == 0),
+                key=lambda c: (serving_speed(c, acc, c.gpus, inp, out).output_tokens_per_s or 0.0) / c.gpus)
+    replicas = max(1, gpus // w.gpus)
+    conc = r.get("max_concurrency")
+    per_replica = max(1, int(conc) // replicas) if conc else None
+    rate = r.get("request_rate")
+    burst = r["scenario"] == "burst_all_at_once" or rate == "inf"
+    n_burst = int(conc) if conc else 500  # trtllm 0.14 online table: 'with 500 requests'
+    if isinstance(rate, (int, float)) and kind == "latency":
+        sp = steady_state(w, acc, w.gpus, inp, out, float(rate) / replicas)
+    else:
+        sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
+    if sp.output_tokens_per_s is None:
+        return Result(predicted=None, reason=sp.unknown, **base)
+    out_tps = sp.output_tokens_per_s * replicas
+    if isinstance(rate, (int, float)):
+        out_tps = min(out_tps, float(rate) * out)
+    if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
+        pred = out_tps
+    elif metric == "total_tokens_per_s":
+        pred = out_tps * (inp + out) / out
+    elif metric == "input_tokens_per_s":
+        pred = out_tps * inp / out
+    elif metric == "ttft_ms_mean":
+        ttft = (burst_ttft_s(w, acc, w.gpus, inp, out, max(1, n_burst // replicas)) if burst
+                else sp.ttft_s + sp.tpot_s)
+        pred = ttft * 1e3
+    else:
+        pred = sp.loaded_tpot_s * 1e3
+    if r.get("scope") == "per_gpu":
+        pred /= gpus
+    elif r.get("scope") == "per_node":
+        pred /= gpus / 8
+    return Result(predicted=pred, **base)
+
+
+def predict_kv(r: dict) -> Result:
+    base = dict(file="kv_capacity", id=r["id"], split=r["split"], kind="kv",
+                measured=float(r.get("kv_tokens") or 0) or float(r.get("kv_cache_gib", 0)))
+    arch = model(r["model"])
+    if arch is None:
+        return Result(predicted=None, reason=f"model {r['model']} has no shape", **base)
+    gpu = r.get("gpu")
+    try:
+        acc = catalog().accelerator(gpu if gpu != "unknown" else "H100")
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {gpu} not in the catalog", **base)
+    tp = int(r.get("tp") or 1)
+    util = r.get("gpu_memory_utilization") or r.get("mem_fraction_static")
+    util = util if isinstance(util, (int, float)) else None
+    chunk = r.get("max_num_batched_tokens")
+    max_len = r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None
+    if chunk is None and max_len and r["engine"] == "vllm" and "V0" in str(r.get("engine_version")):
+        # vLLM V0 profiles one max_model_len sequence; from the autumn-2024 releases on, its
+        # EngineArgs turn chunked prefill on (512-token chunks) when max_model_len > 32K
+        m = re.search(r"(Jan|Feb|Mar|Apr|May|June|July|Aug|Sept|Oct|Nov|Dec)\w* (20\d\d)", str(r.get("engine_version")))
+        months = ("Jan", "Feb", "Mar", "Apr", "May", "June", "July", "Aug", "Sept", "Oct", "Nov", "Dec")
+        late = m is not None and (int(m.group(2)), months.index(m.group(1))) >= (2024, 8)
+        chunk = max_len if max_len <= 32768 or not late else 512
+    w = Workload(kind="inference", model=arch, precision=precision_of(r.get("weight_precision", ""), r["model"]),
+                 gpus=tp, sharding="tensor" if tp > 1 else "data", engine=r["engine"],
+                 kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")), gpu_memory_utilization=util,
+                 max_num_batched_tokens=min(int(chunk), 10_000_000) if chunk else None)
+    pool = kv_pool(w, acc, tp, max_len or 4096)
+    if r.get("kv_tokens"):
+        pred = float(pool.tokens)
+    else:
+        pred = pool.free_bytes / (1 << 30)
+    return Result(predicted=pred, **base)
+
+
+def summary(results: list[Result], split: str, kind: str) -> tuple[int, float | None, float | None, int]:
+    """(rows, median |error|, max |error|, inexpressible) of one split and kind."""
+    sel = [r for r in results if r.split == split and r.kind == kind]
+    errs = [abs(r.error) for r in sel if r.error is not None]
+    return (len(sel), statistics.median(errs) if errs else None, max(errs) if errs else None,
+            sum(1 for r in sel if r.predicted is None))
+
+
+def serving_results() -> list[Result]:
+    return [predict_serving(r) for r in rows("serving.toml", "measurement")]
+
+
+def kv_results() -> list[Result]:
+    return [predict_kv(r) for r in rows("kv_capacity.toml", "capacity")]
+
+
+__all__ = ["EXTRA_MODELS", "Result", "estimate_memory", "kv_results", "serving_results", "summary"]
+
+
+FT_MODELS = {
+    "LLaMA-65B": ModelArch(id="llama-65b", name="LLaMA-65B", layers=80, hidden=8192, intermediate=22016, heads=64,
+                           kv_heads=64, vocab=32000,
+                           source="https://huggingface.co/huggyllama/llama-65b/blob/main/config.json"),
+    "bigscience/bloomz-7b1": ModelArch(id="bloomz-7b1", name="bloomz-7b1", layers=30, hidden=4096,
+                                       intermediate=16384, heads=32, kv_heads=32, vocab=250880,
+                                       tied_embeddings=True, gated_mlp=False, attention_bias=True,
+                                       source="https://huggingface.co/bigscience/bloomz-7b1/blob/main/config.json"),
+}
+#: memory components a metric leaves out (PyTorch allocator statistics vs NVML)
+_NOT_IN_TORCH = ("driver_reserve", "cuda_context", "runtime_kernels")
+GB = 1e9
+GIB = float(1 << 30)
+#: PEFT README examples: fp32 weights (no torch_dtype), twitter_complaints prompts (batch 8 of ~256
+#: tokens assumed: the README does not say)
+PEFT_BATCH, PEFT_SEQ = 8, 256
+
+
+def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]:
+    name = r["model"]
+    arch = FT_MODELS.get(name) or model(name)
+    if arch is None:
+        return None, f"{name}: encoder-decoder (T5 family), not a decoder-only shape" \
+            if name.startswith("bigscience/") else f"model {name} has no shape"
+    fw = r["framework"]
+    kind = {"full": "finetune", "lora": "lora", "qlora": "qlora"}[r["method"]]
+    gpus = int(r.get("gpu_count") or 1)
+    kw: dict = dict(kind=kind, model=arch, batch=int(r.get("batch_size") or 1),
+                    seq_len=seq or r.get("seq_len"), gpus=gpus)
+    if r.get("lora_targets"):
+        kw["lora_targets"] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    if r.get("lora_rank"):
+        kw["lora_rank"] = int(r["lora_rank"])
+    if fw == "torchtune":
+        if r.get("packed") is False:
+            return None, "unpacked dataset: sequence lengths are the dataset's, not stated"
+        kw.update(framework="torchtune", master_weights="none", chunked_loss=r.get("chunked_loss", True),
+                  grad_checkpointing=r.get("activation_checkpointing", True), compile=bool(r.get("compile")),
+                  optimizer_in_backward=bool(r.get("optimizer_in_backward")))
+        if gpus > 1:
+            kw["sharding"] = "fsdp"
+        if str(r.get("optimizer", "")).lower().startswith("adamw8bit"):
+            kw["optimizer"] = "adamw8bit"
+        off = str(r.get("offload", ""))
+        if off == "activations":
+            kw["offload"] = ("activations",)
+        elif "CPU offload" in off:
+            kw.update(offload=("optimizer", "params"), optimizer_in_backward=True)
+        if r["method"] == "full" and gpus == 1 and "optimizer" not in r:
+            # 8B_full_single_device / 7B_full_low_memory: PagedAdamW8bit, optimizer step in backward
+            kw.update(optimizer="paged_adamw8bit", optimizer_in_backward=True)
+        if kw.get("seq_len") is None:
+            kw["seq_len"] = 2048
+    elif fw in ("unsloth", "hf+fa2"):
+        kw.update(grad_checkpointing=True, master_weights="none")
+        if fw == "unsloth":
+            kw.update(framework="unsloth", offload=("activations",), chunked_loss=True)
+    elif fw.startswith("hf peft") or fw.startswith("qlora"):
+        if fw.startswith("hf peft"):
+            kw.update(precision="fp32", master_weights="none", batch=PEFT_BATCH, seq_len=PEFT_SEQ)
+            if "deepspeed" in fw:
+                kw["offload"] = ("optimizer", "params")
+        else:
+            kw.update(grad_checkpointing=True, optimizer="paged_adamw8bit", seq_len=512, batch=1)
+    else:
+        return None, f"framework {fw} not modelled"
+    if kw.get("precision") == "fp32" and kind in ("lora", "qlora"):
+        kw["master_weights"] = "none"
+    return Workload(**kw), ""
+
+
+def _memory_measured(r: dict, total: dict) -> float:
+    """The tool's estimate in the row's own kind of memory (bytes)."""
+    bd = total
+    metric = r["metric"]
+    drop: tuple[str, ...] = ()
+    if metric in ("peak_memory_active", "gpu_memory"):
+        drop = _NOT_IN_TORCH + ("allocator_slack",)
+    elif metric.startswith("peak_memory_reserved") or metric == "peak_memory_per_gpu":
+        drop = _NOT_IN_TORCH
+    value = sum(v for k, v in bd.items() if k not in drop)
+    return value
+
+
+def predict_finetune(r: dict) -> Result:
+    unit = GIB if r.get("unit", "").startswith("GiB") else GB
+    metric = r["metric"]
+    base = dict(file="finetune_memory", id=r["id"], split=r["split"], kind="memory", measured=float(r["value"]))
+    if metric in ("oom", "fits_within"):
+        return Result(predicted=None, reason=f"{metric}: a bound, checked by test_validation", **base)
+    if metric == "max_seq_len_fitting":
+        return _predict_max_seq(r, base)
+    w, why = _ft_workload(r)
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    mem = estimate_memory(w, w.gpus)
+    if metric.endswith("_model_init"):  # before any step: the stored weights (+ adapters) only
+        return Result(predicted=mem.breakdown["weights"] / unit, **base)
+    bd = dict(mem.breakdown)
+    if w.optimizer == "paged_adamw8bit":
+        bd.pop("optimizer_states", None)  # cudaMallocManaged: outside PyTorch's allocator statistics
+    return Result(predicted=_memory_measured(r, bd) / unit, **base)
+
+
+def _predict_max_seq(r: dict, base: dict) -> Result:
+    """Longest sequence whose estimated peak fits ``gpu_memory_gb`` (bisection on the estimate)."""
+    # a card sold as "N GB" has N GiB (8 GB = 8192 MiB); NVML shows ~1 % less than that
+    cap = float(r["gpu_memory_gb"]) * GIB * 0.99
+    lo, hi = 128, 1 << 21
+    w0, why = _ft_workload(r, seq=lo)
+    if w0 is None:
+        return Result(predicted=None, reason=why, **base)
+    if estimate_memory(w0).total_bytes > cap:
+        return Result(predicted=0.0, **base)
+    while hi - lo > 64:
+        mid = (lo + hi) // 2
+        if estimate_memory(w0.derive(seq_len=mid)).total_bytes <= cap:
+            lo = mid
+        else:
+            hi = mid
+    return Result(predicted=float(lo), **base)
+
+
+def finetune_results() -> list[Result]:
+    return [predict_finetune(r) for r in rows("finetune_memory.toml", "run")]
+
+
+def finetune_bounds() -> list[tuple[dict, float, float]]:
+    """(row, estimated peak bytes, bound bytes) for the oom / fits_within rows."""
+    out = []
+    for r in rows("finetune_memory.toml", "run"):
+        if r["metric"] not in ("oom", "fits_within"):
+            continue
+        w, _ = _ft_workload({**r, "seq_len": r.get("seq_len") or 512})
+        if w is None:
+            continue
+        out.append((r, float(estimate_memory(w).total_bytes), float(r["value"]) * GIB))
+    return out

@@ -1,0 +1,154 @@
+"""Serving capacity plan: a demand and latency targets in, replicas, devices and money out.
+
+:func:`serving_plan` is the one place the plan is computed; ``size`` prints it and the ranking can
+call it per offer (pass the offer's price per device-hour).
+
+Method
+------
+* One replica is ``gpus`` devices (tensor parallel inside it). At ``c`` sequences in flight each
+  sequence gets a token every ``tpot(c)`` = the decode step plus the prefill work of the requests
+  that keep joining (``c × prefill / gen`` per token: chunked prefill interleaves with decode), and
+  a new request's first token ``ttft(c)`` = its own prefill plus one decode step it waits behind
+  (:func:`fleet_tui.core.perf.engines.serving_speed`).
+* The replica runs at the largest ``c`` (at most what its KV pool and the engine's batch limit
+  allow) whose ``tpot`` and ``ttft`` meet the targets (``tpot_ms``, ``ttft_ms``; none given: the
+  largest ``c``).
+* Little's law: a request stays ``W = ttft + gen × tpot`` seconds, so one replica serves
+  ``c / W`` requests per second, and the demand keeps ``L = rate × W`` requests in flight.
+* Replicas = ceil(rate / per-replica rate); devices = replicas × gpus.
+* Money (with a price per device-hour) uses :mod:`fleet_tui.core.pricing`: always-on on-demand
+  month (``monthly_cost``) and USD per 1M *output* tokens at the demanded rate
+  (``cost_per_million_tokens``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fleet_tui.core import pricing
+from fleet_tui.core.perf.engines import engine_statement, serving_speed
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class ServingPlan:
+    engine: str
+    prompt_tokens: int
+    gen_tokens: int
+    rate_rps: float  # demanded requests per second
+    output_tokens_per_s: float  # demanded output tokens per second
+    gpus_per_replica: int
+    concurrency_per_replica: int  # sequences in flight per replica at the operating point
+    replica_rps: float | None  # requests/s one replica sustains within the targets
+    replicas: int | None
+    devices: int | None
+    in_flight: float | None  # Little's law: requests in flight across the fleet
+    ttft_s: float | None
+    tpot_s: float | None
+    meets_slo: bool
+    usd_per_month: float | None = None
+    usd_per_million_tokens: float | None = None
+    notes: tuple[str, ...] = field(default=())
+    unknown: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__ if k != "notes"} | {"notes": list(self.notes)}
+
+
+def _operating_point(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int,
+                     ttft_s: float | None, tpot_s: float | None):
+    """The largest concurrency per replica that meets the targets (bisection: latency grows with it)."""
+    top = serving_speed(w, acc, gpus, prompt, gen)
+    if top.output_tokens_per_s is None or top.concurrency == 0:
+        return top, False
+
+    def ok(sp) -> bool:
+        ttft = sp.ttft_s + sp.tpot_s
+        return (tpot_s is None or sp.loaded_tpot_s <= tpot_s) and (ttft_s is None or ttft <= ttft_s)
+
+    if ok(top):
+        return top, True
+    lo_sp = serving_speed(w, acc, gpus, prompt, gen, 1)
+    if not ok(lo_sp):
+        return lo_sp, False
+    lo, hi = 1, top.concurrency
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(serving_speed(w, acc, gpus, prompt, gen, mid)):
+            lo = mid
+        else:
+            hi = mid
+    return serving_speed(w, acc, gpus, prompt, gen, lo), True
+
+
+def steady_state(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, rate_rps: float):
+    """The serving speed of one replica offered ``rate_rps`` requests/s: the concurrency ``c`` with
+    ``c = rate × (ttft(c) + gen × tpot(c))`` (Little's law; fixed-point iteration), capped at what
+    the replica holds."""
+    top = serving_speed(w, acc, gpus, prompt, gen)
+    if top.output_tokens_per_s is None or top.concurrency == 0:
+        return top
+    c = 1
+    for _ in range(50):
+        sp = serving_speed(w, acc, gpus, prompt, gen, c)
+        want = min(top.concurrency, max(1, math.ceil(rate_rps * (sp.ttft_s + sp.tpot_s + gen * sp.loaded_tpot_s))))
+        if want == c:
+            break
+        c = want
+    return sp
+
+
+def burst_ttft_s(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, n: int) -> float | None:
+    """Mean time to first token when ``n`` requests arrive at once on one replica: they are admitted
+    in waves of the concurrency ``c`` the replica holds; inside a wave the prompts' prefills run one
+    after another (mean wait (c+1)/2 prefills), and wave k waits for k earlier waves to finish."""
+    sp = serving_speed(w, acc, gpus, prompt, gen, n)
+    if sp.output_tokens_per_s is None or not sp.concurrency:
+        return None
+    c = sp.concurrency
+    waves = math.ceil(n / c)
+    wave_s = c * sp.ttft_s + gen * sp.tpot_s
+    mean_wave_wait = (waves - 1) / 2 * wave_s * min(1.0, n / (waves * c)) if waves > 1 else 0.0
+    return mean_wave_wait + (min(n, c) + 1) / 2 * sp.ttft_s + sp.tpot_s
+
+
+def serving_plan(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, *,
+                 rate_rps: float | None = None, output_tokens_per_s: float | None = None,
+                 ttft_ms: float | None = None, tpot_ms: float | None = None,
+                 usd_per_device_hour: float | None = None) -> ServingPlan:
+    """Replicas, devices and cost to serve ``rate_rps`` requests/s (or ``output_tokens_per_s``) of
+    ``prompt`` + ``gen`` tokens on replicas of ``gpus`` × ``acc`` within the latency targets."""
+    if rate_rps is None and output_tokens_per_s is None:
+        raise ValueError("give a request rate or an output token rate")
+    rate = float(rate_rps) if rate_rps is not None else float(output_tokens_per_s) / gen
+    demand_tok = rate * gen
+    notes = [engine_statement(w)]
+    sp, met = _operating_point(w, acc, gpus, prompt, gen, ttft_ms / 1e3 if ttft_ms else None,
+                               tpot_ms / 1e3 if tpot_ms else None)
+    base = dict(engine=w.engine, prompt_tokens=prompt, gen_tokens=gen, rate_rps=rate,
+                output_tokens_per_s=demand_tok, gpus_per_replica=gpus)
+    if sp.output_tokens_per_s is None or sp.tpot_s is None:
+        return ServingPlan(**base, concurrency_per_replica=0, replica_rps=None, replicas=None, devices=None,
+                           in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
+                           unknown=sp.unknown or "speed unknown")
+    ttft = sp.ttft_s + sp.tpot_s
+    latency = ttft + gen * sp.loaded_tpot_s
+    c = sp.concurrency
+    replica_rps = c / latency
+    replicas = max(1, math.ceil(rate / replica_rps - 1e-9))
+    devices = replicas * gpus
+    if not met:
+        notes.append("the latency targets cannot be met on this device even with one sequence in flight")
+    notes.append(f"{c} sequences in flight per replica; each request stays {latency:.2f} s "
+                 f"(Little's law: {rate * latency:.1f} in flight for {rate:g} req/s)")
+    usd_month = usd_million = None
+    if usd_per_device_hour is not None:
+        usd_h = usd_per_device_hour * devices
+        usd_month = pricing.monthly_cost(usd_h, "on-demand", pricing.Schedule.always_on())
+        usd_million = pricing.cost_per_million_tokens(usd_h, demand_tok)
+        notes.append("cost: on-demand, always on; per 1M output tokens at the demanded rate")
+    return ServingPlan(**base, concurrency_per_replica=c, replica_rps=replica_rps, replicas=replicas,
+                       devices=devices, in_flight=rate * latency, ttft_s=ttft, tpot_s=sp.loaded_tpot_s, meets_slo=met,
+                       usd_per_month=usd_month, usd_per_million_tokens=usd_million, notes=tuple(notes))

@@ -1,0 +1,383 @@
+"""Serving engines as documented profiles: how each batches, reserves memory and how fast its kernels run.
+
+One :class:`EngineProfile` per engine in :data:`ENGINES` (``--engine``); the serving speed
+(:func:`serving_speed`) and the KV pool (:func:`kv_pool`) read only these records, so an engine is
+one entry here.
+
+Method (one formula per phase, the constants per engine):
+
+* **KV pool** per GPU. vLLM: ``gpu_memory_utilization × total − weights − non-torch memory −
+  the activation peak of one ``max_num_batched_tokens`` chunk − CUDA graphs`` (vLLM's profile run,
+  ``worker.determine_num_available_blocks``). SGLang: ``mem_fraction_static × total − weights``.
+  TensorRT-LLM: ``kv_cache_free_gpu_mem_fraction × (free memory after weights and activations)``.
+  Under tensor parallelism every rank also pays NCCL/custom all-reduce buffers and keeps its own
+  activation workspace, so the pool is not "total memory − weights/tp" (the old estimate was
+  ~10 GiB per GPU too generous there).
+* **Concurrency** of an offline run: as many sequences as the pool holds, each charged what the
+  scheduler reserves for it — TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` policy reserves the
+  whole ``input + output`` up front; vLLM and SGLang allocate blocks as tokens are generated, so a
+  sequence holds ``input + output/2`` on average — capped by the engine's batch limit and the
+  client's concurrency.
+* **Prefill** is compute-bound: FLOPs at the dense datasheet peak × the engine's GEMM efficiency
+  for the architecture and precision (:attr:`EngineProfile.gemm_efficiency`); MoE prefill pays the
+  grouped-GEMM factor :attr:`EngineProfile.moe_prefill_efficiency`.
+* **Decode** streams the weights the batch touches and the batch's KV cache once per step at
+  :attr:`EngineProfile.decode_bandwidth_efficiency` of the datasheet bandwidth, or is compute-bound
+  at large batches; each step also pays a fixed scheduling/sampling time and, under tensor
+  parallelism, two all-reduces per layer.
+* Offline throughput = output tokens / (prefill time + decode time) of the whole run.
+
+Fitted by ``bench/fit_serving.py`` (grid search, median |error| on tune throughput rows 0.18):
+decode bandwidth efficiency 0.70 (0.6-0.8 tried), 10 µs per sequence per step, TensorRT-LLM batch
+cap 1024, all-reduce efficiency 0.5; the MoE grouped-GEMM factor 0.7 (the fit is flat between 0.7
+and 1.0; 0.7 matches the ~30 % MoE prefill shortfall the old model showed).
+
+The constants were fitted on the ``split = "tune"`` rows of ``tests/fixtures/validation/serving.toml``
+and ``kv_capacity.toml`` only (``bench/bench_validation.py`` prints the error on tune and holdout
+rows separately). Sources of the engine defaults are on each field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fleet_tui.core import calibration as cal
+from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, parallel_split,
+                                      weight_bytes)
+from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    id: str
+    label: str
+    batching: str  # "continuous" (iteration-level scheduling) or "static" (one batch at a time)
+    #: how the KV pool is sized: "total" (a share of device memory: vLLM, SGLang), "free" (a share of
+    #: what is left after weights and activations: TensorRT-LLM), "dynamic" (grows per request: HF)
+    memory_rule: str
+    memory_utilization: float  # default share (gpu_memory_utilization / mem_fraction_static / ...)
+    batched_tokens: int  # default tokens per step (max_num_batched_tokens / max_num_tokens / chunk)
+    max_seqs: int  # default cap on sequences in flight
+    reserve_full_sequence: bool  # KV reserved for input+output at admission (no eviction)
+    cuda_graph_bytes: int  # memory CUDA graphs capture per GPU
+    #: extra memory per GPU the engine keeps outside the KV pool once tensor parallel (worker
+    #: processes' own CUDA contexts and allocator pools, custom all-reduce IPC buffers, logits
+    #: gathered for the sampler); fitted on the tune TP rows of kv_capacity.toml
+    tp_reserve_bytes: int
+    #: fraction of the dense datasheet peak the engine's GEMMs reach, by architecture prefix and
+    #: precision family ("16" = bf16/fp16, "8" = fp8, "4" = fp4)
+    gemm_efficiency: dict[str, dict[str, float]]
+    moe_prefill_efficiency: float  # grouped-GEMM MoE layers vs a dense GEMM of the same FLOPs
+    decode_bandwidth_efficiency: float  # achieved share of HBM bandwidth while streaming in decode
+    step_overhead_s: float  # scheduling and launch time per decode step
+    seq_overhead_s: float  # per sequence per step: sampling, detokenizing, block-table updates
+    sources: tuple[str, ...] = field(default=())
+
+
+#: Engine GEMM efficiency (share of the dense datasheet peak) by architecture and precision family.
+#: Starting points: H200 bf16 GEMMs measured at 0.67 (calibration.MATMUL_EFFICIENCY); field notes
+#: §3.4: TensorRT-LLM FP8 prefill above half of the fp8 peak on Hopper/Ada (the HF-based model gave
+#: a third). Scaled per architecture by bench/fit_serving.py on the tune rows (two passes): Hopper
+#: 0.60 -> 0.79 bf16 (cuBLAS reaches ~0.75-0.8 of the H100 dense peak on large GEMMs at 700 W),
+#: Ampere 0.70 -> 0.80, CDNA 0.45 -> 0.07 (vLLM 0.6-0.7 and SGLang on ROCm, dstack's MI300X runs:
+#: a 10,000-token prompt of Llama-3.1-405B took 12 s on 8 GPUs, ~6 % of the peak), Blackwell and Ada
+#: unchanged, Blackwell 0.55 -> 0.47 (bf16; TensorRT-LLM 1.x B200/GB200 tables). AMD's own MLPerf submission runs far faster than these community stacks.
+_GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16": 0.47, "8": 0.43, "4": 0.38},
+                 "Ampere": {"16": 0.80, "8": 0.80, "4": 0.80}, "Ada": {"16": 0.55, "8": 0.55, "4": 0.55},
+                 "CDNA": {"16": 0.07, "8": 0.06, "4": 0.06}, "default": {"16": 0.45, "8": 0.40, "4": 0.40}}
+
+ENGINES: dict[str, EngineProfile] = {
+    "vllm": EngineProfile(
+        id="vllm", label="vLLM (continuous batching, paged KV cache, CUDA graphs)", batching="continuous",
+        memory_rule="total", memory_utilization=0.90, batched_tokens=8192, max_seqs=256,
+        reserve_full_sequence=False, cuda_graph_bytes=0, tp_reserve_bytes=int(4.9 * cal.GiB),
+        gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
+        step_overhead_s=2.0e-3, seq_overhead_s=1e-5,
+        sources=("vLLM EngineArgs defaults: gpu_memory_utilization 0.9, max_num_seqs 256, chunked-prefill "
+                 "max_num_batched_tokens 8192 (docs.vllm.ai, engine arguments)",
+                 "tensor parallel: 405B TP8 (i6746) keeps ~3.7 GiB/GPU and Qwen3-235B TP4 (i21348) ~6 GiB/GPU "
+                 "more outside the pool than the TP1 budget explains: 4.9 GiB per GPU (the issue's '~10 GiB "
+                 "too generous' included the comm buffers and activations counted separately)",
+                 "vLLM (V0) captures CUDA graphs after sizing the KV pool: graphs are not in its budget",
+                 "vLLM worker profile run: KV = utilization x total - weights - peak activations - non-torch "
+                 "(kv_capacity.toml tune rows, logged 'Memory profiling results')")),
+    "trtllm": EngineProfile(
+        id="trtllm", label="TensorRT-LLM (in-flight batching, paged KV cache, CUDA graphs)",
+        batching="continuous", memory_rule="free", memory_utilization=0.90, batched_tokens=8192,
+        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), tp_reserve_bytes=0,
+        gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
+        step_overhead_s=1.0e-3, seq_overhead_s=1e-5,
+        sources=("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9; scheduler policy "
+                 "GUARANTEED_NO_EVICT by default; max_num_tokens 8192 (TensorRT-LLM docs, perf-overview)",)),
+    "sglang": EngineProfile(
+        id="sglang", label="SGLang (continuous batching, radix KV cache, CUDA graphs)", batching="continuous",
+        memory_rule="total", memory_utilization=0.88, batched_tokens=8192, max_seqs=1024,
+        reserve_full_sequence=False, cuda_graph_bytes=int(0.5 * cal.GiB), tp_reserve_bytes=0,
+        gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
+        step_overhead_s=2.0e-3, seq_overhead_s=1e-5,
+        sources=("SGLang server args: mem_fraction_static ~0.88 on 80 GB GPUs (set from GPU memory), "
+                 "chunked_prefill_size 8192 (docs.sglang.ai, server arguments)",)),
+    "hf": EngineProfile(
+        id="hf", label="Hugging Face generate (static batch, dynamic cache, eager launches)", batching="static",
+        memory_rule="dynamic", memory_utilization=1.0, batched_tokens=0, max_seqs=1 << 30,
+        reserve_full_sequence=True, cuda_graph_bytes=0, tp_reserve_bytes=0,
+        gemm_efficiency={k: {p: e * 0.74 for p, e in v.items()} for k, v in _GEMM_DEFAULT.items()},
+        moe_prefill_efficiency=0.5, decode_bandwidth_efficiency=0.12, step_overhead_s=0.0,
+        seq_overhead_s=0.0,
+        sources=("H200 ground truth (tests/fixtures/h200): HF eager generate reaches ~0.12 of peak "
+                 "bandwidth at batch 1 (35 tokens/s for an 8B model)",)),
+}
+
+
+#: Decode bandwidth reached on each architecture relative to the engine's figure (Hopper = 1):
+#: attention and MoE kernels are tuned first for Hopper; fitted per architecture on the tune rows
+#: by bench/fit_serving.py (median |error| on tune throughput rows 0.18 -> 0.12): Hopper 1.1 (0.77
+#: of peak), Blackwell 0.7 (B200/GB200 reach ~0.5 of their 8 TB/s in the TensorRT-LLM 1.x tables),
+#: CDNA 0.4 (vLLM/SGLang on ROCm, 2024-25 releases).
+ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.7, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
+
+
+def _arch_entry(table: dict, acc: Accelerator):
+    arch = (acc.architecture or "").lower()
+    return next((v for k, v in table.items() if k != "default" and arch.startswith(k.lower())), table["default"])
+
+
+def decode_efficiency(e: EngineProfile, acc: Accelerator) -> float:
+    """Share of the datasheet bandwidth the engine's decode step streams at on ``acc``."""
+    return min(0.95, e.decode_bandwidth_efficiency * _arch_entry(ARCH_DECODE_FACTOR, acc))
+
+
+def engine_profile(w: Workload) -> EngineProfile:
+    return ENGINES[w.engine]
+
+
+def engine_statement(w: Workload) -> str:
+    """One line naming the engine the serving numbers describe (printed in every output)."""
+    e = engine_profile(w)
+    default = " (default)" if w.engine == "vllm" else ""
+    return f"serving engine: {e.id}{default}, {e.label}"
+
+
+def precision_family(precision: str) -> str:
+    return {"fp8": "8", "fp4": "4"}.get(precision, "16")
+
+
+def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float | None, str]:
+    """Achievable FLOP/s of one device for the engine's GEMMs in ``precision``, and a note."""
+    arch = acc.architecture or ""
+    table = _arch_entry(e.gemm_efficiency, acc)
+    p = acc.peak_tflops
+    note = ""
+    if precision in ("int8", "int4"):
+        peak = p.get("bf16") or p.get("fp16")
+        peak = peak * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR if peak else None
+    elif precision == "fp4":
+        peak = p.get("fp4")
+        if peak is None and arch.lower().startswith("blackwell") and p.get("fp8"):
+            peak = 2 * p["fp8"]  # NVIDIA Blackwell datasheets: dense FP4 = 2 x dense FP8 (B200 9 vs 4.5 PF)
+            note = "fp4 peak taken as 2x the fp8 peak (Blackwell datasheets)"
+        elif peak is None and p.get("fp8"):
+            peak = p["fp8"]  # no fp4 tensor cores: weights de-quantized to fp8
+            note = "no fp4 tensor cores: fp4 weights computed at the fp8 rate"
+    elif precision == "fp8" and "fp8" not in p:
+        peak = p.get("bf16") or p.get("fp16")
+        note = "no fp8 tensor cores: fp8 weights computed at the 16-bit rate"
+    else:
+        peak = p.get(precision)
+    if not peak:
+        return None, f"no published {precision} peak for {acc.id}"
+    return peak * 1e12 * table[precision_family(precision)], note
+
+
+@dataclass(frozen=True, slots=True)
+class KVPool:
+    free_bytes: float  # KV pool of one GPU
+    bytes_per_token: float  # per GPU (KV heads split over tensor ranks)
+    tokens: int  # tokens one replica (tensor group) holds
+    parts: dict[str, float]  # what the engine set aside before the pool, per GPU
+
+
+def expert_parallel(w: Workload, gpus: int) -> bool:
+    """Attention data parallel + expert parallel (``--expert-parallel`` on a MoE model, several GPUs)."""
+    return w.expert_parallel and w.arch.is_moe and gpus > 1
+
+
+def expert_share(w: Workload) -> float:
+    """Share of the stored weight bytes that sit in the routed experts."""
+    pc = param_counts(w.arch)
+    routed = w.arch.layers * pc.mlp_per_layer * w.arch.experts / (w.arch.experts + w.arch.shared_experts)
+    return min(1.0, routed / pc.total)
+
+
+def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool:
+    """The KV pool an engine allocates on each of ``gpus`` devices (see the module docstring).
+    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts, and
+    its own sequences' KV cache with all KV heads (attention is data parallel)."""
+    e = engine_profile(w)
+    arch = w.arch
+    pc = param_counts(arch)
+    _, tp, _ = parallel_split(w if w.sharding != "fsdp" else w.derive(sharding="data"), gpus)
+    weights = weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / tp
+    if expert_parallel(w, gpus):
+        tp = 1
+        weights = weight_bytes(w, pc) * (1 - expert_share(w) * (1 - 1 / gpus))
+    act = activation_bytes(w)
+    chunk = w.max_num_batched_tokens or e.batched_tokens or seq_tokens
+    util = w.gpu_memory_utilization or e.memory_utilization
+    # NVLink-class links get NCCL's NVLink channels and the engines' custom all-reduce IPC buffers;
+    # PCIe boards without peer-to-peer (RTX 4090, T4, L40S) use neither: vLLM logs 0.25 GiB of
+    # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
+    fabric = (tp > 1 or expert_parallel(w, gpus)) and link_kind(acc) == "fabric"
+    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if fabric else 0)
+    # the profile run reads PyTorch's *allocated* peak (torch.cuda.max_memory_allocated), so the
+    # caching allocator's slack is not charged (it is in the H200 NVML figures, not here)
+    activation = (forward_transient(arch, chunk, act, tp)
+                  + SAMPLER_COPIES * min(e.max_seqs, 256) * arch.vocab * 4 / tp + cal.CUBLAS_WORKSPACE_BYTES)
+    total = acc.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION
+    parts = {"weights": weights, "non_torch": non_torch, "activation_peak": activation,
+             "cuda_graphs": float(e.cuda_graph_bytes)}
+    if e.memory_rule == "free":
+        free = (total - cal.CUDA_CONTEXT_BYTES - weights - non_torch - activation - e.cuda_graph_bytes) * util
+    elif e.memory_rule == "total":
+        free = total * util - weights - non_torch - activation - e.cuda_graph_bytes
+        if e.id == "sglang":  # mem_fraction_static covers weights + KV; activations live outside it
+            free = total * util - weights
+    else:
+        free = total - cal.CUDA_CONTEXT_BYTES - weights - non_torch - activation
+    per_tok = kv_bytes_per_token(arch, w, tp, seq_tokens)
+    tokens = int(max(0.0, free) // per_tok) if per_tok else 0
+    return KVPool(free_bytes=max(0.0, free), bytes_per_token=per_tok, tokens=tokens, parts=parts)
+
+
+#: Share of the interconnect's one-way bandwidth a ring all-reduce reaches (NCCL bus bandwidth):
+#: NVLink/Infinity Fabric: nccl-tests reach ~0.8 on large messages (8xH100: ~360-400 of 450 GB/s),
+#: but a decode step's all-reduces are a few MiB each and overlap nothing: 0.5 fitted on the tune
+#: rows (bench/fit_serving.py). PCIe boards without peer-to-peer go through host memory: 0.5 of the
+#: PCIe one-way figure, fitted on the tune rows' L40S TP4/TP8 results.
+ALLREDUCE_EFFICIENCY = {"fabric": 0.5, "pcie": 0.5}
+
+
+def link_kind(acc: Accelerator) -> str:
+    """"fabric" (NVLink, NVSwitch, Infinity Fabric: GPU-to-GPU links) or "pcie" (through the host)."""
+    link = (acc.interconnect or "").lower()
+    return "pcie" if ("pcie" in link and "nvlink" not in link) or not acc.interconnect_bandwidth_gbs else "fabric"
+
+
+def tp_allreduce_s(acc: Accelerator, tp: int, layers: int, message_bytes: float) -> float:
+    """Time of the two all-reduces per layer that tensor parallelism adds to one forward step:
+    a latency per doubling of the group (:data:`calibration.TP_ALLREDUCE_S_PER_DOUBLING`) plus the
+    ring's 2(n-1)/n × message over the link's one-way bandwidth. The single call the collectives
+    model (network costs across nodes) replaces."""
+    if tp <= 1:
+        return 0.0
+    kind = link_kind(acc)
+    one_way = (acc.interconnect_bandwidth_gbs or 64) / 2 * 1e9 * ALLREDUCE_EFFICIENCY[kind]
+    per = cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(tp)) + 2 * (tp - 1) / tp * message_bytes / one_way
+    return 2 * layers * per
+
+
+#: Expert parallel: the busiest GPU's routed load over the mean (without expert-placement balancing
+#: the hottest experts get well above their share; DeepSeek's EPLB exists to cut this). Fitted on the
+#: tune rows by bench/fit_serving.py: 2.0 (the top of the 1.0-2.0 grid; TensorRT-LLM DEP rows).
+EP_LOAD_IMBALANCE = 2.0
+
+
+def ep_alltoall_s(acc: Accelerator, gpus: int, layers: int, message_bytes: float) -> float:
+    """Expert parallel: per layer the routed tokens go to their experts' GPUs and come back (two
+    all-to-alls); (n-1)/n of ``message_bytes`` leaves each GPU over its link."""
+    one_way = (acc.interconnect_bandwidth_gbs or 64) / 2 * 1e9 * ALLREDUCE_EFFICIENCY[link_kind(acc)]
+    return 2 * layers * (cal.TP_ALLREDUCE_S_PER_DOUBLING * math.ceil(math.log2(gpus))
+                         + (gpus - 1) / gpus * message_bytes / one_way)
+
+
+#: fp32 logits, probabilities and log-probabilities of the sampled sequences (vLLM's sampler)
+SAMPLER_COPIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSpeed:
+    engine: str
+    concurrency: int  # sequences in flight per replica
+    output_tokens_per_s: float | None  # whole setup
+    prefill_tokens_per_s: float | None  # whole setup, prompt tokens per second of prefill
+    ttft_s: float | None  # one prompt's prefill on an idle replica
+    tpot_s: float | None  # decode step time at ``concurrency``
+    kv_tokens: int  # per replica
+    replicas: int
+    bound: str
+    notes: tuple[str, ...] = ()
+    unknown: str = ""
+    total_tokens_per_s: float | None = None  # input + output tokens per second
+    #: time between a sequence's tokens under steady load: the decode step plus the share of
+    #: prefill work interleaved with it (chunked prefill), = run time of a wave / output length
+    loaded_tpot_s: float | None = None
+
+
+def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int,
+                  concurrency: int | None = None) -> ServingSpeed:
+    """Offline/steady-state serving speed of ``prompt``+``gen`` requests on ``gpus`` × ``acc``.
+
+    ``concurrency``: sequences the client keeps in flight per replica (None: as many as the engine
+    fits). See the module docstring for the method.
+    """
+    e = engine_profile(w)
+    arch = w.arch
+    pc = param_counts(arch)
+    ep = expert_parallel(w, gpus)
+    tp = gpus if (w.sharding == "tensor" and gpus > 1 and not ep) else 1
+    replicas = max(1, gpus // tp)
+    notes: list[str] = [engine_statement(w)]
+    if ep:
+        notes.append(f"expert parallel over {gpus} GPUs: attention data parallel, 1/{gpus} of the experts each, "
+                     "tokens exchanged all-to-all twice per layer")
+    seq = prompt + gen
+    pool = kv_pool(w, acc, gpus, seq)
+    held = seq if e.reserve_full_sequence else prompt + gen / 2
+    fits = int(pool.tokens // max(1.0, held)) if e.memory_rule != "dynamic" else (concurrency or w.batch)
+    cap = min(e.max_seqs, concurrency) if concurrency else e.max_seqs
+    b = max(0, min(fits, cap))
+    rate, rate_note = gemm_rate(e, acc, w.precision if w.kind != "qlora" else "bf16")
+    if rate_note:
+        notes.append(rate_note)
+    bw = acc.memory_bandwidth_gbs * 1e9 if acc.memory_bandwidth_gbs else None
+    if b == 0:
+        return ServingSpeed(e.id, 0, None, None, None, None, pool.tokens, replicas, "memory", tuple(notes),
+                            unknown="the KV cache holds no whole sequence")
+    if bw is None or rate is None:
+        missing = rate_note if rate is None else f"no published memory bandwidth for {acc.id}"
+        return ServingSpeed(e.id, b, None, None, None, None, pool.tokens, replicas, "memory", tuple(notes),
+                            unknown=missing)
+    n_mat = pc.matmul_active
+    moe = e.moe_prefill_efficiency if arch.is_moe else 1.0
+    pre_flops_tok = 2 * n_mat + attn_flops_per_token(w, prompt / 2 + 1) * 2
+    tp_rate = rate * tp * moe
+    prefill_s_per_req = prompt * pre_flops_tok / tp_rate
+    ctx = prompt + gen / 2
+    kv_read = b * ctx * kv_bytes_per_token(arch, w, tp, int(ctx))
+    act = activation_bytes(w)
+    if ep:  # this GPU's dense weights, its share of the experts the whole batch routes to
+        dense = weight_bytes(w, pc) * (1 - expert_share(w))
+        # the step waits for the busiest GPU: routed load is uneven across experts
+        streamed = dense + (weight_stream_bytes(w, b * gpus, pc) - dense) / gpus * EP_LOAD_IMBALANCE
+        comm = ep_alltoall_s(acc, gpus, arch.layers,
+                             b * arch.experts_per_token * arch.hidden * act * EP_LOAD_IMBALANCE)
+        prefill_comm = ep_alltoall_s(acc, gpus, arch.layers, prompt * arch.experts_per_token * arch.hidden * act)
+    else:
+        streamed = weight_stream_bytes(w, b, pc) / tp
+        comm = tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)
+        prefill_comm = tp_allreduce_s(acc, tp, arch.layers, prompt * arch.hidden * act)
+    d_mem = (streamed + kv_read) / (bw * decode_efficiency(e, acc))
+    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp) * (EP_LOAD_IMBALANCE if ep else 1.0)
+    step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + comm
+    prefill_s_per_req += prefill_comm
+    run_s = prefill_s_per_req * b + gen * step  # one wave of b requests
+    out_tok_s = b * gen / run_s * replicas
+    notes.append(f"{b} sequences in flight per replica (KV pool {pool.tokens:,} tokens, "
+                 f"{'input+output' if e.reserve_full_sequence else 'input + half the output'} held each)")
+    return ServingSpeed(e.id, b, out_tok_s, tp_rate / pre_flops_tok * replicas, prefill_s_per_req, step,
+                        pool.tokens, replicas, "memory" if d_mem >= d_cmp else "compute", tuple(notes),
+                        total_tokens_per_s=out_tok_s * seq / gen, loaded_tpot_s=run_s / gen)

@@ -1,0 +1,118 @@
+"""Training stacks: what a framework preset assumes and what each memory switch changes.
+
+``--framework hf`` (default) is what :mod:`.memory` was measured on: Transformers + PEFT, PyTorch AMP
+(fp32 master weights) for full fine-tuning, LoRA adapters in fp32, the loss on fp32 logits of the
+whole sequence. ``--framework torchtune`` is torchtune's recipes: pure bf16 (parameters, gradients,
+optimizer states and LoRA adapters in bf16), ``CEWithChunkedOutputLoss`` (chunked loss),
+activation checkpointing on, FSDP2 across several GPUs. The switches apply to either stack:
+
+* ``chunked_loss``: the output projection and cross-entropy run over 8 chunks of the sequence;
+  the bf16 logits are kept (2 B per vocab entry per token) and one chunk at a time is up-cast to
+  fp32 for the loss and its gradient (torchtune ``CEWithChunkedOutputLoss``, num_output_chunks 8).
+* ``optimizer_in_backward``: each parameter is stepped (and its gradient freed) as soon as its
+  gradient exists, so no full gradient buffer and no separate optimizer-step peak remain; the
+  largest single gradient (the output head) is the most that is live.
+* ``offload`` (combinable): ``activations`` — saved activations go to CPU memory as they are
+  produced and come back in backward (torchtune ``enable_activation_offloading``, DeepSpeed
+  activation offload), two layers' worth stay on the GPU; ``optimizer`` — optimizer states and the
+  update on the CPU (DeepSpeed ZeRO-Offload, torchtune ``fsdp_cpu_offload`` with a fused CPU step),
+  gradients stream to the CPU bucket by bucket; ``params`` — parameters live in CPU memory and two
+  layers at a time are on the GPU (FSDP ``CPUOffload(offload_params=True)``, ZeRO-Infinity).
+* ``compile``: ``torch.compile`` fuses the norms, rotary, SwiGLU and residual adds, so their
+  intermediates are not saved: :data:`COMPILE_ACTIVATION_FACTOR` of the eager per-layer activations.
+* ``selective_checkpointing``: every other layer checkpointed (torchtune ``ac_mode: selective``,
+  ``ac_option: 2``); handled in :mod:`.memory`.
+``--framework unsloth`` is Unsloth: fused Triton kernels (:data:`UNSLOTH_ACTIVATION_FACTOR`), its
+gradient checkpointing with the saved inputs offloaded to CPU memory, and a fused cross-entropy
+that never stores the logits.
+
+* ``paged_adamw8bit``: bitsandbytes' 8-bit AdamW in unified memory; states page to the CPU only
+  when the GPU runs out, so while it fits its footprint is adamw8bit's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet_tui.core import calibration as cal
+from fleet_tui.core.workload import Workload
+
+#: Share of the eager per-layer saved activations left with torch.compile: torchtune's
+#: "Optimization flags" table (Llama-3.2-3B, A100, packed 2×4096) drops from 60.0 to 51.0 GiB when
+#: compile is added; with weights+grads+AdamW (3.2B × 8 B = 24 GiB pure bf16) and the loss
+#: unchanged that is ~0.75 of the activations (tune row torchtune-optflags-llama32-3b-compile).
+COMPILE_ACTIVATION_FACTOR = 0.75
+
+#: Chunks of torchtune's CEWithChunkedOutputLoss (num_output_chunks default 8).
+LOSS_CHUNKS = 8
+
+#: Layers' worth of offloaded tensors kept on the GPU (the one in use and the one being prefetched).
+OFFLOAD_LAYERS_ON_GPU = 2
+
+
+def adapter_bytes(w: Workload) -> int:
+    """Bytes per LoRA adapter parameter: fp32 under PEFT (its default), bf16 under torchtune."""
+    return 2 if w.framework == "torchtune" else 4
+
+
+#: Share of the Hugging Face per-layer activations Unsloth's fused kernels (LoRA MLP/attention,
+#: RoPE, RMSNorm in Triton) keep, fitted on the tune rows of its context-length table
+#: (unsloth-maxctx-llama318b-12gb/-24gb, unsloth-maxctx-llama3370b-80gb; bench/bench_validation.py).
+UNSLOTH_ACTIVATION_FACTOR = 0.16
+
+
+def compile_factor(w: Workload) -> float:
+    """Share of the eager per-layer activations a stack's fused kernels keep."""
+    if w.framework == "unsloth":
+        return UNSLOTH_ACTIVATION_FACTOR
+    return COMPILE_ACTIVATION_FACTOR if w.compile else 1.0
+
+
+def loss_bytes_per_vocab_token(w: Workload) -> tuple[float, float]:
+    """(backward start, forward end) bytes per token per vocabulary entry of the loss path."""
+    if w.framework == "unsloth":
+        return 0.0, 0.0  # fused (cut) cross-entropy: logits computed block by block, never stored
+    if w.chunked_loss:
+        # bf16 logits kept; one chunk's fp32 up-cast (+ its fp32 gradient in backward) at a time
+        return 2.0 + (4.0 + 4.0) / LOSS_CHUNKS, 2.0 + 4.0 / LOSS_CHUNKS
+    return cal.LOSS_BYTES_PER_VOCAB_TOKEN, cal.LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN
+
+
+@dataclass(frozen=True, slots=True)
+class StackTerms:
+    weights: float
+    grads: float
+    opt: float
+    acts: float
+    layer_weights: float = 0.0  # one decoder layer's weights on this GPU
+    layer_acts: float = 0.0  # one decoder layer's saved activations on this GPU
+    largest_grad: float = 0.0  # the biggest single gradient tensor on this GPU
+    notes: tuple[str, ...] = ()
+
+
+def apply_stack(w: Workload, t: StackTerms) -> StackTerms:
+    """The persistent terms once the offload / optimizer-in-backward switches are applied."""
+    weights, grads, opt, acts = t.weights, t.grads, t.opt, t.acts
+    notes: list[str] = []
+    if w.framework == "unsloth":
+        notes.append("Unsloth: fused kernels, offloaded checkpoints, fused cross-entropy (no logits stored)")
+    if w.framework == "torchtune":
+        notes.append("torchtune recipe: pure bf16, chunked cross-entropy, activation checkpointing"
+                     + (", FSDP2" if w.gpus > 1 else ""))
+    if w.optimizer_in_backward:
+        grads = min(grads, t.largest_grad)
+        notes.append("optimizer step fused into backward: gradients freed as they are applied")
+    if "optimizer" in w.offload:
+        opt = 0.0
+        grads = min(grads, t.largest_grad)
+        notes.append("optimizer states and step on the CPU; gradients streamed to CPU memory")
+    if "params" in w.offload:
+        weights = min(weights, OFFLOAD_LAYERS_ON_GPU * t.layer_weights)
+        notes.append("parameters in CPU memory, two layers at a time on the GPU")
+    if "activations" in w.offload:
+        acts = min(acts, OFFLOAD_LAYERS_ON_GPU * t.layer_acts)
+        notes.append("saved activations offloaded to CPU memory, two layers' worth on the GPU")
+    if w.compile:
+        notes.append(f"torch.compile: fused elementwise ops save {1 - COMPILE_ACTIVATION_FACTOR:.0%} "
+                     "fewer activations")
+    return StackTerms(weights, grads, opt, acts, t.layer_weights, t.layer_acts, t.largest_grad, tuple(notes))

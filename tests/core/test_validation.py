@@ -1,0 +1,113 @@
+"""The tool against third-party published measurements it was not fitted on (issue 9).
+
+Rows: tests/fixtures/validation/*.toml, each with ``split = "tune"`` (the engine and training-stack
+constants were fitted on these, bench/fit_serving.py) or ``"holdout"`` (never fitted on). The
+harness that turns a row into the tool's workload is bench/validation_rows.py; bench/bench_validation.py
+prints every row's error. Assertions here are on the holdout rows.
+
+Targets of the issue and where they stand (NOTES-serving.md has the table):
+
+* fine-tuning memory, holdout median |error| ≤ 10 %: met.
+* KV capacity (engine start-up logs), holdout median ≤ 15 %: met.
+* serving throughput, holdout median ≤ 15 %: NOT met (about 21 %); marked ``xfail(strict=True)``
+  so that reaching it turns this file red until the marker goes, and a guard keeps it from getting
+  worse than today.
+* the H200 memory check (tests/core/test_sizing_accuracy.py, ≤ 5 % median) is unchanged there.
+* at most 2 inexpressible rows: NOT met on this set; the rows the tool cannot express are listed
+  below with the reason, so that a new one fails the test.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("validation_rows", BENCH / "validation_rows.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("validation_rows", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+vr = _harness()
+
+# The rows the tool cannot express, and why (holdout side). Catalog gaps (no published peak or
+# bandwidth in catalogs/accelerators.toml for GH200 and RTX PRO 6000: issue 9 item 7, another
+# branch) are counted separately: the tool says "unknown" there instead of inventing a number.
+INEXPRESSIBLE_HOLDOUT = {
+    # prefill/decode disaggregation over 12 nodes with large-scale expert parallelism
+    "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-input_tokens_per_s",
+    "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-output_tokens_per_s",
+    # MLPerf server latency: the dataset's request lengths are not in the row
+    "mlperf41-nvidia-h200x8-llama2-70b-99-server-tpot_ms_mean",
+    # hybrid linear/full attention (48 of 64 layers keep a fixed-size state, not a KV cache)
+    "vllm-pr1995-2x3090-qwen3.8-27b-fp8-tp2-fp8kv",
+    # encoder-decoder (T5 family) models: not a decoder-only shape
+    "peft-readme-mt0-xxl-lora",
+    "peft-readme-mt0-xxl-lora-ds-offload",
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return vr.serving_results() + vr.kv_results() + vr.finetune_results()
+
+
+def _holdout(results, file, kind):
+    return [r for r in results if r.file == file and r.kind == kind and r.split == "holdout"]
+
+
+def test_finetune_memory_holdout_median_within_10_percent(results):
+    n, median, _, _ = vr.summary([r for r in results if r.file == "finetune_memory"], "holdout", "memory")
+    assert n >= 15
+    assert median <= 0.10, f"holdout median {median:.1%}"
+
+
+def test_kv_capacity_holdout_median_within_15_percent(results):
+    _, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
+    assert median <= 0.15, f"holdout median {median:.1%}"
+
+
+@pytest.mark.xfail(strict=True, reason="serving throughput holdout median is ~21 %, the target is 15 % "
+                   "(DeepSeek MLA, GPT-OSS and early-engine rows; NOTES-serving.md)")
+def test_serving_throughput_holdout_median_within_15_percent(results):
+    _, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
+    assert median <= 0.15
+
+
+def test_serving_throughput_holdout_does_not_get_worse(results):
+    n, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
+    assert n >= 100
+    assert median <= 0.23, f"holdout median {median:.1%} (was 20.9 % when this guard was set)"
+
+
+def test_tune_rows_fit_better_than_holdout_rows_but_not_per_row(results):
+    """Few constants with physical meaning, not one factor per row: the tune error stays well above
+    zero (a per-row fit would drive it to ~0)."""
+    _, tune, _, _ = vr.summary([r for r in results if r.file == "serving"], "tune", "throughput")
+    assert 0.05 < tune <= 0.12
+
+
+def test_inexpressible_rows_are_the_documented_ones(results):
+    missing = {r.id for r in results if r.split == "holdout" and r.predicted is None
+               and not r.reason.startswith("no published")}
+    assert missing == INEXPRESSIBLE_HOLDOUT
+
+
+def test_catalog_gaps_say_which_figure_is_missing(results):
+    gaps = [r for r in results if r.predicted is None and r.reason.startswith("no published")]
+    assert gaps and all(("GH200" in r.reason or "RTXPRO6000" in r.reason) for r in gaps)
+
+
+def test_405b_qlora_fits_8x80gb_with_torchtune_as_done_routinely():
+    from fleet_tui.core.sizing import check_fit
+
+    row = next(r for r in vr.rows("finetune_memory.toml", "run") if r["id"] == "torchtune-readme-llama31-405b-qlora-8xa100")
+    w, _ = vr._ft_workload(row)  # noqa: SLF001 (the harness's own mapping)
+    fit = check_fit(w, vr.catalog().accelerator("A100-80GB"), 8)
+    assert fit.fits, fit.message
