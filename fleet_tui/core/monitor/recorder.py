@@ -7,6 +7,10 @@
 * Raw samples are kept for ``raw_retention_s`` (default 24 h); older ones are folded into one-minute
   means (``samples_1m``, with their sample count) kept for ``rollup_retention_s`` (default 30 d).
   Maintenance runs every ``maintain_every_s`` in its own transaction.
+* A write that fails (a full disk, a file system gone read-only) is rolled back and raises
+  ``RecordingStopped``, a user error that says which ticks are kept; nothing committed is lost.
+* Readers open the file read-only, and immutable where SQLite cannot create the WAL's ``-shm`` file
+  (a read-only file system): a history copied off a node can be read where it lies.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.snapshot import Snapshot
@@ -85,8 +90,6 @@ def _write_problem(exc: sqlite3.Error) -> str:
 
 def _readonly_uri(p: Path, *, immutable: bool) -> str:
     # quote the path: '?' or '#' in a file name would otherwise start the URI's query
-    from urllib.parse import quote
-
     return f"file:{quote(str(p.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
@@ -262,10 +265,12 @@ class Recorder:
                     "everything recorded before")
         else:
             kept = "this run recorded nothing; what was recorded before is kept"
+        problem = _write_problem(exc)
+        again = "free some space and record" if problem == "the disk is full" else "record"
         return RecordingStopped(
-            f"--db {str(self.path)!r}: {_write_problem(exc)}, so recording stopped; {kept}. The "
-            "tick being written was rolled back and the database is consistent; free some space "
-            "and record again to the same file to go on (it appends).")
+            f"--db {str(self.path)!r}: {problem}, so recording stopped; {kept}. The write that "
+            f"failed was rolled back and the database is consistent; {again} again to the same "
+            "file to go on (it appends).")
 
     def close(self) -> None:
         with self._lock:
