@@ -18,6 +18,10 @@
    (tests/fixtures/h200/nvml_latency.json, as bench_sources.py charges them).
 4. A real asyncio loop of sim:8 at 1 s and 0.25 s intervals: process CPU time per wall second
    (target <= 1% of one core at 1 Hz).
+5. ``--lines N`` (issue 10: 10^6): ``fleet-tui analyze`` (phases, JSON) on an N-line trace generated
+   by repeating the labelled H200 trace's samples with time shifted (the raw capture format, ~790
+   bytes a line), in a child process pinned to one core (taskset): wall time and peak RSS
+   (targets <= 10 s and <= 200 MB for 10^6 lines).
 """
 
 from __future__ import annotations
@@ -167,11 +171,61 @@ def bench_loop(seconds: float, engine: dict[str, float]) -> None:
               f"(process CPU / wall, includes asyncio and the source; target <= 1% at 1 Hz)")
 
 
+def write_long_trace(path: Path, lines: int) -> None:
+    """``lines`` samples: the demo trace's samples over and over, time shifted."""
+    import json
+
+    src = [json.loads(x) for x in (ROOT / "fleet_tui" / "demo" /
+                                   "h200_trace_labelled.jsonl").read_text().splitlines()]
+    static, samples = src[0], src[1:]
+    span = samples[-1]["t"] + 0.2
+    with path.open("w") as fh:
+        fh.write(json.dumps(static) + "\n")
+        for i in range(lines):
+            s = samples[i % len(samples)]
+            fh.write(json.dumps(dict(s, t=round((i // len(samples)) * span + s["t"], 3))) + "\n")
+
+
+def bench_long_trace(lines: int) -> None:
+    import os
+    import resource
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "long.jsonl"
+        write_long_trace(path, lines)
+        size_mb = path.stat().st_size / 1e6
+        cmd = [sys.executable, "-m", "fleet_tui", "analyze", str(path), "--json"]
+        if shutil.which("taskset"):
+            cmd = ["taskset", "-c", "0", *cmd]
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        wall = time.perf_counter() - t
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        rss_mb = ru.ru_maxrss / 1024
+        cpu_s = ru.ru_utime + ru.ru_stime
+        cpu = os.getloadavg()[0]
+    print(f"== analyze on a {lines:,}-line trace ({size_mb:.0f} MB), one core ==")
+    print(f"  wall {wall:8.1f} s, CPU {cpu_s:.1f} s ({cpu_s / lines * 1e6:.1f} us a line; target "
+          f"<= 10 s for 10^6)")
+    print(f"  peak RSS {rss_mb:6.0f} MB   (target <= 200 MB)   load average then: {cpu:.1f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--loop-seconds", type=float, default=10.0)
     p.add_argument("--quick", action="store_true", help="fewer ticks and runs")
+    p.add_argument("--lines", type=int, default=0,
+                   help="also time analyze on a generated trace of this many lines (10^6)")
+    p.add_argument("--only-lines", action="store_true", help="only the --lines figure")
     args = p.parse_args()
+    if args.lines:
+        bench_long_trace(args.lines)
+        if args.only_lines:
+            return
     bench_trace()
     engine = bench_engine(args.quick)
     bench_target(engine, args.quick)

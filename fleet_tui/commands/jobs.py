@@ -10,28 +10,19 @@ from fleet_tui.commands._numbers import finite_float
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
-# What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
-ADVICE = {
-    "idle": "GPUs held but unused: ask for fewer (--gres=gpu:N), release them between phases, or "
-            "check that every rank actually started on its GPU.",
-    "input_bound": "The GPUs wait for data: more dataloader workers, pinned memory, prefetch, or "
-                   "faster storage.",
-    "input_starved": "The GPUs wait for input: more dataloader workers, pinned memory, prefetch.",
-    "healthy_compute": "The job keeps its GPUs busy; look at larger batches or mixed precision "
-                       "only if throughput matters.",
-}
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     j = subparsers.add_parser(
         "jobs", help="jobs on the fleet worst first (who holds idle GPUs, what it costs); "
                      "'jobs report JOB' for one job",
         description="Attribute every device to a job, pod or user — from the labels its metrics "
-                    "carry (dcgm-exporter's hpc_job, Kubernetes pod/namespace, Slurm exporter job "
-                    "ids) and, with --slurm, from Slurm's own view of running jobs (node list and "
-                    "GPU indices) — and print per job its user, nodes, devices, utilization, idle "
-                    "device-hours and their cost, worst first. 'fleet-tui jobs report JOB' prints "
-                    "one job's efficiency report.")
+                    "carry (dcgm-exporter's hpc_job, Kubernetes pod/namespace, AMD "
+                    "device-metrics-exporter's job_id/job_user, jobstats' nvidia_gpu_jobId/"
+                    "jobUid gauges) and, with --slurm, from Slurm's own view of running jobs "
+                    "(node list and GPU indices) — and print per job its user, nodes, devices, "
+                    "utilization, idle device-hours and their cost, worst first; GPUs without a "
+                    "job are counted apart. With --slurm, jobs that finished since --since "
+                    "(sacct, when accounting is on) are listed too. 'fleet-tui jobs report JOB' "
+                    "prints one job's efficiency report.")
     j.add_argument("words", nargs="*", metavar="report JOB",
                    help="'report JOB': the efficiency report of one job")
     j.add_argument("--source", default=_S,
@@ -41,7 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
                         "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
     j.add_argument("--slurm", action="store_true",
-                   help="also ask Slurm (squeue/scontrol --json) which job runs on which node and GPU")
+                   help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
+                        "and GPU, and sacct --json for finished jobs")
+    j.add_argument("--since", default="now-1days", metavar="WHEN",
+                   help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
+                        "--starttime syntax (default now-1days)")
     j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
     j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history behind each device's diagnosis (default 60)")
@@ -88,20 +83,32 @@ def _usages(args: argparse.Namespace):
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
 
+    from fleet_tui.core.cluster.promjobs import (DeviceLabels, read_device_labels,
+                                                  usages_from_view)
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+
     source = open_source(spec)
 
     async def once():
         await source.open()
         try:
-            return await read_fleet_view(source, window_s=args.window, instance_prices=_prices(args))
+            view = await read_fleet_view(source, window_s=args.window,
+                                         instance_prices=_prices(args))
+            if not view.offenders:
+                why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
+                raise UserError(f"--source {spec}: no devices read ({why})")
+            try:
+                labels = await read_device_labels(source)
+            except (OSError, ValueError, PrometheusResponseError) as exc:  # readings came, labels not
+                print(f"fleet-tui: job labels not read ({exc}); devices are attributed "
+                      "through Slurm only", file=sys.stderr)
+                labels = DeviceLabels()
+            return view, labels
         finally:
             await source.close()
 
-    view = asyncio.run(once())
-    # Labels reach the devices once the fleet sources carry them (dcgm-exporter's hpc_job, pod,
-    # namespace): each device's ``labels`` mapping is passed straight through.
-    return [DeviceUsage.from_fleet_device(d, getattr(d, "labels", None), observed_s=args.window)
-            for d in view.offenders]
+    view, labels = asyncio.run(once())
+    return usages_from_view(view, labels, observed_s=args.window)
 
 
 def _prices(args: argparse.Namespace):
@@ -132,11 +139,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                         "'fleet-tui jobs report JOB'")
     usages = _usages(args)
     slurm_jobs = ()
+    finished, finished_note = None, None
+    now = time.time()
     if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmReader
+        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader, finished_gpu_jobs
 
-        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
-    view = job_view(usages, slurm_jobs, now=time.time(), user=args.user)
+        reader = SlurmReader(timeout_s=args.timeout)
+        slurm_jobs = reader.jobs()
+        try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
+            finished = finished_gpu_jobs(reader.sacct(since=args.since, user=args.user), now)
+        except SlurmError as exc:
+            finished_note = f"finished jobs not listed: {exc}"
+            print(f"fleet-tui: {finished_note}", file=sys.stderr)
+    view = job_view(usages, slurm_jobs, now=now, user=args.user)
     if words:
         try:
             job = view.job(words[1])
@@ -145,20 +160,35 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         if args.json:
             print_json(job.to_dict(with_devices=True))
         else:
-            _report(job)
+            from fleet_tui.core.cluster.jobreport import job_report
+
+            sys.stdout.write(job_report(job))
         return 0
     if args.json:
-        print_json(view.to_dict())
+        doc = view.to_dict()
+        if args.slurm:
+            doc["finished"] = finished
+            doc["finished_note"] = finished_note
+        print_json(doc)
         return 0
+    # without Slurm a job's start is unknown: its runtime is at least the observed window
     rows = [[j.job, j.user or "-", ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
-             _pct(j.sm_active_pct), _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
+             _pct(j.sm_active_pct), ("" if j.state else "≥") + _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
              "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary] for j in view.jobs]
     print_table(["job", "user", "nodes", "gpus", "util", "sm", "runtime", "idle gpu-h", "idle $",
                  "primary"], rows)
+    if not args.slurm and any(not j.user for j in view.jobs):
+        print("(user -: the labels name no user; --slurm reads users and start times from Slurm)")
     loose = view.to_dict()["unattributed"]
     if loose["devices"]:
-        print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle, "
-              f"${loose['usd_idle_per_hour']:,.2f}/h)")
+        cost = "" if loose["usd_idle_per_hour"] is None else f", ${loose['usd_idle_per_hour']:,.2f}/h"
+        print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle{cost})")
+    if finished:
+        print(f"\nfinished since {args.since} (sacct; utilization needs the fleet's history):")
+        print_table(["job", "user", "state", "gpus", "runtime", "gpu-h", "nodes"],
+                    [[f["job"], f["user"] or "-", f["state"], str(f["devices"]),
+                      _hours(f["runtime_s"]), f"{f['gpu_hours']:.2f}", ",".join(f["nodes"])[:30]]
+                     for f in finished[:50]])
     return 0
 
 
@@ -168,41 +198,3 @@ def _pct(v) -> str:
 
 def _hours(s: float) -> str:
     return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-
-
-def _gib(b) -> str:
-    return "N/A" if b is None else f"{b / 2**30:.1f} GiB"
-
-
-def _report(job, out=None) -> None:
-    """A job-efficiency report in the spirit of Princeton's jobstats: what the job held, how much
-    of it worked, what it cost idle, and what to change."""
-    out = out or sys.stdout
-    w = out.write
-    w(f"Job {job.job}  user {job.user or 'unknown'}  ({job.via})"
-      f"{'  state ' + job.state if job.state else ''}\n")
-    w(f"  {len(job.devices)} GPUs on {len(job.nodes)} node(s): {', '.join(job.nodes)}\n")
-    w(f"  runtime {_hours(job.runtime_s)}   GPU utilization {_pct(job.util_pct)} (mean)   "
-      f"SM activity {_pct(job.sm_active_pct)}   peak memory {_gib(job.mem_peak_bytes)}\n")
-    cost = "" if job.usd_idle is None else f" = ${job.usd_idle:,.2f}"
-    w(f"  idle: {job.idle_device_hours:.2f} GPU-hours{cost}\n\n")
-    from fleet_tui.commands._output import format_table
-
-    w(format_table(["node", "gpu", "util", "sm", "mem peak", "idle", "diagnosis"],
-                   [[d.node, str(d.index), _pct(d.util_pct), _pct(d.sm_active_pct),
-                     _gib(d.mem_peak_bytes), f"{100 * d.idle_fraction:.0f}%", d.primary]
-                    for d in job.devices]) + "\n\n")
-    w("Diagnoses: " + ", ".join(f"{k} ×{n}" for k, n in job.diagnoses.items()) + "\n")
-    if job.phases:
-        t0 = job.phases[0][0]
-        w("Phases: " + ", ".join(f"+{_hours(a - t0)}–+{_hours(b - t0)} {k}"
-                                 for a, b, k in job.phases) + "\n")
-    actions = []
-    for d in sorted(job.devices, key=lambda d: d.primary == "healthy_compute"):  # problems first
-        text = d.action or ADVICE.get(d.primary, "")
-        if text and text not in actions:
-            actions.append(text)
-    if actions:
-        w("What to change:\n")
-        for a in actions[:5]:
-            w(f"  - {a}\n")

@@ -53,15 +53,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.set_defaults(func=_cmd_monitor)
 
     a = subparsers.add_parser(
-        "analyze", help="diagnose a recorded trace offline (window by window)",
+        "analyze", help="diagnose a recorded trace offline, phase by phase",
         description="Replay a trace (the raw H200 capture format or a fleet-tui recording; "
-                    "'demo' = the bundled labelled H200 trace) and diagnose each window.")
+                    "'demo' = the bundled labelled H200 trace), split it at change points into "
+                    "phases and diagnose each: the bottleneck (primary) and the risks. --window "
+                    "gives fixed windows instead. Streams the file in bounded memory.")
     a.add_argument("trace", metavar="TRACE", help="path to a .jsonl trace, or 'demo'")
-    a.add_argument("--window", type=finite_float, default=5.0, metavar="SECONDS",
-                   help="window length in seconds (default 5)")
+    a.add_argument("--window", type=finite_float, default=None, metavar="SECONDS",
+                   help="fixed windows of SECONDS instead of phases")
     a.add_argument("--step", type=finite_float, default=None, metavar="SECONDS",
-                   help="start a window every SECONDS (default: back to back)")
-    a.add_argument("--json", action="store_true", help="JSON list of windows")
+                   help="with --window: start a window every SECONDS (default: back to back)")
+    a.add_argument("--json", action="store_true", help="JSON list of phases (or windows)")
     a.set_defaults(func=_cmd_analyze)
 
     r = subparsers.add_parser(
@@ -266,27 +268,9 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from fleet_tui.commands._output import print_json, print_table
-    from fleet_tui.core.errors import UserError
-    from fleet_tui.core.monitor.analysis import analyze_trace
-    from fleet_tui.core.monitor.trace import iter_trace
+    from fleet_tui.commands._analyze import run_analyze
 
-    if args.window <= 0:
-        raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
-    if args.step is not None and args.step <= 0:
-        raise UserError(f"--step {args.step:g}: must be a positive number of seconds")
-    windows = analyze_trace(iter_trace(args.trace), window_s=args.window, step_s=args.step)
-    if args.json:
-        print_json([w.to_dict() for w in windows])
-        return 0
-    rows = []
-    for w in windows:
-        d = w.primary_diagnosis
-        others = ", ".join(x.kind for x in w.diagnoses[1:])
-        rows.append([f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
-                     w.primary, f"{d.confidence:.2f}" if d else "", others])
-    print_table(["start", "end", "gpu", "phase", "primary", "conf", "also"], rows)
-    return 0
+    return run_analyze(args)
 
 
 def _cmd_record(args: argparse.Namespace) -> int:

@@ -14,14 +14,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "plan", help="cheapest mix of reserved 1y/3y, on-demand and spot for a demand profile",
         description="From hourly device demand (--demand FILE: JSON list, CSV with a 'devices' "
-                    "column, or one number per line; or --db: a 'record' history, counting the "
-                    "devices that worked each hour) and an instance's prices (--instance TYPE from "
+                    "column, or one number per line; --db: a 'record' history; or --source "
+                    "prometheus:URL: a fleet's history; both count the devices that worked each "
+                    "hour) and an instance's prices (--instance TYPE from "
                     "the catalog, or --on-demand-price and friends), find the cheapest mix of "
                     "reserved, on-demand and spot capacity, each commitment's break-even "
                     "utilization, and the spot interruption risk.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--demand", metavar="FILE", help="hourly device counts")
     src.add_argument("--db", metavar="DB", help="a 'fleet-tui record' history database")
+    src.add_argument("--source", default=None, metavar="prometheus:URL",
+                     help="a fleet's Prometheus: the devices busy each hour over --days")
+    p.add_argument("--days", type=finite_float, default=30.0, metavar="D",
+                   help="with --source: how much history to plan from (default 30)")
     p.add_argument("--instance", default=_S, metavar="TYPE",
                    help="catalog instance type (its cheapest region's prices are used)")
     p.add_argument("--region", default=None, help="with --instance: this region's prices")
@@ -89,6 +94,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     if args.demand:
         demand = read_demand(args.demand)
+    elif args.source:
+        demand = _prometheus_demand(args)
     else:
         from fleet_tui.core.monitor.recorder import read_rows
 
@@ -126,3 +133,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{100 * s['p_interrupted_per_instance_day']:.2f}% chance per instance-day, "
               f"{s['overhead_pct']:.2f}% of spot time lost")
     return 0
+
+
+def _prometheus_demand(args: argparse.Namespace) -> list[float]:
+    import time
+
+    from fleet_tui.core.cluster.promdemand import read_demand as read_prometheus_demand
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+
+    if parse_source_spec(args.source).kind != "prometheus":
+        raise UserError(f"--source {args.source}: plan reads a fleet's history from "
+                        "prometheus:URL only")
+    demand = read_prometheus_demand(open_source(args.source), days=args.days, now=time.time())
+    if not demand:
+        raise UserError(f"--source {args.source}: no GPU utilization series in the last "
+                        f"{args.days:g} days")
+    return demand

@@ -40,6 +40,18 @@ PANES: tuple[PaneInfo, ...] = (
     PaneInfo("fleet", "5", "Fleet", "Fleet", "Nodes x devices (Prometheus)",
              "fleet_tui.ui.fleet:FleetScreen", needs_source="fleet",
              unavailable="The fleet pane needs a fleet source: start with --source prometheus:URL."),
+    PaneInfo("jobs", "6", "Jobs", "Jobs", "Jobs worst first: idle GPUs and their cost",
+             "fleet_tui.ui.jobs:JobsScreen", needs_source="fleet",
+             unavailable="The jobs pane needs a fleet source: start with --source prometheus:URL "
+                         "(exporters with job labels)."),
+    PaneInfo("plan", "7", "Plan", "Capacity plan", "Reserved / on-demand / spot mix",
+             "fleet_tui.ui.plan:PlanScreen", needs_source="fleet",
+             unavailable="The plan pane reads a fleet's history: start with --source "
+                         "prometheus:URL --instance TYPE."),
+    PaneInfo("queue", "8", "Queue", "Queue what-if", "Scheduling policies side by side",
+             "fleet_tui.ui.queue:QueueScreen", needs_source="fleet",
+             unavailable="The queue pane belongs to the head-node panes (--source prometheus:URL); "
+                         "without a fleet use 'fleet-tui queue simulate FILE'."),
 )
 
 BY_MODE: dict[str, PaneInfo] = {pane.mode: pane for pane in PANES}

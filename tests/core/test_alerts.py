@@ -115,3 +115,34 @@ def test_holding_lists_conditions_held_past_their_duration_until_they_clear():
     assert [(r.name, since) for r, _key, since in held] == [("hot", 0.0)]
     ev.evaluate(15.0, [_dev(10.0, 15)])  # condition clears
     assert ev.holding(15.0) == []
+
+
+def _idle_dev(key, index, util):
+    from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+    return DeviceSnapshot(index=index, name="GPU", uuid=key, vendor="nvidia", node=key.split("/")[0],
+                          timestamp=0.0, gpu_util_pct=util)
+
+
+def test_job_rule_fires_for_a_job_holding_enough_idle_devices_long_enough(tmp_path):
+    from fleet_tui.core.monitor.alerts import AlertEvaluator
+
+    f = tmp_path / "alerts.toml"
+    f.write_text('[[rule]]\nname = "job-idle"\nmetric = "gpu_util_pct"\nop = "<"\nthreshold = 1\n'
+                 'min_devices = 3\nduration = "10m"\n\n'
+                 '[[rule]]\nname = "bad"\ndiagnosis = "idle"\nmin_devices = 0\n')
+    rules, problems = parse_rules_file(f)
+    assert [r.name for r in rules] == ["job-idle"] and rules[0].per_job
+    assert "min_devices" in problems[0]
+    devices = [_idle_dev(f"n{i // 4}/{i % 4}", i % 4, 0.0 if i < 6 else 50.0) for i in range(8)]
+    jobs = {"big": [d.key for d in devices[:4]],  # 4 idle devices
+            "small": [d.key for d in devices[4:6]],  # 2 idle: under min_devices
+            "busy": [d.key for d in devices[6:]]}
+    ev = AlertEvaluator(rules)
+    devs = devices
+    assert ev.evaluate(0.0, devs, jobs=jobs) == []  # the timer starts
+    assert ev.evaluate(300.0, devs, jobs=jobs) == []
+    (alert,) = ev.evaluate(600.0, devs, jobs=jobs)
+    assert alert.device_key == "job:big" and "job big: 4 of its 4 devices" in alert.message
+    # without jobs the job rule is not evaluated, and device evaluation ignores it
+    assert ev.evaluate(900.0, devs) == []

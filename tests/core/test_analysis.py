@@ -237,7 +237,8 @@ def test_a_rule_is_a_plain_function_of_the_window_statistics():
     rows = [read_row(d) for d in samples]
     st = window_stats(rows, samples, Counts(rows, samples), [])
     found = {k: r.rule(st) for k, r in RULES.items() if r.rule is not None}
-    assert {k for k, f in found.items() if f is not None} == {"compute_no_tensor_cores"}
+    assert {k for k, f in found.items() if f is not None} == {"compute_no_tensor_cores",
+                                                              "memory_headroom"}
     f = found["compute_no_tensor_cores"]
     assert 0 < f.confidence <= 1 and f.facts["fp32_active_pct"] == 60.0
     assert "FP32 pipe 60%" in f.describe()

@@ -16,7 +16,7 @@ import random
 import pytest
 
 from fleet_tui.core.monitor.alerts import AlertEvaluator, AlertRule
-from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, SlidingWindow,
+from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, HostLoad, SlidingWindow,
                                              analyze_device_window, analyze_trace)
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.history import History
@@ -46,8 +46,13 @@ def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
             eng.set_interval(changes[i])
         tick = eng.process(snap)
         for d in snap.devices:
-            window = eng.history.samples(d.key, eng.window_s)
-            expected = analyze_device_window(window, growth_points=[])
+            # the window: history's last window_s seconds, cut at the current phase's start
+            start = tick.analyses[d.key].start
+            window = list(eng.history.samples(d.key, eng.window_s))
+            while window and window[0].timestamp < start:
+                window.pop(0)
+            expected = analyze_device_window(window, growth_points=[],
+                                             host=HostLoad.of(snap.host))
             assert _without_growth(tick.analyses[d.key]) == _without_growth(expected), (i, d.key)
             compared += 1
     return compared
@@ -55,6 +60,25 @@ def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
 
 def test_engine_windows_equal_analysing_history_from_scratch(trace):
     assert _replay_and_compare(trace) == len(trace)
+
+
+def test_engine_windows_do_not_straddle_two_labelled_behaviours(trace):
+    """The window restarts at a change point: after the detection delay, a window holds one
+    behaviour (the labelled phases of the H200 trace; sizing phases are mixed by design)."""
+    eng = MonitorEngine(None, interval=0.25, min_interval_s=0.1, usd_per_hour=10.0)
+    straddled = 0
+    for snap in trace:
+        tick = eng.process(snap)
+        d = snap.devices[0]
+        if d.phase.startswith("sizing"):
+            break
+        start = tick.analyses[d.key].start
+        labels = [s.phase for s in eng.history.samples(d.key, eng.window_s)
+                  if s.timestamp >= start]
+        minority = min(labels.count(x) for x in set(labels))
+        if len(set(labels)) > 1 and minority >= 4 and minority >= 0.3 * len(labels):
+            straddled += 1
+    assert straddled == 0
 
 
 def test_windows_stay_exact_when_time_goes_back_or_history_shrinks(trace):
@@ -98,7 +122,8 @@ def test_lazy_diagnoses_read_compare_copy_and_pickle_like_eager_ones(trace):
         # a signal read on its own before anything else equals the one in the full evidence
         lazy_value = d.evidence_value("sm_active_pct", "absent")
         eager = Diagnosis(kind=d.kind, confidence=d.confidence, evidence=d.evidence,
-                          explanation=d.explanation, action=d.action, severity=d.severity)
+                          explanation=d.explanation, action=d.action, severity=d.severity,
+                          role=d.role)
         assert d == eager and hash(d) == hash(eager) and repr(d) == repr(eager)
         assert lazy_value == d.evidence_dict.get("sm_active_pct", "absent")
         assert d.explanation and d.evidence and d.to_dict()["explanation"] == d.explanation

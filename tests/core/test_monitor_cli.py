@@ -17,11 +17,11 @@ def _isolated(tmp_path, monkeypatch):
 
 
 def test_analyze_demo_json_covers_the_trace(capsys):
-    assert main(["analyze", "demo", "--json"]) == 0
+    assert main(["analyze", "demo", "--window", "5", "--json"]) == 0
     windows = json.loads(capsys.readouterr().out)
     assert len(windows) >= 30
     for w in windows:
-        assert {"start", "end", "phase", "device", "primary", "diagnoses"} <= set(w)
+        assert {"start", "end", "phase", "device", "primary", "risks", "diagnoses"} <= set(w)
         assert w["end"] - w["start"] == pytest.approx(5.0)
         for d in w["diagnoses"]:
             assert {"kind", "confidence", "evidence", "action"} <= set(d)
@@ -30,6 +30,17 @@ def test_analyze_demo_json_covers_the_trace(capsys):
     kinds = {w["primary"] for w in windows}
     assert {"healthy_compute", "memory_bandwidth_bound", "input_starved", "launch_bound",
             "host_transfer_bound", "memory_capacity_pressure", "idle"} <= kinds
+
+
+def test_analyze_default_is_phases_that_tile_the_trace(capsys):
+    assert main(["analyze", "demo", "--json"]) == 0
+    phases = json.loads(capsys.readouterr().out)
+    assert 8 <= len(phases) <= 60
+    for a, b in zip(phases, phases[1:]):
+        assert b["start"] == pytest.approx(a["end"])  # back to back, no gap, no overlap
+    assert [p["primary"] for p in phases[:8]] == [
+        "idle", "healthy_compute", "memory_bandwidth_bound", "input_starved", "launch_bound",
+        "host_transfer_bound", "memory_capacity_pressure", "idle"]
 
 
 def test_analyze_table_and_window_flag(capsys):

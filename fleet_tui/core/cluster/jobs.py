@@ -59,6 +59,7 @@ class DeviceUsage:
     primary: str = "unknown"
     action: str = ""  # what to change, from the primary diagnosis
     phases: tuple[tuple[float, float, str], ...] = ()  # (start, end, diagnosis) over its history
+    key: str = ""  # the engine's device key (its analyses and alerts are keyed by it)
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -76,7 +77,8 @@ class DeviceUsage:
                    util_pct=dev.gpu_util_pct, sm_active_pct=dev.sm_active_pct,
                    mem_peak_bytes=dev.mem_used_bytes, mem_total_bytes=dev.mem_total_bytes,
                    idle_fraction=1.0 if dev.idle else 0.0, observed_s=observed_s,
-                   usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action)
+                   usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action,
+                   key=dev.key)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "") -> "DeviceUsage":
@@ -169,14 +171,16 @@ class JobsView:
         idle = [d for d in self.unattributed if d.idle_fraction > 0]
         return {"jobs": [j.to_dict() for j in self.jobs],
                 "unattributed": {"devices": len(self.unattributed), "idle_devices": len(idle),
-                                 "usd_idle_per_hour": _r(sum(d.usd_per_hour or 0.0 for d in idle), 4)}}
+                                 "usd_idle_per_hour": _r(sum(d.usd_per_hour for d in idle
+                                            if d.usd_per_hour is not None), 4)
+                if any(d.usd_per_hour is not None for d in idle) else None}}
 
 
 def _r(x: float | None, digits: int = 2) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def _short(node: str) -> str:
+def short_node(node: str) -> str:
     """Prometheus ``instance`` values carry a port and sometimes a domain; Slurm names don't."""
     return node.rsplit(":", 1)[0].split(".")[0] if not node.startswith("[") else node
 
@@ -207,13 +211,13 @@ class SlurmIndex:
                 idx = j.gpu_indices.get(node)
                 if idx:
                     for i in idx:
-                        self.by_gpu[(_short(node), i)] = j
+                        self.by_gpu[(short_node(node), i)] = j
                 else:
-                    whole.setdefault(_short(node), []).append(j)
+                    whole.setdefault(short_node(node), []).append(j)
         self.by_node = {n: js[0] for n, js in whole.items() if len(js) == 1}
 
     def owner(self, node: str, index: int) -> SlurmJob | None:
-        n = _short(node)
+        n = short_node(node)
         return self.by_gpu.get((n, index)) or self.by_node.get(n)
 
 

@@ -310,3 +310,25 @@ class SlurmReader:
 
 def running_on(jobs: Iterable[SlurmJob]) -> list[SlurmJob]:
     return [j for j in jobs if j.state in ("RUNNING", "SUSPENDED", "COMPLETING") and j.nodes]
+
+
+# states of a job that ended (sacct); a running job's GPUs are seen live instead
+FINISHED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL",
+                   "PREEMPTED", "BOOT_FAIL", "DEADLINE")
+
+
+def finished_gpu_jobs(jobs: Iterable[SlurmJob], now: float) -> list[dict[str, Any]]:
+    """Jobs that held GPUs and ended (from ``sacct``), latest end first, with their GPU-hours.
+    Accounting says what they held, not how well they used it: utilization needs the fleet's
+    history (the Prometheus range) for the job's nodes and time."""
+    out = []
+    for j in jobs:
+        if j.gpus <= 0 or not any(j.state.startswith(s) for s in FINISHED_STATES):
+            continue
+        runtime = j.runtime_s(now) or 0.0
+        out.append({"job": j.job, "user": j.user, "state": j.state, "nodes": list(j.nodes),
+                    "devices": j.gpus, "start_s": j.start_s, "end_s": j.end_s,
+                    "runtime_s": round(runtime, 1), "gpu_hours": round(j.gpus * runtime / 3600, 3),
+                    "partition": j.partition, "name": j.name})
+    out.sort(key=lambda d: -(d["end_s"] or 0))
+    return out

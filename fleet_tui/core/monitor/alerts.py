@@ -6,6 +6,11 @@ is reported as ``file:line: field: message`` and skipped; the others still load.
 
 A rule fires when its condition has held without interruption for ``duration``; while the condition
 lasts it fires again only after ``cooldown``. When the condition clears, the timer resets.
+
+A rule with ``min_devices`` targets jobs, not devices: it holds for a job while at least that many
+of the job's devices meet its metric or diagnosis (e.g. ``diagnosis = "idle"``, ``min_devices = 8``,
+``duration = "30m"``: a job holding 8 GPUs idle for 30 minutes). Job rules are evaluated only when
+the caller knows which devices each job holds (``evaluate(..., jobs=...)``; the Jobs pane does).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +38,7 @@ DEVICE_METRICS = ("gpu_util_pct", "mem_util_pct", "mem_used_pct", "mem_used_byte
                   "fp16_active_pct", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_bytes_s",
                   "nvlink_rx_bytes_s", "nvlink_tx_bytes_s", "ecc_corrected", "ecc_uncorrected")
 _KEYS = ("name", "metric", "diagnosis", "op", "threshold", "duration", "severity", "cooldown",
-         "message", "min_confidence", "enabled")
+         "message", "min_confidence", "enabled", "min_devices")
 MACHINE_KEY = "machine"
 
 
@@ -78,14 +83,21 @@ class AlertRule:
     message: str | None = None
     enabled: bool = True
     source: str = ""  # file:line the rule came from
+    min_devices: int | None = None  # a job rule: this many of a job's devices meet the condition
 
     @property
     def machine_wide(self) -> bool:
         return self.metric in MACHINE_METRICS
 
+    @property
+    def per_job(self) -> bool:
+        return self.min_devices is not None
+
     def describe(self) -> str:
         what = (f"{self.metric} {self.op} {self.threshold:g}" if self.metric
                 else f"diagnosis {self.diagnosis}")
+        if self.per_job:
+            what = f"{self.min_devices}+ devices of a job with {what}"
         return f"{what} for {self.duration_s:g} s"
 
 
@@ -204,13 +216,19 @@ def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
     message = entry.get("message")
     if message is not None and not isinstance(message, str):
         err("message", "must be a string")
+    min_devices = entry.get("min_devices")
+    if min_devices is not None and (isinstance(min_devices, bool) or not isinstance(min_devices, int)
+                                    or min_devices < 1):
+        err("min_devices", "must be a whole number of devices, 1 or more")
+    elif min_devices is not None and metric in MACHINE_METRICS:
+        err("min_devices", f"a job rule needs a device metric or a diagnosis, not {metric!r}")
     if errs:
         return None, errs
     return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
                      cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
                      threshold=float(threshold) if threshold is not None else None,
                      min_confidence=float(min_conf), message=message, enabled=enabled,
-                     source=f"{path}:{start}"), []
+                     source=f"{path}:{start}", min_devices=min_devices), []
 
 
 def load_alert_rules(files: Sequence[Path] | None = None, *,
@@ -251,13 +269,15 @@ def _hit_order(hit: tuple[int, int, Alert]) -> tuple[int, int]:
 class _RuleIndex:
     """The enabled rules by what they watch, with their position in the rule list."""
 
-    __slots__ = ("rules", "machine", "metric", "diagnosis", "by_kind", "unique_names")
+    __slots__ = ("rules", "machine", "metric", "diagnosis", "by_kind", "unique_names", "job")
 
     def __init__(self, rules: tuple[AlertRule, ...]):
         self.rules = rules
-        self.machine = [(i, r) for i, r in enumerate(rules) if r.machine_wide]
-        self.metric = [(i, r) for i, r in enumerate(rules) if not r.machine_wide and r.metric]
-        self.diagnosis = [(i, r) for i, r in enumerate(rules) if not r.machine_wide and not r.metric]
+        self.job = [r for r in rules if r.per_job]
+        per_device = [(i, r) for i, r in enumerate(rules) if not r.per_job]
+        self.machine = [(i, r) for i, r in per_device if r.machine_wide]
+        self.metric = [(i, r) for i, r in per_device if not r.machine_wide and r.metric]
+        self.diagnosis = [(i, r) for i, r in per_device if not r.machine_wide and not r.metric]
         self.by_kind: dict[str, list[tuple[int, AlertRule]]] = {}
         for i, r in self.diagnosis:
             self.by_kind.setdefault(r.diagnosis, []).append((i, r))  # type: ignore[arg-type]
@@ -330,12 +350,16 @@ class AlertEvaluator:
     def evaluate(self, now: float, devices: Sequence[DeviceSnapshot],
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
                  machine: Mapping[str, float | None] | None = None, *,
-                 keys: Sequence[str] | None = None) -> list[Alert]:
-        """Alerts that fire now, in rule order, then device order. ``keys``: the devices' keys
-        when the caller has them."""
+                 keys: Sequence[str] | None = None,
+                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:
+        """Alerts that fire now, in rule order, then device order, then job alerts. ``keys``: the
+        devices' keys when the caller has them; ``jobs``: job id -> the keys of its devices, for
+        the job rules (without it they are not evaluated)."""
         idx = self._rule_index()
+        job_alerts = self._evaluate_jobs(now, idx.job, devices, analyses or {}, jobs) \
+            if jobs is not None and idx.job else []
         if not idx.unique_names:  # rules sharing a name share timers: evaluate rule by rule
-            return self._evaluate_by_rule(now, devices, analyses, machine)
+            return self._evaluate_by_rule(now, devices, analyses, machine) + job_alerts
         analyses = analyses or {}
         machine = machine or {}
         state = self._state
@@ -394,7 +418,36 @@ class AlertEvaluator:
                 running.update(held_names)
         if len(hits) > 1:
             hits.sort(key=_hit_order)
-        return [h[2] for h in hits]
+        return [h[2] for h in hits] + job_alerts
+
+    def _evaluate_jobs(self, now: float, rules: Sequence[AlertRule],
+                       devices: Sequence[DeviceSnapshot], analyses: Mapping[str, DeviceAnalysis],
+                       jobs: Mapping[str, Sequence[str]]) -> list[Alert]:
+        """Job rules: a job's timer runs while ``min_devices`` of its devices meet the condition."""
+        by_key = {d.key: d for d in devices}
+        out = []
+        for rule in rules:
+            for job, keys in jobs.items():
+                meeting = 0
+                for key in keys:
+                    d = by_key.get(key)
+                    if d is None:
+                        continue
+                    if rule.metric:
+                        v = metric_value(d, rule.metric)
+                        meeting += v is not None and OPS[rule.op](v, rule.threshold)
+                    else:
+                        an = analyses.get(key)
+                        diag = an.get(rule.diagnosis) if an is not None else None
+                        meeting += diag is not None and diag.confidence >= rule.min_confidence
+                held = meeting >= (rule.min_devices or 1)
+                a = self._check(rule, f"job:{job}", None, now, held, float(meeting))
+                if a:
+                    what = rule.diagnosis or rule.describe()
+                    text = rule.message or (f"job {job}: {meeting} of its {len(keys)} devices "
+                                            f"{what} for {now - a.since:.0f} s")
+                    out.append(replace(a, message=text))
+        return out
 
     def _evaluate_by_rule(self, now: float, devices: Sequence[DeviceSnapshot],
                           analyses: Mapping[str, DeviceAnalysis] | None = None,
@@ -405,6 +458,8 @@ class AlertEvaluator:
         state = self._state
         per_device: list[tuple[DeviceSnapshot, str, dict[str, Any] | None]] | None = None
         for rule in self.rules:
+            if rule.per_job:
+                continue
             if rule.machine_wide:
                 v = machine.get(rule.metric)  # type: ignore[arg-type]
                 held = v is not None and OPS[rule.op](v, rule.threshold)

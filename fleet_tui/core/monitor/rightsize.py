@@ -12,6 +12,10 @@ Requirements (documented so the numbers can be checked by hand):
 
 Percentiles come from raw samples and one-minute means (weighted by their sample count); means of
 older data flatten short peaks, so p99 over long windows is a lower bound.
+
+``idle_note`` says how much of the time a device sat idle from its phases (``analysis.stream``,
+change points), where a trace is at hand: "idle 40 % of the time" is the case for a smaller or
+shared instance that p99s alone do not make.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.monitor.analysis.summary import TimeShares
 from fleet_tui.core.monitor.recorder import read_rows
 from fleet_tui.core.pricing import HOURS_PER_MONTH
 
@@ -282,3 +287,10 @@ def _candidate(inst: Any, pricing: str, current_month: float | None) -> Candidat
                      usd_per_hour=price, usd_per_month=month,
                      savings_usd_per_month=None if current_month is None else current_month - month)
 
+
+
+def idle_note(analyses: Any) -> dict[int, str]:
+    """Per device index, "idle N % of the time" from phase (or window) analyses."""
+    shares = TimeShares(analyses)
+    return {dev: f"idle {100 * shares.idle_share(dev):.0f} % of the time"
+            for dev in sorted(shares.seconds)}

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
-                                             SlidingWindow, analyze_device_window)
+                                             HostLoad, SlidingWindow, analyze_device_window)
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
@@ -125,6 +125,7 @@ class SlidingWindows:
             self._windows = windows = {k: w for k, w in windows.items() if k in kept}
             self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
         seconds = self.policy.seconds
+        host = HostLoad.of(snapshot.host)
         for d, key in zip(snapshot.devices, keys):
             win = windows.get(key)
             if win is None:  # a new device, or after a backfill: start from what history holds
@@ -137,7 +138,7 @@ class SlidingWindows:
                     win.reset(history.samples(key, seconds))
             if not len(win):
                 continue
-            analyses[key] = win.analyze(self.growth_points(d, snapshot.timestamp, key), key)
+            analyses[key] = win.analyze(self.growth_points(d, snapshot.timestamp, key), key, host)
         return analyses
 
 

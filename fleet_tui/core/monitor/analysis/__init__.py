@@ -19,12 +19,15 @@ Without GPM (pre-Hopper, MIG, containers, Prometheus without profiling fields) t
 to utilization, memory activity, power and PCIe, name the missing signals, and lower confidence.
 
 Layout: ``thresholds`` (every limit, with its reason), ``tallies`` and ``window`` (what a window of
-samples says, read once), ``rules/`` (one function per kind), ``registry`` (each kind once: priority,
-severity, action, rule), ``analyze`` (running the rules over a window or a trace), ``sliding`` (the
-engine's incremental window), ``diagnosis`` (the results).
+samples says, read once), ``rules/`` (one function per kind), ``registry`` (each kind once: role,
+severity, action, rule; how ``primary`` is chosen), ``analyze`` (running the rules over a window or
+a trace), ``phases`` (change points: the CUSUM detector), ``stream`` (a trace phase by phase or
+window by window in bounded memory), ``sliding`` (the engine's incremental window, cut at change
+points), ``diagnosis`` (the results).
 
 Adding a rule: write ``def my_kind(st: WindowStats) -> Finding | None`` in ``rules/`` and add one
-``Rule("my_kind", priority, severity, action, rules.module.my_kind)`` line to ``registry._RULES``.
+``Rule("my_kind", priority, severity, action, rules.module.my_kind, when, role)`` line to
+``registry._RULES``.
 """
 
 from __future__ import annotations
@@ -33,16 +36,18 @@ from fleet_tui.core.monitor.analysis.analyze import (analyze_device_window, anal
                                                      analyze_trace, device_series)
 from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis, Finding,
                                                        RuleDiagnosis, round3)
-from fleet_tui.core.monitor.analysis.registry import (ACTIONS, KINDS, PRIORITY, RULES, SEVERITY,
-                                                      Rule)
+from fleet_tui.core.monitor.analysis.registry import (ACTIONS, KINDS, PRIORITY, ROLES, RULES,
+                                                      SEVERITY, Rule)
 from fleet_tui.core.monitor.analysis.rules.memory import theil_sen_slope
 from fleet_tui.core.monitor.analysis.sliding import SlidingWindow
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES
-from fleet_tui.core.monitor.analysis.window import WindowStats, pcie_link_bytes_s
+from fleet_tui.core.monitor.analysis.phases import PhaseDetector
+from fleet_tui.core.monitor.analysis.window import HostLoad, WindowStats, pcie_link_bytes_s
 
 __all__ = [
     "ACTIONS", "GROWTH_LOOKBACK_S", "GROWTH_NOISE_BYTES", "KINDS", "PRIORITY", "RULES", "SEVERITY",
-    "DeviceAnalysis", "Diagnosis", "Finding", "Rule", "RuleDiagnosis", "SlidingWindow",
+    "DeviceAnalysis", "Diagnosis", "Finding", "HostLoad", "PhaseDetector", "ROLES", "Rule",
+    "RuleDiagnosis", "SlidingWindow",
     "WindowStats", "analyze_device_window", "analyze_rows", "analyze_trace", "device_series",
     "pcie_link_bytes_s", "round3", "theil_sen_slope",
 ]

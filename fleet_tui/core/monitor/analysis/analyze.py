@@ -11,7 +11,8 @@ from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.analysis.registry import PRIORITY, RULES
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import (GrowthPoints, missing_signals, window_stats)
+from fleet_tui.core.monitor.analysis.window import (GrowthPoints, HostLoad, WindowStats,
+                                                   missing_signals, window_stats)
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 
@@ -37,7 +38,8 @@ _PRIORITY = dict(PRIORITY)  # a plain dict: read for every diagnosis
 
 def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
                           growth_points: GrowthPoints | None = None,
-                          start: float | None = None, end: float | None = None) -> DeviceAnalysis:
+                          start: float | None = None, end: float | None = None,
+                          host: HostLoad | None = None) -> DeviceAnalysis:
     """Diagnose one device from its samples over a window (oldest first).
 
     ``growth_points`` are (timestamp, mem_used_bytes) over a longer lookback for the memory-growth
@@ -46,45 +48,66 @@ def analyze_device_window(samples: Sequence[DeviceSnapshot], *,
     if not samples:
         raise ValueError("analyze_device_window needs at least one sample")
     rows = list(map(read_row, samples))
-    return analyze_rows(rows, Counts(rows, samples), samples, growth_points, start, end)
+    return analyze_rows(rows, Counts(rows, samples), samples, growth_points, start, end,
+                        host=host)
 
 
 def analyze_rows(rows: Sequence[tuple], counts: Counts, samples: Sequence[DeviceSnapshot],
                  growth_points: GrowthPoints | None, start: float | None = None,
-                 end: float | None = None, key: str | None = None) -> DeviceAnalysis:
+                 end: float | None = None, key: str | None = None,
+                 host: HostLoad | None = None) -> DeviceAnalysis:
     """``analyze_device_window`` for callers that keep the window's rows (``read_row`` of each of
     ``samples``, oldest first) and their tallies ``counts`` up to date themselves."""
     last = samples[-1]
     if growth_points is None:
         growth_points = [(s.timestamp, float(s.mem_used_bytes)) for s in samples
                          if s.mem_used_bytes is not None]
-    st = window_stats(rows, samples, counts, growth_points)
+    st = window_stats(rows, samples, counts, growth_points, host)
+    return diagnose(st, last.key if key is None else key, last.index,
+                    samples[0].timestamp if start is None else start,
+                    last.timestamp if end is None else end, len(samples), counts.phase(samples))
+
+
+def diagnose(st: WindowStats, key: str, index: int, start: float, end: float, samples: int,
+             phase: str | None) -> DeviceAnalysis:
+    """Run the rules over one window's (or phase's) statistics; diagnoses ranked by ``rank``."""
     missing = missing_signals(st)
-    diags: list[Diagnosis] = []
     alarm = st.lost or bool(st.xids) or st.ecc_uncorrected_delta > 0 or \
         (st.ecc_uncorrected_last or 0) > 0
     state = "lost" if st.activity is None else st.activity.state
+    keyed: list[tuple[tuple, RuleDiagnosis]] = []
     for rule, rec in _RULES_BY_STATE[state, alarm]:
         found = rule(st)
         if found is not None:
-            diags.append(RuleDiagnosis(rec.kind, round(min(1.0, max(0.0, found.confidence)), 3),
-                                       None, None, rec.action, rec.severity, found))
-    if not diags:
-        diags.append(RuleDiagnosis(
+            d = RuleDiagnosis(rec.kind, round(min(1.0, max(0.0, found.confidence)), 3),
+                              None, None, rec.action, rec.severity, found, rec.role)
+            keyed.append((rank(d, found.urgent), d))
+    if not keyed:
+        d = RuleDiagnosis(
             "unknown", 0.2, action=_UNKNOWN.action, severity=_UNKNOWN.severity,
             finding=Finding(0.2, {"missing": ",".join(missing)},
-                            lambda: "Not enough signals: " + (", ".join(missing) or "none") + ".")))
-    if len(diags) > 1:
-        diags.sort(key=_rank, reverse=True)
+                            lambda: "Not enough signals: " + (", ".join(missing) or "none") + "."))
+        keyed.append((rank(d, False), d))
+    if len(keyed) > 1:
+        keyed.sort(key=_first, reverse=True)
+    diags = [d for _, d in keyed]
     return DeviceAnalysis(  # positional, in field order (once per device per tick)
-        last.key if key is None else key, last.index,
-        samples[0].timestamp if start is None else start,  # start
-        last.timestamp if end is None else end,  # end
-        len(samples), tuple(diags), tuple(missing), counts.phase(samples))
+        key, index, start, end, samples, tuple(diags), tuple(missing), phase)
 
 
-def _rank(d: Diagnosis) -> tuple[int, float]:
-    return (_PRIORITY.get(d.kind, 0), d.confidence)
+_ROLE_RANK = {"bottleneck": 1, "risk": 0, "note": -1}
+
+
+def rank(d: Diagnosis, urgent: bool) -> tuple:
+    """Sort key, highest first: critical or urgent risks, then bottlenecks by the strength of their
+    evidence, then risks, then notes (``registry`` module doc)."""
+    pressing = urgent or d.severity == "critical"
+    return (pressing, _ROLE_RANK.get(d.role, 0), _PRIORITY.get(d.kind, 0) if pressing else 0,
+            d.confidence, _PRIORITY.get(d.kind, 0))
+
+
+def _first(item: tuple) -> tuple:
+    return item[0]
 
 
 def device_series(snapshots: Iterable[Snapshot]) -> dict[str, list[DeviceSnapshot]]:

@@ -33,7 +33,11 @@ def round3(x: float) -> float | None:
 @dataclass(frozen=True, eq=False, repr=False)
 class Diagnosis:
     """One finding about one device. Immutable; compares, hashes, prints, copies and pickles by its
-    six values (a ``RuleDiagnosis`` equals the ``Diagnosis`` with the same values)."""
+    seven values (a ``RuleDiagnosis`` equals the ``Diagnosis`` with the same values).
+
+    ``role``: "bottleneck" (what limits the work now), "risk" (what will hurt later: growth,
+    capacity, ECC/XID, heat) or "note" (worth knowing, limits nothing: a power cap at work,
+    memory headroom)."""
 
     kind: str
     confidence: float  # 0-1
@@ -41,10 +45,11 @@ class Diagnosis:
     explanation: str  # a sentence with the numbers
     action: str
     severity: str = "info"  # ok | info | warning | critical
+    role: str = "bottleneck"  # bottleneck | risk | note
 
-    def values(self) -> tuple[str, float, Evidence, str, str, str]:
+    def values(self) -> tuple[str, float, Evidence, str, str, str, str]:
         return (self.kind, self.confidence, self.evidence, self.explanation, self.action,
-                self.severity)
+                self.severity, self.role)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Diagnosis):
@@ -71,10 +76,10 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "confidence": round(self.confidence, 3),
                 "evidence": self.evidence_dict, "explanation": self.explanation,
-                "action": self.action, "severity": self.severity}
+                "action": self.action, "severity": self.severity, "role": self.role}
 
 
-_FIELDS = ("kind", "confidence", "evidence", "explanation", "action", "severity")
+_FIELDS = ("kind", "confidence", "evidence", "explanation", "action", "severity", "role")
 
 
 class Finding(NamedTuple):
@@ -84,6 +89,9 @@ class Finding(NamedTuple):
     confidence: float
     facts: dict[str, Any]
     describe: Callable[[], str]  # must only read values that do not change afterwards
+    # a risk that cannot wait (memory full within minutes, at the slowdown temperature): it
+    # outranks the bottleneck as ``primary``
+    urgent: bool = False
 
 
 class RuleDiagnosis(Diagnosis):
@@ -97,12 +105,13 @@ class RuleDiagnosis(Diagnosis):
 
     def __init__(self, kind: str, confidence: float, evidence: Evidence | None = None,
                  explanation: str | None = None, action: str = "", severity: str = "info",
-                 finding: Finding | None = None):
+                 finding: Finding | None = None, role: str = "bottleneck"):
         # the dataclass's own fields, set the way a frozen dataclass sets them
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "confidence", confidence)
         object.__setattr__(self, "action", action)
         object.__setattr__(self, "severity", severity)
+        object.__setattr__(self, "role", role)
         object.__setattr__(self, "_finding", finding)
         if finding is None:  # given in full (dataclasses.replace)
             object.__setattr__(self, "evidence", evidence)
@@ -143,7 +152,14 @@ class DeviceAnalysis:
 
     @property
     def primary(self) -> str:
+        """The bottleneck limiting the work now (the strongest evidence), or a risk that cannot
+        wait."""
         return self.diagnoses[0].kind if self.diagnoses else "unknown"
+
+    @property
+    def risks(self) -> tuple[str, ...]:
+        """The risks found besides ``primary`` (growth, capacity, ECC/XID, heat)."""
+        return tuple(d.kind for d in self.diagnoses[1:] if d.role == "risk")
 
     @property
     def primary_diagnosis(self) -> Diagnosis | None:
@@ -158,6 +174,6 @@ class DeviceAnalysis:
     def to_dict(self) -> dict[str, Any]:
         return {"start": round(self.start, 3), "end": round(self.end, 3), "phase": self.phase,
                 "device": self.device_index, "device_key": self.device_key,
-                "primary": self.primary, "samples": self.samples,
+                "primary": self.primary, "risks": list(self.risks), "samples": self.samples,
                 "missing_signals": list(self.missing_signals),
                 "diagnoses": [d.to_dict() for d in self.diagnoses]}

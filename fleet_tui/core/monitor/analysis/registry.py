@@ -1,7 +1,13 @@
-"""Every diagnosis kind, declared once: its priority, severity, action and the rule that finds it.
+"""Every diagnosis kind, declared once: its role, severity, action and the rule that finds it.
 
 Adding a rule is one function ``(WindowStats) -> Finding | None`` (in ``rules/``) plus one line
-here. ``KINDS``, ``PRIORITY``, ``SEVERITY`` and ``ACTIONS`` are read from this table.
+here. ``KINDS``, ``ROLES``, ``PRIORITY``, ``SEVERITY`` and ``ACTIONS`` are read from this table.
+
+How ``primary`` is chosen (``analyze.rank``): among the **bottlenecks** (what limits the work now)
+the one with the strongest evidence (confidence); a **risk** (growth, capacity, ECC/XID, heat)
+outranks it only when critical (severity) or urgent (the rule says it cannot wait: memory full
+within minutes, at the slowdown temperature). ``priority`` orders risks among themselves and breaks
+ties; it never puts a weak finding above a strong one.
 """
 
 from __future__ import annotations
@@ -11,15 +17,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
-from fleet_tui.core.monitor.analysis.rules import activity, alarms, clocks, compute, memory
+from fleet_tui.core.monitor.analysis.rules import (activity, alarms, clocks, compute, contention,
+                                                   memory)
 from fleet_tui.core.monitor.analysis.window import WindowStats
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One diagnosis kind. ``priority`` orders a device's diagnoses (``primary`` is the highest):
-    alarms, then what will make the job fail (memory), then what limits a working GPU, then
-    states."""
+    """One diagnosis kind. ``role``: "bottleneck", "risk" or "note" (see ``Diagnosis``).
+    ``priority`` orders risks and breaks ties (see the module doc)."""
 
     kind: str
     priority: int
@@ -31,30 +37,41 @@ class Rule:
     # device), "idle" / "active" (``Activity.state``). The driver skips the rule on other windows;
     # the rule still checks its own conditions.
     when: str = "any"
+    role: str = "bottleneck"
 
 
 _RULES = (
     Rule("device_lost", 100, "critical",
          "The GPU stopped answering (fell off the bus): drain the node and reset or replace the "
-         "GPU.", alarms.device_lost, "alarm"),
+         "GPU.", alarms.device_lost, "alarm", "risk"),
     Rule("xid", 95, "critical",
          "The driver reported XID errors: read the codes in dmesg (79: fell off the bus, "
          "48/63/64: ECC, 13/31/43: application faults) and drain the node if they repeat.",
-         alarms.xid, "alarm"),
+         alarms.xid, "alarm", "risk"),
     Rule("ecc_errors", 90, "critical",
          "Uncorrectable ECC errors: checkpoint, drain the node and run diagnostics "
-         "(dcgmi diag -r 3); retired pages need a GPU reset.", alarms.ecc_errors, "alarm"),
+         "(dcgmi diag -r 3); retired pages need a GPU reset.", alarms.ecc_errors, "alarm", "risk"),
     Rule("thermal_throttled", 80, "warning",
          "The GPU slows down for heat: check fans, airflow and inlet temperature "
-         "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE).", clocks.thermal_throttled),
+         "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE).", clocks.thermal_throttled, role="risk"),
     Rule("memory_capacity_pressure", 70, "warning",
          "Memory is nearly full; the next spike will run out. Lower batch or sequence length, "
          "enable activation checkpointing, shard optimizer states (FSDP/ZeRO), or quantize "
-         "weights/KV cache.", memory.memory_capacity_pressure),
+         "weights/KV cache.", memory.memory_capacity_pressure, role="risk"),
     Rule("memory_growth", 65, "warning",
          "Memory grows steadily: look for tensors kept across steps (losses accumulated without "
          ".detach()/.item(), growing caches); torch.cuda.memory_summary() shows what holds it.",
-         memory.memory_growth),
+         memory.memory_growth, role="risk"),
+    Rule("communication_bound", 62, "warning",
+         "The GPU waits on NVLink collectives: overlap communication with compute (DDP "
+         "bucket_cap_mb, FSDP forward/backward prefetch), use larger buckets, gradient "
+         "accumulation to communicate less often, and check NCCL picked NVLink "
+         "(NCCL_DEBUG=INFO).", contention.communication_bound, "active"),
+    Rule("cpu_bound_host", 61, "warning",
+         "The host's CPUs cannot feed the GPU: raise DataLoader num_workers up to the free cores, "
+         "move decoding/augmentation to the GPU (DALI, torchvision.io on CUDA), pre-tokenize or "
+         "cache preprocessed data, and check nothing else competes for the cores.",
+         contention.cpu_bound_host, "active"),
     Rule("host_transfer_bound", 60, "warning",
          "Host-device copies saturate PCIe: use pinned memory with non_blocking copies "
          "overlapped with compute, keep data resident on the GPU, and send compact dtypes "
@@ -79,10 +96,21 @@ _RULES = (
          "Tensor cores are busy: the GPU does useful work. Further gains come from fused kernels "
          "(FlashAttention, torch.compile), FP8 where accuracy allows, or more GPUs.",
          compute.healthy_compute, "active"),
+    Rule("shared_gpu", 35, "warning",
+         "Other users' processes share this GPU: ask for a dedicated GPU, or partition it (MIG "
+         "on A100/H100/H200, MPS with limits) so each tenant gets a fixed share.",
+         contention.shared_gpu, "active"),
+    Rule("mig_instance", 33, "info",
+         "A MIG slice: size the profile to the work (nvidia-smi mig -lgip lists them); a small "
+         "slice caps both SMs and memory.", contention.mig_instance, role="note"),
+    Rule("memory_headroom", 32, "info",
+         "Under half the memory is used: raise the batch size (or sequence packing) to fill the "
+         "GPU better, or move to a smaller, cheaper GPU.", memory.memory_headroom, "active",
+         "note"),
     Rule("power_capped", 30, "info",
          "The board runs at its power limit with clocks below max. Expected for dense matmuls; "
          "check the enforced limit was not lowered (nvidia-smi -q -d POWER) and that cooling and "
-         "power delivery are sound.", clocks.power_capped),
+         "power delivery are sound.", clocks.power_capped, role="note"),
     Rule("idle", 10, "info",
          "Nothing runs on this GPU. Schedule work or stop the instance; if a process holds "
          "memory without running kernels, end it to free the GPU.", activity.idle, "idle"),
@@ -92,6 +120,7 @@ _RULES = (
 
 RULES: MappingProxyType[str, Rule] = MappingProxyType({r.kind: r for r in _RULES})
 KINDS = tuple(RULES)
+ROLES = MappingProxyType({r.kind: r.role for r in _RULES})
 PRIORITY = MappingProxyType({r.kind: r.priority for r in _RULES})
 SEVERITY = MappingProxyType({r.kind: r.severity for r in _RULES})
 ACTIONS = MappingProxyType({r.kind: r.action for r in _RULES})

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from fleet_tui.core.monitor.analysis.analyze import analyze_rows
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
+from fleet_tui.core.monitor.analysis.phases import PhaseDetector
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
+from fleet_tui.core.monitor.analysis.window import HostLoad
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
 
@@ -20,9 +22,14 @@ class SlidingWindow:
     at or before ``newest - seconds``. While timestamps never go back that is a suffix kept by
     appending and dropping from the left; ``push`` says when it is not (a replay that loops, a clock
     stepped back) and the caller ``reset``s it from history.
+
+    The window also starts no earlier than the current phase (``phases.PhaseDetector``, the
+    detector ``fleet-tui analyze`` uses): at a change point it drops the samples of the previous
+    behaviour, so a diagnosis never averages two behaviours. ``phase_start`` says where it cut.
     """
 
-    __slots__ = ("seconds", "_samples", "_rows", "_counts", "_ordered")
+    __slots__ = ("seconds", "_samples", "_rows", "_counts", "_ordered", "_detector",
+                 "phase_start")
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
@@ -30,6 +37,8 @@ class SlidingWindow:
         self._rows: deque[tuple] = deque()
         self._counts = Counts()
         self._ordered = True
+        self._detector = PhaseDetector()
+        self.phase_start: float | None = None
 
     def push(self, d: DeviceSnapshot, limit: int) -> bool:
         """Append the newest sample; ``limit`` = samples history holds for the device (the window
@@ -44,16 +53,30 @@ class SlidingWindow:
         rows.append(row)
         counts = self._counts
         counts.add(row, d)
+        change = self._detector.push(d)
+        if change is not None:
+            self.phase_start = change
         cutoff = ts - self.seconds
-        while len(s) > limit or s[0].timestamp <= cutoff:
+        start = self.phase_start
+        while len(s) > limit or s[0].timestamp <= cutoff or (start is not None
+                                                             and s[0].timestamp < start):
             counts.remove(rows.popleft(), s.popleft())
         return True
 
     def reset(self, samples: Sequence[DeviceSnapshot]) -> None:
+        self._ordered = all(a.timestamp <= b.timestamp for a, b in zip(samples, samples[1:]))
+        self._detector = PhaseDetector()
+        self.phase_start = None
+        if self._ordered:
+            for d in samples:
+                change = self._detector.push(d)
+                if change is not None:
+                    self.phase_start = change
+            if self.phase_start is not None:
+                samples = [d for d in samples if d.timestamp >= self.phase_start]
         self._samples = deque(samples)
         self._rows = deque(map(read_row, samples))
         self._counts = Counts(self._rows, self._samples)
-        self._ordered = all(a.timestamp <= b.timestamp for a, b in zip(samples, samples[1:]))
 
     def __len__(self) -> int:
         return len(self._samples)
@@ -62,7 +85,9 @@ class SlidingWindow:
         return list(self._samples)
 
     def analyze(self, growth_points: Sequence[tuple[float, float]] | None = None,
-                key: str | None = None) -> DeviceAnalysis:
+                key: str | None = None, host: HostLoad | None = None) -> DeviceAnalysis:
+        """``host``: the host's CPU load now (the engine's latest reading), for cpu_bound_host."""
         if not self._samples:
             raise ValueError("the window is empty")
-        return analyze_rows(self._rows, self._counts, self._samples, growth_points, key=key)
+        return analyze_rows(self._rows, self._counts, self._samples, growth_points, key=key,
+                            host=host)

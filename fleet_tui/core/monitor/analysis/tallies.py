@@ -17,7 +17,8 @@ from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 # and averaged over the window (N/A readings skipped).
 MEAN_FIELDS = ("gpu_util_pct", "mem_util_pct", "sm_active_pct", "tensor_active_pct",
                 "dram_active_pct", "fp32_active_pct", "fp16_active_pct", "power_w", "sm_clock_mhz",
-                "temp_c", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "mem_used_bytes")
+                "temp_c", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "mem_used_bytes",
+                "nvlink_rx_bytes_s", "nvlink_tx_bytes_s")
 read_row: Callable[[DeviceSnapshot], tuple] = attrgetter(*MEAN_FIELDS)
 
 

@@ -50,6 +50,9 @@ PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH = 5, 16  # when the source does not report 
 # Memory capacity pressure: under 10% of device memory free. The caching allocator rounds and
 # fragments blocks, and activation/KV spikes are larger than that on a big model: the next one OOMs.
 MEM_PRESSURE_FRAC = 0.90
+# Under 5% free the pressure is urgent (outranks the bottleneck): that is less than one
+# activation/KV spike of a mid-size model, and the allocator's fragmentation alone can eat it.
+MEM_CRITICAL_FRAC = 0.95
 # Memory growth: a robust (Theil-Sen) slope over a longer lookback, counted from the last release
 # of memory (a fall of >= 1% of the device), with at least 3 separate rises over >= 4 s and few
 # falls (one allocation step is not a leak), growth of at least 1% of the device memory, and
@@ -60,6 +63,17 @@ GROWTH_MIN_RISES = 3
 GROWTH_MIN_FRAC_OF_TOTAL = 0.01
 GROWTH_HORIZON_S = 24 * 3600.0
 GROWTH_MAX_POINTS = 40  # Theil-Sen is O(n^2): subsample
+# Growth that continues: a leak allocates every step or every few steps, so rises come at most
+# GROWTH_MAX_FLAT_S apart, and the last one is at most that long ago. One-off allocations at
+# phase changes (model load, then buffers) are steps with long plateaus between them: a staircase,
+# not a trend. 10 s = several training steps even at a few seconds per step.
+GROWTH_MAX_FLAT_S = 10.0
+# A device filling up is flagged whatever the step pattern: at least half its memory used and a
+# positive robust slope over the last GROWTH_RECENT_S with at least 2 rises in it.
+GROWTH_FILLING_FRAC = 0.5
+GROWTH_RECENT_S = 10.0
+# Full within 10 minutes: a risk that cannot wait (outranks the bottleneck as primary).
+GROWTH_IMMINENT_S = 600.0
 # A leak grows in many small steps; one allocation is one big step. Ignore changes under 1 MiB
 # (driver bookkeeping) and reject growth where one step makes up more than half of it.
 GROWTH_NOISE_BYTES = 2**20
@@ -77,3 +91,20 @@ POWER_HIGH_FRAC = 0.50
 # Clock-event reason bits that mean heat / the power limit slowed the clocks.
 THERMAL_BITS = CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL | CLOCK_EVENT_HW_SLOWDOWN
 POWER_BITS = CLOCK_EVENT_SW_POWER_CAP | CLOCK_EVENT_HW_POWER_BRAKE
+
+# Communication-bound: NVLink traffic in one direction >= 30% of the link's peak while the SMs are
+# not busy: the GPU waits on collectives (NCCL all-reduce / all-gather) it does not overlap. Peaks
+# per direction from NVIDIA's datasheets (NVLink bandwidth is quoted bidirectional: H100/H200 SXM
+# 900 GB/s, A100 SXM 600 GB/s, B200 1.8 TB/s); matched on the device name, the most specific first.
+NVLINK_BUSY_FRAC = 0.30
+NVLINK_PEAK_BYTES_S = (("GH200", 450e9), ("H200", 450e9), ("H100", 450e9), ("H800", 200e9),
+                       ("A100", 300e9), ("A800", 200e9), ("B200", 900e9), ("B300", 900e9),
+                       ("GB200", 900e9), ("V100", 150e9))
+NVLINK_ASSUMED_PEAK_BYTES_S = 300e9
+# CPU-bound host: the GPU waits and the host's CPUs are busy: >= 90% of all cores on average, or
+# at least one core at >= 90% (a loader process with num_workers=0, or its main process, is
+# single-threaded Python: one saturated core is its limit).
+HOST_SATURATED_PCT = 90.0
+# Memory headroom: a GPU that computes (kernels >= 50% of the time) with under half its memory in
+# use can take a larger batch (or a smaller, cheaper GPU).
+HEADROOM_MAX_FRAC = 0.5

@@ -15,11 +15,12 @@ from operator import attrgetter, truediv
 
 from fleet_tui.core.monitor.analysis.tallies import Counts, col_means
 from fleet_tui.core.monitor.analysis.thresholds import (
-    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, LAUNCH_MAX_FILL,
-    LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
+    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, HOST_SATURATED_PCT,
+    LAUNCH_MAX_FILL, LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, NVLINK_ASSUMED_PEAK_BYTES_S,
+    NVLINK_BUSY_FRAC, NVLINK_PEAK_BYTES_S, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
     PCIE_COPY_EXPLAINS_FRAC, PCIE_ENCODING, PCIE_GT_S, PCIE_SATURATED_FRAC, POWER_BITS,
     POWER_LOW_FRAC, SPARSE_DUTY_MAX_PCT, TENSOR_ACTIVE_MIN_PCT, TENSOR_UNUSED_MAX_PCT, THERMAL_BITS)
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot
 
 GrowthPoints = Sequence[tuple[float, float]]  # (timestamp, mem_used_bytes), oldest first
 
@@ -81,6 +82,33 @@ class WindowStats:
     pcie_frac: float | None  # busier PCIe direction / link rate
     growth_points: GrowthPoints  # memory over the growth lookback
     activity: Activity | None = None  # classify_activity(self); None while lost
+    nvlink_frac: float | None = None  # busier NVLink direction / the link's peak
+    host: HostLoad | None = None  # the host's CPUs (psutil), where the caller has them
+    mig: bool = False  # a MIG instance
+    tenants: int = 0  # distinct users among the device's processes (0: unknown)
+
+
+class HostLoad(NamedTuple):
+    """The host's CPU load over a window: mean % of all cores, and mean count of saturated cores
+    (``HOST_SATURATED_PCT``) out of ``cores``."""
+
+    cpu_pct: float | None
+    busy_cores: float
+    cores: int
+
+    @classmethod
+    def of(cls, host: HostSnapshot | None) -> HostLoad | None:
+        if host is None or (host.cpu_pct is None and not host.cpu_per_core_pct):
+            return None
+        per = host.cpu_per_core_pct
+        return cls(host.cpu_pct, float(sum(1 for c in per if c >= HOST_SATURATED_PCT)), len(per))
+
+
+def nvlink_peak_bytes_s(name: str) -> float:
+    for key, peak in NVLINK_PEAK_BYTES_S:
+        if key in name:
+            return peak
+    return NVLINK_ASSUMED_PEAK_BYTES_S
 
 
 class Activity(NamedTuple):
@@ -96,7 +124,8 @@ class Activity(NamedTuple):
     pf: float  # pcie_frac, 0 when unknown
     power_frac: float | None  # power / limit (fallback rules only)
     # why an active GPU waits: "pcie" (saturated link), "copies" (copies keep it busy), "launch"
-    # (tiny kernels), "sparse" (kernels run under half the time), "bursty" (waits between bursts)
+    # (tiny kernels), "sparse" (kernels run under half the time), "bursty" (waits between bursts),
+    # "nvlink" (collectives over NVLink), "host_cpu" (sparse or bursty with the host's CPUs busy)
     waiting: str | None
     # how it computes: "tensor" (tensor cores busy), "simt" (busy SMs, tensor cores unused),
     # "busy" (fallback: busy, nothing known against it), "memory" (fallback: memory-bound)
@@ -128,8 +157,21 @@ def classify_activity(st: WindowStats) -> Activity:
                 compute = "busy"
         else:
             waiting = "sparse"
+    if state == "active" and (st.nvlink_frac or 0.0) >= NVLINK_BUSY_FRAC and \
+            util < SPARSE_DUTY_MAX_PCT:
+        waiting = "nvlink"
+    waiting = _host_wait(st, waiting)
     return Activity(False, 1.0, state, util or 0.0, 0.0, None, pf, power_frac, waiting, compute,
                     False)
+
+
+def _host_wait(st: WindowStats, waiting: str | None) -> str | None:
+    """A GPU that waits for input while the host's CPUs are saturated waits on the host."""
+    h = st.host
+    if waiting in ("sparse", "bursty") and h is not None and (
+            (h.cpu_pct or 0.0) >= HOST_SATURATED_PCT or h.busy_cores >= 1):
+        return "host_cpu"
+    return waiting
 
 
 def _classify_gpm(st: WindowStats, pf: float) -> Activity:
@@ -144,7 +186,9 @@ def _classify_gpm(st: WindowStats, pf: float) -> Activity:
     waiting = compute = None
     dram_bound = False
     if active:
-        if pf >= PCIE_SATURATED_FRAC and sm < BUSY_SM_MIN_PCT:
+        if (st.nvlink_frac or 0.0) >= NVLINK_BUSY_FRAC and sm < BUSY_SM_MIN_PCT:
+            waiting = "nvlink"
+        elif pf >= PCIE_SATURATED_FRAC and sm < BUSY_SM_MIN_PCT:
             waiting = "pcie"
         elif (duty >= LAUNCH_MIN_DUTY_PCT and fill is not None and fill < LAUNCH_MAX_FILL
               and sm < BUSY_SM_MIN_PCT):
@@ -162,11 +206,11 @@ def _classify_gpm(st: WindowStats, pf: float) -> Activity:
               and not dram_bound):
             compute = "simt"
     return Activity(True, scale, "active" if active else "idle", duty, sm, fill, pf, None,
-                    waiting, compute, dram_bound)
+                    _host_wait(st, waiting), compute, dram_bound)
 
 
 def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], counts: Counts,
-                 growth_points: GrowthPoints) -> WindowStats:
+                 growth_points: GrowthPoints, host: HostLoad | None = None) -> WindowStats:
     """Window statistics from the samples (oldest first), their signal rows (``read_row``) and
     their tallies."""
     n = len(rows)
@@ -175,8 +219,37 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         means = col_means(tuple(zip(*rows)), n)
     else:  # no N/A reading in the window: every column summed in C, in window order
         means = list(map(truediv, map(sum, zip(*rows)), repeat(n)))
+    ecc_last = None
+    if counts.ecc:
+        ecc_last = last.ecc_uncorrected
+        if ecc_last is None:  # the newest count the window has
+            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
+                            if e is not None)
+    xids: list[int] = []
+    if counts.xid_n:
+        for d in samples:
+            for x in d.xid_errors:
+                if x not in xids:
+                    xids.append(x)
+    return stats_from(n, means, last, counts, tuple(xids), ecc_last, growth_points, host)
+
+
+def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot, counts: Counts,
+               xids: tuple[int, ...], ecc_last: int | None,
+               growth_points: GrowthPoints, host: HostLoad | None = None) -> WindowStats:
+    """``WindowStats`` from the means of the ``MEAN_FIELDS`` columns over ``n`` samples, the newest
+    sample, the tallies, the XID codes seen and the newest uncorrected-ECC count: what a window
+    (``window_stats``) or a streamed phase (``stream``) knows."""
+    total = 0.0
+    for m in means:
+        if m is not None:
+            total += m
+    if total - total != 0.0:  # some mean is NaN or inf
+        # a NaN/inf reading from a live source (trace files already read them as N/A): missing,
+        # never a diagnosis built on NaN
+        means = [None if m is None or m - m != 0.0 else m for m in means]
     (gpu_util, mem_util, sm, tensor, dram, fp32, fp16, power_w, sm_clock, temp_c, pcie_rx,
-     pcie_tx, mem_used) = means
+     pcie_tx, mem_used, nvlink_rx, nvlink_tx) = means
     mask = power_n = thermal_n = nr = 0
     for r, k in counts.reasons.items():
         mask |= r
@@ -186,20 +259,7 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         if r & THERMAL_BITS:
             thermal_n += k
     ecc = counts.ecc
-    if ecc:
-        ecc_delta = max(ecc) - min(ecc)
-        ecc_last = last.ecc_uncorrected
-        if ecc_last is None:  # the newest count the window has
-            ecc_last = next(e for e in map(attrgetter("ecc_uncorrected"), reversed(samples))
-                            if e is not None)
-    else:
-        ecc_delta, ecc_last = 0, None
-    xids: list[int] = []
-    if counts.xid_n:
-        for d in samples:
-            for x in d.xid_errors:
-                if x not in xids:
-                    xids.append(x)
+    ecc_delta = (max(ecc) - min(ecc)) if ecc else 0
     link_bytes_s, link_known = link_of(last.extra)
     pcie_frac = None
     if pcie_rx is not None or pcie_tx is not None:
@@ -216,14 +276,20 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
         len(procs),
         sum(p.used_gpu_bytes or 0 for p in procs) if procs else 0,  # proc_bytes
         ecc_delta,  # ecc_uncorrected_delta
-        ecc_last,  # ecc_uncorrected_last
-        tuple(xids),
+        ecc_last if ecc else None,  # ecc_uncorrected_last
+        xids,
         lost,
         # wait_share: samples in which kernels ran under half the time
         (counts.wait_n / counts.util_n) if counts.util_n else None,
         pcie_frac,
         growth_points,
     )
+    if nvlink_rx is not None or nvlink_tx is not None:
+        st.nvlink_frac = max(nvlink_rx or 0.0, nvlink_tx or 0.0) / nvlink_peak_bytes_s(last.name)
+    st.host = host
+    st.mig = last.mig_enabled
+    if len(procs) > 1:
+        st.tenants = len({p.user for p in procs if p.user})
     if not lost:
         st.activity = classify_activity(st)
     return st

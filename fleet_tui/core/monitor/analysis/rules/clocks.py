@@ -44,4 +44,5 @@ def thermal_throttled(st: WindowStats) -> Finding | None:
         clamp(0.6 + 0.4 * share + (0.2 if hot else 0.0)), ev,
         lambda: f"Thermal slowdown (clock reasons 0x8/0x20/0x40) in {share:.0%} of samples at "
         f"{st.temp_c or 0:.0f} C (slowdown at {st.slowdown_temp_c or 0:.0f} C)"
-        + (f", SM clock {st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz." if below else "."))
+        + (f", SM clock {st.sm_clock:.0f} of {st.sm_clock_max:.0f} MHz." if below else "."),
+        hot)  # at the slowdown temperature: urgent

@@ -1,4 +1,4 @@
-"""Memory: nearly full now, or growing towards full (a leak)."""
+"""Memory: nearly full now, or growing towards full (a leak, or a device filling up)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
-    GROWTH_HORIZON_S, GROWTH_MAX_POINTS, GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL,
-    GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S, GROWTH_NOISE_BYTES, MEM_PRESSURE_FRAC)
-from fleet_tui.core.monitor.analysis.window import WindowStats
+    GROWTH_FILLING_FRAC, GROWTH_HORIZON_S, GROWTH_IMMINENT_S, GROWTH_MAX_FLAT_S, GROWTH_MAX_POINTS,
+    GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL, GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S,
+    GROWTH_NOISE_BYTES, GROWTH_RECENT_S, HEADROOM_MAX_FRAC, MEM_CRITICAL_FRAC,
+    MEM_PRESSURE_FRAC)
+from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
 
 def memory_capacity_pressure(st: WindowStats) -> Finding | None:
@@ -21,56 +23,106 @@ def memory_capacity_pressure(st: WindowStats) -> Finding | None:
     ev = {"mem_used_frac": frac, "mem_used_bytes": st.mem_used, "mem_total_bytes": st.mem_total}
     return Finding(clamp(0.7 + (frac - MEM_PRESSURE_FRAC) * 3), ev,
                    lambda: f"{frac:.0%} of device memory in use ({gib(st.mem_used)} of "
-                   f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.")
+                   f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.",
+                   frac >= MEM_CRITICAL_FRAC)
+
+
+def memory_headroom(st: WindowStats) -> Finding | None:
+    """A GPU that computes most of the time with under half its memory in use."""
+    a = st.activity
+    if (a is None or a.state != "active" or a.waiting is not None or st.mem_used is None
+            or not st.mem_total or a.duty < 50.0):
+        return None
+    frac = st.mem_used / st.mem_total
+    if frac >= HEADROOM_MAX_FRAC:
+        return None
+    free = st.mem_total - st.mem_used
+    return Finding(clamp(0.5 + 0.4 * (1 - frac / HEADROOM_MAX_FRAC)),
+                   {"mem_used_frac": frac, "mem_free_bytes": free},
+                   lambda: f"Only {frac:.0%} of device memory in use ({gib(free)} free) while "
+                   f"kernels run {a.duty:.0f}% of the time: room for a larger batch.")
+
+
+def _since_release(points: GrowthPoints, mem_total: float) -> GrowthPoints:
+    """Only the stretch since memory was last released counts: a freed model followed by a leak
+    is a leak, whatever the lookback held before."""
+    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+    for i in range(len(points) - 1, 0, -1):
+        if points[i - 1][1] - points[i][1] > release:
+            return points[i:]
+    return points
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
-    """Memory rising steadily over the growth lookback (``st.growth_points``)."""
-    points, mem_total = st.growth_points, st.mem_total
-    if len(points) < GROWTH_MIN_RISES + 1 or not mem_total:
+    """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
+    that continue to the end of the window, or a device filling up (see ``thresholds``)."""
+    mem_total = st.mem_total
+    if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
-    # Only the stretch since memory was last released counts: a freed model followed by a leak is
-    # a leak, whatever the lookback held before.
-    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-    start = 0
-    for i in range(len(points) - 1, 0, -1):
-        if points[i - 1][1] - points[i][1] > release:
-            start = i
-            break
-    points = points[start:]
-    if len(points) < GROWTH_MIN_RISES + 1:
+    points = st.growth_points
+    if not all(m - m == 0.0 for _, m in points):  # NaN/inf readings are missing values
+        points = [p for p in points if p[1] - p[1] == 0.0]
+    points = _since_release(points, mem_total)
+    if len(points) < 3:
         return None
-    span = points[-1][0] - points[0][0]
-    if span < GROWTH_MIN_SPAN_S:
-        return None
-    rises = falls = 0
+    end_t, end_mem = points[-1]
+    rise_t: list[float] = []
+    falls = 0
     biggest = 0.0
-    for (_, a), (_, b) in zip(points, points[1:]):
+    for (_, a), (tb, b) in zip(points, points[1:]):
         if b - a > GROWTH_NOISE_BYTES:
-            rises += 1
-            if b - a > biggest:
-                biggest = b - a
+            rise_t.append(tb)
+            biggest = max(biggest, b - a)
         elif a - b > GROWTH_NOISE_BYTES:
             falls += 1
-    if rises < GROWTH_MIN_RISES or falls * 4 > rises:
+    # the rise must still be going on: a staircase that stopped is not growth
+    if not rise_t or end_t - rise_t[-1] > GROWTH_MAX_FLAT_S:
         return None
-    growth = points[-1][1] - points[0][1]
-    if (growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-            or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
-        return None
-    slope = theil_sen_slope(points)
+    frac = end_mem / mem_total
+    recent = [p for p in points if p[0] >= end_t - GROWTH_RECENT_S]
+    filling = (frac >= GROWTH_FILLING_FRAC and len(recent) >= 3
+               and sum(1 for t in rise_t if t >= end_t - GROWTH_RECENT_S) >= 2)
+    slope = theil_sen_slope(recent) if filling else 0.0
+    filling = filling and slope > GROWTH_NOISE_BYTES
+    if not filling:
+        # the trend is the last run of rises no more than GROWTH_MAX_FLAT_S apart: steps that
+        # ended before it (a model load, then buffers) are not part of it
+        first = len(rise_t) - 1
+        while first > 0 and rise_t[first] - rise_t[first - 1] <= GROWTH_MAX_FLAT_S:
+            first -= 1
+        run_start = rise_t[first]
+        i = next(j for j, q in enumerate(points) if q[0] >= run_start)
+        points = points[max(0, i - 1):]  # from the reading before the run's first rise
+        rise_t = rise_t[first:]
+        falls = sum(1 for (_, a), (_, b) in zip(points, points[1:]) if a - b > GROWTH_NOISE_BYTES)
+        biggest = max(b - a for (_, a), (_, b) in zip(points, points[1:]))
+    rises = len(rise_t)
+    span = end_t - points[0][0]
+    growth = end_mem - points[0][1]
+    if not filling:
+        if (rises < GROWTH_MIN_RISES or falls * 4 > rises or span < GROWTH_MIN_SPAN_S
+                or growth < GROWTH_MIN_FRAC_OF_TOTAL * mem_total
+                or biggest > GROWTH_MAX_SINGLE_STEP_FRAC * growth):
+            return None
+        slope = theil_sen_slope(points)
     if slope <= 0:
         return None
-    time_to_full = max(0.0, (mem_total - points[-1][1]) / slope)
+    time_to_full = max(0.0, (mem_total - end_mem) / slope)
     if time_to_full > GROWTH_HORIZON_S:
         return None
     ev = {"slope_bytes_s": slope, "time_to_full_s": time_to_full, "rises": rises,
-          "span_s": span, "mem_used_bytes": points[-1][1], "mem_total_bytes": mem_total}
-    conf = clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+          "span_s": span, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
+          "mem_used_frac": frac, "filling": filling}
+    if filling:
+        conf = clamp(0.7 + 0.3 * frac)
+    else:
+        conf = clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+    how = (f"{frac:.0%} of the device in use and still rising" if filling
+           else f"grew {gib(growth)} over {span:.0f} s ({rises} rises)")
     return Finding(conf, ev,
-                   lambda: f"Memory grew {gib(growth)} over {span:.0f} s ({rises} rises, "
-                   f"{slope / 2**20:.1f} MiB/s): full in about {duration(time_to_full)} at this "
-                   f"rate.")
+                   lambda: f"Memory {how}, {slope / 2**20:.1f} MiB/s: full in about "
+                   f"{duration(time_to_full)} at this rate.",
+                   time_to_full <= GROWTH_IMMINENT_S)
 
 
 def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
-from fleet_tui.core.monitor.sources.prometheus.metrics import (BLANK_THRESHOLD, DCGM_FIELDS,
+from fleet_tui.core.monitor.sources.prometheus.metrics import (AMD_FIELDS, BLANK_THRESHOLD,
+                                                              DCGM_FIELDS,
                                                               HABANA_FIELDS, MIB,
                                                               VIOLATION_ACTIVE_FRAC, VIOLATION_BITS)
 from fleet_tui.core.monitor.sources.prometheus.parse import Acc
@@ -18,7 +19,7 @@ def device_from_acc(acc: Acc, *, timestamp: float,
     fields: dict[str, object] = {}
     extra: list[tuple[str, float]] = []
     counters: dict[str, tuple[float, float]] = {}
-    table = HABANA_FIELDS if acc.vendor == "intel" else DCGM_FIELDS
+    table = {"intel": HABANA_FIELDS, "amd": AMD_FIELDS}.get(acc.vendor, DCGM_FIELDS)
     # one pass converts every sample string (this runs ~25 times per GPU per refresh); plainly
     # mapped metrics go straight to their field, the rest to ``v`` for the rules below
     v: dict[str, float] = {}
@@ -41,6 +42,12 @@ def device_from_acc(acc: Acc, *, timestamp: float,
         for name in ("mem_used_bytes", "mem_total_bytes"):
             if name in fields:
                 fields[name] = int(fields[name])
+    elif acc.vendor == "amd":
+        for name in ("mem_used_bytes", "mem_total_bytes", "ecc_corrected", "ecc_uncorrected"):
+            if name in fields:
+                fields[name] = int(fields[name])
+        if "temp_c" not in fields and "gpu_edge_temperature" in v:
+            fields["temp_c"] = v["gpu_edge_temperature"]
     elif acc.vendor == "aws":
         cores = sorted((acc.values or {}).get("_cores") or [])
         if "neuroncore_utilization_ratio" in (acc.values or {}):

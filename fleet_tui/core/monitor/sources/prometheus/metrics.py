@@ -70,17 +70,35 @@ HABANA_FIELDS: dict[str, tuple[str, float]] = {
     "habanalabs_clock_soc_mhz": ("sm_clock_mhz", 1.0),
     "habanalabs_clock_soc_max_mhz": ("sm_clock_max_mhz", 1.0),
 }
+# AMD device-metrics-exporter (ROCm/device-metrics-exporter, docs/configuration/metricslist.md):
+# lower-case names of its GPU_* fields, labelled gpu_id, gpu_uuid/serial_number, hostname,
+# card_series/card_model, gpu_partition_id. VRAM in MB (MiB, as amd-smi), power in W.
+AMD_FIELDS: dict[str, tuple[str, float]] = {
+    "gpu_gfx_activity": ("gpu_util_pct", 1.0),
+    "gpu_umc_activity": ("mem_util_pct", 1.0),
+    "gpu_used_vram": ("mem_used_bytes", MIB),
+    "gpu_total_vram": ("mem_total_bytes", MIB),
+    "gpu_power_usage": ("power_w", 1.0),
+    "gpu_junction_temperature": ("temp_c", 1.0),  # hotspot, MI3xx
+    "gpu_ecc_correct_total": ("ecc_corrected", 1.0),
+    "gpu_ecc_uncorrect_total": ("ecc_uncorrected", 1.0),
+}
+AMD_SPECIAL = ("gpu_edge_temperature",)  # MI2xx: the temperature when no junction reading
+# Not read from AMD's exporter (and so not diagnosed on AMD fleets): SM activity/tensor pipes
+# (only its optional profiler fields GPU_PROF_*), clocks (one gpu_clock metric split by a
+# clock_type label), the power cap and throttle reasons.
 NEURON_NAMES = ("neuroncore_utilization_ratio", "neuron_hardware_info",
                 "neuron_runtime_memory_used_bytes")
 
 # one series per device whose sample timestamp gives the reading's age
 AGE_PROBES = {"DCGM_FI_DEV_GPU_UTIL": "nvidia", "habanalabs_utilization": "intel",
-              "neuroncore_utilization_ratio": "aws"}
+              "neuroncore_utilization_ratio": "aws", "gpu_gfx_activity": "amd"}
 # Set operators match label sets ignoring __name__, so the timestamp series carry an extra label to
 # survive ``or`` next to the series they time.
 PROBE_LABEL = "fleet_tui_probe"
 
-ALL_NAMES: tuple[str, ...] = (*DCGM_FIELDS, *DCGM_SPECIAL, *HABANA_FIELDS, *NEURON_NAMES)
+ALL_NAMES: tuple[str, ...] = (*DCGM_FIELDS, *DCGM_SPECIAL, *HABANA_FIELDS, *NEURON_NAMES,
+                               *AMD_FIELDS, *AMD_SPECIAL)
 
 # Facts that change rarely (limits, maxima, totals, ECC counters) and the model name are read by a
 # second, slower-cadence query and cached per device: the per-refresh query then carries only what
@@ -93,6 +111,7 @@ STATIC_NAMES: tuple[str, ...] = (
     "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
     "habanalabs_memory_total_bytes", "habanalabs_temperature_threshold_slowdown",
     "habanalabs_power_default_limit_mW", "habanalabs_clock_soc_max_mhz", "neuron_hardware_info",
+    "gpu_total_vram",
 )
 DYNAMIC_NAMES: tuple[str, ...] = tuple(
     n for n in ALL_NAMES if n not in STATIC_NAMES and n != "neuron_runtime_memory_used_bytes")
@@ -101,3 +120,18 @@ DYNAMIC_NAMES: tuple[str, ...] = tuple(
 # by ``max by``, which roughly halves the answer. Gaudi/Neuron label sets are not documented, so
 # their series are read whole.
 DCGM_ID_LABELS = ("gpu", "UUID", "uuid", "Hostname", "hostname", "instance", "GPU_I_ID")
+
+# -- who holds a device ------------------------------------------------------------------------
+# Labels that name the job, pod or user on a device's series. dcgm-exporter: ``hpc_job`` (with
+# --hpc-job-mapping-dir) and ``pod``/``namespace``/``container`` (Kubernetes pod mapping); AMD's
+# device-metrics-exporter: ``job_id``/``job_user``/``job_partition`` (Slurm integration,
+# docs/integrations/slurm-integration.md) and the same Kubernetes labels. Read by
+# ``core.cluster.promjobs`` in a query of its own, since the per-refresh query drops them.
+JOB_LABELS = ("hpc_job", "hpc_user", "pod", "namespace", "container", "job_id", "job_user",
+              "job_partition")
+# One series per device that every exporter of that vendor publishes, to carry the labels above.
+JOB_CARRIERS = ("DCGM_FI_DEV_GPU_UTIL", "gpu_gfx_activity")
+# Princeton jobstats' GPU exporter (PrincetonUniversity/jobstats, docs/setup/gpu_node_scripts.md):
+# gauges whose value is the Slurm job id / the job owner's uid, labelled minor_number and uuid.
+JOB_ID_GAUGE = "nvidia_gpu_jobId"
+JOB_UID_GAUGE = "nvidia_gpu_jobUid"

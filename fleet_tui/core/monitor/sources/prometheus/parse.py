@@ -11,7 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from fleet_tui.core.monitor.sources.prometheus.metrics import BLANK_THRESHOLD, PROBE_LABEL
+from fleet_tui.core.monitor.sources.prometheus.metrics import (AMD_FIELDS, AMD_SPECIAL,
+                                                              BLANK_THRESHOLD, PROBE_LABEL)
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -124,6 +125,13 @@ def classify_series(labels: Mapping[str, str]) -> tuple | None:
         vendor, default_name = "intel", "Intel Gaudi"
         index = ident_index if ident_index is not None else 0
         model = labels.get("name") or labels.get("modelName") or labels.get("device_name")
+    elif name in AMD_FIELDS or name in AMD_SPECIAL or probe == "amd":  # device-metrics-exporter
+        index = _int_label(labels, "gpu_id", "gpu") or 0
+        uuid = labels.get("gpu_uuid") or labels.get("serial_number") or ""
+        part = labels.get("gpu_partition_id", "0")
+        key = ("amd", node, uuid or f"gpu{index}", "" if part == "0" else part)
+        vendor, default_name = "amd", "AMD GPU"
+        model = labels.get("card_series") or labels.get("card_model")
     elif name.startswith("neuron") or probe == "aws":
         core = _int_label(labels, "neuroncore")
         if core is None:

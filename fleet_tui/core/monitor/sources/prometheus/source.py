@@ -228,7 +228,7 @@ class PrometheusSource(Source):
                 acc.values = values
             named = self._static_names.get(key)
             if named is not None:
-                if acc.name in ("NVIDIA GPU", "Intel Gaudi", "AWS NeuronCore"):
+                if acc.name in ("NVIDIA GPU", "Intel Gaudi", "AWS NeuronCore", "AMD GPU"):
                     acc.name = named[0]
                 if key[3] and named[1]:
                     acc.mig_profile = named[1]

@@ -1,0 +1,162 @@
+"""Score the diagnosis on labelled traces: is each phase's primary the labelled behaviour?
+
+    .venv/bin/python bench/bench_diagnosis_accuracy.py [--tune FILE ...] [--holdout FILE ...]
+
+Two scores per labelled behaviour of each trace:
+
+* **phases**: ``fleet-tui analyze``'s phases (change points); each phase takes the label most of its
+  samples carry and is right when its primary is one of the label's expected kinds. Every phase
+  whose label has an expectation is scored.
+* **windows**: 5 s windows starting every second that lie inside one labelled stretch (1 s settle
+  time at each end: NVML averages utilization over up to 1 s), analysed as the live engine does
+  (the window cut at the detector's change points); right when the primary is expected.
+
+Expectations: a trace written by ``scripts/capture_corpus.py`` carries them in its ``labels`` line;
+the bundled H200 trace's behaviours are mapped in ``H200_EXPECTED`` (its ``sizing:*`` phases are
+real training/inference with mixed signals and no single label, so they are not scored).
+
+Sets: ``--tune`` traces were looked at while writing the rules and thresholds (default: the bundled
+H200 trace); ``--holdout`` traces were not (default: ``tests/fixtures/traces/holdout/*.jsonl``).
+The two are reported separately; only the holdout figure says how well the rules generalize.
+``--resample HZ`` adds the tune traces decimated to HZ (what a 1 Hz monitor sees): the same data,
+so a robustness check of the sampling rate, not a held-out score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fleet_tui.core.monitor.analysis.stream import analyze_stream  # noqa: E402
+from fleet_tui.core.monitor.engine import MonitorEngine  # noqa: E402
+from fleet_tui.core.monitor.trace import iter_trace, resolve_trace_path  # noqa: E402
+
+H200_EXPECTED = {
+    "idle": ("idle",), "compute_bound": ("healthy_compute",),
+    "hbm_bandwidth_bound": ("memory_bandwidth_bound",), "input_starved": ("input_starved",),
+    "launch_bound": ("launch_bound",), "host_to_device_pcie": ("host_transfer_bound",),
+    "memory_capacity_full": ("memory_capacity_pressure",), "idle_cooldown": ("idle",),
+}
+WINDOW_S, STEP_S, SETTLE_S = 5.0, 1.0, 1.0
+
+
+def expectations(path: str) -> dict[str, tuple[str, ...]]:
+    """label -> acceptable primaries, from the trace's ``labels`` line or the H200 table."""
+    with resolve_trace_path(path).open() as fh:
+        for i, line in enumerate(fh):
+            if i > 3:
+                break
+            data = json.loads(line)
+            if data.get("kind") == "labels":
+                return {k: tuple(v["expected"]) for k, v in data["labels"].items()}
+    return dict(H200_EXPECTED)
+
+
+def score_phases(path: str, expected: dict) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for a in analyze_stream(iter_trace(path)):
+        if a.phase in expected:
+            out[a.phase][0] += 1
+            out[a.phase][1] += a.primary in expected[a.phase]
+    return out
+
+
+def score_windows(path: str, expected: dict) -> dict[str, list[int]]:
+    """Windows as the live engine sees them: replay through MonitorEngine at the trace's rate and
+    score the analysis at each whole second whose last 5 s lie inside one labelled stretch."""
+    snaps = list(iter_trace(path))
+    spans: list[list] = []  # [label, start, end]
+    for s in snaps:
+        label = s.devices[0].phase
+        if spans and spans[-1][0] == label:
+            spans[-1][2] = s.timestamp
+        else:
+            spans.append([label, s.timestamp, s.timestamp])
+    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
+                        usd_per_hour=1.0, alert_rules=[])
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    next_t = snaps[0].timestamp + WINDOW_S if snaps else 0.0
+    for s in snaps:
+        tick = eng.process(s)
+        if s.timestamp + 1e-9 < next_t:
+            continue
+        next_t += STEP_S
+        t = s.timestamp
+        for label, lo, hi in spans:
+            if label in expected and lo + SETTLE_S <= t - WINDOW_S and t <= hi - SETTLE_S:
+                a = next(iter(tick.analyses.values()))
+                out[label][0] += 1
+                out[label][1] += a.primary in expected[label]
+    return out
+
+
+def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
+    tot = [0, 0, 0, 0]
+    print(f"== {name} ==")
+    if not paths:
+        print("  (no traces)")
+        return tuple(tot)
+    print(f"  {'trace':28s} {'label':24s} {'expected':34s} {'phases':>9s} {'windows':>9s}")
+    for path in paths:
+        exp = expectations(path)
+        ph, win = score_phases(path, exp), score_windows(path, exp)
+        for label in exp:
+            if label not in ph and label not in win:
+                continue
+            p, w = ph.get(label, [0, 0]), win.get(label, [0, 0])
+            tot = [tot[0] + p[1], tot[1] + p[0], tot[2] + w[1], tot[3] + w[0]]
+            print(f"  {Path(path).name[:28]:28s} {label[:24]:24s} {'|'.join(exp[label])[:34]:34s}"
+                  f" {p[1]:>4d}/{p[0]:<4d} {w[1]:>4d}/{w[0]:<4d}")
+    pr = tot[0] / tot[1] if tot[1] else float("nan")
+    wr = tot[2] / tot[3] if tot[3] else float("nan")
+    print(f"  total: phases {tot[0]}/{tot[1]} right ({pr:.0%}), windows {tot[2]}/{tot[3]} "
+          f"right ({wr:.0%})")
+    return tuple(tot)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tune", nargs="*", default=["demo"])
+    p.add_argument("--holdout", nargs="*", default=None)
+    p.add_argument("--resample", type=float, default=1.0,
+                   help="also score the tune traces decimated to this rate (0: off)")
+    args = p.parse_args()
+    holdout = args.holdout
+    if holdout is None:
+        holdout = sorted(str(x) for x in (ROOT / "tests" / "fixtures" / "traces" /
+                                          "holdout").glob("*.jsonl"))
+    report("tune (looked at while writing the rules)", args.tune)
+    report("holdout (never used for tuning)", holdout)
+    if args.resample:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [decimate(t, args.resample, Path(tmp)) for t in args.tune]
+            report(f"tune traces at {args.resample:g} Hz (same data: sampling robustness only)",
+                   paths)
+
+
+def decimate(path: str, hz: float, folder: Path) -> str:
+    """The trace with one sample per 1/hz seconds (static and labels lines kept)."""
+    src = resolve_trace_path(path)
+    out = folder / f"{src.stem}_{hz:g}hz.jsonl"
+    step, last = 1.0 / hz, None
+    with src.open() as fh, out.open("w") as w:
+        for line in fh:
+            data = json.loads(line)
+            if data.get("kind") == "sample":
+                if last is not None and data["t"] < last + step - 1e-6:
+                    continue
+                last = data["t"]
+            w.write(line)
+    return str(out)
+
+
+if __name__ == "__main__":
+    main()

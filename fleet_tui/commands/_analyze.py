@@ -1,0 +1,105 @@
+"""``fleet-tui analyze TRACE``: the handler and its output (phases or windows, table or JSON),
+kept apart from ``monitor`` so each stays short. Engine imports happen inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def run_analyze(args: argparse.Namespace) -> int:
+    """``fleet-tui analyze``: phases (or fixed windows) of a trace, streamed."""
+    from fleet_tui.commands._output import print_table
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.analysis import analyze_trace
+    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.trace import (SORT_MAX_BYTES, TraceOrderError, TraceReader,
+                                              load_sorted)
+
+    if args.window is not None and args.window <= 0:
+        raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
+    if args.step is not None and args.step <= 0:
+        raise UserError(f"--step {args.step:g}: must be a positive number of seconds")
+    if args.step is not None and args.window is None:
+        raise UserError("--step needs --window (phases have no step)")
+    overlapping = args.step is not None and args.step < args.window
+
+    def results(snapshots):
+        if overlapping:  # overlapping windows hold the trace (analyze_trace)
+            return iter(analyze_trace(snapshots, window_s=args.window, step_s=args.step))
+        return analyze_stream(snapshots, window_s=args.window)
+
+    reader = TraceReader(args.trace)
+    # a file small enough to sort is printed at the end (it may have to be read again, sorted);
+    # a longer one streams its JSON as each phase ends, so memory stays bounded
+    out = _AnalyzeOutput(args.json, stream=reader.path.stat().st_size > SORT_MAX_BYTES)
+    try:
+        for w in results(reader):
+            out.add(w)
+    except TraceOrderError:
+        out = _AnalyzeOutput(args.json)  # nothing printed yet: JSON and the table print at the end
+        fixed = load_sorted(args.trace)
+        print(f"fleet-tui: {args.trace}: {fixed.moved} sample(s) out of time order: sorted"
+              + (f"; {fixed.repeats} repeated timestamp(s) skipped" if fixed.repeats else ""),
+              file=sys.stderr)
+        for w in results(fixed.snapshots):
+            out.add(w)
+    else:
+        if reader.repeats:
+            print(f"fleet-tui: {args.trace}: {reader.repeats} sample(s) with a repeated "
+                  f"timestamp skipped", file=sys.stderr)
+    if out.count == 0:
+        raise UserError(f"{args.trace}: no samples to analyze")
+    if args.json:
+        out.finish_json()
+        return 0
+    print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.table())
+    print()
+    print("\n".join(out.shares.lines()))
+    return 0
+
+
+class _AnalyzeOutput:
+    """Rows of the analyze table, or the JSON list, kept as short text (the analyses are not
+    held: a long trace stays in bounded memory). Printed by start, then GPU; JSON streamed from
+    a long file comes in the order phases end."""
+
+    def __init__(self, as_json: bool, stream: bool = False):
+        self.as_json = as_json
+        self.stream = stream and as_json
+        self.rows: list[tuple[tuple, list[str]]] = []
+        self.items: list[tuple[tuple, str]] = []
+        self.count = 0
+        from fleet_tui.core.monitor.analysis.summary import TimeShares
+
+        self.shares = TimeShares()
+
+    def add(self, w) -> None:
+        self.count += 1
+        self.shares.add(w)
+        if self.as_json:
+            text = "  " + json.dumps(w.to_dict(), indent=2, allow_nan=False).replace("\n", "\n  ")
+            if self.stream:
+                sys.stdout.write(("[\n" if self.count == 1 else ",\n") + text)
+            else:
+                self.items.append(((w.start, w.device_index, w.device_key), text))
+            return
+        d = w.primary_diagnosis
+        risks = w.risks
+        others = ", ".join(x.kind for x in w.diagnoses[1:] if x.kind not in risks)
+        self.rows.append(((w.start, w.device_index, w.device_key),
+                          [f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
+                           w.primary, f"{d.confidence:.2f}" if d else "", ", ".join(risks),
+                           others]))
+
+    def table(self) -> list[list[str]]:
+        return [row for _, row in sorted(self.rows, key=lambda r: r[0])]
+
+    def finish_json(self) -> None:
+        """The same bytes as ``print_json`` of the list."""
+        if self.stream:
+            sys.stdout.write("\n]\n" if self.count else "[]\n")
+            return
+        items = [text for _, text in sorted(self.items, key=lambda r: r[0])]
+        sys.stdout.write("[\n" + ",\n".join(items) + "\n]\n" if items else "[]\n")

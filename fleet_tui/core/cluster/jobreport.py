@@ -1,0 +1,67 @@
+"""One job's efficiency report as plain text, in the spirit of Princeton's ``jobstats``: what the
+job held, how much of it worked, what its idle GPUs cost, its diagnoses over its life, and what to
+change. Shared by ``fleet-tui jobs report JOB`` and the Jobs pane."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fleet_tui.core.cluster.jobs import HEALTHY, JobUsage
+
+# What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
+ADVICE = {
+    "idle": "GPUs held but unused: ask for fewer (--gres=gpu:N), release them between phases, or "
+            "check that every rank actually started on its GPU.",
+    "input_bound": "The GPUs wait for data: more dataloader workers, pinned memory, prefetch, or "
+                   "faster storage.",
+    "input_starved": "The GPUs wait for input: more dataloader workers, pinned memory, prefetch.",
+    HEALTHY: "The job keeps its GPUs busy; look at larger batches or mixed precision only if "
+             "throughput matters.",
+}
+
+
+def pct(v: float | None) -> str:
+    return "N/A" if v is None else f"{v:.0f}%"
+
+
+def hours(s: float) -> str:
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+def gib(b: int | None) -> str:
+    return "N/A" if b is None else f"{b / 2**30:.1f} GiB"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    fmt = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths), *map(fmt, rows)])
+
+
+def job_report(job: JobUsage) -> str:
+    lines = [f"Job {job.job}  user {job.user or 'unknown'}  ({job.via})"
+             f"{'  state ' + job.state if job.state else ''}",
+             f"  {len(job.devices)} GPUs on {len(job.nodes)} node(s): {', '.join(job.nodes)}",
+             f"  runtime {hours(job.runtime_s)}   GPU utilization {pct(job.util_pct)} (mean)   "
+             f"SM activity {pct(job.sm_active_pct)}   peak memory {gib(job.mem_peak_bytes)}"]
+    cost = "" if job.usd_idle is None else f" = ${job.usd_idle:,.2f}"
+    lines += [f"  idle: {job.idle_device_hours:.2f} GPU-hours{cost}", ""]
+    lines.append(_table(["node", "gpu", "util", "sm", "mem peak", "idle", "diagnosis"],
+                        [[d.node, str(d.index), pct(d.util_pct), pct(d.sm_active_pct),
+                          gib(d.mem_peak_bytes), f"{100 * d.idle_fraction:.0f}%", d.primary]
+                         for d in job.devices]))
+    lines += ["", "Diagnoses: " + ", ".join(f"{k} ×{n}" for k, n in job.diagnoses.items())]
+    if job.phases:
+        t0 = job.phases[0][0]
+        lines.append("Phases: " + ", ".join(f"+{hours(a - t0)}–+{hours(b - t0)} {k}"
+                                            for a, b, k in job.phases))
+    actions: list[str] = []
+    for d in sorted(job.devices, key=lambda d: d.primary == HEALTHY):  # problems first
+        text = d.action or ADVICE.get(d.primary, "")
+        if text and text not in actions:
+            actions.append(text)
+    if actions:
+        lines.append("What to change:")
+        lines += [f"  - {a}" for a in actions[:5]]
+    return "\n".join(lines) + "\n"

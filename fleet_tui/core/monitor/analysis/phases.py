@@ -1,0 +1,189 @@
+"""Change points: where a device's behaviour changes, so that no diagnosis averages two behaviours.
+
+Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device, online.
+
+* Each sample becomes a feature vector on a common 0-1 scale (``features``): kernel duty cycle, SM
+  activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, the
+  share of memory used and the memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing
+  readings are skipped, not zeros.
+* The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S`` (at
+  least ``SMOOTH_SAMPLES`` samples): NVML
+  averages utilization over up to a second, and a starved loader alternates busy and idle samples
+  at the sampling rate; both are one behaviour, not many.
+* Against the running mean of the current phase, each feature keeps ``S+ = max(0, S+ + x - m - k)``
+  and ``S- = max(0, S- + m - x - k)``; when one passes ``h`` the phase ends. The new phase starts
+  where that sum last left zero (the CUSUM's own change-point estimate), so the samples of the
+  detection delay belong to the new phase.
+* A phase lasts at least ``MIN_PHASE_S``: no alarm is taken before that (a blip between two
+  behaviours stays inside the phase it interrupts).
+
+``k`` is half the smallest shift worth a new phase (``SHIFT_MIN``: 15 points of a 0-100 % signal,
+the width of the bands the rules separate, e.g. 50 % duty vs 35 %) and ``h`` is how much evidence
+a shift needs (``h / (shift - k)`` samples: 5 samples of a 20-point shift, 1-2 of a 60-point
+shift). Tuned on the labelled H200 trace only; scored on held-out traces by
+bench/bench_diagnosis_accuracy.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fleet_tui.core.monitor.analysis.tallies import read_row
+from fleet_tui.core.monitor.analysis.window import link_of
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+
+SMOOTH_S = 0.6
+SMOOTH_SAMPLES = 3
+SHIFT_MIN = 0.15
+CUSUM_K = SHIFT_MIN / 2
+CUSUM_H = 0.6
+MIN_PHASE_S = 3.0
+# A memory slope of 1 % of the device per second reads as a full-scale feature (a leak of a few
+# hundred MiB/s on an 80-141 GiB GPU); steady memory reads 0.
+MEM_SLOPE_FULL_SCALE = 0.01
+N_FEATURES = 9
+
+
+def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
+             link_bytes_s: float | None = None) -> list[float | None]:
+    """One sample on the 0-1 scale the detector compares (None: not measured). ``link_bytes_s``:
+    the PCIe link's per-direction rate when the caller knows it (else read from ``d.extra``)."""
+    (util, _mem_util, sm, tensor, dram, fp32, _fp16, power_w, _clock, _temp, rx, tx, used,
+     _nv_rx, _nv_tx) = read_row(d)
+    duty = util / 100.0 if util is not None else None
+    if sm is not None:
+        sm /= 100.0
+        if duty is None:
+            duty = sm
+    if tensor is not None:
+        tensor /= 100.0
+    if dram is not None:
+        dram /= 100.0
+    if fp32 is not None:
+        fp32 /= 100.0
+    pcie = None
+    if rx is not None or tx is not None:
+        if link_bytes_s is None:
+            link_bytes_s = link_of(d.extra)[0]
+        pcie = min(1.0, max(rx or 0.0, tx or 0.0) / link_bytes_s)
+    limit = d.power_limit_w
+    power = min(1.0, power_w / limit) if power_w is not None and limit else None
+    total = d.mem_total_bytes
+    mem = slope = None
+    if used is not None and total:
+        mem = used / total
+        if prev is not None and prev.mem_used_bytes is not None and d.timestamp > prev.timestamp:
+            rate = (used - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
+            slope = max(-1.0, min(1.0, rate / total / MEM_SLOPE_FULL_SCALE))
+    return [duty, sm, tensor, dram, fp32, pcie, power, mem, slope]
+
+
+class PhaseDetector:
+    """Online change points of one device. ``push`` each sample (oldest first); it returns the
+    timestamp where a new phase began when the sample confirms one, else None."""
+
+    __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
+                 "_neg_t", "_start", "_last", "_prev", "_extra", "_link")
+
+    def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
+                 k: float = CUSUM_K):
+        self.min_phase_s, self.h, self.k = min_phase_s, h, k
+        self._prev: DeviceSnapshot | None = None
+        self._last = None  # timestamp of the previous sample
+        self._extra: tuple = ()  # the extras the PCIe link rate was read from
+        self._link = link_of(())[0]
+        self._reset(None)
+        self._ema: list[float | None] = [None] * N_FEATURES
+
+    def _reset(self, start: float | None) -> None:
+        self._sum = [0.0] * N_FEATURES
+        self._n = [0] * N_FEATURES
+        self._pos = [0.0] * N_FEATURES
+        self._neg = [0.0] * N_FEATURES
+        self._pos_t: list[float | None] = [None] * N_FEATURES
+        self._neg_t: list[float | None] = [None] * N_FEATURES
+        self._start = start
+
+    @property
+    def phase_start(self) -> float | None:
+        """When the current phase began (None before the first sample)."""
+        return self._start
+
+    def push(self, d: DeviceSnapshot) -> float | None:
+        ts = d.timestamp
+        if d.extra is not self._extra and d.extra != self._extra:  # the link can retrain
+            self._extra, self._link = d.extra, link_of(d.extra)[0]
+        x = features(d, self._prev, self._link)
+        self._prev = d
+        last, self._last = self._last, ts
+        if self._start is None:
+            self._start = ts
+        dt = (ts - last) if last is not None and ts > last else SMOOTH_S
+        # at least 3 samples' worth of smoothing whatever the sampling rate (a starved loader
+        # sampled at 1 Hz alternates busy and idle samples)
+        alpha = dt / (max(SMOOTH_S, SMOOTH_SAMPLES * dt) + dt)
+        ema, sums, ns = self._ema, self._sum, self._n
+        pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
+        change = None
+        armed = ts - self._start >= self.min_phase_s
+        k, h = self.k, self.h
+        for i in range(N_FEATURES):  # one pass per sample: smooth, test, add to the phase mean
+            v = x[i]
+            if v is None:
+                continue
+            e = ema[i]
+            e = v if e is None else e + alpha * (v - e)
+            ema[i] = e
+            n = ns[i]
+            total = sums[i]
+            sums[i] = total + e
+            ns[i] = n + 1
+            if n:
+                dev = e - total / n  # against the phase mean before this sample
+                p0, n0 = pos[i], neg[i]
+                if -k <= dev <= k and not p0 and not n0:
+                    continue  # steady: both sums stay at zero (the common case)
+                q = p0 + dev - k
+                if q <= 0.0:
+                    q, pos_t[i] = 0.0, None
+                elif pos_t[i] is None:
+                    pos_t[i] = ts
+                pos[i] = q
+                if armed and q > h and change is None:
+                    change = pos_t[i]
+                q = n0 - dev - k
+                if q <= 0.0:
+                    q, neg_t[i] = 0.0, None
+                elif neg_t[i] is None:
+                    neg_t[i] = ts
+                neg[i] = q
+                if armed and q > h and change is None:
+                    change = neg_t[i]
+        if change is None:
+            return None
+        # the new phase starts where the evidence began, but never less than a minimum phase
+        # after the previous start
+        change = max(change, self._start + self.min_phase_s)
+        if change > ts:
+            change = ts
+        self._reset(change)
+        for i, v in enumerate(x):  # the new phase's reference starts from this sample's level
+            if v is not None:
+                ema[i] = v
+                self._sum[i], self._n[i] = v, 1
+        return change
+
+
+def segment(samples: Sequence[DeviceSnapshot], **kw) -> list[tuple[float, float]]:
+    """(start, end) of each phase of one device's samples (oldest first); end is the next phase's
+    start, or the last sample's timestamp."""
+    if not samples:
+        return []
+    det = PhaseDetector(**kw)
+    starts = [samples[0].timestamp]
+    for d in samples:
+        c = det.push(d)
+        if c is not None:
+            starts.append(c)
+    ends = starts[1:] + [samples[-1].timestamp]
+    return list(zip(starts, ends))

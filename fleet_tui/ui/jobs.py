@@ -1,0 +1,208 @@
+"""Jobs pane (``--source prometheus:URL``): whose job holds which GPUs and what its idle GPUs cost,
+worst first; Enter opens the job's efficiency report (the text of ``fleet-tui jobs report JOB``).
+
+The rows are the core's ``JobsView`` (``core.cluster.jobs.job_view``), built in a thread worker
+from the engine's latest tick (the same FleetView the fleet pane draws) and the devices' job labels
+(``core.cluster.promjobs``: dcgm-exporter ``hpc_job``, Kubernetes pod labels, AMD exporter
+``job_id``, jobstats gauges), which are re-read every ``LABELS_EVERY_S``: jobs change in minutes,
+not seconds. Without Slurm a job's start is unknown, so runtime and idle GPU-hours count from when
+this pane started watching (a lower bound). The job alert rules (``min_devices`` in alerts.toml,
+e.g. the bundled ``job-idle-gpus``: 8 GPUs idle for 30 minutes) are evaluated here, where the jobs
+are known, and shown as notifications."""
+
+from __future__ import annotations
+
+import time
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.markup import escape
+from textual.widgets import DataTable, Static
+
+from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.widgets.gauges import pct, usd
+from fleet_tui.ui.widgets.table import Table
+
+LABELS_EVERY_S = 30.0
+MAX_ROWS = 500  # a bounded page: DataTable measures every cell (STYLE.md)
+# essential columns first, so an 80-column terminal shows job, user, GPUs, util and idle $
+COLUMNS = (("job", "job"), ("user", "user"), ("gpus", "gpus"), ("util", "util"),
+           ("idle_usd", "idle $"), ("primary", "diagnosis"), ("sm", "SM"),
+           ("idle_h", "idle GPU-h"), ("nodes", "nodes"))
+
+
+class JobsScreen(PaneScreen):
+    MODE = "jobs"
+    BINDINGS = [
+        Binding("enter", "report", "Job report", show=False),
+        Binding("r", "report", "Job report"),
+        Binding("escape", "back", "All jobs"),
+    ]
+    DEFAULT_CSS = """
+    JobsScreen #jobs-summary { height: auto; padding: 0 1; }
+    JobsScreen #jobs-table { height: 1fr; }
+    JobsScreen #jobs-report { height: 1fr; border: round $pane-border; padding: 0 1;
+                              display: none; }
+    JobsScreen.-report #jobs-report { display: block; }
+    JobsScreen.-report #jobs-table { display: none; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs = None  # the latest core JobsView
+        self.report_job: str | None = None
+        self._views = None  # core FleetViews
+        self._labels = None  # core DeviceLabels
+        self._labels_at = -LABELS_EVERY_S
+        self._labels_error: str | None = None
+        self._started = time.time()
+        self._prices = None
+        self._alerts = None  # core AlertEvaluator of the job rules
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("waiting for the first fleet reading…", id="jobs-summary")
+        yield Table(id="jobs-table", cursor_type="row", zebra_stripes=True)
+        yield VerticalScroll(Static("", id="jobs-report-text"), id="jobs-report")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+
+    def on_screen_resume(self) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.redraw_now()
+
+    # ----- data -----
+    def redraw(self, view) -> None:
+        """Called by MonitorLink (visible pane only): build the jobs off the loop."""
+        analyses = getattr(view.tick, "analyses", None) or {}
+        if self._views is None:
+            from fleet_tui.core.fleet import FleetViews
+
+            self._views = FleetViews(self._instance_prices())
+        self._build(view.snapshot, analyses)
+
+    def _instance_prices(self):
+        if self._prices is None and self.app.instance_type and self.app.catalog is not None:
+            from fleet_tui.core.monitor.cost import choose_instance
+
+            try:
+                self._prices = choose_instance(self.app.catalog, self.app.instance_type).usd_per_hour
+            except Exception:  # unknown type: the app already warned about it
+                self._prices = None
+        return self._prices
+
+    @work(thread=True, exclusive=True, group="jobs-view", exit_on_error=False)
+    def _build(self, snapshot, analyses) -> None:
+        from fleet_tui.core.cluster.jobs import job_view
+        from fleet_tui.core.cluster.promjobs import (DeviceLabels, job_label_query,
+                                                     labels_from_result, usages_from_view)
+
+        fleet = self._views.view(snapshot, analyses)
+        now = time.time()
+        query = getattr(self.app.source, "query_instant", None)
+        if query is not None and now - self._labels_at >= LABELS_EVERY_S:
+            self._labels_at = now
+            try:
+                self._labels = labels_from_result(query(job_label_query()))
+                self._labels_error = None
+            except Exception as exc:  # keep the last labels; say why they are old
+                self._labels_error = f"job labels not read: {exc}"
+        labels = self._labels if self._labels is not None else DeviceLabels()
+        usages = usages_from_view(fleet, labels, observed_s=now - self._started)
+        jobs = job_view(usages, now=now)
+        alerts = self._job_alerts().evaluate(
+            snapshot.timestamp, snapshot.devices, analyses,
+            jobs={j.job: [d.key for d in j.devices] for j in jobs.jobs})
+        self.app.call_from_thread(self._draw, jobs)
+        for alert in alerts:
+            self.app.call_from_thread(self.app.notify, alert.message, title=alert.rule,
+                                      severity="error" if alert.severity == "critical"
+                                      else "warning", timeout=10)
+
+    def _job_alerts(self):
+        """An evaluator of the job rules (``min_devices``) among the alert rules, made once."""
+        if self._alerts is None:
+            from fleet_tui.core.monitor.alerts import AlertEvaluator, load_alert_rules
+
+            rules, _ = load_alert_rules()  # problems are reported by the monitor's own load
+            self._alerts = AlertEvaluator([r for r in rules if r.per_job])
+        return self._alerts
+
+    # ----- drawing -----
+    def _draw(self, jobs) -> None:
+        self.jobs = jobs
+        self.query_one("#jobs-summary", Static).update(summary_markup(jobs, self._labels_error))
+        table = self.query_one("#jobs-table", DataTable)
+        rows = {j.job: job_row(j) for j in jobs.jobs[:MAX_ROWS]}
+        if [str(k.value) for k in table.rows] != list(rows):  # jobs came, went or reordered
+            cursor = table.cursor_row
+            table.clear()
+            for key, values in rows.items():
+                table.add_row(*values, key=key)
+            if rows:
+                table.move_cursor(row=min(cursor, len(rows) - 1))
+        else:  # same jobs in the same order: update changed cells in place
+            columns = [key for key, _ in COLUMNS]
+            for key, values in rows.items():
+                for column, value in zip(columns, values):
+                    if table.get_cell(key, column) != value:
+                        table.update_cell(key, column, value)
+        if self.report_job is not None:
+            self._draw_report()
+
+    def _draw_report(self) -> None:
+        from fleet_tui.core.cluster.jobreport import job_report
+
+        text = self.query_one("#jobs-report-text", Static)
+        try:
+            job = self.jobs.job(self.report_job)
+        except KeyError as exc:
+            text.update(f"[$error]{escape(str(exc.args[0]))}[/]")
+            return
+        self.query_one("#jobs-report").border_title = f"Job {job.job}"
+        text.update(escape(job_report(job)))
+
+    # ----- actions -----
+    def action_report(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        if self.jobs is None or table.row_count == 0:
+            return
+        self.report_job = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        self.add_class("-report")
+        self._draw_report()
+
+    @on(DataTable.RowSelected, "#jobs-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.action_report()
+
+    def action_back(self) -> None:
+        self.report_job = None
+        self.remove_class("-report")
+        self.query_one("#jobs-table").focus()
+
+
+def summary_markup(jobs, error: str | None = None) -> str:
+    idle_h = sum(j.idle_device_hours for j in jobs.jobs)
+    priced = [j.usd_idle for j in jobs.jobs if j.usd_idle is not None]
+    loose = jobs.unattributed
+    parts = [f"[b]{len(jobs.jobs)}[/] jobs", f"[b]{sum(len(j.devices) for j in jobs.jobs)}[/] GPUs "
+             "held", f"idle [b]{idle_h:.2f}[/] GPU-h" + (f" ({usd(sum(priced))})" if priced else ""),
+             f"[$text-muted]{len(loose)} GPUs without a job "
+             f"({sum(1 for d in loose if d.idle_fraction > 0)} idle)[/]"]
+    text = "  ·  ".join(parts)
+    if not jobs.jobs:
+        text += ("\n[$text-muted]No device carries a job label (hpc_job, pod, job_id, or "
+                 "jobstats' nvidia_gpu_jobId); 'fleet-tui jobs --slurm' joins Slurm's view.[/]")
+    if error:
+        text += f"\n[$error]{escape(error)}[/]"
+    return text
+
+
+def job_row(j) -> tuple[str, ...]:
+    return (j.job, j.user or "-", str(len(j.devices)), pct(j.util_pct),
+            "-" if j.usd_idle is None else usd(j.usd_idle), j.primary.replace("_", " "),
+            pct(j.sm_active_pct), f"{j.idle_device_hours:.2f}", ",".join(j.nodes))
