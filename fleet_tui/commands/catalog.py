@@ -60,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp.add_argument("--cloud", default=None, metavar="NAME",
                      help="cloud of every FILE (default: from the directory or file name)")
     imp.add_argument("--as-of", default=None, metavar="DATE", help="ISO date the prices were taken")
+    imp.add_argument("--force", action="store_true", help="replace <cloud>.toml files that exist")
     imp.set_defaults(func=_cmd_import)
 
 
@@ -266,7 +267,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     out_dir = args.out_dir or (paths.user_catalog_dir() / "instances")
     cat = load_catalog(getattr(args, "catalog_dir", None) or ())
-    reports = import_skypilot(args.files, out_dir=out_dir, cloud=args.cloud, as_of=args.as_of, catalog=cat)
+    reports = import_skypilot(args.files, out_dir=out_dir, cloud=args.cloud, as_of=args.as_of, catalog=cat,
+                              replace=args.force)
     for r in reports:
         print(f"{r.out_path}: {r.offers} offers from {r.rows_read} rows ({r.flagged} flagged, "
               f"{r.excluded} excluded)")

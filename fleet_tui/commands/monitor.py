@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, whole_number
@@ -134,6 +135,15 @@ def _duration(flag: str, value: str) -> float:
         return parse_duration(value)
     except ValueError as exc:
         raise UserError(f"{flag} {value!r}: {exc}") from None
+
+
+def no_device_error(spec: str, snapshot):
+    """The answer a headless command gives when its source has no device: the source and why
+    (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
+    from fleet_tui.core.errors import UserError
+
+    why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
+    return UserError(f"--source {spec}: {why.split('; retrying')[0]}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
@@ -282,22 +292,28 @@ def _cmd_record(args: argparse.Namespace) -> int:
     roll_s = _duration("--rollup-retention", args.rollup_retention)
     db = args.db or str(paths.default_history_db())
     source = _open(spec, interval)
+    new_file = not Path(db).expanduser().exists()
     recorder = Recorder(db, raw_retention_s=raw_s, rollup_retention_s=roll_s)
     engine = MonitorEngine(source, interval=interval, alert_rules=[], recorder=recorder,
                            min_interval_s=0.01, price=False)
     started = time.monotonic()
-    no_device_said = False
+    no_device: list = []  # the first tick's snapshot when it found no device
+    gone_said = False
 
     def on_tick(tick) -> None:
-        nonlocal no_device_said
+        nonlocal gone_said
+        if tick.seq == 1 and not tick.snapshot.devices:
+            no_device.append(tick.snapshot)  # nothing to record: stop, say so, exit 2
+            engine.stop()
+            return
         if args.json:
             sys.stdout.write(json.dumps({"tick": tick.seq, "ts": tick.snapshot.timestamp,
                                          "devices": len(tick.snapshot.devices)}) + "\n")
             sys.stdout.flush()
-        if not tick.snapshot.devices and not no_device_said:
-            no_device_said = True
-            print(f"fleet-tui: {tick.snapshot.message or 'no devices'}; recording nothing",
-                  file=sys.stderr)
+        if not tick.snapshot.devices and not gone_said:  # they were there: keep going
+            gone_said = True
+            print(f"fleet-tui: warning: {tick.snapshot.message or 'no devices'}; recording "
+                  "resumes when they are back", file=sys.stderr)
         if args.duration is not None and time.monotonic() - started >= args.duration:
             engine.stop()
 
@@ -307,6 +323,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
         asyncio.run(engine.run())
     finally:
         recorder.close()
+    if no_device:
+        if new_file:  # leave no empty database behind for a run that recorded nothing
+            for suffix in ("", "-wal", "-shm"):
+                Path(db + suffix).expanduser().unlink(missing_ok=True)
+        raise no_device_error(spec, no_device[0])
+    print(f"recorded {recorder.ticks_written} ticks to {db}", file=sys.stderr)
     return 0
 
 

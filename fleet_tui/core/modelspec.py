@@ -14,6 +14,7 @@ projections differ, so such models are rejected by :func:`load_model_config` rat
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,8 +197,18 @@ def _shape_params(hidden: int, vocab: int) -> int:
         + 2 * vocab * hidden
 
 
-#: Smallest count ``arch_for_params`` accepts: below it the embeddings alone exceed the total.
-MIN_DERIVED_PARAMS = 100_000_000
+# The one set of bounds on a model's parameter count, whether typed ({params}) or derived from a
+# config.json ({model_config}): they catch typos (a 1e12 hidden size, --params 1e15) without getting
+# in the way of real models (the largest published dense and MoE models are ~2T).
+#: Smallest count: below it ``arch_for_params``' embeddings alone exceed the total.
+MIN_PARAMS = 100_000_000
+MAX_PARAMS = 100_000_000_000_000
+MIN_DERIVED_PARAMS = MIN_PARAMS  # the name arch_for_params' callers know
+PARAMS_RANGE_TEXT = "between 100M and 100T parameters"
+
+#: A config.json is a few KB; read at most this much, so ``/dev/zero`` or a wrong multi-GB file
+#: fails at once instead of filling memory.
+MAX_CONFIG_BYTES = 4 * 2**20
 
 
 def arch_for_params(params: int) -> ModelArch:
@@ -234,6 +245,11 @@ def _first(cfg: dict, *keys: str):
     return None
 
 
+def _whole(v) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (
+        isinstance(v, float) and math.isfinite(v) and v > 0 and v.is_integer())
+
+
 def load_model_config(path: str | os.PathLike) -> ModelArch:
     """Read a local Hugging Face ``config.json`` (offline) into a :class:`ModelArch`.
 
@@ -246,17 +262,29 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     if p.is_dir():
         p = p / "config.json"
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
                          "Hugging Face config.json or the folder holding one)") from None
     except OSError as exc:
         raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: cannot read it "
                          f"({escape_braces(str(exc.strerror))})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise _user_error(f"{p}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; a Hugging Face "
+                          "config.json is a few KB (is this the model's weights, or a device?)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise _user_error(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                          f"{exc.start}); give the model's config.json") from None
     try:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise _user_error(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise _user_error(f"{p}: not a config.json (nested too deeply)") from None
     if not isinstance(cfg, dict):
         raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
     if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers
@@ -274,6 +302,10 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
     vocab = _first(cfg, "vocab_size", "padded_vocab_size")
     inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+    for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
+                   ("vocab_size", vocab), ("intermediate_size", inter)):
+        if v is not None and not _whole(v):
+            raise _user_error(f"{p}: {key} {v!r}: not a positive whole number")
     missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
                                     ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
     model_type = str(cfg.get("model_type", "")).lower()
@@ -309,7 +341,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         window = None
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     try:
-        return ModelArch(
+        arch = ModelArch(
             id=name.split("/")[-1].lower() or "model-config",
             name=name,
             family=model_type,
@@ -334,3 +366,15 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
         raise _user_error(f"{p}: {bad}") from None
+    check_param_bounds(arch, str(p))
+    return arch
+
+
+def check_param_bounds(arch: ModelArch, shown: str) -> None:
+    """Refuse a config whose shape gives a parameter count outside the bounds ``--params`` has."""
+    total = param_count(arch)
+    if not MIN_PARAMS <= total <= MAX_PARAMS:
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(shown)}: its shape gives "
+                         f"{total:.3g} parameters; a model must have {PARAMS_RANGE_TEXT} (the same "
+                         "limits as {params}); check hidden_size, num_hidden_layers, "
+                         "intermediate_size and vocab_size")

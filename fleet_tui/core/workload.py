@@ -31,7 +31,8 @@ from fleet_tui.core import caches
 from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
                                     OFFLOAD_TARGETS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS)
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.modelspec import ModelArch, arch_for_params, load_model_config
+from fleet_tui.core.modelspec import (MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params,
+                                      load_model_config)
 
 WorkloadKind = Literal[KINDS]
 WeightPrecision = Literal[PRECISIONS]
@@ -180,8 +181,6 @@ def _arch_for_params(params: int) -> ModelArch:
 MAX_BATCH = 1_000_000
 MAX_TOKENS = 10_000_000  # longest context any published model supports (Llama-4-Scout: 10M)
 MAX_GPUS = 65_536
-MAX_PARAMS = 100e12
-MIN_PARAMS = 100e6  # below this no transformer shape is derived (modelspec.MIN_DERIVED_PARAMS)
 MAX_LORA_RANK = 65_536
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -196,7 +195,7 @@ def parse_params(text: str | int, field: str = "params") -> int:
         raise FieldError(field, f"{{{field}}} {shown}: not a parameter count; write e.g. 7e9, 7B, 70b or 405M")
     value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
     if not math.isfinite(value) or value < MIN_PARAMS or value > MAX_PARAMS:
-        raise FieldError(field, f"{{{field}}} {shown}: must be between 100M and 100T parameters")
+        raise FieldError(field, f"{{{field}}} {shown}: must be {PARAMS_RANGE_TEXT}")
     return int(round(value))
 
 

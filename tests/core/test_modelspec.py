@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -12,9 +13,10 @@ else:  # pragma: no cover - Python 3.10
 
 import pytest
 
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.modelspec import (ModelArch, active_param_count, arch_for_params, load_model_config,
                                       param_count, param_counts)
+from fleet_tui.core.workload import parse_params
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests/fixtures/configs"
@@ -135,3 +137,57 @@ def test_missing_file_and_mla_are_user_errors(tmp_path):
                    '"num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 100}')
     with pytest.raises(UserError, match="multiple of kv_heads"):
         load_model_config(bad)
+
+
+def _config(tmp_path, **override) -> Path:
+    cfg = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())
+    cfg.update(override)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def test_an_endless_file_is_refused_after_a_bounded_read():
+    with pytest.raises(UserError, match=r"/dev/zero: larger than 4 MiB"):
+        load_model_config("/dev/zero")
+
+
+def test_a_binary_config_is_not_utf8_text_with_file_and_line(tmp_path):
+    p = tmp_path / "weights.bin"
+    p.write_bytes(b'{"a": 1,\n"b": "\xff\xfe"}')
+    with pytest.raises(UserError, match=r"weights\.bin:2: not UTF-8 text"):
+        load_model_config(p)
+
+
+def test_a_config_shape_outside_the_params_bounds_is_refused_like_params(tmp_path):
+    with pytest.raises(FieldError) as exc:
+        load_model_config(_config(tmp_path, hidden_size=1e12))
+    assert exc.value.field == "model_config"
+    assert "between 100M and 100T parameters" in str(exc.value)
+    with pytest.raises(FieldError, match="between 100M and 100T parameters"):
+        parse_params("1e15")
+    tiny = dict(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=4,
+                intermediate_size=128, vocab_size=100)
+    with pytest.raises(FieldError, match="between 100M and 100T"):
+        load_model_config(_config(tmp_path, **tiny))
+
+
+@pytest.mark.parametrize("value", ["abc", -4, 1.5, float("inf")])
+def test_a_non_number_shape_key_is_named(tmp_path, value):
+    with pytest.raises(UserError, match=r"config\.json: hidden_size .*not a positive whole number"):
+        load_model_config(_config(tmp_path, hidden_size=value))
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["--model-config", "/dev/zero"], "/dev/zero: larger than 4 MiB"),
+    (["--model-config", "BIN"], "BIN:1: not UTF-8 text"),
+])
+def test_cli_bad_config_files_exit_2_without_a_traceback(tmp_path, capsys, argv, expect):
+    from fleet_tui.cli import main
+
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(128, 256)))
+    argv = [str(binary) if a == "BIN" else a for a in argv]
+    assert main(["size", *argv]) == 2
+    err = capsys.readouterr().err
+    assert expect.replace("BIN", str(binary)) in err and "Traceback" not in err

@@ -7,6 +7,10 @@
 * Raw samples are kept for ``raw_retention_s`` (default 24 h); older ones are folded into one-minute
   means (``samples_1m``, with their sample count) kept for ``rollup_retention_s`` (default 30 d).
   Maintenance runs every ``maintain_every_s`` in its own transaction.
+* A write that fails (a full disk, a file system gone read-only) is rolled back and raises
+  ``RecordingStopped``, a user error that says which ticks are kept; nothing committed is lost.
+* Readers open the file read-only, and immutable where SQLite cannot create the WAL's ``-shm`` file
+  (a read-only file system): a history copied off a node can be read where it lies.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.snapshot import Snapshot
@@ -68,14 +73,53 @@ class RecordedRow:
         return None
 
 
+class RecordingStopped(UserError):
+    """Writing a tick failed (a full disk, a file system gone read-only): the tick was rolled back,
+    every tick before it is committed, and the message says so."""
+
+
+def _write_problem(exc: sqlite3.Error) -> str:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    text = str(exc).lower()
+    if code == sqlite3.SQLITE_FULL or "disk is full" in text:
+        return "the disk is full"
+    if "readonly" in text or "read-only" in text:
+        return "the database or its file system is read-only"
+    return f"cannot write to it ({exc})"
+
+
+def _readonly_uri(p: Path, *, immutable: bool) -> str:
+    # quote the path: '?' or '#' in a file name would otherwise start the URI's query
+    return f"file:{quote(str(p.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _open_readonly(p: Path, shown: str) -> sqlite3.Connection:
+    """Open for reading without writing anything next to the file. A WAL database needs its -shm
+    file, which a read-only file system (or directory) cannot create: then open it immutable, which
+    is right because no writer can be appending to a file on a read-only file system."""
+    last: sqlite3.Error | None = None
+    for immutable in (False, True):
+        conn = sqlite3.connect(_readonly_uri(p, immutable=immutable), uri=True, timeout=5.0,
+                               check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:  # "unable to open", "readonly": try immutable
+            conn.close()
+            last = exc
+        except sqlite3.DatabaseError as exc:  # "file is not a database": immutable will not help
+            conn.close()
+            raise UserError(f"--db {shown}: not a fleet-tui history database ({exc})") from None
+    raise UserError(f"--db {shown}: cannot open the history database for reading ({last})")
+
+
 def connect(path: str | Path, *, readonly: bool = False) -> sqlite3.Connection:
     p = Path(path).expanduser()
     if readonly:
         if not p.is_file():
             raise UserError(f"--db {str(path)!r}: no such history database (record one with "
                             f"'fleet-tui record --db PATH')")
-        uri = f"file:{p}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
+        conn = _open_readonly(p, repr(str(path)))
     else:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -118,8 +162,12 @@ class Recorder:
         except sqlite3.DatabaseError as exc:
             self._rollback()
             self._conn.close()
+            if isinstance(exc, sqlite3.OperationalError):  # full disk, read-only file system
+                raise UserError(f"--db {str(path)!r}: {_write_problem(exc)}; nothing recorded") from None
             raise UserError(f"--db {str(path)!r}: not a fleet-tui history database ({exc})") from None
         self.ticks_written = 0
+        self._first_ts: float | None = None  # this run's first and last committed tick
+        self._last_ts: float | None = None
 
     def _rollback(self) -> None:
         try:
@@ -150,10 +198,16 @@ class Recorder:
                         " name=excluded.name", (d.key, d.index, d.name, d.uuid, d.node,
                                                 snapshot.source, ts, ts))
                 self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                raise self._stopped(exc) from None
             except BaseException:
                 self._rollback()
                 raise
         self.ticks_written += 1
+        if self._first_ts is None:
+            self._first_ts = snapshot.timestamp
+        self._last_ts = snapshot.timestamp
         now = snapshot.timestamp
         if self._last_maintain is None:
             self._last_maintain = now
@@ -194,10 +248,29 @@ class Recorder:
                 dropped = self._conn.execute("DELETE FROM samples_1m WHERE ts < ?",
                                              (now - self.rollup_retention_s,)).rowcount
                 self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                raise self._stopped(exc) from None
             except BaseException:
                 self._rollback()
                 raise
         return folded, dropped
+
+    def _stopped(self, exc: sqlite3.OperationalError) -> RecordingStopped:
+        """The plain account of a failed write: why, and exactly what is kept."""
+        if self.ticks_written:
+            span = " to ".join(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+                               for t in (self._first_ts, self._last_ts))
+            kept = (f"kept: the {self.ticks_written} tick(s) this run recorded ({span}) and "
+                    "everything recorded before")
+        else:
+            kept = "this run recorded nothing; what was recorded before is kept"
+        problem = _write_problem(exc)
+        again = "free some space and record" if problem == "the disk is full" else "record"
+        return RecordingStopped(
+            f"--db {str(self.path)!r}: {problem}, so recording stopped; {kept}. The write that "
+            f"failed was rolled back and the database is consistent; {again} again to the same "
+            "file to go on (it appends).")
 
     def close(self) -> None:
         with self._lock:

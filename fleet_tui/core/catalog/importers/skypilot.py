@@ -30,8 +30,10 @@ from fleet_tui.core.fsutil import write_atomic
 
 
 def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: str | None = None,
-                    as_of: str | None = None, catalog=None, write: bool = True) -> list[ImportReport]:
-    """Import SkyPilot CSVs, grouped by cloud, into ``out_dir/<cloud>.toml`` (atomically)."""
+                    as_of: str | None = None, catalog=None, write: bool = True,
+                    replace: bool = True) -> list[ImportReport]:
+    """Import SkyPilot CSVs, grouped by cloud, into ``out_dir/<cloud>.toml`` (atomically).
+    ``replace=False``: refuse (before writing any) when one of those files exists."""
     if catalog is None:
         catalog = load_catalog()
     if cloud is not None and cloud.lower() not in CLOUDS:
@@ -51,6 +53,9 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
         by_cloud[c].append(p)
     if as_of is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
         raise FieldError("as_of", "{as_of} " + literal(f"{as_of!r}: give an ISO date such as 2026-05-20"))
+    taken = [o for c in by_cloud if (o := Path(out_dir).expanduser() / f"{c}.toml").exists()]
+    if write and not replace and taken:
+        raise _exists(taken[0])
     reports = []
     for c, paths in by_cloud.items():
         report = ImportReport(cloud=c)
@@ -84,7 +89,14 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
         text = render_toml(c, offers, source=source, as_of=date, version=__version__)
         out = Path(out_dir).expanduser() / f"{c}.toml"
         if write:
-            write_atomic(out, text)
+            try:
+                write_atomic(out, text, replace=replace)
+            except FileExistsError:  # made by someone else while we read
+                raise _exists(out) from None
         report.out_path = out
         reports.append(report)
     return reports
+
+
+def _exists(path: Path) -> FieldError:
+    return FieldError("force", literal(f"{path}: already exists; ") + "pass {force} to replace it")

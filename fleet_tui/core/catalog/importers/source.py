@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -125,10 +126,19 @@ class Row:
 def read_skypilot_csv(path: Path) -> tuple[list[Row], bool]:
     """Rows of one SkyPilot-format CSV, columns matched by name."""
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    with fh:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a binary or mis-encoded file: say where, not a traceback
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); give SkyPilot's "
+                        "vms.csv") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise UserError(f"{path}:{line}: not a CSV file (it holds NUL bytes); give SkyPilot's vms.csv")
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         cols = reader.fieldnames or []
         need = {"InstanceType", "Region", "Price"}
