@@ -62,6 +62,7 @@ class FleetApp(App[int]):
         self.source_spec = source_spec
         self.source = source  # an unopened core Source (or None: no monitor)
         self.instance_type = instance
+        self.instance_error: str | None = None  # the catalog's answer to a mistyped --instance
         self.catalog_dirs = tuple(Path(d) for d in catalog_dirs)
         self.include_user_catalog = include_user_catalog
         self.interval_s = interval_s
@@ -118,15 +119,30 @@ class FleetApp(App[int]):
                 self.notify("\n".join(problems[:5]) + ("\n…" if len(problems) > 5 else ""),
                             title=f"{len(problems)} catalog problem(s), entries skipped",
                             severity="warning", timeout=10)
-            if self.instance_type and not catalog.find_instance(self.instance_type):
-                self.notify(f"--instance {self.instance_type!r} is not in the catalog; the cost "
-                            "meter and savings need a known instance type.",
-                            title="Unknown instance", severity="warning", timeout=10)
+            self._check_instance(catalog)
         elif event.state == WorkerState.ERROR:
             error = worker.error
             text = str(error) if error is not None else "unknown error"
             self.catalog_status = CatalogStatus("error", message=text.splitlines()[0] if text else "")
             self.notify(text, title="Catalog failed to load", severity="error", timeout=15)
+
+    def _check_instance(self, catalog) -> None:
+        """A ``--instance`` the catalog does not know is said in the app, in the headless
+        command's words (the core's UserError), and the monitor runs unpriced."""
+        from fleet_tui.core.errors import UserError
+
+        if not self.instance_type:
+            return
+        try:
+            catalog.find_instance(self.instance_type)
+        except UserError as exc:
+            self.instance_error = str(exc)
+            self.notify(f"{exc}\nThe cost meter and savings need a known instance type.",
+                        title="Unknown --instance", severity="warning", timeout=15)
+
+    def priced_instance(self) -> str | None:
+        """The instance type to price this machine as (None when unknown to the catalog)."""
+        return None if self.instance_error else self.instance_type
 
     # ----- actions ----------------------------------------------------------------------------
     def pane_available(self, pane: PaneInfo) -> bool:

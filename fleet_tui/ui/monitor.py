@@ -249,7 +249,9 @@ class MonitorScreen(PaneScreen):
 
     def _draw_cost(self, view) -> None:
         cost = view.cost
-        if cost is None:
+        if self.app.instance_error:  # a mistyped --instance: say so instead of pricing it
+            text = f"[$warning]{escape(self.app.instance_error)}[/]"
+        elif cost is None:
             text = ("[$text-muted]Give --instance TYPE to price this machine.[/]"
                     if not self.app.instance_type else "[$text-muted]Cost not available.[/]")
         else:

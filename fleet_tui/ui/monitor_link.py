@@ -112,7 +112,7 @@ class MonitorLink:
             self.recorder = await self._open_recorder()
             # a fleet gets the fleet windowing (as `fleet`, `export`), this box the 5 s window
             self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
-                                        instance=self.app.instance_type, catalog=self.app.catalog,
+                                        instance=self.app.priced_instance(), catalog=self.app.catalog,
                                         recorder=self.recorder,
                                         policy=policy_for(getattr(self.source, "kind", "")))
             self.engine.subscribe(self._on_tick)
