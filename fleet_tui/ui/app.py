@@ -9,6 +9,7 @@ workers so the event loop only paints.
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ class FleetApp(App[int]):
 
     def on_mount(self) -> None:
         self.catalog_settled = asyncio.Event()  # set once the catalog loaded or failed
+        self._install_exit_signals()
         self.switch_mode(self._start_mode)
         # After the first frame: the load is a thread, but pure Python holds the GIL while it
         # parses, and the first paint should not wait for that.
@@ -93,6 +95,24 @@ class FleetApp(App[int]):
 
             self.monitor = MonitorLink(self, self.source, self.interval_s)
             self.call_after_refresh(self.monitor.start)  # engine imports wait for the first frame
+
+    def _install_exit_signals(self) -> None:
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app as ``q`` does: the
+        temporary session history is removed first, then the app exits."""
+        loop = asyncio.get_running_loop()
+        for name in ("SIGHUP", "SIGTERM"):
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            try:
+                loop.add_signal_handler(signum, self._exit_on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+
+    def _exit_on_signal(self) -> None:
+        if self.monitor is not None:
+            self.monitor.remove_session()
+        self.exit(1)
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")

@@ -10,8 +10,6 @@ not called at all; when it is shown again it redraws from the latest tick and th
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +55,7 @@ class MonitorLink:
         # Recommendations pane can right-size from what was observed; removed on exit.
         self.session_dir: str | None = None
         self.recorder = None
+        self._retention_shape: tuple[int, float] | None = None
 
     # ----- lifecycle -----
     def start(self) -> None:
@@ -78,9 +77,15 @@ class MonitorLink:
         recorder, self.recorder = self.recorder, None
         if recorder is not None:
             recorder.close()
-        if self.session_dir:
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-            self.session_dir = None
+        self.remove_session()
+
+    def remove_session(self) -> None:
+        """Delete the temporary session history now (also called from the SIGHUP/SIGTERM
+        handler, before the app tries to restore a terminal that may be gone)."""
+        from fleet_tui.core.monitor.session import remove_session_dir
+
+        session_dir, self.session_dir = self.session_dir, None
+        remove_session_dir(session_dir)
 
     async def _open_recorder(self):
         """The recorder for this session: the ``--record`` database when given (kept), else a
@@ -93,13 +98,25 @@ class MonitorLink:
         if self.app.record_db is not None:
             # an unwritable --record path is reported by the engine's failure path below
             return await asyncio.to_thread(Recorder, self.app.record_db)
-        self.session_dir = tempfile.mkdtemp(prefix="fleet-tui-session-")
+        from fleet_tui.core.monitor.session import clean_stale_sessions, create_session_dir
+
         try:
+            await asyncio.to_thread(clean_stale_sessions)  # folders of crashed runs
+            self.session_dir = str(create_session_dir())
             return await asyncio.to_thread(Recorder, Path(self.session_dir) / "session.db")
         except Exception:  # no right-sizing then; monitoring goes on
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-            self.session_dir = None
+            self.remove_session()
             return None
+
+    def _fit_session_retention(self, devices: int) -> None:
+        """Keep the temporary history under its size cap for this device count and interval."""
+        shape = (devices, self.interval_s)
+        if self.recorder is None or self.session_dir is None or shape == self._retention_shape:
+            return
+        from fleet_tui.core.monitor.session import session_retention
+
+        self._retention_shape = shape
+        self.recorder.set_retention(*session_retention(devices, self.interval_s))
 
     async def _run(self) -> None:
         from fleet_tui.core.monitor.engine import MonitorEngine
@@ -165,6 +182,7 @@ class MonitorLink:
     def _publish(self, view: MonitorView) -> None:
         self.latest = view
         snap = view.snapshot
+        self._fit_session_retention(len(snap.devices))
         status = self.app.source_status
         new = replace(status, kind=snap.source_kind, devices=len(snap.devices),
                       message=snap.message, paused=self.paused, interval_s=self.interval_s)
