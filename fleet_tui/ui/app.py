@@ -34,8 +34,10 @@ class FleetApp(App[int]):
     MODES = {pane.mode: _screen(pane.mode) for pane in PANES}
 
     BINDINGS = [
-        *(Binding(pane.key, f"switch_mode('{pane.mode}')", pane.label, tooltip=pane.tooltip)
-          for pane in PANES),
+        # the pane bar shows the pane keys; the footer keeps its room for the pane's own keys,
+        # ? and q (at 80 columns they were cut off)
+        *(Binding(pane.key, f"switch_mode('{pane.mode}')", pane.label, tooltip=pane.tooltip,
+                  show=False) for pane in PANES),
         # a pane whose source is missing has its binding above hidden and disabled; this says why
         *(Binding(pane.key, f"pane_unavailable('{pane.mode}')", show=False)
           for pane in PANES if pane.needs_source),
