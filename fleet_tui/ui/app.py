@@ -202,12 +202,22 @@ class FleetApp(App[int]):
         self.push_screen(HelpScreen(self.help_text()))
 
     def help_text(self) -> str:
+        """The current pane's keys first, then the keys that work everywhere, then the others."""
         from fleet_tui.ui.help import bindings_markdown
 
-        sections = [("Everywhere", [b for b in self._bindings_list(self.BINDINGS)])]
-        for pane in self.available_panes():
-            sections.append((pane.title,
-                             self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", []))))
+        current = getattr(self.screen, "MODE", None)
+        if current is None and len(self.screen_stack) > 1:  # opened over a modal: the pane below
+            current = getattr(self.screen_stack[-2], "MODE", None)
+        panes = self.available_panes()
+        ordered = [p for p in panes if p.mode == current] + [p for p in panes if p.mode != current]
+
+        def pane_section(pane: PaneInfo):
+            return (pane.title if pane.mode != current else f"{pane.title} (this pane)",
+                    self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", [])))
+
+        sections = [pane_section(p) for p in ordered[:1] if p.mode == current]
+        sections.append(("Everywhere", self._bindings_list(self.BINDINGS)))
+        sections += [pane_section(p) for p in ordered if p.mode != current]
         sections.append(("Command palette (ctrl+p)", [
             Binding("ctrl+p", "command_palette", "Switch pane or theme, export the report, quit")]))
         return bindings_markdown(sections)

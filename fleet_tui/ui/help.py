@@ -38,8 +38,10 @@ def bindings_markdown(sections: list[tuple[str, list[Binding]]],
             continue
         lines.append(f"\n## {title}\n\n| key | action |\n|---|---|")
         for b in rows:
-            keys = ", ".join(_key_label(Binding(k.strip(), b.action)) if not b.key_display else b.key_display
-                             for k in b.key.split(","))
+            # a binding on several keys with one key_display ("plus,equals_sign" shown as +)
+            # is one key to the user: listed once
+            keys = b.key_display or ", ".join(_key_label(Binding(k.strip(), b.action))
+                                              for k in b.key.split(","))
             lines.append(f"| `{keys}` | {b.description} |")
     return "\n".join(lines) + "\n"
 

@@ -73,8 +73,8 @@ class RecommendScreen(PaneScreen):
     AUTO_FOCUS = "#rec-table"  # arrow keys move through the offers, not into the pricing menu
     BINDINGS = [
         Binding("e", "toggle_explain", "Explain"),
-        Binding("m", "export('markdown')", "Export Markdown"),
-        Binding("j", "export('json')", "Export JSON"),
+        Binding("m", "export('markdown')", "Export .md"),
+        Binding("j", "export('json')", "Export .json"),
         Binding("s", "rightsize", "Right-size"),
         Binding("r", "rerank", "Re-rank"),
     ]

@@ -65,3 +65,120 @@ async def test_monitor_at_200x60_uses_the_width(make_app):
         assert "tensor" in " ".join(str(c.label) for c in
                                      app.screen.query_one("#devices").columns.values()) or \
             "TC" in " ".join(str(c.label) for c in app.screen.query_one("#devices").columns.values())
+
+
+async def test_help_opens_on_the_current_panes_keys_each_key_once(make_app):
+    from fleet_tui.ui.help import HelpScreen
+
+    app = make_app(source="sim:1", interval=0.25)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = app.help_text()
+        sections = [line for line in text.splitlines() if line.startswith("## ")]
+        assert sections[0] == "## Monitor (this pane)" and sections[1] == "## Everywhere"
+        assert text.count("| Faster |") == 1 and "| `+` | Faster |" in text
+        await pilot.press("escape", "2")
+        await pilot.pause()
+        assert app.help_text().split("## ")[1].startswith("Workload builder (this pane)")
+
+
+async def test_footer_shows_help_and_quit_at_80_and_120_columns(make_app):
+    from textual.widgets import Footer
+
+    for size in ((80, 24), (120, 30)):
+        for source in (None, "sim:2"):
+            app = make_app(source=source, interval=0.25) if source else make_app()
+            async with app.run_test(size=size) as pilot:
+                await settle(app, pilot)
+                for mode in ("catalog", "builder", "monitor", "recommend"):
+                    await app.switch_mode(mode)
+                    footer = app.screen.query_one(Footer)
+                    await wait_for(pilot, lambda: footer.query("FooterKey"), "the footer's keys")
+                    await pilot.pause(0.1)
+                    keys = {item.key: item for item in footer.query("FooterKey")}
+                    for key in ("question_mark", "q"):
+                        assert key in keys, (size, mode, key)
+                        item = keys[key]
+                        assert item.region.right <= size[0], (size, mode, key, item.region)
+
+
+async def _builder(app, pilot):
+    from fleet_tui.ui.builder import BuilderScreen
+
+    await settle(app, pilot)
+    await pilot.press("2")
+    await wait_for(pilot, lambda: isinstance(app.screen, BuilderScreen), "the builder")
+    await settle(app, pilot)
+    return app.screen
+
+
+async def test_builder_at_80x24_shows_verdict_first_fix_speed_and_cost_first(make_app):
+    from textual.widgets import Input, Select
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _builder(app, pilot)
+        assert app.focused is screen.query_one("#b-result")  # ? and q work; arrows scroll
+        screen.query_one("#b-accel", Select).value = "H100"
+        screen.query_one("#b-params", Input).value = "70B"
+        await settle(app, pilot)
+        await wait_for(pilot, lambda: screen.last_result and screen.last_result.markup, "sizing")
+        result = screen.query_one("#b-result")
+        text = screen.query_one("#b-result-text")
+        await pilot.pause(0.2)
+        rows = [strip.text for strip in text.render_lines(text.size.region)]
+        visible = "\n".join(rows[:result.scrollable_content_region.height])
+        assert "Does not fit" in visible and "First change that would make it fit" in visible
+        assert "Speed (model)" in visible and "→" in visible
+        await pilot.press("pagedown")
+        await pilot.pause(0.2)
+        assert result.scroll_y > 0  # the rest is reachable from the keyboard
+
+
+async def test_builder_batch_and_params_mistakes_are_errors_in_label_words(make_app):
+    from textual.widgets import Input
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _builder(app, pilot)
+        screen.query_one("#b-params", Input).value = "7B"
+        batch = screen.query_one("#b-batch", Input)
+        batch.value = ""
+        batch.focus()
+        await pilot.press(*"2.5")
+        await settle(app, pilot)
+        assert batch.value == "2.5"  # not silently 25
+        assert screen.last_result.error.startswith("batch '2.5': not a whole number")
+        assert batch.has_class("-invalid")
+        batch.value = ""
+        await settle(app, pilot)
+        assert screen.last_result.workload is None and "batch is empty" in screen.last_result.error
+        batch.value = "2"
+        screen.query_one("#b-params", Input).value = "llama-3.1-8b"
+        await settle(app, pilot)
+        error = screen.last_result.error
+        assert "is a model name" in error and "model preset" in error
+        assert screen.query_one("#b-params", Input).has_class("-invalid")
+        screen.query_one("#b-params", Input).value = "7B"
+        screen.query_one("#b-gen", Input).value = "256"
+        screen.query_one("#b-seq", Input).value = ""
+        await settle(app, pilot)
+        assert screen.last_result.error == ("gen len needs seq/prompt len (generation = a prompt "
+                                            "plus new tokens)")  # labels, not --flags
+
+
+async def test_checkboxes_read_checked_or_not_without_colour(make_app):
+    from fleet_tui.ui.widgets.form import Check
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _builder(app, pilot)
+        box = screen.query_one("#b-spot", Check)
+        off = box.render().plain
+        box.value = True
+        await pilot.pause()
+        on = box.render().plain
+        assert off != on and "✔" in on and "✔" not in off
