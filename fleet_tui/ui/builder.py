@@ -303,6 +303,13 @@ def compute(catalog, form: dict) -> BuilderResult:
     except Exception as exc:  # an engine bug is shown, the form stays usable
         return BuilderResult(workload, choice, "",
                              error=f"internal error while sizing: {type(exc).__name__}: {exc}")
+    if choice.current_instance and catalog is not None:
+        try:  # a typo marks the field; sizing and ranking go on without it
+            catalog.find_instance(choice.current_instance)
+        except UserError as exc:
+            return BuilderResult(workload, choice,
+                                 f"[$warning]current instance: {escape(str(exc))}[/]\n" + markup,
+                                 error_field="current")
     return BuilderResult(workload, choice, markup)
 
 
