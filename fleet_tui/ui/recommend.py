@@ -77,7 +77,8 @@ class RecommendScreen(PaneScreen):
         Binding("m", "export('markdown')", "Export .md"),
         Binding("j", "export('json')", "Export .json"),
         Binding("s", "rightsize", "Right-size"),
-        Binding("r", "rerank", "Re-rank"),
+        # offers re-rank on every change by themselves; r is for a catalog edited meanwhile
+        Binding("r", "rerank", "Re-rank", show=False),
         Binding("escape", "close_side", "Close panel", show=False),
     ]
     DEFAULT_CSS = """
