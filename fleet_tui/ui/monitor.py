@@ -65,6 +65,7 @@ class MonitorScreen(PaneScreen):
         Binding("minus", "interval(1)", "Slower", key_display="-"),
         Binding("f", "focus_device", "Next device"),
         Binding("escape", "unfocus_device", "All devices", show=False),
+        Binding("r", "restart_replay", "Restart replay"),  # shown once a replay has ended
     ]
     DEFAULT_CSS = """
     MonitorScreen #mon-top { height: auto; padding: 0 1; }
@@ -160,7 +161,10 @@ class MonitorScreen(PaneScreen):
         """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history."""
         snap = view.snapshot
         message = snap.message or ""
-        if snap.source_kind == "replay":
+        if snap.source_kind == "replay" and self.app.source_status.ended:
+            message = (f"REPLAY ENDED: {snap.source} played to its end; showing its last "
+                       "snapshot. Press r to play it again.")
+        elif snap.source_kind == "replay":
             message = f"REPLAY of a recorded trace ({snap.source}) — not live data."
         elif snap.source_kind == "simulated":
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
@@ -327,6 +331,15 @@ class MonitorScreen(PaneScreen):
         update_text(self.query_one("#cost-line", Static), text)
 
     # ----- actions -----
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "restart_replay":
+            return self.app.source_status.ended  # hidden until a replay has ended
+        return True
+
+    async def action_restart_replay(self) -> None:
+        if self.app.monitor is not None and self.app.source_status.ended:
+            await self.app.monitor.restart()
+
     def action_pause(self) -> None:
         if self.app.monitor is not None:
             self.app.monitor.toggle_pause()

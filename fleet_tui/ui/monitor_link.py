@@ -185,9 +185,12 @@ class MonitorLink:
         self._fit_session_retention(len(snap.devices))
         status = self.app.source_status
         new = replace(status, kind=snap.source_kind, devices=len(snap.devices),
-                      message=snap.message, paused=self.paused, interval_s=self.interval_s)
+                      message=snap.message, paused=self.paused, interval_s=self.interval_s,
+                      ended=self.ended)
         if new != status:
             self.app.source_status = new
+            if new.ended != status.ended:
+                self.app.refresh_bindings()  # the monitor's restart key comes and goes
         self._schedule_draw()
 
     def _schedule_draw(self) -> None:
@@ -216,6 +219,25 @@ class MonitorLink:
         if self.latest is not None:
             self._draw_pending = False
             self._draw()
+
+    @property
+    def ended(self) -> bool:
+        """A replay that played to its end (a live source never ends)."""
+        return bool(getattr(self.source, "ended", False))
+
+    async def restart(self) -> None:
+        """Play an ended replay again: a fresh source from the same spec, a fresh engine and
+        session history (the old samples would repeat the same timestamps)."""
+        from fleet_tui.ui.launch import make_source
+
+        await self.stop()
+        self.source = make_source(self.app.source_spec, self.interval_s)
+        self.app.source = self.source
+        self.latest = None
+        self._retention_shape = None
+        self.app.source_status = replace(self.app.source_status, ended=False)
+        self.app.refresh_bindings()
+        self.start()
 
     # ----- controls -----
     def toggle_pause(self) -> None:

@@ -237,3 +237,21 @@ async def test_recommend_escape_rightsizing_and_current_instance_typo(make_app):
         await pilot.press("escape")
         await pilot.pause()
         assert side.has_class("-hidden")
+
+
+async def test_an_ended_replay_says_so_and_restarts_with_r(make_app):
+    from fleet_tui.ui.widgets.chrome import StatusLine
+
+    app = make_app(source="replay:demo@2000", interval=0.25)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.source_status.ended, "the end of the replay")
+        status = lambda: str(app.screen.query_one(StatusLine).render())  # noqa: E731
+        await wait_for(pilot, lambda: "ENDED" in status(), "the status line")
+        assert "every" not in status() and "r: restart" in status()
+        message = app.screen.query_one("#mon-message", Static)
+        await wait_for(pilot, lambda: "REPLAY ENDED" in str(message.render()), "the banner")
+        first_source = app.monitor.source
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.monitor.source is not first_source, "a fresh replay")
+        await wait_for(pilot, lambda: app.monitor.latest is not None, "ticks again")
+        assert app.monitor.session_dir is not None
