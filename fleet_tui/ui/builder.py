@@ -82,7 +82,7 @@ class BuilderScreen(PaneScreen):
     BuilderScreen #b-form { grid-size: 6; grid-rows: 2; height: auto; padding: 0 1; }
     BuilderScreen #b-form.-narrow { grid-size: 5; }
     BuilderScreen #b-result { height: 1fr; border: round $pane-border; padding: 0 1; }
-    BuilderScreen #b-result:focus { border: round $primary; }
+    BuilderScreen #b-result:focus { border: heavy $primary; }
     """
 
     def __init__(self) -> None:

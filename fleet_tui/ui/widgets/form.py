@@ -26,6 +26,14 @@ class Field(Vertical):
         yield Label(self._label)
         yield self._widget
 
+    # A class rather than :focus-within, whose descendants' styles were not refreshed when focus
+    # moved between fields (the label stayed unmarked).
+    def on_descendant_focus(self) -> None:
+        self.add_class("-focused")
+
+    def on_descendant_blur(self) -> None:
+        self.remove_class("-focused")
+
 
 class Check(Checkbox):
     """A checkbox that reads checked or not without colour: ``✔`` when checked, blank when not.
