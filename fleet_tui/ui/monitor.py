@@ -87,6 +87,7 @@ class MonitorScreen(PaneScreen):
     MonitorScreen #cards.-focus { grid-size: 1; }
     """
 
+    AUTO_FOCUS = "#devices"  # up/down move through the devices, Enter opens one
     focused_key: str | None = None
     _diag_signature: tuple | None = None
     _diag_drawn_at: float = 0.0
@@ -108,7 +109,7 @@ class MonitorScreen(PaneScreen):
         for key, label in (("pid", "PID"), ("dev", "device"), ("mem", "GPU memory"),
                            ("user", "user"), ("cmd", "command")):
             table.add_column(label, key=key)
-        self.query_one("#diagnoses").border_title = "Diagnoses"
+        self.query_one("#diagnoses").border_title = "Diagnoses · Enter on a device: its card"
         self.query_one("#cost").border_title = "Cost"
         self._set_size_class(self.size.width, self.size.height)
 
@@ -124,6 +125,7 @@ class MonitorScreen(PaneScreen):
         body = self.query_one(".pane-body")
         body.set_class(wide, "-wide")
         body.set_class(not wide, "-compact")
+        self.query_one("#devices", DeviceTable).max_rows = 8 if height < 40 else 16
         self._grid_columns()
 
     def _grid_columns(self, cards: int | None = None) -> None:
@@ -136,11 +138,9 @@ class MonitorScreen(PaneScreen):
         if container.styles.grid_size_columns != columns:
             container.styles.grid_size_columns = columns
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_device_table_selected(self, event: DeviceTable.Selected) -> None:
         """Enter on a device row: its card, with all of its diagnoses (escape: all devices)."""
-        if event.data_table.id != "devices" or event.row_key.value is None:
-            return
-        key = str(event.row_key.value)
+        key = event.device_key
         self.focused_key = None if self.focused_key == key else key
         self._apply_focus()
 
@@ -295,8 +295,8 @@ class MonitorScreen(PaneScreen):
 
     def _draw_cost(self, view) -> None:
         cost = view.cost
-        self._draw_cost_line(cost)
-        if not self.wide:
+        if not self.wide:  # only the shown one is drawn (a hidden text has no width to lay out)
+            self._draw_cost_line(cost)
             return
         if self.app.instance_error:  # a mistyped --instance: say so instead of pricing it
             text = f"[$warning]{escape(self.app.instance_error)}[/]"
