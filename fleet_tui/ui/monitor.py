@@ -30,8 +30,11 @@ from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
 from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import LiveText, update_text
 
-DIAGNOSES_REFRESH_S = 3.0  # numbers in unchanged findings refresh this often
+# Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
+# ~20 ms a time (bench/bench_monitor_cpu.py), and the findings are judged over a 5 s window anyway.
+DIAGNOSES_REFRESH_S = 5.0
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
+MAX_FINDINGS_COMPACT = 3  # the small screen's table already shows every device's primary one
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
                   "warn": "$warning", "info": "$primary"}
@@ -174,7 +177,8 @@ class MonitorScreen(PaneScreen):
         self._draw_host(snap)
         self._draw_table(view)
         self._draw_cards(view)
-        self._draw_processes(snap)
+        if self.wide:  # the process table shows from 110×40 only
+            self._draw_processes(snap)
         self._draw_diagnoses(view)
         self._draw_cost(view)
 
@@ -253,8 +257,9 @@ class MonitorScreen(PaneScreen):
     def _draw_diagnoses(self, view) -> None:
         # The findings are judged over a window of several seconds; their sentences' numbers drift
         # every tick. Re-render when the set of findings changes, else at most every few seconds.
+        findings = view.diagnoses  # built when read: once per draw
         signature = (self.focused_key, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                              getattr(d, "severity", None)) for d in view.diagnoses),
+                                              getattr(d, "severity", None)) for d in findings),
                      bool(view.snapshot.devices))
         now = time.monotonic()
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
@@ -262,16 +267,16 @@ class MonitorScreen(PaneScreen):
         self._diag_signature, self._diag_drawn_at = signature, now
         lines = []
         shown = 0
-        findings = view.diagnoses
         for diag in findings:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
             if self.focused_key is not None and getattr(diag, "device_key", None) not in (
                     None, self.focused_key):
                 continue  # focused on one device: its diagnoses only
-            if self.focused_key is None and shown >= MAX_FINDINGS:
-                lines.append(f"[$text-muted]+{len(findings) - shown} more — press f to focus one "
-                             "device and see all of its diagnoses[/]")
+            if self.focused_key is None and shown >= (MAX_FINDINGS if self.wide
+                                                      else MAX_FINDINGS_COMPACT):
+                lines.append(f"[$text-muted]+{len(findings) - shown} more — Enter on a device "
+                             "shows all of its diagnoses[/]")
                 break
             shown += 1
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
