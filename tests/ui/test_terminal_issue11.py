@@ -32,8 +32,11 @@ async def test_monitor_at_80x24_shows_every_devices_primary_diagnosis_and_cost(m
                        and app.monitor.latest.tick.seq >= 3, "a few ticks")
         table = app.screen.query_one("#devices", DeviceTable)
         await wait_for(pilot, lambda: table.rows_shown == 8, "eight rows")
+        app.monitor.toggle_pause()  # freeze the data: draws coalesce, so compare the drawn tick
+        await pilot.pause(0.6)
+        app.monitor.redraw_now()
+        await pilot.pause()
         tick = app.monitor.latest.tick
-        await pilot.pause(0.3)
         for dev in app.monitor.latest.snapshot.devices:
             cell = table.cell(dev.key, "diag")
             primary = tick.analyses[dev.key].primary.replace("_", " ")
