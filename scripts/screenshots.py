@@ -33,10 +33,14 @@ async def _settle(app, pilot) -> None:
         await pilot.pause()
 
 
-def _args(**kw) -> argparse.Namespace:
-    base = dict(source=None, instance=None, theme="dark", catalog_dir=[], interval=None)
+def _args(**kw):
+    """The app's config from flag-like names (``interval`` as the CLI spells it)."""
+    from fleet_tui.ui.launch import AppConfig
+
+    base = dict(source=None, instance=None, theme="dark", interval=None)
     base.update(kw)
-    return argparse.Namespace(**base)
+    return AppConfig(source=base["source"], instance=base["instance"], theme=base["theme"],
+                     interval_s=base["interval"])
 
 
 def _write(app, out: Path, name: str, title: str) -> None:

@@ -9,6 +9,7 @@ workers so the event loop only paints.
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,10 @@ class FleetApp(App[int]):
     MODES = {pane.mode: _screen(pane.mode) for pane in PANES}
 
     BINDINGS = [
-        *(Binding(pane.key, f"switch_mode('{pane.mode}')", pane.label, tooltip=pane.tooltip)
-          for pane in PANES),
+        # the pane bar shows the pane keys; the footer keeps its room for the pane's own keys,
+        # ? and q (at 80 columns they were cut off)
+        *(Binding(pane.key, f"switch_mode('{pane.mode}')", pane.label, tooltip=pane.tooltip,
+                  show=False) for pane in PANES),
         # a pane whose source is missing has its binding above hidden and disabled; this says why
         *(Binding(pane.key, f"pane_unavailable('{pane.mode}')", show=False)
           for pane in PANES if pane.needs_source),
@@ -62,6 +65,7 @@ class FleetApp(App[int]):
         self.source_spec = source_spec
         self.source = source  # an unopened core Source (or None: no monitor)
         self.instance_type = instance
+        self.instance_error: str | None = None  # the catalog's answer to a mistyped --instance
         self.catalog_dirs = tuple(Path(d) for d in catalog_dirs)
         self.include_user_catalog = include_user_catalog
         self.interval_s = interval_s
@@ -83,6 +87,7 @@ class FleetApp(App[int]):
 
     def on_mount(self) -> None:
         self.catalog_settled = asyncio.Event()  # set once the catalog loaded or failed
+        self._install_exit_signals()
         self.switch_mode(self._start_mode)
         # After the first frame: the load is a thread, but pure Python holds the GIL while it
         # parses, and the first paint should not wait for that.
@@ -92,6 +97,24 @@ class FleetApp(App[int]):
 
             self.monitor = MonitorLink(self, self.source, self.interval_s)
             self.call_after_refresh(self.monitor.start)  # engine imports wait for the first frame
+
+    def _install_exit_signals(self) -> None:
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app as ``q`` does: the
+        temporary session history is removed first, then the app exits."""
+        loop = asyncio.get_running_loop()
+        for name in ("SIGHUP", "SIGTERM"):
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            try:
+                loop.add_signal_handler(signum, self._exit_on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+
+    def _exit_on_signal(self) -> None:
+        if self.monitor is not None:
+            self.monitor.remove_session()
+        self.exit(1)
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")
@@ -118,15 +141,30 @@ class FleetApp(App[int]):
                 self.notify("\n".join(problems[:5]) + ("\n…" if len(problems) > 5 else ""),
                             title=f"{len(problems)} catalog problem(s), entries skipped",
                             severity="warning", timeout=10)
-            if self.instance_type and not catalog.find_instance(self.instance_type):
-                self.notify(f"--instance {self.instance_type!r} is not in the catalog; the cost "
-                            "meter and savings need a known instance type.",
-                            title="Unknown instance", severity="warning", timeout=10)
+            self._check_instance(catalog)
         elif event.state == WorkerState.ERROR:
             error = worker.error
             text = str(error) if error is not None else "unknown error"
             self.catalog_status = CatalogStatus("error", message=text.splitlines()[0] if text else "")
             self.notify(text, title="Catalog failed to load", severity="error", timeout=15)
+
+    def _check_instance(self, catalog) -> None:
+        """A ``--instance`` the catalog does not know is said in the app, in the headless
+        command's words (the core's UserError), and the monitor runs unpriced."""
+        from fleet_tui.core.errors import UserError
+
+        if not self.instance_type:
+            return
+        try:
+            catalog.find_instance(self.instance_type)
+        except UserError as exc:
+            self.instance_error = str(exc)
+            self.notify(f"{exc}\nThe cost meter and savings need a known instance type.",
+                        title="Unknown --instance", severity="warning", timeout=15)
+
+    def priced_instance(self) -> str | None:
+        """The instance type to price this machine as (None when unknown to the catalog)."""
+        return None if self.instance_error else self.instance_type
 
     # ----- actions ----------------------------------------------------------------------------
     def pane_available(self, pane: PaneInfo) -> bool:
@@ -164,12 +202,22 @@ class FleetApp(App[int]):
         self.push_screen(HelpScreen(self.help_text()))
 
     def help_text(self) -> str:
+        """The current pane's keys first, then the keys that work everywhere, then the others."""
         from fleet_tui.ui.help import bindings_markdown
 
-        sections = [("Everywhere", [b for b in self._bindings_list(self.BINDINGS)])]
-        for pane in self.available_panes():
-            sections.append((pane.title,
-                             self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", []))))
+        current = getattr(self.screen, "MODE", None)
+        if current is None and len(self.screen_stack) > 1:  # opened over a modal: the pane below
+            current = getattr(self.screen_stack[-2], "MODE", None)
+        panes = self.available_panes()
+        ordered = [p for p in panes if p.mode == current] + [p for p in panes if p.mode != current]
+
+        def pane_section(pane: PaneInfo):
+            return (pane.title if pane.mode != current else f"{pane.title} (this pane)",
+                    self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", [])))
+
+        sections = [pane_section(p) for p in ordered[:1] if p.mode == current]
+        sections.append(("Everywhere", self._bindings_list(self.BINDINGS)))
+        sections += [pane_section(p) for p in ordered if p.mode != current]
         sections.append(("Command palette (ctrl+p)", [
             Binding("ctrl+p", "command_palette", "Switch pane or theme, export the report, quit")]))
         return bindings_markdown(sections)

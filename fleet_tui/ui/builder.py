@@ -18,7 +18,7 @@ from textual.markup import escape
 from textual.widgets import Checkbox, Input, Select, Static
 
 from fleet_tui.ui.pane import PaneScreen
-from fleet_tui.ui.widgets.form import Field
+from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
@@ -60,19 +60,32 @@ class BuilderResult:
     markup: str  # breakdown + verdict, ready to show
     error: str | None = None
     content: object = None  # ``markup`` parsed in the worker (a textual Content)
+    error_field: str | None = None  # the core field the error is about (its input is marked)
+
+
+#: input id of each core field, to mark the one an error is about
+FIELD_INPUTS = {"params": "b-params", "model_config": "b-config", "batch": "b-batch",
+                "seq_len": "b-seq", "prompt_len": "b-seq", "gen_len": "b-gen", "gpus": "b-gpus",
+                "lora_rank": "b-lora-rank", "hours": "b-hours", "current": "b-current"}
+REQUIRED = ("batch", "gpus")  # empty is an error, not the default (it was sized as batch 1)
 
 
 class BuilderScreen(PaneScreen):
     MODE = "builder"
+    # Opens on the results (verdict first), scrollable with the arrow keys; / edits the form.
+    AUTO_FOCUS = "#b-result"
     BINDINGS = [
         Binding("slash", "edit_form", "Edit form", key_display="/"),
         Binding("escape", "leave_field", "Leave field"),
         Binding("ctrl+r", "recommend", "Recommend for this", priority=True),
+        Binding("pagedown", "scroll_result(1)", "Scroll results", show=False),
+        Binding("pageup", "scroll_result(-1)", "Scroll results up", show=False),
     ]
     DEFAULT_CSS = """
     BuilderScreen #b-form { grid-size: 6; grid-rows: 2; height: auto; padding: 0 1; }
     BuilderScreen #b-form.-narrow { grid-size: 5; }
     BuilderScreen #b-result { height: 1fr; border: round $pane-border; padding: 0 1; }
+    BuilderScreen #b-result:focus { border: heavy $primary; }
     """
 
     def __init__(self) -> None:
@@ -93,18 +106,18 @@ class BuilderScreen(PaneScreen):
             yield Field(LABELS["model_config"], Input(placeholder="optional", id="b-config", compact=True))
             yield Field(LABELS["precision"], sel(PRECISIONS, "bf16", "b-precision"))
             yield Field("accelerator", Select([], prompt="(best)", id="b-accel", compact=True))
-            yield Field(LABELS["batch"], Input("1", id="b-batch", type="integer", compact=True))
-            yield Field(LABELS["seq_len"], Input("2048", id="b-seq", type="integer", compact=True))
-            yield Field(LABELS["gen_len"], Input("256", id="b-gen", type="integer", compact=True))
+            yield Field(LABELS["batch"], Input("1", id="b-batch", compact=True))
+            yield Field(LABELS["seq_len"], Input("2048", id="b-seq", compact=True))
+            yield Field(LABELS["gen_len"], Input("256", id="b-gen", compact=True))
             yield Field(LABELS["optimizer"], sel(OPTIMIZERS, "adamw", "b-optimizer"))
-            yield Field(LABELS["gpus"], Input("1", id="b-gpus", type="integer", compact=True))
+            yield Field(LABELS["gpus"], Input("1", id="b-gpus", compact=True))
             yield Field(LABELS["sharding"], sel(SHARDINGS, "data", "b-sharding"))
-            yield Field(LABELS["lora_rank"], Input("16", id="b-lora-rank", type="integer", compact=True))
+            yield Field(LABELS["lora_rank"], Input("16", id="b-lora-rank", compact=True))
             yield Field("hours/month", Input("730", id="b-hours", type="number", compact=True))
             yield Field("current instance", Input(placeholder="e.g. p4d.24xlarge", id="b-current",
                                                   compact=True))
-            yield Field(LABELS["grad_checkpointing"], Checkbox("grad ckpt", id="b-ckpt", compact=True))
-            yield Field("spot", Checkbox("spot allowed", id="b-spot", compact=True))
+            yield Field(LABELS["grad_checkpointing"], Check("grad ckpt", id="b-ckpt", compact=True))
+            yield Field("spot", Check("spot allowed", id="b-spot", compact=True))
             yield Field(LABELS["engine"], sel(ENGINES, "vllm", "b-engine"))
             yield Field(LABELS["kv_cache_dtype"], sel(KV_CACHE_DTYPES, "auto", "b-kv-dtype"))
             yield Field(LABELS["framework"], sel(FRAMEWORKS, "hf", "b-framework"))
@@ -172,6 +185,9 @@ class BuilderScreen(PaneScreen):
             return  # superseded by a newer keystroke
         self.last_result = result
         text = self.query_one("#b-result-text", Static)
+        for field_id in set(FIELD_INPUTS.values()):
+            self.query_one(f"#{field_id}", Input).set_class(
+                FIELD_INPUTS.get(result.error_field or "") == field_id, "-invalid")
         if result.error:
             update_text(text, f"[$error]{escape(result.error)}[/]", reserve=True)
             return
@@ -184,7 +200,11 @@ class BuilderScreen(PaneScreen):
         self.query_one("#b-params", Input).focus()
 
     def action_leave_field(self) -> None:
-        self.set_focus(None)
+        self.query_one("#b-result").focus()  # the results, scrollable with the arrow keys
+
+    def action_scroll_result(self, direction: int) -> None:
+        (self.query_one("#b-result", VerticalScroll).scroll_page_down if direction > 0 else
+         self.query_one("#b-result", VerticalScroll).scroll_page_up)(animate=False)
 
     async def action_recommend(self) -> None:
         await self.app.run_action("switch_mode('recommend')")
@@ -221,12 +241,44 @@ def workload_fields(form: dict) -> dict:
 
 def build_workload(catalog, form: dict):
     """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
+    from fleet_tui.core.errors import escape_braces
     from fleet_tui.core.workload import parse_workload
+
+    from fleet_tui.core.errors import FieldError
 
     fields = workload_fields(form)
     if not any(fields.get(k) for k in ("model_config", "model", "params")):
         raise ValueError("Choose a model preset, a config.json path or type a parameter count.")
-    return parse_workload(fields, catalog)
+    for name in REQUIRED:  # a form without the input (a script's partial form) takes the default
+        if FIELD_INPUTS[name] in form and fields.get(name) is None:
+            raise FieldError(name, f"{{{name}}} is empty: type a whole number (1 or more)")
+    try:
+        return parse_workload(fields, catalog)
+    except FieldError as exc:
+        preset = _preset_named(catalog, fields.get("params")) if exc.field == "params" else None
+        if preset is None:
+            raise
+        raise FieldError("params", f"{{params}} {escape_braces(repr(fields['params']))} is a "
+                         f"model name: choose {escape_braces(preset)} in {{model}}, or type a "
+                         "count such as 7B") from None
+
+
+def _preset_named(catalog, text: str | None) -> str | None:
+    """The catalog model preset ``text`` names (id or name, any case, or a close spelling)."""
+    if not text or catalog is None:
+        return None
+    import difflib
+
+    names = {}
+    for model in catalog.models.values():
+        for name in (model.id, getattr(model, "name", None)):
+            if name:
+                names[name.lower()] = model.name or model.id
+    key = text.strip().lower()
+    if key in names:
+        return names[key]
+    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
+    return names[close[0]] if close else None
 
 
 def _choice(form: dict) -> BuilderChoice:
@@ -257,7 +309,8 @@ def compute(catalog, form: dict) -> BuilderResult:
         choice = _choice(form)
         workload = build_workload(catalog, form)
     except FieldError as exc:  # the core names its fields; here they are the form's labels
-        return BuilderResult(None, BuilderChoice(), "", error=exc.render(label))
+        return BuilderResult(None, BuilderChoice(), "", error=exc.render(label),
+                             error_field=exc.field)
     except (ValueError, UserError) as exc:
         return BuilderResult(None, BuilderChoice(), "", error=str(exc))
     try:
@@ -267,6 +320,13 @@ def compute(catalog, form: dict) -> BuilderResult:
     except Exception as exc:  # an engine bug is shown, the form stays usable
         return BuilderResult(workload, choice, "",
                              error=f"internal error while sizing: {type(exc).__name__}: {exc}")
+    if choice.current_instance and catalog is not None:
+        try:  # a typo marks the field; sizing and ranking go on without it
+            catalog.find_instance(choice.current_instance)
+        except UserError as exc:
+            return BuilderResult(workload, choice,
+                                 f"[$warning]current instance: {escape(str(exc))}[/]\n" + markup,
+                                 error_field="current")
     return BuilderResult(workload, choice, markup)
 
 
@@ -325,39 +385,38 @@ def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
 
 
 def describe_sizing(result, accel, cost_text: str | None = None) -> str:
-    """Format a SizingResult (the core decides everything; this only lays it out)."""
+    """Format a SizingResult (the core decides everything; this only lays it out).
+
+    The answer comes first, so 80×24 shows it without scrolling: the verdict, the first change
+    that would make it fit, speed and cost; then the other changes, the memory breakdown, the KV
+    cache and the notes."""
     lines: list[str] = []
     memory = result.memory
     fit = result.fit
     capacity = fit.capacity_bytes if fit is not None else (
         accel.memory_gib * 2**30 if accel is not None else None)
-    where = f" — peak during {escape(memory.phase)}" if memory.phase else ""
-    lines.append(f"[b $primary]Memory per device[/] ({memory.gpus} device"
-                 f"{'s' if memory.gpus != 1 else ''}){where}")
-    lines.append(memory_bar_markup(memory.breakdown, capacity))
+
+    def change(s) -> str:
+        return (f"  [$accent]→[/] {escape(s.render(label))} "
+                f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]")
+
+    suggestions = list(fit.suggestions) if fit is not None else []
     if fit is None:
-        lines.append("\n[$text-muted]Choose an accelerator to see whether it fits.[/]")
+        lines.append("[$text-muted]Choose an accelerator to see whether it fits.[/]")
     else:
         head = (f"[b $success]✔ Fits[/] on {fit.gpus}× {escape(fit.accelerator)}: "
                 f"{fit.headroom_bytes / 2**30:,.1f} GiB headroom per device" if fit.fits else
                 f"[b $error]✘ Does not fit[/] on {fit.gpus}× {escape(fit.accelerator)}: short by "
                 f"{-fit.headroom_bytes / 2**30:,.1f} GiB per device")
-        lines.append("\n" + head)
+        lines.append(head)
         if fit.message:
             lines.append(escape(fit.message))
         if not fit.precision_supported:
             lines.append(f"[$warning]{escape(fit.accelerator)} has no native path for this "
                          "precision.[/]")
-        if fit.suggestions:
-            lines.append("[b]Changes that would make it fit:[/]")
-            lines += [f"  [$accent]→[/] {escape(s.render(label))} "
-                      f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]"
-                      for s in fit.suggestions]
-    kv = result.kv_capacity
-    if kv is not None:
-        lines.append(f"\n[b $primary]KV cache[/] ({escape(result.workload.engine)})  {kv.tokens:,} tokens free → "
-                     f"{kv.concurrent_sequences:,} concurrent sequences of "
-                     f"{kv.sequence_tokens:,} tokens")
+        if suggestions:
+            lines.append("[b]First change that would make it fit:[/]")
+            lines.append(change(suggestions[0]))
     thr = result.throughput
     if thr is not None and thr.tokens_per_s is None:
         # a spec figure the estimate needs was never published: say which, invent nothing
@@ -374,6 +433,18 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
     if cost_text:
         lines.append(cost_text)
+    if len(suggestions) > 1:
+        lines.append("[b]Other changes that would make it fit:[/]")
+        lines += [change(s) for s in suggestions[1:]]
+    where = f" — peak during {escape(memory.phase)}" if memory.phase else ""
+    lines.append(f"\n[b $primary]Memory per device[/] ({memory.gpus} device"
+                 f"{'s' if memory.gpus != 1 else ''}){where}")
+    lines.append(memory_bar_markup(memory.breakdown, capacity))
+    kv = result.kv_capacity
+    if kv is not None:
+        lines.append(f"\n[b $primary]KV cache[/] ({escape(result.workload.engine)})  {kv.tokens:,} tokens free → "
+                     f"{kv.concurrent_sequences:,} concurrent sequences of "
+                     f"{kv.sequence_tokens:,} tokens")
     for note in memory.notes(label):
         lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)

@@ -31,15 +31,21 @@ def bindings_markdown(sections: list[tuple[str, list[Binding]]],
                       panes: Sequence[PaneInfo] = PANES) -> str:
     """The help text: the intro (pane keys from the pane registry), one table of keys per section."""
     keys = f"{panes[0].key}–{panes[-1].key}" if len(panes) > 1 else panes[0].key if panes else "—"
-    lines = [INTRO.format(keys=keys)]
-    for title, bindings in sections:
+    lines = ["# fleet-tui keys\n"]
+    intro = INTRO.format(keys=keys).split("\n", 2)[2]  # below the title
+    for index, (title, bindings) in enumerate(sections):
+        if intro and (index > 0 or not title.endswith("(this pane)")):
+            lines.append(intro)  # the current pane's keys first, then how the app works
+            intro = ""
         rows = [b for b in bindings if b.description]
         if not rows:
             continue
         lines.append(f"\n## {title}\n\n| key | action |\n|---|---|")
         for b in rows:
-            keys = ", ".join(_key_label(Binding(k.strip(), b.action)) if not b.key_display else b.key_display
-                             for k in b.key.split(","))
+            # a binding on several keys with one key_display ("plus,equals_sign" shown as +)
+            # is one key to the user: listed once
+            keys = b.key_display or ", ".join(_key_label(Binding(k.strip(), b.action))
+                                              for k in b.key.split(","))
             lines.append(f"| `{keys}` | {b.description} |")
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,11 @@
-"""Monitor pane: a card per device, host, processes, diagnoses, cost meter.
+"""Monitor pane: a device table with each device's primary diagnosis, the cost, the diagnoses;
+cards, history graphs and processes when the terminal has room.
+
+Small screen first (issue 11): at 80×24 the first screen shows the host line, one table row per
+device (numbers and primary diagnosis, up to 8 without scrolling), the cost (idle dollars
+included) and the diagnoses; Enter on a row opens that device's card, escape closes it. From
+110×40 the table is followed by a grid of cards as wide as the terminal allows, the side panel
+(cost, diagnoses) and the process table.
 
 The pane draws only while it is the current screen. The app's ``MonitorLink`` coalesces engine
 ticks and calls ``redraw`` at most a few times a second; when the pane is shown again it redraws
@@ -15,16 +22,19 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 from textual.markup import escape
 from textual.widgets import DataTable, Static
-from textual.widgets.data_table import ColumnKey, RowKey
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
+from fleet_tui.ui.widgets.device_table import DeviceTable
 from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
 from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import LiveText, update_text
 
-DIAGNOSES_REFRESH_S = 3.0  # numbers in unchanged findings refresh this often
+# Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
+# ~20 ms a time (bench/bench_monitor_cpu.py), and the findings are judged over a 5 s window anyway.
+DIAGNOSES_REFRESH_S = 5.0
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
+MAX_FINDINGS_COMPACT = 3  # the small screen's table already shows every device's primary one
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
 SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
                   "warn": "$warning", "info": "$primary"}
@@ -41,18 +51,13 @@ class CardsScroll(VerticalScroll):
 
 
 class ProcessTable(Table):
-    """The process table. ``set_cell`` changes a cell and repaints only its row:
-    ``DataTable.update_cell`` repaints every visible row, and on a tick usually one number (a
-    growing process's memory) changes."""
+    """The process table; ``Table.set_cell`` repaints only a changed row (on a tick usually one
+    number, a growing process's memory, changes)."""
 
-    def set_cell(self, row_key: str, column_key: str, value: str) -> None:
-        if self.get_cell(row_key, column_key) == value:
-            return
-        # The same data change update_cell makes (its caches are keyed by the update count),
-        # but only the row's lines are marked dirty; the others repaint from the line cache.
-        self._data[RowKey(row_key)][ColumnKey(column_key)] = value
-        self._update_count += 1
-        self.refresh_row(self.get_row_index(row_key))
+
+WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown
+CARD_WIDTH = 48  # a card's comfortable width: the grid gets as many columns as fit
+SIDE_WIDTH = 42
 
 
 class MonitorScreen(PaneScreen):
@@ -61,23 +66,31 @@ class MonitorScreen(PaneScreen):
         Binding("p", "pause", "Pause/resume"),
         Binding("plus,equals_sign", "interval(-1)", "Faster", key_display="+"),
         Binding("minus", "interval(1)", "Slower", key_display="-"),
-        Binding("f", "focus_device", "Focus device"),
+        Binding("f", "focus_device", "Next device"),
         Binding("escape", "unfocus_device", "All devices", show=False),
+        Binding("r", "restart_replay", "Restart replay"),  # shown once a replay has ended
     ]
     DEFAULT_CSS = """
     MonitorScreen #mon-top { height: auto; padding: 0 1; }
+    MonitorScreen #cost-line { height: auto; padding: 0 1; }
     MonitorScreen #mon-main { height: 1fr; }
     MonitorScreen #cards { width: 1fr; layout: grid; grid-size: 2; grid-gutter: 0 1; grid-rows: auto; height: 1fr; }
-    MonitorScreen #cards.-narrow, MonitorScreen #cards.-focus, MonitorScreen #cards.-single { grid-size: 1; }
     MonitorScreen #mon-side { width: 42; height: 1fr; }
-    MonitorScreen #mon-side.-narrow { display: none; }
     MonitorScreen #diagnoses { height: 1fr; border: round $pane-border; padding: 0 1; }
     MonitorScreen #cost { height: auto; border: round $pane-border; padding: 0 1; }
     MonitorScreen #procs { height: 7; }
-    MonitorScreen #procs.-short { height: 4; }
     MonitorScreen #mon-message { height: auto; color: $warning; padding: 0 1; }
+    MonitorScreen .-compact #cards { display: none; }
+    MonitorScreen .-compact #cards.-focus { display: block; grid-size: 1; }
+    MonitorScreen .-compact #mon-side { width: 1fr; }
+    MonitorScreen .-compact #mon-side.-focus { display: none; }
+    MonitorScreen .-compact #cost { display: none; }
+    MonitorScreen .-compact #procs { display: none; }
+    MonitorScreen .-wide #cost-line { display: none; }
+    MonitorScreen #cards.-focus { grid-size: 1; }
     """
 
+    AUTO_FOCUS = "#devices"  # up/down move through the devices, Enter opens one
     focused_key: str | None = None
     _diag_signature: tuple | None = None
     _diag_drawn_at: float = 0.0
@@ -85,6 +98,8 @@ class MonitorScreen(PaneScreen):
     def compose_body(self) -> ComposeResult:
         yield LiveText(id="mon-message")
         yield LiveText(id="mon-top")
+        yield DeviceTable(id="devices")
+        yield LiveText(id="cost-line")
         with Horizontal(id="mon-main"):
             yield CardsScroll(id="cards")
             with Vertical(id="mon-side"):
@@ -97,17 +112,40 @@ class MonitorScreen(PaneScreen):
         for key, label in (("pid", "PID"), ("dev", "device"), ("mem", "GPU memory"),
                            ("user", "user"), ("cmd", "command")):
             table.add_column(label, key=key)
-        self.query_one("#diagnoses").border_title = "Diagnoses"
+        self.query_one("#diagnoses").border_title = "Diagnoses · Enter on a device: its card"
         self.query_one("#cost").border_title = "Cost"
-        self._set_narrow(self.size.width, self.size.height)
+        self._set_size_class(self.size.width, self.size.height)
 
     def on_resize(self, event) -> None:
-        self._set_narrow(event.size.width, event.size.height)
+        self._set_size_class(event.size.width, event.size.height)
 
-    def _set_narrow(self, width: int, height: int = 40) -> None:
-        self.query_one("#procs").set_class(height < 32, "-short")
-        self.query_one("#cards").set_class(width < 110, "-narrow")
-        self.query_one("#mon-side").set_class(width < 90, "-narrow")
+    @property
+    def wide(self) -> bool:
+        return self.query_one(".pane-body").has_class("-wide")
+
+    def _set_size_class(self, width: int, height: int) -> None:
+        wide = width >= WIDE_AT[0] and height >= WIDE_AT[1]
+        body = self.query_one(".pane-body")
+        body.set_class(wide, "-wide")
+        body.set_class(not wide, "-compact")
+        self.query_one("#devices", DeviceTable).max_rows = 8 if height < 40 else 16
+        self._grid_columns()
+
+    def _grid_columns(self, cards: int | None = None) -> None:
+        """As many card columns as fit the width (one per device at most)."""
+        container = self.query_one("#cards")
+        if cards is None:
+            cards = max(len(container.children), 1)
+        width = self.size.width - SIDE_WIDTH
+        columns = 1 if self.focused_key is not None else max(1, min(cards, width // CARD_WIDTH))
+        if container.styles.grid_size_columns != columns:
+            container.styles.grid_size_columns = columns
+
+    def on_device_table_selected(self, event: DeviceTable.Selected) -> None:
+        """Enter on a device row: its card, with all of its diagnoses (escape: all devices)."""
+        key = event.device_key
+        self.focused_key = None if self.focused_key == key else key
+        self._apply_focus()
 
     def cards_scrolled(self) -> None:
         if self.app.monitor is not None:
@@ -126,7 +164,10 @@ class MonitorScreen(PaneScreen):
         """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history."""
         snap = view.snapshot
         message = snap.message or ""
-        if snap.source_kind == "replay":
+        if snap.source_kind == "replay" and self.app.source_status.ended:
+            message = (f"REPLAY ENDED: {snap.source} played to its end; showing its last "
+                       "snapshot. Press r to play it again.")
+        elif snap.source_kind == "replay":
             message = f"REPLAY of a recorded trace ({snap.source}) — not live data."
         elif snap.source_kind == "simulated":
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
@@ -134,8 +175,10 @@ class MonitorScreen(PaneScreen):
             message += ("  " if message else "") + "; ".join(snap.errors)
         update_text(self.query_one("#mon-message", Static), escape(message))
         self._draw_host(snap)
+        self._draw_table(view)
         self._draw_cards(view)
-        self._draw_processes(snap)
+        if self.wide:  # the process table shows from 110×40 only
+            self._draw_processes(snap)
         self._draw_diagnoses(view)
         self._draw_cost(view)
 
@@ -155,24 +198,31 @@ class MonitorScreen(PaneScreen):
             text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
         update_text(self.query_one("#mon-top", Static), text)
 
+    def _draw_table(self, view) -> None:
+        analyses = getattr(view.tick, "analyses", None) or {}
+        self.query_one("#devices", DeviceTable).show(view.snapshot.devices, analyses,
+                                                     self.size.width)
+
     def _draw_cards(self, view) -> None:
         container = self.query_one("#cards")
         devices = view.snapshot.devices
         if self.focused_key is not None and not any(d.key == self.focused_key for d in devices):
             self.focused_key = None
+            self._apply_focus(redraw=False)
+        if self.focused_key is None and not self.wide:
+            return  # compact: the table says it all; cards only for the device opened with Enter
         shown = [d for d in devices if self.focused_key in (None, d.key)][:MAX_CARDS]
         if len(devices) > MAX_CARDS and self.focused_key is None:
             update_text(self.query_one("#mon-message", Static), 
                 f"Showing {MAX_CARDS} of {len(devices)} devices"
                 + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
-        container.set_class(len(shown) == 1, "-single")
-        container.set_class(self.focused_key is not None, "-focus")
         cards = {c.device_key: c for c in container.query(DeviceCard)}
         wanted = [d.key for d in shown]
         if list(cards) != wanted:  # devices came or went: rebuild the cards once
             container.remove_children()
             cards = {d.key: DeviceCard(d.key) for d in shown}
             container.mount_all(cards.values())
+            self._grid_columns(len(shown))
         # the visible part of the cards' scroll canvas (virtual_region is in the same space)
         offset, size = container.scroll_offset, container.scrollable_content_region.size
         viewport = Region(offset.x, offset.y, size.width, size.height)
@@ -207,8 +257,9 @@ class MonitorScreen(PaneScreen):
     def _draw_diagnoses(self, view) -> None:
         # The findings are judged over a window of several seconds; their sentences' numbers drift
         # every tick. Re-render when the set of findings changes, else at most every few seconds.
+        findings = view.diagnoses  # built when read: once per draw
         signature = (self.focused_key, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                              getattr(d, "severity", None)) for d in view.diagnoses),
+                                              getattr(d, "severity", None)) for d in findings),
                      bool(view.snapshot.devices))
         now = time.monotonic()
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
@@ -216,16 +267,16 @@ class MonitorScreen(PaneScreen):
         self._diag_signature, self._diag_drawn_at = signature, now
         lines = []
         shown = 0
-        findings = view.diagnoses
         for diag in findings:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
             if self.focused_key is not None and getattr(diag, "device_key", None) not in (
                     None, self.focused_key):
                 continue  # focused on one device: its diagnoses only
-            if self.focused_key is None and shown >= MAX_FINDINGS:
-                lines.append(f"[$text-muted]+{len(findings) - shown} more — press f to focus one "
-                             "device and see all of its diagnoses[/]")
+            if self.focused_key is None and shown >= (MAX_FINDINGS if self.wide
+                                                      else MAX_FINDINGS_COMPACT):
+                lines.append(f"[$text-muted]+{len(findings) - shown} more — Enter on a device "
+                             "shows all of its diagnoses[/]")
                 break
             shown += 1
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
@@ -249,14 +300,51 @@ class MonitorScreen(PaneScreen):
 
     def _draw_cost(self, view) -> None:
         cost = view.cost
-        if cost is None:
+        if not self.wide:  # only the shown one is drawn (a hidden text has no width to lay out)
+            self._draw_cost_line(cost)
+            return
+        if self.app.instance_error:  # a mistyped --instance: say so instead of pricing it
+            text = f"[$warning]{escape(self.app.instance_error)}[/]"
+        elif cost is None:
             text = ("[$text-muted]Give --instance TYPE to price this machine.[/]"
                     if not self.app.instance_type else "[$text-muted]Cost not available.[/]")
         else:
             text = "\n".join(f"[$text-muted]{escape(label)}[/] {escape(value)}" for label, value in cost)
         update_text(self.query_one("#cost", Static), text)
 
+    def _draw_cost_line(self, cost) -> None:
+        """The small screen's one cost line: rate, spent so far, idle and waiting dollars."""
+        if self.app.instance_error:
+            text = f"[$warning]cost: {escape(self.app.instance_error)}[/]"
+        elif cost is None:
+            text = ("[$text-muted]cost: give --instance TYPE to price this machine[/]"
+                    if not self.app.instance_type else "[$text-muted]cost not available[/]")
+        else:
+            values = dict(cost)
+            short = {"rate": values.get("rate"),
+                     "spent": (values.get("so far") or "").split(" over ")[0] or None,
+                     "idle": values.get("idle"), "waiting": values.get("starved/waiting"),
+                     "": (values.get("efficiency") or "").replace(" work", "") or None}
+            parts = [f"[$text-muted]{label}[/] {escape(value)}".strip()
+                     for label, value in short.items() if value]
+            if not parts:  # unpriced: say how to price it, in one line
+                candidates = values.get("candidates", "")
+                parts = ["[$text-muted]instance unknown: give --instance TYPE[/]"
+                         + (f" [$text-muted](e.g. {escape(candidates.split(', ')[0])})[/]"
+                            if candidates else "")]
+            text = "[b]cost[/] " + "  ".join(parts)
+        update_text(self.query_one("#cost-line", Static), text)
+
     # ----- actions -----
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "restart_replay":
+            return self.app.source_status.ended  # hidden until a replay has ended
+        return True
+
+    async def action_restart_replay(self) -> None:
+        if self.app.monitor is not None and self.app.source_status.ended:
+            await self.app.monitor.restart()
+
     def action_pause(self) -> None:
         if self.app.monitor is not None:
             self.app.monitor.toggle_pause()
@@ -277,15 +365,23 @@ class MonitorScreen(PaneScreen):
         else:
             i = keys.index(self.focused_key)
             self.focused_key = keys[i + 1] if i + 1 < len(keys) else None
-        link.set_focus(self.focused_key)
-        link.redraw_now()
+        self._apply_focus()
 
     def action_unfocus_device(self) -> None:
         if self.focused_key is not None:
             self.focused_key = None
-            if self.app.monitor is not None:
-                self.app.monitor.set_focus(None)
-                self.app.monitor.redraw_now()
+            self._apply_focus()
+
+    def _apply_focus(self, redraw: bool = True) -> None:
+        focused = self.focused_key is not None
+        self.query_one("#cards").set_class(focused, "-focus")
+        self.query_one("#mon-side").set_class(focused, "-focus")
+        self._grid_columns()
+        link = self.app.monitor
+        if link is not None:
+            link.set_focus(self.focused_key)
+            if redraw:
+                link.redraw_now()
 
 
 def _as_list(value) -> list:

@@ -10,8 +10,6 @@ not called at all; when it is shown again it redraws from the latest tick and th
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +20,10 @@ from textual.app import ScreenStackError
 
 from fleet_tui.core.monitor.snapshot import Snapshot
 
-MAX_REDRAWS_PER_S = 4.0
+# At most two redraws a second: faster ticks (0.25 s) coalesce to the latest one. At four a
+# second, drawing was ~2/3 of the app's CPU at 0.25 s (bench/bench_monitor_cpu.py); the engine
+# still samples, analyses and records every tick.
+MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
@@ -57,6 +58,7 @@ class MonitorLink:
         # Recommendations pane can right-size from what was observed; removed on exit.
         self.session_dir: str | None = None
         self.recorder = None
+        self._retention_shape: tuple[int, float] | None = None
 
     # ----- lifecycle -----
     def start(self) -> None:
@@ -78,9 +80,15 @@ class MonitorLink:
         recorder, self.recorder = self.recorder, None
         if recorder is not None:
             recorder.close()
-        if self.session_dir:
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-            self.session_dir = None
+        self.remove_session()
+
+    def remove_session(self) -> None:
+        """Delete the temporary session history now (also called from the SIGHUP/SIGTERM
+        handler, before the app tries to restore a terminal that may be gone)."""
+        from fleet_tui.core.monitor.session import remove_session_dir
+
+        session_dir, self.session_dir = self.session_dir, None
+        remove_session_dir(session_dir)
 
     async def _open_recorder(self):
         """The recorder for this session: the ``--record`` database when given (kept), else a
@@ -93,13 +101,26 @@ class MonitorLink:
         if self.app.record_db is not None:
             # an unwritable --record path is reported by the engine's failure path below
             return await asyncio.to_thread(Recorder, self.app.record_db)
-        self.session_dir = tempfile.mkdtemp(prefix="fleet-tui-session-")
+        from fleet_tui.core.monitor.session import (SessionRecorder, clean_stale_sessions,
+                                                    create_session_dir)
+
         try:
-            return await asyncio.to_thread(Recorder, Path(self.session_dir) / "session.db")
+            await asyncio.to_thread(clean_stale_sessions)  # folders of crashed runs
+            self.session_dir = str(create_session_dir())
+            return await asyncio.to_thread(SessionRecorder, Path(self.session_dir) / "session.db")
         except Exception:  # no right-sizing then; monitoring goes on
-            shutil.rmtree(self.session_dir, ignore_errors=True)
-            self.session_dir = None
+            self.remove_session()
             return None
+
+    def _fit_session_retention(self, devices: int) -> None:
+        """Keep the temporary history under its size cap for this device count and interval."""
+        shape = (devices, self.interval_s)
+        if self.recorder is None or self.session_dir is None or shape == self._retention_shape:
+            return
+        from fleet_tui.core.monitor.session import session_retention
+
+        self._retention_shape = shape
+        self.recorder.set_retention(*session_retention(devices, self.interval_s))
 
     async def _run(self) -> None:
         from fleet_tui.core.monitor.engine import MonitorEngine
@@ -112,7 +133,7 @@ class MonitorLink:
             self.recorder = await self._open_recorder()
             # a fleet gets the fleet windowing (as `fleet`, `export`), this box the 5 s window
             self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
-                                        instance=self.app.instance_type, catalog=self.app.catalog,
+                                        instance=self.app.priced_instance(), catalog=self.app.catalog,
                                         recorder=self.recorder,
                                         policy=policy_for(getattr(self.source, "kind", "")))
             self.engine.subscribe(self._on_tick)
@@ -165,11 +186,15 @@ class MonitorLink:
     def _publish(self, view: MonitorView) -> None:
         self.latest = view
         snap = view.snapshot
+        self._fit_session_retention(len(snap.devices))
         status = self.app.source_status
         new = replace(status, kind=snap.source_kind, devices=len(snap.devices),
-                      message=snap.message, paused=self.paused, interval_s=self.interval_s)
+                      message=snap.message, paused=self.paused, interval_s=self.interval_s,
+                      ended=self.ended)
         if new != status:
             self.app.source_status = new
+            if new.ended != status.ended:
+                self.app.refresh_bindings()  # the monitor's restart key comes and goes
         self._schedule_draw()
 
     def _schedule_draw(self) -> None:
@@ -198,6 +223,25 @@ class MonitorLink:
         if self.latest is not None:
             self._draw_pending = False
             self._draw()
+
+    @property
+    def ended(self) -> bool:
+        """A replay that played to its end (a live source never ends)."""
+        return bool(getattr(self.source, "ended", False))
+
+    async def restart(self) -> None:
+        """Play an ended replay again: a fresh source from the same spec, a fresh engine and
+        session history (the old samples would repeat the same timestamps)."""
+        from fleet_tui.ui.launch import make_source
+
+        await self.stop()
+        self.source = make_source(self.app.source_spec, self.interval_s)
+        self.app.source = self.source
+        self.latest = None
+        self._retention_shape = None
+        self.app.source_status = replace(self.app.source_status, ended=False)
+        self.app.refresh_bindings()
+        self.start()
 
     # ----- controls -----
     def toggle_pause(self) -> None:

@@ -23,7 +23,7 @@ class PaneScreen(Screen):
         with Vertical(classes="pane-body"):
             yield from self.compose_body()
         yield StatusLine()
-        yield Footer()
+        yield Footer(compact=True)  # ? and q must fit at 80 columns with the pane keys
 
     def compose_body(self) -> ComposeResult:
         return iter(())

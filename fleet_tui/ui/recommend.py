@@ -44,6 +44,7 @@ class RankingResult:
     rows: tuple[tuple[str, ...], ...] = ()
     explain: tuple[str, ...] = ()
     error: str | None = None
+    notice: str | None = None  # ranked anyway, but an input was ignored (a mistyped current instance)
 
 
 SIDE_MIN_WIDTH = 100
@@ -73,11 +74,13 @@ class RecommendScreen(PaneScreen):
     AUTO_FOCUS = "#rec-table"  # arrow keys move through the offers, not into the pricing menu
     BINDINGS = [
         Binding("e", "toggle_explain", "Explain"),
-        Binding("m", "export('markdown')", "Export Markdown"),
-        Binding("j", "export('json')", "Export JSON"),
+        Binding("m", "export('markdown')", "Export .md"),
+        Binding("j", "export('json')", "Export .json"),
         Binding("s", "rightsize", "Right-size"),
-        Binding("r", "rerank", "Re-rank"),
+        # offers re-rank on every change by themselves; r is for a catalog edited meanwhile
+        Binding("r", "rerank", "Re-rank", show=False),
         Binding("g", "toggle_regions", "All regions"),
+        Binding("escape", "close_side", "Close panel", show=False),
     ]
     DEFAULT_CSS = """
     RecommendScreen #rec-bar { height: 2; padding: 0 1; }
@@ -166,9 +169,11 @@ class RecommendScreen(PaneScreen):
             return
         rec = result.recommendation
         table.add_rows(result.rows)
-        summary.update(
-            f"[b]{len(rec.offers)}[/] best of {rec.fitting_offers:,} fitting offers "
-            f"({rec.considered_rows:,} catalog rows) · ranked by [b]{escape(rec.unit)}[/]")
+        text = (f"[b]{len(rec.offers)}[/] best of {rec.fitting_offers:,} fitting offers "
+                f"({rec.considered_rows:,} catalog rows) · ranked by [b]{escape(rec.unit)}[/]")
+        if result.notice:
+            text += f"\n[$warning]{escape(result.notice)}[/]"
+        summary.update(text)
         self._show_side(0)
 
     @on(DataTable.RowHighlighted, "#rec-table")
@@ -179,6 +184,8 @@ class RecommendScreen(PaneScreen):
         result = self.result
         if result is None or result.recommendation is None:
             return
+        if self.query_one("#rec-side").border_title != "Explain":
+            return  # right-sizing is shown: moving through the offers keeps it
         lines = [escape(line) for line in result.explain]
         offers = _table_offers(result.recommendation)
         if 0 <= row < len(offers):
@@ -188,7 +195,6 @@ class RecommendScreen(PaneScreen):
                 lines.append(escape(offer.reason))
             for risk in offer.risks:
                 lines.append(f"[$warning]⚠ {escape(risk)}[/]")
-        self.query_one("#rec-side").border_title = "Explain"
         self.query_one("#rec-side-text", Static).update("\n".join(lines))
 
     # ----- actions -----
@@ -200,6 +206,13 @@ class RecommendScreen(PaneScreen):
         else:
             self._side_wanted = False
             side.add_class("-hidden")
+
+    def action_close_side(self) -> None:
+        side = self.query_one("#rec-side")
+        if not side.has_class("-hidden"):
+            self._side_wanted = False
+            side.add_class("-hidden")
+        side.border_title = "Explain"  # the next e shows the explanation
 
     def action_rerank(self) -> None:
         self.rerank()
@@ -230,11 +243,16 @@ def _table_offers(rec) -> list:
 def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = False) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS, expand_regions=expand_regions)
+    notice = None
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
                       spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))
         if choice.current_instance:
-            kwargs["current"] = (choice.current_instance, 1)
+            try:  # a typo there marks that field (the Workload pane); the offers still rank
+                catalog.find_instance(choice.current_instance)
+                kwargs["current"] = (choice.current_instance, 1)
+            except UserError as exc:
+                notice = f"current instance: {exc} (no savings shown)"
     try:
         rec = recommend(workload, catalog, **kwargs)
         explanation = tuple(explain(rec))
@@ -258,7 +276,7 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
             (offer.risks[0] if offer.risks else "") + (f" +{len(offer.risks) - 1}"
                                                        if len(offer.risks) > 1 else ""),
         ))
-    return RankingResult(rec, tuple(rows), explanation)
+    return RankingResult(rec, tuple(rows), explanation, notice=notice)
 
 
 # ----- export -----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ class SourceStatus:
     paused: bool = False
     interval_s: float = 1.0
     replay_position: str | None = None  # e.g. "t=12.4 s of 180 s" while replaying
+    ended: bool = False  # a replay that reached its end (it shows its last snapshot)
 
     @property
     def badge(self) -> str:

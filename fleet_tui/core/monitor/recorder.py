@@ -169,6 +169,14 @@ class Recorder:
         self._first_ts: float | None = None  # this run's first and last committed tick
         self._last_ts: float | None = None
 
+    def set_retention(self, raw_retention_s: float, rollup_retention_s: float) -> None:
+        """Change the retention (the app's session history follows the device count and
+        interval); maintenance runs at least ten times per raw retention so the file stays near
+        its cap."""
+        self.raw_retention_s = raw_retention_s
+        self.rollup_retention_s = rollup_retention_s
+        self.maintain_every_s = min(MAINTAIN_EVERY_S, max(raw_retention_s / 10, 5.0))
+
     def _rollback(self) -> None:
         try:
             self._conn.execute("ROLLBACK")
@@ -330,3 +338,4 @@ def read_rows(path: str | Path, *, since: float | None = None,
         conn.close()
     rows.sort(key=lambda r: r.ts)
     return rows, devices
+

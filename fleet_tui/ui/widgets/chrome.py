@@ -69,7 +69,9 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
     elif src.message and src.kind in ("live", "fleet"):
         detail += f" · {src.message}"
     parts.append(_escape(detail))
-    if src.kind != "none":
+    if src.ended:
+        parts.append("[b $warning]ENDED[/] r: restart")
+    elif src.kind != "none":
         parts.append("[b $warning]PAUSED[/]" if src.paused else f"every {src.interval_s:g} s")
     if cat.state == "loading":
         parts.append("[$text-muted]catalog loading…[/]")

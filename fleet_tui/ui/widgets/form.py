@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
-from textual.widgets import Label
+from textual.widgets import Checkbox, Label
 
 
 class Field(Vertical):
@@ -25,3 +25,21 @@ class Field(Vertical):
     def compose(self) -> ComposeResult:
         yield Label(self._label)
         yield self._widget
+
+    # A class rather than :focus-within, whose descendants' styles were not refreshed when focus
+    # moved between fields (the label stayed unmarked).
+    def on_descendant_focus(self) -> None:
+        self.add_class("-focused")
+
+    def on_descendant_blur(self) -> None:
+        self.remove_class("-focused")
+
+
+class Check(Checkbox):
+    """A checkbox that reads checked or not without colour: ``✔`` when checked, blank when not.
+    Textual's draws the same ``X`` in both states and tells them apart by colour alone, which is
+    lost under NO_COLOR, on 16-colour terminals and in the light theme."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # noqa: N802 - the name ToggleButton reads
+        return "✔" if self.value else " "

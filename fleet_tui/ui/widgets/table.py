@@ -10,6 +10,7 @@ the cursor moves. Dropping the caches whenever a measurement changes a width fix
 from __future__ import annotations
 
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 
 class Table(DataTable):
@@ -23,3 +24,16 @@ class Table(DataTable):
         if self._widths() != before:
             self._clear_caches()
             self.refresh()
+
+    def set_cell(self, row_key: str, column_key: str, value) -> bool:
+        """Change one cell and repaint only its row; False when it already held ``value``.
+        ``DataTable.update_cell`` repaints every visible row, and on a monitor tick usually a few
+        numbers change. Columns keep their widths (set them fixed where values vary)."""
+        if self.get_cell(row_key, column_key) == value:
+            return False
+        # The same data change update_cell makes (its caches are keyed by the update count),
+        # but only the row's lines are marked dirty; the others repaint from the line cache.
+        self._data[RowKey(row_key)][ColumnKey(column_key)] = value
+        self._update_count += 1
+        self.refresh_row(self.get_row_index(row_key))
+        return True

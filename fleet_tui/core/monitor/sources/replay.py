@@ -64,6 +64,11 @@ class ReplaySource(Source):
         self.loops = 0
         self._count = 0
 
+    @property
+    def ended(self) -> bool:
+        """True once a non-looping replay reached its last snapshot (it stays there)."""
+        return self._ended
+
     async def open(self) -> None:
         if self._it is None:
             await asyncio.to_thread(self._restart)

@@ -1,0 +1,104 @@
+"""CPU of the monitor pane next to a bare Textual app, measured in the same run (issue 13 item 1).
+
+Run: .venv/bin/python bench/bench_monitor_cpu.py [--window 15] [--warmup 4] [--size 120x40]
+
+Each program runs in its own tmux pane (a real terminal, so painting and writing the output count);
+after a warm-up the process's user+system CPU time is read from /proc over the window and given as
+% of one core. The floor is a bare Textual app that updates a clock every second (the cheapest a
+Textual app that shows something live can be). Runs alternate floor and monitor so machine noise
+hits both; the ratio to the floor is the number to compare across machines.
+
+Goal (issue 13): monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_app import Tmux, cpu_seconds  # noqa: E402
+
+FLOOR_APP = """
+from datetime import datetime
+from textual.app import App
+from textual.widgets import Static
+
+class Clock(App):
+    def compose(self):
+        yield Static(id="clock")
+    def on_mount(self):
+        self.tick()
+        self.set_interval(1.0, self.tick)
+    def tick(self):
+        self.query_one("#clock", Static).update(datetime.now().strftime("%H:%M:%S"))
+
+Clock().run()
+"""
+
+CASES = [(1, 1.0), (8, 1.0), (64, 1.0), (1, 0.25), (8, 0.25), (64, 0.25)]
+
+
+def measure(argv: list[str], ready: str, warmup_s: float, window_s: float,
+            size: tuple[int, int]) -> float:
+    tmux = Tmux()
+    try:
+        tmux.start(argv)
+        tmux("resize-window", "-t", tmux.name, "-x", str(size[0]), "-y", str(size[1]))
+        deadline = time.monotonic() + 30
+        while ready not in tmux.screen():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{argv} never showed {ready!r}:\n{tmux.screen()}")
+            time.sleep(0.05)
+        time.sleep(warmup_s)
+        pid = tmux.pid()
+        c0, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(window_s)
+        c1, t1 = cpu_seconds(pid), time.monotonic()
+        tmux("send-keys", "-t", tmux.name, "q")
+        time.sleep(0.3)
+        return (c1 - c0) / (t1 - t0) * 100
+    finally:
+        tmux.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=15.0, help="seconds measured per run")
+    parser.add_argument("--warmup", type=float, default=4.0)
+    parser.add_argument("--size", default="120x40", help="terminal size, e.g. 80x24")
+    parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25 (default: all six)")
+    args = parser.parse_args()
+    size = tuple(int(v) for v in args.size.split("x"))
+    cases = CASES
+    if args.cases:
+        cases = [(int(d), float(i)) for d, i in (c.split("@") for c in args.cases.split(","))]
+    floor_argv = [sys.executable, "-c", FLOOR_APP]
+    floors: list[float] = []
+    rows = []
+    for devices, interval in cases:
+        floors.append(measure(floor_argv, ":", args.warmup, args.window, size))
+        argv = [sys.executable, "-m", "fleet_tui", "--source", f"sim:{devices}",
+                "--interval", f"{interval:g}"]
+        cpu = measure(argv, "SIMULATED", args.warmup, args.window, size)
+        rows.append((devices, interval, cpu, floors[-1]))
+        print(f"  sim:{devices:<3} every {interval:<4g} s: {cpu:5.2f} % of a core "
+              f"(floor this round {floors[-1]:.2f} %)", flush=True)
+    floor = statistics.median(floors)
+    print(f"\nbare Textual clock app (floor), median of {len(floors)}: {floor:.2f} % of a core")
+    print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}")
+    for devices, interval, cpu, _f in rows:
+        goal = 3 if interval >= 1 else 8
+        ratio = cpu / floor if floor > 0 else float("inf")
+        print(f"sim:{devices:<4} {interval:>7g}s {cpu:>7.2f} {ratio:>7.1f}x {'<=' + str(goal) + 'x':>6}"
+              f"{'' if ratio <= goal else '  (over)'}")
+    print(f"terminal {size[0]}x{size[1]}, {args.window:g} s windows after {args.warmup:g} s warm-up")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""The app's temporary session history is bounded by size (issue 13 item 4)."""
+
+from __future__ import annotations
+
+import os
+
+from fleet_tui.core.monitor.recorder import RAW_RETENTION_S, ROLLUP_RETENTION_S
+from fleet_tui.core.monitor.session import (SAMPLE_BYTES, SESSION_CAP_BYTES, SESSION_MIN_PERIOD_S,
+                                            clean_stale_sessions, create_session_dir,
+                                            session_retention)
+from tests.ui.conftest import wait_for
+
+
+def test_retention_fits_the_cap():
+    for devices, interval in ((1, 1.0), (8, 1.0), (8, 0.25), (64, 0.25), (4096, 1.0)):
+        raw, rollup = session_retention(devices, interval)
+        raw_bytes = devices * SAMPLE_BYTES * raw / max(interval, SESSION_MIN_PERIOD_S)
+        rollup_bytes = devices * SAMPLE_BYTES * rollup / 60
+        assert raw_bytes + rollup_bytes <= SESSION_CAP_BYTES * 1.01 or raw == RAW_RETENTION_S
+        assert raw <= RAW_RETENTION_S and rollup <= ROLLUP_RETENTION_S and rollup >= raw
+    assert session_retention(1, 1.0)[0] == RAW_RETENTION_S  # one device keeps the full day
+    assert session_retention(64, 0.25)[0] < 3 * 3600  # 64 devices: hours, not a day, of raw samples
+
+
+def test_stale_folders_go_live_ones_stay(tmp_path):
+    live = create_session_dir(tmp_path)
+    stale = tmp_path / "fleet-tui-session-old"
+    stale.mkdir()
+    (stale / "pid").write_text("999999999\n")
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    assert clean_stale_sessions(tmp_path) == [stale]
+    assert live.exists() and other.exists() and (live / "pid").read_text().strip() == str(os.getpid())
+
+
+async def test_app_session_retention_follows_devices_and_interval(make_app, monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    app = make_app(source="sim:8", interval=0.25)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.recorder is not None
+                       and app.monitor.latest is not None, "recording")
+        await wait_for(pilot, lambda: app.monitor._retention_shape is not None, "retention set")
+        assert app.monitor.recorder.raw_retention_s == session_retention(8, 0.25)[0]
+        session = app.monitor.session_dir
+        assert session and session.startswith(str(tmp_path))
+    assert not os.path.exists(session)  # removed on exit
+
+
+def test_session_recorder_writes_at_most_once_a_second(tmp_path):
+    import dataclasses
+
+    from fleet_tui.core.monitor.session import SessionRecorder
+    from fleet_tui.core.monitor.snapshot import Snapshot
+
+    recorder = SessionRecorder(tmp_path / "s.db")
+    base = Snapshot(timestamp=1000.0, source="sim:0", source_kind="simulated")
+    [recorder.write(dataclasses.replace(base, timestamp=1000.0 + 0.25 * i))
+               for i in range(9)]
+    recorder.close()
+    assert recorder.ticks_written == 3  # t = 0, 1, 2 s
