@@ -79,7 +79,7 @@ class RecommendScreen(PaneScreen):
         Binding("s", "rightsize", "Right-size"),
         # offers re-rank on every change by themselves; r is for a catalog edited meanwhile
         Binding("r", "rerank", "Re-rank", show=False),
-        Binding("g", "toggle_regions", "All regions"),
+        Binding("g", "toggle_regions", "All regions", show=False),  # in ? help; the footer keeps ? and q at 80 columns
         Binding("escape", "close_side", "Close panel", show=False),
     ]
     DEFAULT_CSS = """
