@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.redact import redact_url
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
-from fleet_tui.core.monitor.sources.prometheus.client import (PrometheusClient, parse_duration_s,
-                                                             redact)
+from fleet_tui.core.monitor.sources.prometheus.client import (Deadline, PrometheusClient,
+                                                             parse_duration_s)
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
 from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
@@ -73,7 +74,7 @@ class PrometheusSource(Source):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadPrometheusUrl(
-                "source", f"{{source}} prometheus:{_literal(redact(url))}: the Prometheus URL must start "
+                "source", f"{{source}} prometheus:{_literal(redact_url(url))}: the Prometheus URL must start "
                 "with http:// or https:// and name a host, e.g. prometheus:http://localhost:9090")
         self.client = PrometheusClient(url, token=token, basic_auth=basic_auth,
                                        verify_tls=verify_tls, ca_file=ca_file, timeout_s=timeout_s,
@@ -104,37 +105,63 @@ class PrometheusSource(Source):
         self._last_ok: float | None = None
         self._scrape_interval_s: float | None = None
         self._interval_checked = -math.inf
+        self._operation: Deadline | None = None
 
     @property
     def spec(self) -> str:
         return f"prometheus:{self.url}"
 
     # -- HTTP ----------------------------------------------------------------------------------
-    def _get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False) -> bytes:
-        return self.client.get(path, params, post=post)
+    def begin_operation(self, seconds: float | None = None) -> None:
+        """Until ``end_operation``, every request (backfill and refreshes) ends before one shared
+        deadline, ``seconds`` (default ``timeout_s``) from now: a one-shot command's ``--timeout``
+        bounds the whole command, not each of its requests."""
+        self._operation = Deadline.after(self.timeout_s if seconds is None else seconds)
+
+    def end_operation(self) -> None:
+        self._operation = None
+
+    def _deadline(self) -> Deadline:
+        """One refresh's (or backfill's) deadline, within the operation's if one is open."""
+        return self.client.deadline().sooner(self._operation)
+
+    @property
+    def reachable(self) -> bool | None:
+        """Whether the last attempt to read Prometheus succeeded (None: not tried yet); a
+        refresh inside the back-off counts as failed. The exporter's ``fleet_tui_source_up``."""
+        if self._failures:
+            return False
+        return None if self._last_ok is None else True
+
+    def _get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False,
+             deadline: Deadline | None = None) -> bytes:
+        return self.client.get(path, params, post=post, deadline=deadline)
 
     def query_instant(self, query: str) -> list[dict]:
         return parse_envelope(self.client.query_body(query))
 
-    def query_classified(self, query: str) -> list[tuple[tuple | None, object]]:
+    def query_classified(self, query: str, deadline: Deadline | None = None,
+                         ) -> list[tuple[tuple | None, object]]:
         """An instant query's series as (classify_series(labels), raw value) pairs, for
         ``group_classified``. Compact answers are split without a JSON decode and each distinct
         label text is classified once for the source's lifetime (the per-refresh hot path)."""
-        body = self.client.query_body(query)
+        body = self.client.query_body(query, deadline)
         rows = split_classified(body, self._classified)
         return decoded_rows(parse_envelope(body)) if rows is None else rows
 
-    def query_range(self, query: str, start: float, end: float, step_s: float) -> list[dict]:
-        body = self.client.query_range_body(query, start, end, step_s)
+    def query_range(self, query: str, start: float, end: float, step_s: float,
+                    deadline: Deadline | None = None) -> list[dict]:
+        body = self.client.query_range_body(query, start, end, step_s, deadline)
         return parse_envelope(body, expect=("matrix",))
 
-    def _refresh_scrape_interval(self, now: float) -> None:
+    def _refresh_scrape_interval(self, now: float, deadline: Deadline | None = None) -> None:
         """Median scrape interval of the active targets (for the stale threshold), every 5 min."""
         if now - self._interval_checked < 300:
             return
         self._interval_checked = now
         try:
-            doc = json.loads(self._get("/api/v1/targets", {"state": "active"}))
+            doc = json.loads(self._get("/api/v1/targets", {"state": "active"},
+                                        deadline=deadline))
             targets = doc["data"]["activeTargets"]
             intervals = sorted(
                 s for s in (parse_duration_s(t.get("scrapeInterval", "")) for t in targets) if s)
@@ -183,28 +210,29 @@ class PrometheusSource(Source):
         if now < self._next_try:
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
+        deadline = self._deadline()  # the query, the targets and the static facts together
         try:
-            rows = self.query_classified(self.query)
+            rows = self.query_classified(self.query, deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             return self._fail(now, exc)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
-        self._refresh_scrape_interval(now)
+        self._refresh_scrape_interval(now, deadline)
         if now - self._static_at >= self.static_every_s:
-            self._refresh_static(now)
+            self._refresh_static(now, deadline)
         groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
         new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
         if new and now - self._static_at >= 5.0:
-            self._refresh_static(now)  # new devices: learn their names and limits now
+            self._refresh_static(now, deadline)  # new devices: learn their names and limits now
             self._static_tried.update(new)  # (some exporters export no static facts at all)
         self._apply_static(groups)
         return self._merge(now, groups, up)
 
-    def _refresh_static(self, now: float) -> None:
+    def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
         self._static_at = now
         try:
-            rows = self.query_classified(self.static_query)
+            rows = self.query_classified(self.static_query, deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
             return
@@ -348,10 +376,11 @@ class PrometheusSource(Source):
     def _history_locked(self, seconds: float, step_s: float) -> list[Snapshot]:
         with self._lock:
             end = self._clock()
+            deadline = self._deadline()
             try:
                 if end - self._static_at >= self.static_every_s:
-                    self._refresh_static(end)
-                matrix = self.query_range(self.query, end - seconds, end, step_s)
+                    self._refresh_static(end, deadline)
+                matrix = self.query_range(self.query, end - seconds, end, step_s, deadline)
             except (OSError, PrometheusResponseError, ValueError):
                 return []
             by_time: dict[float, list[dict]] = {}
