@@ -199,3 +199,26 @@ def test_export_command_serves_and_stops_on_ctrl_c():
             proc.wait(timeout=10)
         proc.stderr.close()
         fake.close()
+
+
+@pytest.mark.prometheus
+def test_source_up_follows_a_prometheus_outage(small_fleet):
+    """The last devices stay on show through an outage, but fleet_tui_source_up says 0."""
+    _, prom = small_fleet
+    source = PrometheusSource(prom.url, env={}, timeout_s=1.0, min_backoff_s=0.2,
+                              max_backoff_s=0.4)
+    exporter = FleetExporter(source, interval_s=0.2)
+    port = exporter.start("127.0.0.1", 0)
+
+    def up_is(value):
+        return lambda: scrape(port)["fleet_tui_source_up"][0][1] == value
+
+    try:
+        wait_until(up_is(1.0), 20, what="source_up 1")
+        prom.stop()
+        wait_until(up_is(0.0), 20, what="source_up 0 during the outage")
+        assert scrape(port)["fleet_tui_fleet_devices"][0][1] == 2  # last data still shown
+        prom.start()
+        wait_until(up_is(1.0), 30, what="source_up 1 after the restart")
+    finally:
+        exporter.stop()
