@@ -24,7 +24,9 @@ from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
                                                             decoded_rows, group_classified,
                                                             group_series, parse_envelope)
-from fleet_tui.core.monitor.sources.prometheus.queries import build_query, build_static_query
+from fleet_tui.core.monitor.sources.prometheus.queries import (build_changed_query,
+                                                              build_probe_query, build_query,
+                                                              build_static_query)
 
 
 def _literal(text: str) -> str:
@@ -64,7 +66,8 @@ class PrometheusSource(Source):
                  stale_after_s: float | None = None, forget_after_s: float = 900.0,
                  min_backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  query: str | None = None, static_every_s: float = 60.0,
-                 prune_labels: bool = True, env: Mapping[str, str] | None = None,
+                 prune_labels: bool = True, delta_refresh: bool = True,
+                 env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time, interval_s: float | None = None,
                  **_other_source_opts: object):
         # interval_s and options meant for local sources (open_source passes them to every
@@ -106,6 +109,10 @@ class PrometheusSource(Source):
         self._scrape_interval_s: float | None = None
         self._interval_checked = -math.inf
         self._operation: Deadline | None = None
+        # GPU key -> (sample time, raw values) of the last refresh; None: the next reads it all
+        self._changed_only: dict[tuple, tuple[float | None, dict]] | None = None
+        self.delta_refresh = delta_refresh and query is None and prune_labels
+        self.probe_query = build_probe_query()
 
     @property
     def spec(self) -> str:
@@ -210,23 +217,71 @@ class PrometheusSource(Source):
         if now < self._next_try:
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
-        deadline = self._deadline()  # the query, the targets and the static facts together
+        deadline = self._deadline()  # the queries, the targets and the static facts together
+        full = self._changed_only is None or now - self._static_at >= self.static_every_s
         try:
-            rows = self.query_classified(self.query, deadline)
+            groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
+            self._changed_only = None  # after a failure, read everything again
             return self._fail(now, exc)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
         self._refresh_scrape_interval(now, deadline)
         if now - self._static_at >= self.static_every_s:
             self._refresh_static(now, deadline)
-        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
         new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
         if new and now - self._static_at >= 5.0:
             self._refresh_static(now, deadline)  # new devices: learn their names and limits now
             self._static_tried.update(new)  # (some exporters export no static facts at all)
         self._apply_static(groups)
         return self._merge(now, groups, up)
+
+    def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """Every series the refresh reads, in one query."""
+        rows = self.query_classified(self.query, deadline)
+        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
+        self._remember(groups)
+        return groups, up
+
+    def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """Sample times first, then the metrics of only the GPUs scraped since the last refresh;
+        the others keep the values they had (see ``queries.build_changed_query``)."""
+        rows = self.query_classified(self.probe_query, deadline)
+        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
+        before = self._changed_only or {}
+        moved: list[float] = []
+        for key, acc in groups.items():
+            if key[0] != "nvidia":
+                continue
+            kept = before.get(key)
+            if kept is not None and kept[0] == acc.sample_ts:
+                acc.values = kept[1]  # the same scrape: the same values (the same dict)
+            elif acc.sample_ts is None:
+                raise PrometheusResponseError("a GPU without a sample time")  # read it all
+            else:
+                moved.append(acc.sample_ts)
+        if moved:
+            since = min(moved) - 0.001
+            fresh, _ = group_classified(self.query_classified(build_changed_query(since), deadline),
+                                        neuron_per_device=self._neuron_per_device)
+            for key, acc in fresh.items():
+                target = groups.get(key)
+                if target is not None and acc.values:
+                    target.values = acc.values
+        self._remember(groups)
+        return groups, up
+
+    def _remember(self, groups: dict[tuple, Acc]) -> None:
+        """What the next refresh may reuse: each GPU's sample time and values. Only when every
+        GPU came with its sample time (the age probe); otherwise the next refresh reads all."""
+        kept: dict[tuple, tuple[float | None, dict]] = {}
+        for key, acc in groups.items():
+            if key[0] == "nvidia":
+                if acc.sample_ts is None or not acc.values:
+                    self._changed_only = None
+                    return
+                kept[key] = (acc.sample_ts, acc.values)
+        self._changed_only = kept if self.delta_refresh else None
 
     def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
@@ -314,7 +369,8 @@ class PrometheusSource(Source):
             sample_ts = acc.sample_ts
             before = cache.get(key)
             if (before is not None and sample_ts is not None and before.seen_at == sample_ts
-                    and before.ident == ident and before.raw == acc.values):
+                    and before.ident == ident
+                    and (before.raw is acc.values or before.raw == acc.values)):
                 # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
                 # so most devices on most refreshes): only the reading's age moved
                 cache[key] = _Cached(device=replace(before.device, age_s=max(0.0, now - sample_ts)),
