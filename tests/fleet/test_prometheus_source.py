@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 import asyncio
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -400,8 +400,8 @@ def test_a_refresh_asks_only_for_the_gpus_scraped_since_the_last(fleet16):
     counts: list[int] = []
     read = src.query_classified
 
-    def counting(query, deadline=None):
-        rows = read(query, deadline)
+    def counting(query, deadline=None, **kw):
+        rows = read(query, deadline, **kw)
         counts.append(len(rows))
         return rows
 

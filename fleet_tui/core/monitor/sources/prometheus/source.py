@@ -94,7 +94,9 @@ class PrometheusSource(Source):
         self._static_values: dict[tuple, dict[str, object]] = {}
         self._static_names: dict[tuple, tuple[str, str]] = {}  # key -> (model name, MIG profile)
         self._neuron_per_device: dict[str, int] = {}
-        self._classified: dict[str, tuple | None] = {}  # label text -> classify_series()
+        # label text -> classify_series(), one cache per kind of query so that a small answer
+        # (the probes) does not flush the big one's labels
+        self._classified: dict[str, dict[str, tuple | None]] = {}
         self._static_at = -math.inf
         self._static_tried: set[tuple] = set()
         self._static_error: str | None = None
@@ -147,13 +149,13 @@ class PrometheusSource(Source):
     def query_instant(self, query: str) -> list[dict]:
         return parse_envelope(self.client.query_body(query))
 
-    def query_classified(self, query: str, deadline: Deadline | None = None,
-                         ) -> list[tuple[tuple | None, object]]:
+    def query_classified(self, query: str, deadline: Deadline | None = None, *,
+                         labels: str = "metrics") -> list[tuple[tuple | None, object]]:
         """An instant query's series as (classify_series(labels), raw value) pairs, for
         ``group_classified``. Compact answers are split without a JSON decode and each distinct
         label text is classified once for the source's lifetime (the per-refresh hot path)."""
         body = self.client.query_body(query, deadline)
-        rows = split_classified(body, self._classified)
+        rows = split_classified(body, self._classified.setdefault(labels, {}))
         return decoded_rows(parse_envelope(body)) if rows is None else rows
 
     def query_range(self, query: str, start: float, end: float, step_s: float,
@@ -246,7 +248,7 @@ class PrometheusSource(Source):
     def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Sample times first, then the metrics of only the GPUs scraped since the last refresh;
         the others keep the values they had (see ``queries.build_changed_query``)."""
-        rows = self.query_classified(self.probe_query, deadline)
+        rows = self.query_classified(self.probe_query, deadline, labels="probes")
         groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
         before = self._changed_only or {}
         moved: list[float] = []
@@ -287,7 +289,7 @@ class PrometheusSource(Source):
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
         self._static_at = now
         try:
-            rows = self.query_classified(self.static_query, deadline)
+            rows = self.query_classified(self.static_query, deadline, labels="static")
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
             return
