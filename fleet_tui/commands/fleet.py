@@ -197,6 +197,7 @@ def _device_row(d) -> list[str]:
 def _cmd_export(args: argparse.Namespace) -> int:
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.exporter import FleetExporter, check_bind
+    from fleet_tui.core.fleet import unavailable_reason
 
     if not args.prometheus:
         raise UserError("export needs a format: --prometheus (serve /metrics for Prometheus)")
@@ -215,7 +216,18 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     print(f"fleet-tui: serving metrics on http://{host}:{port}/metrics from "
           f"{redact(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
-          file=sys.stderr)
+          file=sys.stderr, flush=True)
+
+    def ready(tick) -> None:
+        """Say once when /metrics holds a first refresh (scripts and tests wait for this line)."""
+        if exporter.collector.refreshes == 1:
+            view = exporter.collector.view
+            state = ("source read" if exporter.collector.source_up
+                     else f"source not read: {unavailable_reason(view.errors, view.message)}")
+            print(redact(f"fleet-tui: first refresh published: {view.device_count} devices on "
+                         f"{view.node_count} nodes ({state})"), file=sys.stderr, flush=True)
+
+    exporter.engine.subscribe(ready)
     import asyncio
 
     try:
