@@ -112,6 +112,7 @@ class PrometheusSource(Source):
         self._operation: Deadline | None = None
         # GPU key -> (sample time, raw values) of the last refresh; None: the next reads it all
         self._changed_only: dict[tuple, tuple[float | None, dict]] | None = None
+        self._moved_share = 0.0  # share of GPUs with a new sample at the last refresh
         self.delta_refresh = delta_refresh and query is None and prune_labels
         self.probe_query = build_probe_query()
 
@@ -210,7 +211,10 @@ class PrometheusSource(Source):
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
         deadline = self._deadline()  # the queries, the targets and the static facts together
-        full = self._changed_only is None or now - self._static_at >= self.static_every_s
+        # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
+        # would only add a request, so read everything in one
+        full = (self._changed_only is None or self._moved_share > 0.5
+                or now - self._static_at >= self.static_every_s)
         try:
             groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
@@ -267,12 +271,17 @@ class PrometheusSource(Source):
         """What the next refresh may reuse: each GPU's sample time and values. Only when every
         GPU came with its sample time (the age probe); otherwise the next refresh reads all."""
         kept: dict[tuple, tuple[float | None, dict]] = {}
+        before = self._changed_only or {}
+        moved = 0
         for key, acc in groups.items():
             if key[0] == "nvidia":
                 if acc.sample_ts is None or not acc.values:
                     self._changed_only = None
                     return
                 kept[key] = (acc.sample_ts, acc.values)
+                previous = before.get(key)
+                moved += previous is None or previous[0] != acc.sample_ts
+        self._moved_share = moved / len(kept) if before and kept else 0.0
         self._changed_only = kept if self.delta_refresh else None
 
     def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
