@@ -18,6 +18,7 @@ from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.sources.prometheus.client import (Deadline, PrometheusClient,
                                                              parse_duration_s)
+from fleet_tui.core.monitor.sources.prometheus.delta import ChangedOnly
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
 from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
@@ -110,10 +111,8 @@ class PrometheusSource(Source):
         self._scrape_interval_s: float | None = None
         self._interval_checked = -math.inf
         self._operation: Deadline | None = None
-        # GPU key -> (sample time, raw values) of the last refresh; None: the next reads it all
-        self._changed_only: dict[tuple, tuple[float | None, dict]] | None = None
-        self._moved_share = 0.0  # share of GPUs with a new sample at the last refresh
         self.delta_refresh = delta_refresh and query is None and prune_labels
+        self._changed = ChangedOnly(enabled=self.delta_refresh)
         self.probe_query = build_probe_query()
 
     @property
@@ -213,13 +212,13 @@ class PrometheusSource(Source):
         deadline = self._deadline()  # the queries, the targets and the static facts together
         # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
         # would only add a request, so read everything in one
-        full = (self._changed_only is None or self._moved_share > 0.5
-                or now - self._static_at >= self.static_every_s)
+        full = not self._changed.ready or now - self._static_at >= self.static_every_s
         try:
             groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
-            self._changed_only = None  # after a failure, read everything again
+            self._changed.forget()  # after a failure, read everything again
             return self._fail(now, exc)
+        self._changed.remember(groups)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
         self._refresh_scrape_interval(now, deadline)
@@ -235,54 +234,22 @@ class PrometheusSource(Source):
     def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Every series the refresh reads, in one query."""
         rows = self.query_classified(self.query, deadline)
-        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
-        self._remember(groups)
-        return groups, up
+        return group_classified(rows, neuron_per_device=self._neuron_per_device)
 
     def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
-        """Sample times first, then the metrics of only the GPUs scraped since the last refresh;
-        the others keep the values they had (see ``queries.build_changed_query``)."""
-        rows = self.query_classified(self.probe_query, deadline, labels="probes")
-        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
-        before = self._changed_only or {}
-        moved: list[float] = []
-        for key, acc in groups.items():
-            if key[0] != "nvidia":
-                continue
-            kept = before.get(key)
-            if kept is not None and kept[0] == acc.sample_ts:
-                acc.values = kept[1]  # the same scrape: the same values (the same dict)
-            elif acc.sample_ts is None:
-                raise PrometheusResponseError("a GPU without a sample time")  # read it all
-            else:
-                moved.append(acc.sample_ts)
-        if moved:
-            since = min(moved) - 0.001
+        """Sample times first, then the metrics of only the GPUs scraped since the last refresh
+        (``delta.ChangedOnly``)."""
+        groups, up = group_classified(
+            self.query_classified(self.probe_query, deadline, labels="probes"),
+            neuron_per_device=self._neuron_per_device)
+        since = self._changed.moved_since(groups)
+        if since is False:  # a GPU without its sample time: cannot tell, read everything
+            return self._read_full(deadline)
+        if since is not None:
             fresh, _ = group_classified(self.query_classified(build_changed_query(since), deadline),
                                         neuron_per_device=self._neuron_per_device)
-            for key, acc in fresh.items():
-                target = groups.get(key)
-                if target is not None and acc.values:
-                    target.values = acc.values
-        self._remember(groups)
+            self._changed.take(groups, fresh)
         return groups, up
-
-    def _remember(self, groups: dict[tuple, Acc]) -> None:
-        """What the next refresh may reuse: each GPU's sample time and values. Only when every
-        GPU came with its sample time (the age probe); otherwise the next refresh reads all."""
-        kept: dict[tuple, tuple[float | None, dict]] = {}
-        before = self._changed_only or {}
-        moved = 0
-        for key, acc in groups.items():
-            if key[0] == "nvidia":
-                if acc.sample_ts is None or not acc.values:
-                    self._changed_only = None
-                    return
-                kept[key] = (acc.sample_ts, acc.values)
-                previous = before.get(key)
-                moved += previous is None or previous[0] != acc.sample_ts
-        self._moved_share = moved / len(kept) if before and kept else 0.0
-        self._changed_only = kept if self.delta_refresh else None
 
     def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
