@@ -398,14 +398,14 @@ def test_a_refresh_asks_only_for_the_gpus_scraped_since_the_last(fleet16):
     src = PrometheusSource(prom.url, env={})
     full = PrometheusSource(prom.url, env={}, delta_refresh=False)
     counts: list[int] = []
-    read = src.query_classified
+    read = src.query_grouped
 
     def counting(query, deadline=None, **kw):
-        rows = read(query, deadline, **kw)
-        counts.append(len(rows))
-        return rows
+        groups, up = read(query, deadline, **kw)
+        counts.append(len(up) + sum(1 + len(acc.values or {}) for acc in groups.values()))
+        return groups, up
 
-    src.query_classified = counting
+    src.query_grouped = counting
     first = src.sample_blocking()
     n_first = sum(counts)
     counts.clear()

@@ -20,7 +20,7 @@ from fleet_tui.core.monitor.sources.prometheus.client import (Deadline, Promethe
                                                              parse_duration_s)
 from fleet_tui.core.monitor.sources.prometheus.delta import ChangedOnly
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
-from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
+from fleet_tui.core.monitor.sources.prometheus.fastparse import split_grouped
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
                                                             decoded_rows, group_classified,
                                                             group_series, parse_envelope)
@@ -148,14 +148,19 @@ class PrometheusSource(Source):
     def query_instant(self, query: str) -> list[dict]:
         return parse_envelope(self.client.query_body(query))
 
-    def query_classified(self, query: str, deadline: Deadline | None = None, *,
-                         labels: str = "metrics") -> list[tuple[tuple | None, object]]:
-        """An instant query's series as (classify_series(labels), raw value) pairs, for
-        ``group_classified``. Compact answers are split without a JSON decode and each distinct
-        label text is classified once for the source's lifetime (the per-refresh hot path)."""
+    def query_grouped(self, query: str, deadline: Deadline | None = None, *,
+                      labels: str = "metrics") -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """An instant query's series grouped by device (``group_classified``), and ``up`` by
+        instance. Compact answers are split without a JSON decode and each distinct label text is
+        classified once for the source's lifetime (the per-refresh hot path)."""
         body = self.client.query_body(query, deadline)
-        rows = split_classified(body, self._classified.setdefault(labels, {}))
-        return decoded_rows(parse_envelope(body)) if rows is None else rows
+        per_device = self._neuron_per_device
+        grouped = split_grouped(body, self._classified.setdefault(labels, {}),
+                                neuron_per_device=per_device)
+        if grouped is None:
+            grouped = group_classified(decoded_rows(parse_envelope(body)),
+                                       neuron_per_device=per_device)
+        return grouped
 
     def query_range(self, query: str, start: float, end: float, step_s: float,
                     deadline: Deadline | None = None) -> list[dict]:
@@ -233,21 +238,17 @@ class PrometheusSource(Source):
 
     def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Every series the refresh reads, in one query."""
-        rows = self.query_classified(self.query, deadline)
-        return group_classified(rows, neuron_per_device=self._neuron_per_device)
+        return self.query_grouped(self.query, deadline)
 
     def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Sample times first, then the metrics of only the GPUs scraped since the last refresh
         (``delta.ChangedOnly``)."""
-        groups, up = group_classified(
-            self.query_classified(self.probe_query, deadline, labels="probes"),
-            neuron_per_device=self._neuron_per_device)
+        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes")
         since = self._changed.moved_since(groups)
         if since is False:  # a GPU without its sample time: cannot tell, read everything
             return self._read_full(deadline)
         if since is not None:
-            fresh, _ = group_classified(self.query_classified(build_changed_query(since), deadline),
-                                        neuron_per_device=self._neuron_per_device)
+            fresh, _ = self.query_grouped(build_changed_query(since), deadline)
             self._changed.take(groups, fresh)
         return groups, up
 
@@ -255,12 +256,11 @@ class PrometheusSource(Source):
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
         self._static_at = now
         try:
-            rows = self.query_classified(self.static_query, deadline, labels="static")
+            groups, _ = self.query_grouped(self.static_query, deadline, labels="static")
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
             return
         self._static_error = None
-        groups, _ = group_classified(rows, neuron_per_device=self._neuron_per_device)
         # replaced wholesale, so devices gone from the fleet do not accumulate
         self._static_values, self._static_names, self._static_tried = {}, {}, set()
         for key, acc in groups.items():
