@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, classify_series,
                                                             group_classified, json_loads)
@@ -35,24 +36,36 @@ def _vector_parts(body: bytes) -> list[str] | None:
 
 
 
+@dataclass(slots=True)
+class LabelCache:
+    """Label text -> ``classify_series`` for one kind of query, kept across refreshes. Cleared
+    when it outgrows four times the largest answer seen (label sets churn as pods come and go);
+    sized by the largest, not the latest, answer, since the changed-only refresh's answers are a
+    fraction of the full one's and would otherwise clear it every time."""
+
+    texts: dict[str, tuple | None] = field(default_factory=dict)
+    peak: int = 0  # series in the largest answer seen
+
+
 class NotCompact(Exception):
     """The answer is not in the compact form the splits assume: decode it as JSON instead."""
 
 
-def iter_classified(parts: list[str], cache: dict[str, tuple | None],
+def iter_classified(parts: list[str], labels: LabelCache,
                     ) -> Iterator[tuple[tuple | None, str]]:
     """(classification, raw value) per series of ``_vector_parts``, each label text classified
-    once and kept in ``cache`` (label text -> classification; cleared when it outgrows the
-    answer, as label sets churn). A generator, so the grouping that consumes it keeps no row
+    once and kept in ``labels``. A generator, so the grouping that consumes it keeps no row
     objects alive: at 4,096 GPUs, ~90,000 surviving tuples per refresh were what made the
     garbage collector cost ~40 % of a refresh (bench/bench_fleet.py). Raises ``NotCompact``."""
-    if len(cache) > 4 * len(parts) + 10_000:
+    labels.peak = max(labels.peak, len(parts))
+    cache = labels.texts
+    if len(cache) > 4 * labels.peak + 10_000:
         cache.clear()
     missing = _MISSING
     lookup = cache.get
     last = len(parts) - 1
     for i, chunk in enumerate(parts):
-        labels, sep, rest = chunk.partition('},"value":[')
+        text, sep, rest = chunk.partition('},"value":[')
         if not sep:
             raise NotCompact
         rest = rest.partition(',"')[2]
@@ -60,18 +73,18 @@ def iter_classified(parts: list[str], cache: dict[str, tuple | None],
         if not sep or (rest != "," if i != last
                        else not (rest.startswith("]}") and rest.rstrip().endswith("}"))):
             raise NotCompact
-        entry = lookup(labels, missing)
+        entry = lookup(text, missing)
         if entry is missing:
             try:
-                decoded = json_loads("{%s}" % labels)
+                decoded = json_loads("{%s}" % text)
                 entry = classify_series(decoded) if isinstance(decoded, dict) else None
             except (ValueError, TypeError, AttributeError, KeyError):
                 raise NotCompact from None
-            cache[labels] = entry
+            cache[text] = entry
         yield entry, raw
 
 
-def split_grouped(body: bytes, cache: dict[str, tuple | None], *,
+def split_grouped(body: bytes, labels: LabelCache, *,
                   neuron_per_device: dict[str, int] | None = None,
                   ) -> tuple[dict[tuple, Acc], dict[str, float]] | None:
     """A compact answer grouped by device (``group_classified``) straight from the splits; None:
@@ -80,7 +93,7 @@ def split_grouped(body: bytes, cache: dict[str, tuple | None], *,
     if parts is None:
         return None
     try:
-        return group_classified(iter_classified(parts, cache), neuron_per_device=neuron_per_device)
+        return group_classified(iter_classified(parts, labels), neuron_per_device=neuron_per_device)
     except NotCompact:
         return None
 
@@ -93,6 +106,6 @@ def split_classified(body: bytes, cache: dict[str, tuple | None],
     if parts is None:
         return None
     try:
-        return list(iter_classified(parts, cache))
+        return list(iter_classified(parts, LabelCache(texts=cache)))
     except NotCompact:
         return None
