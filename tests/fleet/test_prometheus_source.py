@@ -412,7 +412,9 @@ def test_a_refresh_asks_only_for_the_gpus_scraped_since_the_last(fleet16):
     second = src.sample_blocking()
     reference = full.sample_blocking()
     assert not second.errors and len(second.devices) == len(reference.devices) == 32
-    assert sum(counts) < n_first / 2  # before: the whole fleet's series every refresh
+    # before: the whole fleet's series every refresh; now the sample times (32 GPUs + 16 `up`),
+    # then only the GPUs scraped in between (how many depends on the machine's pace)
+    assert counts[0] < n_first / 10 and len(counts) <= 2 and sum(counts) <= n_first
     assert [d.key for d in second.devices] == [d.key for d in reference.devices]
     assert [d.name for d in second.devices] == [d.name for d in reference.devices]
     for d in second.devices:
