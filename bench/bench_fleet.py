@@ -1,4 +1,5 @@
-"""Fleet scale: CPU per refresh for 128 nodes x 8 GPUs = 1,024 devices (target <= 200 ms).
+"""Fleet scale: CPU per refresh for 128 nodes x 8 GPUs = 1,024 devices, or --nodes 512 = 4,096
+(target <= 200 ms CPU, and the UI event loop never blocked more than 50 ms).
 
     .venv/bin/python bench/bench_fleet.py [--nodes 128] [--gpus 8] [--refreshes 20] [--real]
 
@@ -18,6 +19,7 @@ CPU is ``time.process_time()`` of this process (all its threads); wall is elapse
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing as mp
 import statistics
@@ -41,62 +43,76 @@ from fleet_tui.core.monitor.sources.prometheus import (  # noqa: E402
 TS_MARK = "__TS__"
 
 
-def _prom_json(doc: dict) -> str:
-    """JSON as Prometheus writes it: compact, each series' labels sorted by name."""
-    for item in doc["data"]["result"]:
-        item["metric"] = dict(sorted(item["metric"].items()))
-    return json.dumps(doc, separators=(",", ":"))
-
-
-def _fleet_templates(n_nodes: int, gpus: int, variants: int = 4) -> tuple[list[str], str]:
-    """Canned /api/v1/query bodies for the fleet, shaped as Prometheus answers PrometheusSource's
-    two queries: per-refresh ones (moving metrics with the identity labels ``max by`` keeps, the
-    sample-time probes and ``up``; a timestamp marker is filled in per answer) and the static one
-    (limits, maxima and the model name)."""
+def _fleet_templates(n_nodes: int, gpus: int, variants: int = 4):
+    """Canned answers for the fleet, as Prometheus answers PrometheusSource's queries: per variant
+    and node, the text of its moving-metric series (with the identity labels ``max by`` keeps) and
+    of its sample-time probes and ``up``; plus the static answer (limits, maxima, model names).
+    Series texts are compact JSON with sorted labels and string values, as Prometheus writes them;
+    ``__TS__`` is the evaluation time and ``@Nn@`` node n's last scrape time, filled per answer."""
     from tests.fleet.dcgm_replay import dcgm_values, load_frames, phase_runs
 
     runs = [r for p, r in phase_runs(load_frames()).items() if not p.startswith("sizing")]
     dynamic, static = set(DYNAMIC_NAMES), set(STATIC_NAMES) | {"DCGM_FI_DEV_FB_USED"}
-    bodies, static_result = [], []
+
+    def text(item: dict) -> str:
+        item["metric"] = dict(sorted(item["metric"].items()))
+        return json.dumps(item, separators=(",", ":")).replace(f'"{TS_MARK}"', TS_MARK)
+
+    metric_chunks: list[list[str]] = []  # [variant][node]
+    probe_chunks: list[str] = []  # [node]: probes + up
+    static_items: list[str] = []
     for v in range(variants):
-        result = []
+        per_node = []
         for n in range(n_nodes):
             run = runs[n % len(runs)]
             host, inst = f"gpu-node-{n:03d}", f"10.0.{n // 250}.{n % 250}:9400"
+            series, probes = [], []
             for g in range(gpus):
                 frame = run[(3 * n + 5 * g + 7 * v) % len(run)]
                 ids = {"gpu": str(g), "UUID": f"GPU-{n:08x}-0000-4000-8000-{g:012x}",
                        "Hostname": host, "instance": inst}
-                values = dcgm_values(frame)
-                for name, value in values.items():
+                for name, value in dcgm_values(frame).items():
                     if name in dynamic:
-                        result.append({"metric": {"__name__": name, **ids},
-                                       "value": [TS_MARK, value]})
+                        series.append(text({"metric": {"__name__": name, **ids},
+                                            "value": [TS_MARK, value]}))
                     if v == 0 and name in static:
-                        static_result.append({"metric": {"__name__": name, **ids,
-                                                         "modelName": frame.name},
-                                              "value": [TS_MARK, value]})
-                result.append({"metric": {**ids, PROBE_LABEL: "nvidia"},
-                               "value": [TS_MARK, f"@N{n}@"]})
-            result.append({"metric": {"__name__": "up", "instance": inst, "job": "dcgm-exporter"},
-                           "value": [TS_MARK, "1"]})
-        body = _prom_json({"status": "success", "data": {"resultType": "vector", "result": result}})
-        bodies.append(body.replace(f'"{TS_MARK}"', TS_MARK))  # "@Nn@": node n's scrape time (a string, as Prometheus writes sample values)
-    static_body = _prom_json({"status": "success", "data": {"resultType": "vector",
-                                                             "result": static_result}})
-    return bodies, static_body.replace(f'"{TS_MARK}"', TS_MARK)
+                        static_items.append(text({"metric": {"__name__": name, **ids,
+                                                             "modelName": frame.name},
+                                                  "value": [TS_MARK, value]}))
+                probes.append(text({"metric": {**ids, PROBE_LABEL: "nvidia"},
+                                    "value": [TS_MARK, f"@N{n}@"]}))
+            per_node.append(",".join(series))
+            if v == 0:
+                probes.append(text({"metric": {"__name__": "up", "instance": inst,
+                                               "job": "dcgm-exporter"}, "value": [TS_MARK, "1"]}))
+                probe_chunks.append(",".join(probes))
+        metric_chunks.append(per_node)
+    return metric_chunks, probe_chunks, _answer(static_items)
 
 
-def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
+def _answer(chunks) -> str:
+    return ('{"status":"success","data":{"resultType":"vector","result":['
+            + ",".join(c for c in chunks if c) + "]}}")
+
+
+def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float, interval_s: float) -> None:
     """Answer like a Prometheus whose targets are scraped every ``scrape_s`` seconds, each node at
-    its own offset (0 = every answer is a fresh reading of every device: the worst case)."""
+    its own offset (0 = every answer is a fresh reading of every device: the worst case). Its clock
+    advances ``interval_s`` per refresh, not with the wall clock, so the share of nodes scraped
+    between two refreshes is the same on a loaded machine as on an idle one. The three
+    query shapes PrometheusSource sends are told apart and answered as Prometheus would: the full
+    refresh, the sample-time probes, and the metrics of GPUs scraped after a given time."""
     import re
+    import urllib.parse
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     node_mark = re.compile(r'"@N(\d+)@"')
-
-    templates, static_template = _fleet_templates(n_nodes, gpus)
+    since_re = re.compile(r"> ([0-9.]+)\)$")
+    metric_chunks, probe_chunks, static_template = _fleet_templates(n_nodes, gpus)
     count = [0]
+    start = time.time()
+    sizes = {"full": len(_answer([*metric_chunks[0], *probe_chunks])),
+             "probes": len(_answer(probe_chunks))}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802
@@ -104,19 +120,27 @@ def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
             if not self.path.startswith("/api/v1/query"):
                 self.send_error(404)
                 return
-            ts = f"{time.time() - 0.5:.3f}"
-            if b"modelName" in form:  # the static query
-                body = static_template.replace(TS_MARK, ts).encode()
+            query = urllib.parse.parse_qs(form.decode()).get("query", [""])[0]
+            if "modelName" not in query and " and on (" not in query:
+                count[0] += 1  # a refresh begins (the full query, or the probes)
+            now = start + count[0] * interval_s
+            ts = f"{now - 0.5:.3f}"
+            if scrape_s > 0:  # each node's last scrape, staggered across the interval
+                stamps = [now - ((now + n * scrape_s / n_nodes) % scrape_s) for n in range(n_nodes)]
             else:
-                now = time.time()
-                if scrape_s > 0:  # each node's last scrape, staggered across the interval
-                    stamps = [f"{now - ((now + n * scrape_s / n_nodes) % scrape_s):.3f}"
-                              for n in range(n_nodes)]
-                else:
-                    stamps = [ts] * n_nodes
-                text = templates[count[0] % len(templates)].replace(TS_MARK, ts)
-                body = node_mark.sub(lambda m: f'"{stamps[int(m.group(1))]}"', text).encode()
-                count[0] += 1
+                stamps = [now - 0.5] * n_nodes
+            metrics = metric_chunks[count[0] % len(metric_chunks)]
+            if "modelName" in query:  # the static query
+                text = static_template
+            elif " and on (" in query:  # the GPUs scraped since
+                since = float(since_re.search(query).group(1))
+                text = _answer(metrics[n] for n in range(n_nodes) if stamps[n] > since)
+            elif "max by (__name__" in query:  # the full refresh
+                text = _answer([*metrics, *probe_chunks])
+            else:  # the probes
+                text = _answer(probe_chunks)
+            text = text.replace(TS_MARK, ts)
+            body = node_mark.sub(lambda m: f'"{stamps[int(m.group(1))]:.3f}"', text).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -129,18 +153,39 @@ def _serve_canned(port_q, n_nodes: int, gpus: int, scrape_s: float) -> None:
             pass
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_q.put((srv.server_address[1], len(templates[0]), len(static_template)))
+    port_q.put((srv.server_address[1], sizes["full"], sizes["probes"], len(static_template), start))
     srv.serve_forever()
 
 
-def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: int = 3):
+class VirtualClock:
+    """The canned server's clock, shared with the source: one interval per refresh."""
+
+    def __init__(self, start: float, interval_s: float):
+        self.start, self.interval_s, self.refreshes = start, interval_s, 0
+
+    def tick(self) -> None:
+        self.refreshes += 1
+
+    def __call__(self) -> float:
+        return self.start + self.refreshes * self.interval_s
+
+
+def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: int = 3,
+             gc_pause: bool = False, clock: VirtualClock | None = None):
     # the exporter's engine: fleet windowing, the bundled alert rules, priced per node
     engine = MonitorEngine(src, interval_s=interval_s, price=False, policy=FleetWindowPolicy())
     views = FleetViews({"*": 98.32})
     rows = []
     for i in range(warmup + refreshes):
         c0, w0 = time.process_time(), time.perf_counter()
-        snap = src.sample_blocking()
+        if gc_pause:  # the old trick, for comparison: no collection during the refresh
+            gc.disable()
+        try:
+            if clock is not None:
+                clock.tick()
+            snap = src.sample_blocking()
+        finally:
+            gc.enable()
         c1, w1 = time.process_time(), time.perf_counter()
         view = views(engine.process(snap))
         c2, w2 = time.process_time(), time.perf_counter()
@@ -152,6 +197,50 @@ def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: i
         if rest > 0:
             time.sleep(rest)
     return rows, view
+
+
+def _loop_blocks(src: PrometheusSource, refreshes: int, interval_s: float,
+                 process_in_thread: bool = False, clock: VirtualClock | None = None) -> list[float]:
+    """The app's path: the engine samples in a thread (``asyncio.to_thread``), processes the tick
+    on the event loop, and the fleet pane builds its view in a thread worker. A ticker on the loop
+    records the longest gap between its wake-ups during each refresh (ms): how long the UI waited."""
+    import asyncio
+
+    async def run() -> list[float]:
+        engine = MonitorEngine(src, interval_s=interval_s, price=False, policy=FleetWindowPolicy())
+        views = FleetViews({"*": 98.32})
+        worst: list[float] = []
+        gap = [0.0]
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while not done.is_set():
+                await asyncio.sleep(0.002)
+                t = time.perf_counter()
+                gap[0] = max(gap[0], t - last - 0.002)
+                last = t
+
+        task = asyncio.create_task(ticker())
+        for i in range(refreshes + 2):
+            started = time.perf_counter()
+            gap[0] = 0.0
+            if clock is not None:
+                clock.tick()
+            if process_in_thread:  # what the loop would wait if the engine processed off it
+                snap = await src.sample()
+                tick = await asyncio.to_thread(engine.process, snap)
+            else:
+                tick = await engine.step()
+            await asyncio.to_thread(views, tick)
+            if i >= 2:
+                worst.append(gap[0] * 1e3)
+            await asyncio.sleep(max(0.0, interval_s - (time.perf_counter() - started)))
+        done.set()
+        await task
+        return worst
+
+    return asyncio.run(run())
 
 
 def _report(title: str, rows, view) -> None:
@@ -178,20 +267,34 @@ def _report(title: str, rows, view) -> None:
 
 
 def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
-                 scrape_s: float = 0.0) -> None:
+                 scrape_s: float = 0.0, baseline: bool = False) -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_serve_canned, args=(q, n_nodes, gpus, scrape_s), daemon=True)
+    proc = ctx.Process(target=_serve_canned, args=(q, n_nodes, gpus, scrape_s, interval_s),
+                       daemon=True)
     proc.start()
     try:
-        port, size, static_size = q.get(timeout=120)
-        print(f"canned answers: {size / 1e6:.1f} MB JSON per refresh, {static_size / 1e6:.1f} MB "
+        port, size, probe_size, static_size, start = q.get(timeout=300)
+        clock = VirtualClock(start, interval_s)
+        print(f"canned answers: {size / 1e6:.1f} MB JSON for a full refresh, "
+              f"{probe_size / 1e6:.1f} MB for the sample-time probes, {static_size / 1e6:.1f} MB "
               "for the static facts (read once a minute)")
-        src = PrometheusSource(f"http://127.0.0.1:{port}", env={}, timeout_s=30)
-        rows, view = _measure(src, refreshes, interval_s)
         what = (f"each node scraped every {scrape_s:g} s" if scrape_s
                 else "every device a fresh reading on every refresh (worst case)")
+        if baseline:  # the previous way, in the same run: one full query, gc paused
+            old = PrometheusSource(f"http://127.0.0.1:{port}", env={}, timeout_s=30,
+                                   delta_refresh=False, clock=clock)
+            rows, view = _measure(old, refreshes, interval_s, gc_pause=True, clock=clock)
+            _report(f"BEFORE (full query each refresh, gc paused), {what}", rows, view)
+        src = PrometheusSource(f"http://127.0.0.1:{port}", env={}, timeout_s=30, clock=clock)
+        rows, view = _measure(src, refreshes, interval_s, clock=clock)
         _report(f"canned Prometheus answer, {what}", rows, view)
+        for in_thread in (False, True):
+            blocks = sorted(_loop_blocks(src, max(3, refreshes // 2), interval_s, in_thread,
+                                         clock))
+            how = "engine.process off the loop" if in_thread else "engine.step on the loop (today)"
+            print(f"  UI event loop, {how}: longest block per refresh median "
+                  f"{statistics.median(blocks):6.1f}  max {blocks[-1]:6.1f} ms   (target <= 50)")
     finally:
         proc.terminate()
         proc.join(10)
@@ -242,12 +345,18 @@ def main() -> None:
     ap.add_argument("--scrape", type=float, default=15.0,
                     help="scrape interval of the second canned run (default 15 s)")
     ap.add_argument("--real", action="store_true", help="also through a real Prometheus")
+    ap.add_argument("--baseline", action="store_true",
+                    help="also measure the previous way (one full query per refresh, gc paused)")
+    ap.add_argument("--skip-worst", action="store_true",
+                    help="skip the every-device-fresh run (only --scrape)")
     args = ap.parse_args()
     print(f"fleet bench: {args.nodes} nodes x {args.gpus} GPUs = {args.nodes * args.gpus} devices, "
           f"refresh every {args.interval:g} s; python {sys.version.split()[0]}")
-    bench_canned(args.nodes, args.gpus, args.refreshes, args.interval)
+    if not args.skip_worst:
+        bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, baseline=args.baseline)
     if args.scrape > 0:
-        bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, args.scrape)
+        bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, args.scrape,
+                     baseline=args.baseline)
     if args.real:
         bench_real(args.nodes, args.gpus, args.refreshes, args.interval)
 

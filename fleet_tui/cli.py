@@ -99,6 +99,7 @@ def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     from fleet_tui.core.errors import FieldError, UserError
+    from fleet_tui.core.redact import redact
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -108,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     except FieldError as exc:
         labels = flag_labels(parser, argv)
         text = exc.render(lambda field: labels.get(field, "--" + field.replace("_", "-")))
-        print(f"fleet-tui: error: {text}", file=sys.stderr)
+        print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
         return 2
     except UserError as exc:
-        print(f"fleet-tui: error: {exc}", file=sys.stderr)
+        print(f"fleet-tui: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -89,6 +89,7 @@ def _prices(args: argparse.Namespace):
 
 def _open(args: argparse.Namespace, default: str):
     from fleet_tui.core.errors import UserError
+    from fleet_tui.core.redact import redact
 
     spec = _opt(args, "source", default)
     if args.timeout <= 0:
@@ -97,7 +98,7 @@ def _open(args: argparse.Namespace, default: str):
 
     if parse_source_spec(spec).kind == "prometheus":
         if not spec.startswith("prometheus:"):
-            raise UserError(f"--source {spec!r}: use prometheus:URL, e.g. "
+            raise UserError(f"--source {redact(spec)!r}: use prometheus:URL, e.g. "
                             "prometheus:http://localhost:9090")
         from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 
@@ -111,7 +112,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.fleet import read_fleet_view
+    from fleet_tui.core.fleet import read_fleet_view, unavailable_reason
+    from fleet_tui.core.redact import redact
 
     if args.window < 0:
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
@@ -125,8 +127,8 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
 
     view = asyncio.run(read_fleet_view(source, window_s=args.window, instance_prices=prices))
     if not view.device_count:
-        why = (view.errors[0] if view.errors else view.message) or "no devices"
-        raise UserError(f"--source {_opt(args, 'source')}: {why.split('; retrying')[0]}")
+        why = unavailable_reason(view.errors, view.message)
+        raise UserError(redact(f"--source {_opt(args, 'source')}: {why}"))
     if args.node is not None:
         try:
             node = view.node(args.node)
@@ -195,6 +197,7 @@ def _device_row(d) -> list[str]:
 def _cmd_export(args: argparse.Namespace) -> int:
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.exporter import FleetExporter, check_bind
+    from fleet_tui.core.fleet import unavailable_reason
 
     if not args.prometheus:
         raise UserError("export needs a format: --prometheus (serve /metrics for Prometheus)")
@@ -209,8 +212,22 @@ def _cmd_export(args: argparse.Namespace) -> int:
     exporter = FleetExporter(source, instance_prices=prices, interval_s=interval)
     port = exporter.serve(args.bind, args.port)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    from fleet_tui.core.redact import redact
+
     print(f"fleet-tui: serving metrics on http://{host}:{port}/metrics from "
-          f"{_opt(args, 'source', 'auto')} every {interval:g} s (Ctrl-C to stop)", file=sys.stderr)
+          f"{redact(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
+          file=sys.stderr, flush=True)
+
+    def ready(tick) -> None:
+        """Say once when /metrics holds a first refresh (scripts and tests wait for this line)."""
+        if exporter.collector.refreshes == 1:
+            view = exporter.collector.view
+            state = ("source read" if exporter.collector.source_up
+                     else f"source not read: {unavailable_reason(view.errors, view.message)}")
+            print(redact(f"fleet-tui: first refresh published: {view.device_count} devices on "
+                         f"{view.node_count} nodes ({state})"), file=sys.stderr, flush=True)
+
+    exporter.engine.subscribe(ready)
     import asyncio
 
     try:

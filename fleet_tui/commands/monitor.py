@@ -213,7 +213,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.alerts import strict_rules
-    from fleet_tui.core.fleet import FleetViews
+    from fleet_tui.core.fleet import FleetViews, one_deadline, unavailable_reason
+    from fleet_tui.core.redact import redact
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
     from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
 
@@ -244,8 +245,19 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         print(f"fleet-tui: warning: alert rule skipped: {problem}", file=sys.stderr)
     out = sys.stdout
     count = 1 if args.once else args.count
+    failed: list[str] = []
 
     def on_tick(tick) -> None:
+        snap = tick.snapshot
+        if not snap.devices and (args.once and snap.errors or args.alerts and not failed):
+            # one reading that could not be read, or alerts with nothing to watch: the same
+            # answer as `fleet` (exit 2 with the source's reason), not a line that says retrying
+            why = unavailable_reason(snap.errors, snap.message)
+            if args.alerts:
+                why += "; --alerts has no device to watch"
+            failed.append(redact(f"--source {spec}: {why}"))
+            engine.stop()
+            return
         if args.alerts:
             for a in tick.new_alerts:
                 out.write(json.dumps(a.to_dict(), allow_nan=False) + "\n")
@@ -260,10 +272,16 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     engine.subscribe(on_tick)
     try:
-        asyncio.run(engine.run(count=count))
+        if args.once:
+            with one_deadline(source):  # the backfill and the reading share one timeout
+                asyncio.run(engine.run(count=count))
+        else:
+            asyncio.run(engine.run(count=count))
     finally:
         if recorder is not None:
             recorder.close()
+    if failed:
+        raise UserError(failed[0])
     return 0
 
 
@@ -318,7 +336,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             engine.stop()
 
     engine.subscribe(on_tick)
-    print(f"recording {spec} every {interval:g} s to {db}", file=sys.stderr)
+    from fleet_tui.core.redact import redact
+
+    print(f"recording {redact(spec)} every {interval:g} s to {db}", file=sys.stderr)
     try:
         asyncio.run(engine.run())
     finally:

@@ -61,15 +61,21 @@ class FleetCollector:
         self.refreshes = 0
         self.idle_usd_total = 0.0
         self.source_error: str | None = None
+        self.source_up = False
         self.local_node = local_node or socket.gethostname()
 
     # -- state updates (called by the refresh loop; each assignment is atomic) ----------------
     def publish(self, view: FleetView, alerts: tuple[dict[str, Any], ...], refresh_s: float,
-                dt_s: float | None) -> None:
+                dt_s: float | None, source_up: bool | None = None) -> None:
+        """``source_up``: whether the source itself was read this refresh (a Prometheus outage
+        keeps the last devices on show, so the view alone cannot tell); None: judge by the view."""
         if dt_s and dt_s > 0 and self.view is not None:
             # dollars spent while idle, integrated over time at the previous view's idle rate
             self.idle_usd_total += self.view.idle_usd_per_hour * dt_s / 3600.0
+        if source_up is None:
+            source_up = not (view.message and not view.device_count)
         self.view, self.alerts, self.refresh_seconds = view, alerts, refresh_s
+        self.source_up = source_up
         self.refreshes += 1
 
     def _node(self, node: str) -> str:
@@ -87,7 +93,7 @@ class FleetCollector:
             return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
 
         up = g("source_up", "1 when the last refresh read the source without a source-level error")
-        up.add_metric([], 0.0 if view is None or (view.message and not view.device_count) else 1.0)
+        up.add_metric([], 1.0 if view is not None and self.source_up else 0.0)
         yield up
         refreshes = CounterMetricFamily(f"{PREFIX}_refreshes", "Refreshes done since start")
         refreshes.add_metric([], float(self.refreshes))
@@ -246,7 +252,9 @@ class FleetExporter:
         refresh_s = tick.sample_s + tick.work_s + time.perf_counter() - started
         previous = self.collector.view
         dt = None if previous is None else view.timestamp - previous.timestamp
-        self.collector.publish(view, active, refresh_s, dt)
+        # a source that knows whether it was read (Prometheus: ``reachable``) says so itself
+        self.collector.publish(view, active, refresh_s, dt,
+                               source_up=getattr(self.source, "reachable", None))
 
     async def loop(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -24,7 +24,8 @@ Definitions (stated once here so every surface agrees):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -466,5 +467,29 @@ async def read_fleet_view(source, *, window_s: float = 30.0,
                            policy=FleetWindowPolicy(seconds=window_s))
     views = FleetViews(instance_prices)
     engine.subscribe(views)
-    await engine.run(count=1)
+    with one_deadline(source):
+        await engine.run(count=1)
     return views.latest
+
+
+@contextmanager
+def one_deadline(source: Any) -> Iterator[None]:
+    """A one-shot read (backfill + reading) as one operation: a source with a timeout (Prometheus)
+    ends every request of it before one shared deadline, so ``--timeout`` bounds the command."""
+    begin = getattr(source, "begin_operation", None)
+    if begin is None:
+        yield
+        return
+    begin()
+    try:
+        yield
+    finally:
+        source.end_operation()
+
+
+def unavailable_reason(errors: Sequence[str], message: str | None) -> str:
+    """Why a one-shot read found no devices: the source's own words without its "retrying in"
+    note (a one-shot command does not retry). ``fleet`` and ``monitor --once`` both fail with it,
+    so the same situation gives the same answer."""
+    why = (errors[0] if errors else message) or "no devices"
+    return why.split("; retrying")[0]

@@ -53,6 +53,7 @@ class FleetScreen(PaneScreen):
         self.drill_node: str | None = None
         self._prices = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
+        self._node_order: list[str] = []  # node table rows as last drawn, worst first
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="fleet-summary")
@@ -101,13 +102,15 @@ class FleetScreen(PaneScreen):
 
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
     def _build(self, snapshot, analyses) -> None:
+        """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         fleet = self._views.view(snapshot, analyses)
-        self.app.call_from_thread(self._draw, fleet)
+        rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+        self.app.call_from_thread(self._draw, fleet, rows)
 
-    def _draw(self, fleet) -> None:
+    def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
         self.view = fleet
         self.query_one("#fleet-summary", Static).update(summary_markup(fleet))
-        self._draw_nodes(fleet)
+        self._draw_nodes(fleet, rows)
         self.query_one("#fleet-grid-text", Static).update(grid_markup(fleet, self.drill_node))
         if self.drill_node is not None:
             self._draw_drill(fleet)
@@ -115,23 +118,30 @@ class FleetScreen(PaneScreen):
             self.query_one("#fleet-side").border_title = "Worst devices"
             self.query_one("#fleet-side-text", Static).update(offenders_markup(fleet.offenders))
 
-    def _draw_nodes(self, fleet) -> None:
+    def _draw_nodes(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
         table = self.query_one("#fleet-nodes", DataTable)
-        rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+        if rows is None:
+            rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
         existing = [str(k.value) for k in table.rows]
-        if existing != list(rows):  # nodes came, went or changed order: rebuild once
-            cursor = table.cursor_row
+        if len(existing) != len(rows) or not all(key in rows for key in existing):
+            cursor = table.cursor_row  # nodes came or went: rebuild once
             table.clear()
             for key, values in rows.items():
                 table.add_row(*values, key=key)
             if rows:
                 table.move_cursor(row=min(cursor, len(rows) - 1))
+            self._node_order = list(rows)
             return
         columns = [key for key, _ in NODE_COLUMNS]
         for key, values in rows.items():  # same nodes: update changed cells in place
             for column, value in zip(columns, values):
                 if table.get_cell(key, column) != value:
                     table.update_cell(key, column, value)
+        order = list(rows)
+        if order != self._node_order:  # worst first moved: re-sort the rows, no rebuild
+            position = {values[0]: i for i, values in enumerate(rows.values())}
+            table.sort("node", key=lambda node: position.get(node, len(position)))
+            self._node_order = order
 
     def _draw_drill(self, fleet) -> None:
         side = self.query_one("#fleet-side")

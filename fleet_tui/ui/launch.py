@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.redact import redact
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +78,8 @@ def make_source(spec: str, interval_s: float):
             asyncio.run(_probe(open_source(spec)))
         except UserError as exc:
             text = str(exc)
-            raise UserError(text if text.startswith("--source") else f"--source {spec}: {text}") from None
+            raise UserError(redact(text if text.startswith("--source")
+                                  else f"--source {spec}: {text}")) from None
     return open_source(spec)
 
 

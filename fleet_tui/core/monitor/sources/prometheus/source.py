@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import math
 import threading
@@ -11,24 +10,41 @@ import time
 import urllib.error
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.redact import redact_url
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
-from fleet_tui.core.monitor.sources.prometheus.client import (PrometheusClient, parse_duration_s,
-                                                             redact)
+from fleet_tui.core.monitor.sources.prometheus.client import (Deadline, PrometheusClient,
+                                                             parse_duration_s)
+from fleet_tui.core.monitor.sources.prometheus.delta import ChangedOnly
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
-from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
+from fleet_tui.core.monitor.sources.prometheus.fastparse import LabelCache, split_grouped
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
                                                             decoded_rows, group_classified,
                                                             group_series, parse_envelope)
-from fleet_tui.core.monitor.sources.prometheus.queries import build_query, build_static_query
+from fleet_tui.core.monitor.sources.prometheus.queries import (build_changed_query,
+                                                              build_probe_query, build_query,
+                                                              build_static_query)
 
 
 def _literal(text: str) -> str:
     """Text placed in a FieldError template as itself (not a field)."""
     return text.replace("{", "{{").replace("}", "}}")
+
+
+# Most devices on most refreshes are the same reading as before, only older (bench/bench_fleet.py:
+# ~3,500 of 4,096 GPUs scraped every 15 s): a copy with a new age, read through one attrgetter,
+# costs about half of ``dataclasses.replace``, which looks the fields up on every call.
+_KEPT_FIELDS = tuple(f.name for f in fields(DeviceSnapshot) if f.init and f.name != "age_s")
+_kept_values = attrgetter(*_KEPT_FIELDS)
+
+
+def with_age(device: DeviceSnapshot, age_s: float) -> DeviceSnapshot:
+    """``device`` with only its age changed."""
+    return DeviceSnapshot(**dict(zip(_KEPT_FIELDS, _kept_values(device))), age_s=age_s)
 
 
 class BadPrometheusUrl(SourceUnavailable, FieldError):
@@ -63,7 +79,8 @@ class PrometheusSource(Source):
                  stale_after_s: float | None = None, forget_after_s: float = 900.0,
                  min_backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  query: str | None = None, static_every_s: float = 60.0,
-                 prune_labels: bool = True, env: Mapping[str, str] | None = None,
+                 prune_labels: bool = True, delta_refresh: bool = True,
+                 env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time, interval_s: float | None = None,
                  **_other_source_opts: object):
         # interval_s and options meant for local sources (open_source passes them to every
@@ -73,7 +90,7 @@ class PrometheusSource(Source):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BadPrometheusUrl(
-                "source", f"{{source}} prometheus:{_literal(redact(url))}: the Prometheus URL must start "
+                "source", f"{{source}} prometheus:{_literal(redact_url(url))}: the Prometheus URL must start "
                 "with http:// or https:// and name a host, e.g. prometheus:http://localhost:9090")
         self.client = PrometheusClient(url, token=token, basic_auth=basic_auth,
                                        verify_tls=verify_tls, ca_file=ca_file, timeout_s=timeout_s,
@@ -90,7 +107,9 @@ class PrometheusSource(Source):
         self._static_values: dict[tuple, dict[str, object]] = {}
         self._static_names: dict[tuple, tuple[str, str]] = {}  # key -> (model name, MIG profile)
         self._neuron_per_device: dict[str, int] = {}
-        self._classified: dict[str, tuple | None] = {}  # label text -> classify_series()
+        # label text -> classify_series(), one cache per kind of query so that a small answer
+        # (the probes) does not flush the big one's labels
+        self._classified: dict[str, LabelCache] = {}
         self._static_at = -math.inf
         self._static_tried: set[tuple] = set()
         self._static_error: str | None = None
@@ -104,37 +123,71 @@ class PrometheusSource(Source):
         self._last_ok: float | None = None
         self._scrape_interval_s: float | None = None
         self._interval_checked = -math.inf
+        self._operation: Deadline | None = None
+        self.delta_refresh = delta_refresh and query is None and prune_labels
+        self._changed = ChangedOnly(enabled=self.delta_refresh)
+        self.probe_query = build_probe_query()
 
     @property
     def spec(self) -> str:
         return f"prometheus:{self.url}"
 
     # -- HTTP ----------------------------------------------------------------------------------
-    def _get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False) -> bytes:
-        return self.client.get(path, params, post=post)
+    def begin_operation(self, seconds: float | None = None) -> None:
+        """Until ``end_operation``, every request (backfill and refreshes) ends before one shared
+        deadline, ``seconds`` (default ``timeout_s``) from now: a one-shot command's ``--timeout``
+        bounds the whole command, not each of its requests."""
+        self._operation = Deadline.after(self.timeout_s if seconds is None else seconds)
+
+    def end_operation(self) -> None:
+        self._operation = None
+
+    def _deadline(self) -> Deadline:
+        """One refresh's (or backfill's) deadline, within the operation's if one is open."""
+        return self.client.deadline().sooner(self._operation)
+
+    @property
+    def reachable(self) -> bool | None:
+        """Whether the last attempt to read Prometheus succeeded (None: not tried yet); a
+        refresh inside the back-off counts as failed. The exporter's ``fleet_tui_source_up``."""
+        if self._failures:
+            return False
+        return None if self._last_ok is None else True
+
+    def _get(self, path: str, params: Mapping[str, str] | None = None, *, post: bool = False,
+             deadline: Deadline | None = None) -> bytes:
+        return self.client.get(path, params, post=post, deadline=deadline)
 
     def query_instant(self, query: str) -> list[dict]:
         return parse_envelope(self.client.query_body(query))
 
-    def query_classified(self, query: str) -> list[tuple[tuple | None, object]]:
-        """An instant query's series as (classify_series(labels), raw value) pairs, for
-        ``group_classified``. Compact answers are split without a JSON decode and each distinct
-        label text is classified once for the source's lifetime (the per-refresh hot path)."""
-        body = self.client.query_body(query)
-        rows = split_classified(body, self._classified)
-        return decoded_rows(parse_envelope(body)) if rows is None else rows
+    def query_grouped(self, query: str, deadline: Deadline | None = None, *,
+                      labels: str = "metrics") -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """An instant query's series grouped by device (``group_classified``), and ``up`` by
+        instance. Compact answers are split without a JSON decode and each distinct label text is
+        classified once for the source's lifetime (the per-refresh hot path)."""
+        body = self.client.query_body(query, deadline)
+        per_device = self._neuron_per_device
+        grouped = split_grouped(body, self._classified.setdefault(labels, LabelCache()),
+                                neuron_per_device=per_device)
+        if grouped is None:
+            grouped = group_classified(decoded_rows(parse_envelope(body)),
+                                       neuron_per_device=per_device)
+        return grouped
 
-    def query_range(self, query: str, start: float, end: float, step_s: float) -> list[dict]:
-        body = self.client.query_range_body(query, start, end, step_s)
+    def query_range(self, query: str, start: float, end: float, step_s: float,
+                    deadline: Deadline | None = None) -> list[dict]:
+        body = self.client.query_range_body(query, start, end, step_s, deadline)
         return parse_envelope(body, expect=("matrix",))
 
-    def _refresh_scrape_interval(self, now: float) -> None:
+    def _refresh_scrape_interval(self, now: float, deadline: Deadline | None = None) -> None:
         """Median scrape interval of the active targets (for the stale threshold), every 5 min."""
         if now - self._interval_checked < 300:
             return
         self._interval_checked = now
         try:
-            doc = json.loads(self._get("/api/v1/targets", {"state": "active"}))
+            doc = json.loads(self._get("/api/v1/targets", {"state": "active"},
+                                        deadline=deadline))
             targets = doc["data"]["activeTargets"]
             intervals = sorted(
                 s for s in (parse_duration_s(t.get("scrapeInterval", "")) for t in targets) if s)
@@ -164,52 +217,63 @@ class PrometheusSource(Source):
     def sample_blocking(self) -> Snapshot:
         """One refresh; never raises (errors become ``Snapshot.errors``)."""
         with self._lock:
-            # A refresh allocates tens of thousands of short-lived objects and frees them all at
-            # the end; collecting mid-way only re-walks the long-lived analysis windows, so pause
-            # it. bench/bench_fleet.py, 1,024 GPUs, query+parse CPU median without / with the
-            # pause: 89 / 80 ms (every device fresh), 92 / 77 ms (nodes scraped every 15 s).
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
             try:
                 return self._sample_locked()
             except Exception as exc:  # noqa: BLE001 - the UI loop must never see an exception
                 return self._degraded(self._clock(), f"internal error reading Prometheus: {exc!r}")
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
 
     def _sample_locked(self) -> Snapshot:
         now = self._clock()
         if now < self._next_try:
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
+        deadline = self._deadline()  # the queries, the targets and the static facts together
+        # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
+        # would only add a request, so read everything in one
+        full = not self._changed.ready or now - self._static_at >= self.static_every_s
         try:
-            rows = self.query_classified(self.query)
+            groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
+            self._changed.forget()  # after a failure, read everything again
             return self._fail(now, exc)
+        self._changed.remember(groups)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
-        self._refresh_scrape_interval(now)
+        self._refresh_scrape_interval(now, deadline)
         if now - self._static_at >= self.static_every_s:
-            self._refresh_static(now)
-        groups, up = group_classified(rows, neuron_per_device=self._neuron_per_device)
+            self._refresh_static(now, deadline)
         new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
         if new and now - self._static_at >= 5.0:
-            self._refresh_static(now)  # new devices: learn their names and limits now
+            self._refresh_static(now, deadline)  # new devices: learn their names and limits now
             self._static_tried.update(new)  # (some exporters export no static facts at all)
         self._apply_static(groups)
         return self._merge(now, groups, up)
 
-    def _refresh_static(self, now: float) -> None:
+    def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """Every series the refresh reads, in one query."""
+        return self.query_grouped(self.query, deadline)
+
+    def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """Sample times first, then the metrics of only the GPUs scraped since the last refresh
+        (``delta.ChangedOnly``)."""
+        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes")
+        since = self._changed.moved_since(groups)
+        if since is False:  # a GPU without its sample time: cannot tell, read everything
+            return self._read_full(deadline)
+        if since is not None:
+            fresh, _ = self.query_grouped(build_changed_query(since), deadline)
+            self._changed.take(groups, fresh)
+        return groups, up
+
+    def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
         """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
         self._static_at = now
         try:
-            rows = self.query_classified(self.static_query)
+            groups, _ = self.query_grouped(self.static_query, deadline, labels="static")
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
             return
         self._static_error = None
-        groups, _ = group_classified(rows, neuron_per_device=self._neuron_per_device)
         # replaced wholesale, so devices gone from the fleet do not accumulate
         self._static_values, self._static_names, self._static_tried = {}, {}, set()
         for key, acc in groups.items():
@@ -267,7 +331,7 @@ class PrometheusSource(Source):
         if stale:
             return replace(device, age_s=age, state="unavailable",
                            error=f"no data for {age:.0f} s (exporter down or not scraped)")
-        return replace(device, age_s=age)
+        return with_age(device, age)
 
     def _forget(self, now: float) -> None:
         for key in [k for k, c in self._cache.items() if now - c.seen_at > self.forget_after_s]:
@@ -286,10 +350,11 @@ class PrometheusSource(Source):
             sample_ts = acc.sample_ts
             before = cache.get(key)
             if (before is not None and sample_ts is not None and before.seen_at == sample_ts
-                    and before.ident == ident and before.raw == acc.values):
+                    and before.ident == ident
+                    and (before.raw is acc.values or before.raw == acc.values)):
                 # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
                 # so most devices on most refreshes): only the reading's age moved
-                cache[key] = _Cached(device=replace(before.device, age_s=max(0.0, now - sample_ts)),
+                cache[key] = _Cached(device=with_age(before.device, max(0.0, now - sample_ts)),
                                      seen_at=sample_ts, instance=acc.instance, raw=acc.values,
                                      ident=ident)
                 continue
@@ -348,10 +413,11 @@ class PrometheusSource(Source):
     def _history_locked(self, seconds: float, step_s: float) -> list[Snapshot]:
         with self._lock:
             end = self._clock()
+            deadline = self._deadline()
             try:
                 if end - self._static_at >= self.static_every_s:
-                    self._refresh_static(end)
-                matrix = self.query_range(self.query, end - seconds, end, step_s)
+                    self._refresh_static(end, deadline)
+                matrix = self.query_range(self.query, end - seconds, end, step_s, deadline)
             except (OSError, PrometheusResponseError, ValueError):
                 return []
             by_time: dict[float, list[dict]] = {}
