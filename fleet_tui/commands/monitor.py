@@ -141,9 +141,10 @@ def no_device_error(spec: str, snapshot):
     """The answer a headless command gives when its source has no device: the source and why
     (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
     from fleet_tui.core.errors import UserError
+    from fleet_tui.core.redact import redact
 
     why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
-    return UserError(f"--source {spec}: {why.split('; retrying')[0]}")
+    return UserError(f"--source {redact(spec)}: {redact(why.split('; retrying')[0])}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
