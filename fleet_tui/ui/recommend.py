@@ -285,8 +285,9 @@ def report_text(rec, fmt: str) -> str:
     return report.json_report(rec) if fmt == "json" else report.markdown_report(rec)
 
 
-def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
-    """Write the current recommendation report; notify where it went (or why not)."""
+def export_report(app, fmt: str, path: str | Path | None = None, *, overwrite: bool = False) -> Path | None:
+    """Write the current recommendation report; notify where it went (or why not). An existing
+    file is replaced only after the user says yes (the CLI's ``--force``)."""
     screen = _recommend_screen(app)
     result = screen.result if screen is not None else None
     if result is None or result.recommendation is None:
@@ -296,7 +297,18 @@ def export_report(app, fmt: str, path: str | Path | None = None) -> Path | None:
     suffix = ".json" if fmt == "json" else ".md"
     target = Path(path) if path else app.export_dir / f"{REPORT_STEM}{suffix}"
     try:
-        write_atomic(target, report_text(result.recommendation, fmt))
+        write_atomic(target, report_text(result.recommendation, fmt), replace=overwrite)
+    except FileExistsError:
+        from fleet_tui.ui.widgets.confirm import Confirm
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                export_report(app, fmt, target, overwrite=True)
+            else:
+                app.notify(f"{target} kept as it was", title="Export cancelled")
+
+        app.push_screen(Confirm(f"{target} exists. Replace it?"), answered)
+        return None
     except OSError as exc:
         app.notify(f"Cannot write {target}: {exc.strerror or exc}", title="Export failed",
                    severity="error")

@@ -185,6 +185,20 @@ async def test_recommendations_rank_and_export(make_app, tmp_path):
         md = (tmp_path / "fleet-tui-recommendations.md").read_text()
         assert offers[0].instance_type in md
         assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        # the file exists now: export asks before replacing it, and "no" keeps the user's file
+        report = tmp_path / "fleet-tui-recommendations.md"
+        report.write_text("my notes\n")
+        await pilot.press("m")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "Confirm"
+        await pilot.press("n")
+        await pilot.pause()
+        assert report.read_text() == "my notes\n"
+        await pilot.press("m")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert offers[0].instance_type in report.read_text()
 
 
 async def test_recommendations_keys_and_side_panel_at_80_columns(make_app):
