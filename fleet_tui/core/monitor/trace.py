@@ -191,7 +191,7 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
                     devices=(DeviceSnapshot(**kw),), host=host)
 
 
-def _bad_line(path: Path, lineno: int, why: str) -> SourceUnavailable:
+def bad_line(path: Path, lineno: int, why: str) -> SourceUnavailable:
     return SourceUnavailable(f"{path}:{lineno}: {why} (expected JSON lines: a raw capture with a "
                              f"'static' line then 'sample' lines, or a fleet-tui recording)")
 
@@ -206,15 +206,15 @@ def decode_line(path: Path, lineno: int, raw: bytes) -> Any:
     try:
         line = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise _bad_line(path, lineno, "not UTF-8 text (is this a trace file?)") from None
+        raise bad_line(path, lineno, "not UTF-8 text (is this a trace file?)") from None
     if not line:
         return None
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise NotJson(str(_bad_line(path, lineno, f"not valid JSON ({exc.msg})"))) from None
+        raise NotJson(str(bad_line(path, lineno, f"not valid JSON ({exc.msg})"))) from None
     except RecursionError:
-        raise _bad_line(path, lineno, "JSON nested too deeply") from None
+        raise bad_line(path, lineno, "JSON nested too deeply") from None
 
 
 class TraceOrderError(SourceUnavailable):
@@ -259,7 +259,7 @@ class TraceReader:
                 if data is None:
                     continue
                 if not isinstance(data, dict):
-                    raise _bad_line(p, lineno, "a line is not a JSON object")
+                    raise bad_line(p, lineno, "a line is not a JSON object")
                 kind = data.get("kind")
                 if fmt is None:
                     fmt = "raw" if kind in ("static", "sample") else "recording"
@@ -277,7 +277,7 @@ class TraceReader:
                         if kind == "fleet-tui-recording":
                             continue
                         if "devices" not in data:
-                            raise _bad_line(p, lineno, "a recording line has no 'devices'")
+                            raise bad_line(p, lineno, "a recording line has no 'devices'")
                         snap = snapshot_from_dict(data.get("snapshot", data))
                 except BadField as exc:
                     raise SourceUnavailable(f"{p}:{lineno}: {exc}") from None
