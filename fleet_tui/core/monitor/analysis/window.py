@@ -106,8 +106,8 @@ class HostLoad(NamedTuple):
     def from_values(cls, cpu_pct: float | None,
                     per_core: Sequence[float]) -> HostLoad | None:
         """``of`` from a host's readings: its mean CPU % and per-core CPU %."""
-        if cpu_pct is None and not per_core:
-            return None
+        if not per_core:
+            return None if cpu_pct is None else cls(cpu_pct, 0.0, 0)
         return cls(cpu_pct, float(sum(1 for c in per_core if c >= HOST_SATURATED_PCT)),
                    len(per_core))
 
