@@ -58,6 +58,11 @@ def _key_of(static: dict[str, Any]) -> str | None:
         return None
 
 
+def _consts(static: dict[str, Any]) -> tuple:
+    """(power limit, memory size, extras) of a raw capture's device: the same every sample."""
+    return static.get("power_limit_w"), static.get("mem_total_bytes"), static.get("extra", ())
+
+
 class _Slow(Exception):
     """This line takes the object path."""
 
@@ -103,6 +108,7 @@ class RawReadings:
         loads, decode_error = orjson.loads, orjson.JSONDecodeError
         static: dict[str, Any] = {"name": "unknown"}
         key = _key_of(static)
+        consts = _consts(static)
         last_ts: float | None = None
         with p.open("rb") as fh:
             for lineno, raw in enumerate(fh, 1):
@@ -121,11 +127,12 @@ class RawReadings:
                     if kind == "static":
                         static = self._static(data, p, lineno)
                         key = _key_of(static)
+                        consts = _consts(static)
                     continue
                 try:
                     if not fast:  # a line json read, or a static line no DeviceSnapshot takes
                         raise _Slow
-                    r = self._fast(data, static)
+                    r = self._fast(data, static, consts)
                 except _Slow:
                     r = self._slow(data, static, p, lineno)
                 ts = r.ts
@@ -156,7 +163,7 @@ class RawReadings:
             raise SourceUnavailable(f"{p}:{lineno}: {exc}") from None
         return next(device_readings((snap,)))[1]
 
-    def _fast(self, data: dict, static: dict[str, Any]) -> Reading:
+    def _fast(self, data: dict, static: dict[str, Any], consts: tuple) -> Reading:
         """A plain GPM sample's ``Reading``, converted as ``raw_sample_to_snapshot`` converts it
         (``_Slow`` for anything else)."""
         try:
@@ -181,18 +188,26 @@ class RawReadings:
                     raise _Slow
         if data.get("host_cpu_per_core_pct") is not None:
             raise _Slow
-        row = [None if v is None else v * s for v, s in zip(vals, _SCALES)]
+        if None in vals[:12]:
+            row = [None if v is None else v * s for v, s in zip(vals, _SCALES)]
+            nv_rx, nv_tx = vals[10], vals[11]
+            nv_rx = None if nv_rx is None else nv_rx * _MIB
+            nv_tx = None if nv_tx is None else nv_tx * _MIB
+        else:  # every reading there (the common case): the same products, without the tests
+            (util, mem_util, sm, tensor, dram, fp32, fp16, power, clock, temp, nv_rx,
+             nv_tx) = vals[:12]
+            row = [util * 1.0, mem_util * 1.0, sm * 1.0, tensor * 1.0, dram * 1.0, fp32 * 1.0,
+                   fp16 * 1.0, power * 1e-3, clock * 1.0, temp * 1.0]
+            nv_rx, nv_tx = nv_rx * _MIB, nv_tx * _MIB
         if g_rx is not None:
             rx = float(g_rx * _MIB)
             tx = None if g_tx is None else float(g_tx * _MIB)
         else:
             rx = None if n_rx is None else float(n_rx * 1024)
             tx = None if n_tx is None else float(n_tx * 1024)
-        nv_rx, nv_tx = vals[10], vals[11]
-        row += (rx, tx, None if used is None else int(used),
-                None if nv_rx is None else nv_rx * _MIB, None if nv_tx is None else nv_tx * _MIB)
+        row += (rx, tx, None if used is None else int(used), nv_rx, nv_tx)
+        limit, total, extra = consts
         return Reading(float(t) + self.base_time, tuple(row),
                        None if reasons is None else int(reasons), None, (), phase,
                        None if cpu is None else HostLoad.from_values(float(cpu), ()),
-                       static.get("power_limit_w"), static.get("mem_total_bytes"),
-                       static.get("extra", ()), (data, static))
+                       limit, total, extra, (data, static))
