@@ -20,8 +20,10 @@
    (target <= 1% of one core at 1 Hz).
 5. ``--lines N`` (issue 10: 10^6): ``fleet-tui analyze`` (phases, JSON) on an N-line trace generated
    by repeating the labelled H200 trace's samples with time shifted (the raw capture format, ~790
-   bytes a line), in a child process pinned to one core (taskset): wall time and peak RSS
-   (targets <= 10 s and <= 200 MB for 10^6 lines).
+   bytes a line), in a child process pinned to one core (taskset): CPU time, wall time and peak
+   RSS (targets <= 10 s and <= 200 MB for 10^6 lines). ``analyze`` reads a raw capture with
+   ``analysis.readings.RawReadings`` (orjson, no snapshot per sample); ``--object-path`` also
+   times the ``TraceReader`` + ``analyze_stream`` path it replaced, in the same run.
 """
 
 from __future__ import annotations
@@ -186,9 +188,17 @@ def write_long_trace(path: Path, lines: int) -> None:
             fh.write(json.dumps(dict(s, t=round((i // len(samples)) * span + s["t"], 3))) + "\n")
 
 
-def bench_long_trace(lines: int) -> None:
+_OBJECT_PATH = """
+import json, sys
+from fleet_tui.core.monitor.analysis.stream import analyze_stream
+from fleet_tui.core.monitor.trace import TraceReader
+for a in analyze_stream(TraceReader(sys.argv[1])):
+    sys.stdout.write(json.dumps(a.to_dict(), indent=2, allow_nan=False))
+"""
+
+
+def bench_long_trace(lines: int, object_path: bool = False) -> None:
     import os
-    import resource
     import shutil
     import subprocess
     import tempfile
@@ -197,21 +207,35 @@ def bench_long_trace(lines: int) -> None:
         path = Path(tmp) / "long.jsonl"
         write_long_trace(path, lines)
         size_mb = path.stat().st_size / 1e6
-        cmd = [sys.executable, "-m", "fleet_tui", "analyze", str(path), "--json"]
-        if shutil.which("taskset"):
-            cmd = ["taskset", "-c", "0", *cmd]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        wall = time.perf_counter() - t
-        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-        rss_mb = ru.ru_maxrss / 1024
-        cpu_s = ru.ru_utime + ru.ru_stime
-        cpu = os.getloadavg()[0]
-    print(f"== analyze on a {lines:,}-line trace ({size_mb:.0f} MB), one core ==")
-    print(f"  wall {wall:8.1f} s, CPU {cpu_s:.1f} s ({cpu_s / lines * 1e6:.1f} us a line; target "
-          f"<= 10 s for 10^6)")
-    print(f"  peak RSS {rss_mb:6.0f} MB   (target <= 200 MB)   load average then: {cpu:.1f}")
+        runs = [("fleet-tui analyze --json",
+                 [sys.executable, "-m", "fleet_tui", "analyze", str(path), "--json"])]
+        if object_path:
+            runs.append(("object path (TraceReader + analyze_stream)",
+                         [sys.executable, "-c", _OBJECT_PATH, str(path)]))
+        print(f"== analyze on a {lines:,}-line trace ({size_mb:.0f} MB), one core ==")
+        for label, cmd in runs:
+            if shutil.which("taskset"):
+                cmd = ["taskset", "-c", "0", *cmd]
+            t = time.perf_counter()
+            # each run in its own child: getrusage(RUSAGE_CHILDREN) of a fresh process
+            out = subprocess.run(
+                [sys.executable, "-c", _RUSAGE, *cmd], check=True, capture_output=True,
+                text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            wall = time.perf_counter() - t
+            cpu_s, rss_mb = map(float, out.stdout.split())
+            load = os.getloadavg()[0]
+            print(f"  {label}:")
+            print(f"    CPU {cpu_s:.1f} s ({cpu_s / lines * 1e6:.1f} us a line; target <= 10 s for "
+                  f"10^6), wall {wall:.1f} s")
+            print(f"    peak RSS {rss_mb:.0f} MB (target <= 200 MB), load average then: {load:.1f}")
+
+
+_RUSAGE = """
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024)
+"""
 
 
 def main() -> None:
@@ -221,9 +245,11 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=0,
                    help="also time analyze on a generated trace of this many lines (10^6)")
     p.add_argument("--only-lines", action="store_true", help="only the --lines figure")
+    p.add_argument("--object-path", action="store_true",
+                   help="with --lines: also time the snapshot path analyze used before")
     args = p.parse_args()
     if args.lines:
-        bench_long_trace(args.lines)
+        bench_long_trace(args.lines, args.object_path)
         if args.only_lines:
             return
     bench_trace()

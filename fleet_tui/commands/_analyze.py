@@ -13,7 +13,8 @@ def run_analyze(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_table
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.analysis import analyze_trace
-    from fleet_tui.core.monitor.analysis.stream import analyze_stream
+    from fleet_tui.core.monitor.analysis.readings import RawReadings
+    from fleet_tui.core.monitor.analysis.stream import analyze_readings, analyze_stream
     from fleet_tui.core.monitor.trace import (SORT_MAX_BYTES, TraceOrderError, TraceReader,
                                               load_sorted)
 
@@ -30,12 +31,20 @@ def run_analyze(args: argparse.Namespace) -> int:
             return iter(analyze_trace(snapshots, window_s=args.window, step_s=args.step))
         return analyze_stream(snapshots, window_s=args.window)
 
-    reader = TraceReader(args.trace)
+    # the file read straight into readings (no snapshot per sample: bench_analysis --lines);
+    # overlapping windows and a file sorted in memory take snapshots
+    reader = TraceReader(args.trace) if overlapping else RawReadings(args.trace)
+
+    def first_pass():
+        if overlapping:
+            return results(reader)
+        return analyze_readings(reader, window_s=args.window, snapshot_of=reader.snapshot_of)
+
     # a file small enough to sort is printed at the end (it may have to be read again, sorted);
     # a longer one streams its JSON as each phase ends, so memory stays bounded
     out = _AnalyzeOutput(args.json, stream=reader.path.stat().st_size > SORT_MAX_BYTES)
     try:
-        for w in results(reader):
+        for w in first_pass():
             out.add(w)
     except TraceOrderError:
         out = _AnalyzeOutput(args.json)  # nothing printed yet: JSON and the table print at the end

@@ -68,7 +68,8 @@ def _int(value: Any, field: str) -> int | None:
     return None if v is None else int(v)
 
 
-def _static_device_kwargs(static: dict[str, Any]) -> dict[str, Any]:
+def static_device_kwargs(static: dict[str, Any]) -> dict[str, Any]:
+    """The ``DeviceSnapshot`` fields a raw capture's ``{"kind": "static"}`` line gives."""
     power_limit = static.get("enforced_power_limit_mw", static.get("power_limit_mw"))
     mig = static.get("mig_mode")
     extra: list[tuple[str, float]] = []
@@ -190,9 +191,30 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
                     devices=(DeviceSnapshot(**kw),), host=host)
 
 
-def _bad_line(path: Path, lineno: int, why: str) -> SourceUnavailable:
+def bad_line(path: Path, lineno: int, why: str) -> SourceUnavailable:
     return SourceUnavailable(f"{path}:{lineno}: {why} (expected JSON lines: a raw capture with a "
                              f"'static' line then 'sample' lines, or a fleet-tui recording)")
+
+
+class NotJson(SourceUnavailable):
+    """A trace line that is not JSON (``path:lineno`` in the message)."""
+
+
+def decode_line(path: Path, lineno: int, raw: bytes) -> Any:
+    """One line of a trace file as JSON (``None`` for a blank line); ``SourceUnavailable`` naming
+    ``path:lineno`` for bytes that are not UTF-8 text or not JSON."""
+    try:
+        line = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise bad_line(path, lineno, "not UTF-8 text (is this a trace file?)") from None
+    if not line:
+        return None
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise NotJson(str(bad_line(path, lineno, f"not valid JSON ({exc.msg})"))) from None
+    except RecursionError:
+        raise bad_line(path, lineno, "JSON nested too deeply") from None
 
 
 class TraceOrderError(SourceUnavailable):
@@ -225,33 +247,26 @@ class TraceReader:
         static_kwargs: dict[str, Any] | None = None
         fmt: str | None = None
         last_ts: float | None = None
-        loads = json.loads
         with p.open("rb") as fh:  # decoded line by line, so a bad byte is reported with its line
             for lineno, raw in enumerate(fh, 1):
                 try:
-                    line = raw.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    raise _bad_line(p, lineno, "not UTF-8 text (is this a trace file?)") from None
-                if not line:
-                    continue
-                try:
-                    data = loads(line)
-                except json.JSONDecodeError as exc:
+                    data = decode_line(p, lineno, raw)
+                except NotJson:
                     # A recording cut by a crash may end in a partial line: stop there quietly.
                     if fmt == "recording" and not fh.readline():
                         return
-                    raise _bad_line(p, lineno, f"not valid JSON ({exc.msg})") from None
-                except RecursionError:
-                    raise _bad_line(p, lineno, "JSON nested too deeply") from None
+                    raise
+                if data is None:
+                    continue
                 if not isinstance(data, dict):
-                    raise _bad_line(p, lineno, "a line is not a JSON object")
+                    raise bad_line(p, lineno, "a line is not a JSON object")
                 kind = data.get("kind")
                 if fmt is None:
                     fmt = "raw" if kind in ("static", "sample") else "recording"
                 try:
                     if fmt == "raw":
                         if kind == "static":
-                            static_kwargs = _static_device_kwargs(data)
+                            static_kwargs = static_device_kwargs(data)
                             continue
                         if kind != "sample":
                             continue  # other kinds (notes, markers) are skipped
@@ -262,7 +277,7 @@ class TraceReader:
                         if kind == "fleet-tui-recording":
                             continue
                         if "devices" not in data:
-                            raise _bad_line(p, lineno, "a recording line has no 'devices'")
+                            raise bad_line(p, lineno, "a recording line has no 'devices'")
                         snap = snapshot_from_dict(data.get("snapshot", data))
                 except BadField as exc:
                     raise SourceUnavailable(f"{p}:{lineno}: {exc}") from None

@@ -48,8 +48,20 @@ def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
              link_bytes_s: float | None = None) -> list[float | None]:
     """One sample on the 0-1 scale the detector compares (None: not measured). ``link_bytes_s``:
     the PCIe link's per-direction rate when the caller knows it (else read from ``d.extra``)."""
+    if link_bytes_s is None:
+        link_bytes_s = link_of(d.extra)[0]
+    return features_of(read_row(d), d.timestamp, d.power_limit_w, d.mem_total_bytes, link_bytes_s,
+                       None if prev is None else prev.timestamp,
+                       None if prev is None else prev.mem_used_bytes)
+
+
+def features_of(row: tuple, ts: float, limit: float | None, total: int | None,
+                link_bytes_s: float, prev_ts: float | None,
+                prev_used: float | None) -> list[float | None]:
+    """``features`` from plain values: the sample's ``read_row``, its timestamp, power limit and
+    memory size, the link rate, and the previous sample's timestamp and memory used."""
     (util, _mem_util, sm, tensor, dram, fp32, _fp16, power_w, _clock, _temp, rx, tx, used,
-     _nv_rx, _nv_tx) = read_row(d)
+     _nv_rx, _nv_tx) = row
     duty = util / 100.0 if util is not None else None
     if sm is not None:
         sm /= 100.0
@@ -63,17 +75,13 @@ def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
         fp32 /= 100.0
     pcie = None
     if rx is not None or tx is not None:
-        if link_bytes_s is None:
-            link_bytes_s = link_of(d.extra)[0]
         pcie = min(1.0, max(rx or 0.0, tx or 0.0) / link_bytes_s)
-    limit = d.power_limit_w
     power = min(1.0, power_w / limit) if power_w is not None and limit else None
-    total = d.mem_total_bytes
     mem = slope = None
     if used is not None and total:
         mem = used / total
-        if prev is not None and prev.mem_used_bytes is not None and d.timestamp > prev.timestamp:
-            rate = (used - prev.mem_used_bytes) / (d.timestamp - prev.timestamp)
+        if prev_used is not None and ts > prev_ts:
+            rate = (used - prev_used) / (ts - prev_ts)
             slope = max(-1.0, min(1.0, rate / total / MEM_SLOPE_FULL_SCALE))
     return [duty, sm, tensor, dram, fp32, pcie, power, mem, slope]
 
@@ -83,12 +91,12 @@ class PhaseDetector:
     timestamp where a new phase began when the sample confirms one, else None."""
 
     __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
-                 "_neg_t", "_start", "_last", "_prev", "_extra", "_link")
+                 "_neg_t", "_start", "_last", "_prev_used", "_extra", "_link")
 
     def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
                  k: float = CUSUM_K):
         self.min_phase_s, self.h, self.k = min_phase_s, h, k
-        self._prev: DeviceSnapshot | None = None
+        self._prev_used: float | None = None  # memory used at the previous sample
         self._last = None  # timestamp of the previous sample
         self._extra: tuple = ()  # the extras the PCIe link rate was read from
         self._link = link_of(())[0]
@@ -110,12 +118,19 @@ class PhaseDetector:
         return self._start
 
     def push(self, d: DeviceSnapshot) -> float | None:
-        ts = d.timestamp
-        if d.extra is not self._extra and d.extra != self._extra:  # the link can retrain
-            self._extra, self._link = d.extra, link_of(d.extra)[0]
-        x = features(d, self._prev, self._link)
-        self._prev = d
+        return self.push_values(d.timestamp, read_row(d), d.power_limit_w, d.mem_total_bytes,
+                                d.extra)
+
+    def push_values(self, ts: float, row: tuple, power_limit_w: float | None,
+                    mem_total: int | None, extra: tuple | None = None) -> float | None:
+        """``push`` from plain values: the sample's timestamp, ``read_row``, power limit and memory
+        size (and its extras, where the PCIe link rate may change)."""
+        if extra is not None and extra is not self._extra and extra != self._extra:
+            # the link can retrain
+            self._extra, self._link = extra, link_of(extra)[0]
         last, self._last = self._last, ts
+        x = features_of(row, ts, power_limit_w, mem_total, self._link, last, self._prev_used)
+        self._prev_used = row[12]  # mem_used_bytes
         if self._start is None:
             self._start = ts
         dt = (ts - last) if last is not None and ts > last else SMOOTH_S

@@ -13,8 +13,10 @@ and forget them.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from operator import add
+from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.analyze import diagnose
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
@@ -33,37 +35,69 @@ EDGE_S = 1.0
 _NCOL = len(MEAN_FIELDS)
 
 
+class Reading(NamedTuple):
+    """One device's sample as the plain values the phase detector and a ``Span`` read; ``src`` is
+    whatever ``snapshot_of`` turns into the ``DeviceSnapshot`` (only a phase's newest sample is
+    ever turned into one: ``readings.RawReadings`` keeps the parsed line)."""
+
+    ts: float
+    row: tuple  # tallies.read_row
+    reasons: int | None  # clock_event_reasons
+    ecc: int | None  # ecc_uncorrected
+    xids: tuple[int, ...]
+    phase: str | None
+    host: HostLoad | None
+    power_limit_w: float | None
+    mem_total: int | None
+    extra: tuple
+    src: object
+
+
+def reading_of(d: DeviceSnapshot, host: HostLoad | None) -> Reading:
+    return Reading(d.timestamp, read_row(d), d.clock_event_reasons, d.ecc_uncorrected,
+                   d.xid_errors, d.phase, host, d.power_limit_w, d.mem_total_bytes, d.extra, d)
+
+
+SnapshotOf = Callable[[Reading], DeviceSnapshot]
+
+
+def _own_snapshot(r: Reading) -> DeviceSnapshot:
+    return r.src  # type: ignore[return-value]
+
+
 class Span:
     """Running sums of one device's samples over a phase or a window: O(1) memory."""
 
-    __slots__ = ("start", "n", "sums", "cnts", "counts", "last", "xids", "ecc_last", "labels",
-                 "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy", "host_cores",
-                 "newest")
+    __slots__ = ("start", "n", "full", "sums", "cnts", "counts", "last", "xids", "ecc_last",
+                 "labels", "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy",
+                 "host_cores", "newest")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
         self.edge_s = edge_s
-        self.head: list[tuple[DeviceSnapshot, HostLoad | None]] = []  # the first edge_s seconds
+        self.head: list[Reading] = []  # the first edge_s seconds
         self.host_n = self.host_cpu_n = self.host_cores = 0
         self.host_cpu = self.host_busy = 0.0
         self.newest: float | None = None  # timestamp of the newest sample added
         self.n = 0
+        self.full = 0  # samples with every MEAN_FIELDS reading (not counted in cnts)
         self.sums = [0.0] * _NCOL
         self.cnts = [0] * _NCOL
         self.counts = Counts()
-        self.last: DeviceSnapshot | None = None
+        self.last: Reading | None = None
         self.xids: list[int] = []
         self.ecc_last: int | None = None
-        self.labels: list[DeviceSnapshot] = []  # the first sample of each ground-truth label
+        self.labels: list[str] = []  # each ground-truth label, in the order first seen
 
-    def add(self, d: DeviceSnapshot, host: HostLoad | None) -> None:
-        self.newest = d.timestamp
-        if self.edge_s and d.timestamp < self.start + self.edge_s:
-            self.head.append((d, host))
+    def add(self, r: Reading) -> None:
+        self.newest = r.ts
+        if self.edge_s and r.ts < self.start + self.edge_s:
+            self.head.append(r)
             return
-        self._add(d, host)
+        self._add(r)
 
-    def _add(self, d: DeviceSnapshot, host: HostLoad | None) -> None:
+    def _add(self, r: Reading) -> None:
+        host = r.host
         if host is not None:
             self.host_n += 1
             if host.cpu_pct is not None:
@@ -71,51 +105,59 @@ class Span:
                 self.host_cpu_n += 1
             self.host_busy += host.busy_cores
             self.host_cores = host.cores
-        row = read_row(d)
-        sums, cnts = self.sums, self.cnts
-        for i, v in enumerate(row):
-            if v is not None:
-                sums[i] += v
-                cnts[i] += 1
-        self.counts.add(row, d)
+        row = r.row
+        if None in row:
+            sums, cnts = self.sums, self.cnts
+            for i, v in enumerate(row):
+                if v is not None:
+                    sums[i] += v
+                    cnts[i] += 1
+        else:  # every reading there: summed in C, in the same order
+            self.sums = list(map(add, self.sums, row))
+            self.full += 1
+        phase = r.phase
+        self.counts.add_values(row, r.reasons, r.ecc, bool(r.xids), phase)
         self.n += 1
-        self.last = d
-        if d.ecc_uncorrected is not None:
-            self.ecc_last = d.ecc_uncorrected
-        for x in d.xid_errors:
+        self.last = r
+        if r.ecc is not None:
+            self.ecc_last = r.ecc
+        for x in r.xids:
             if x not in self.xids:
                 self.xids.append(x)
-        if d.phase and self.counts.phases.get(d.phase) == 1:
-            self.labels.append(d)
+        if phase and self.counts.phases.get(phase) == 1:
+            self.labels.append(phase)
 
     def __len__(self) -> int:
         return self.n + len(self.head)
 
-    def analysis(self, key: str, end: float, growth: deque) -> DeviceAnalysis:
+    def analysis(self, key: str, end: float, growth: deque,
+                 snapshot_of: SnapshotOf = _own_snapshot) -> DeviceAnalysis:
         if not self.n:  # a phase no longer than its edge: its samples are all there is
-            for d, host in self.head:
-                self._add(d, host)
-        means = [s / c if c else None for s, c in zip(self.sums, self.cnts)]
+            for r in self.head:
+                self._add(r)
+        full = self.full
+        means = [s / (c + full) if c + full else None for s, c in zip(self.sums, self.cnts)]
         host = None
         if self.host_n:
             host = HostLoad(self.host_cpu / self.host_cpu_n if self.host_cpu_n else None,
                             self.host_busy / self.host_n, self.host_cores)
-        st = stats_from(self.n, means, self.last, self.counts, tuple(self.xids), self.ecc_last,
+        last = snapshot_of(self.last)
+        st = stats_from(self.n, means, last, self.counts, tuple(self.xids), self.ecc_last,
                         list(growth), host)
-        return diagnose(st, key, self.last.index, self.start, end, len(self),
-                        self.counts.phase(self.labels))
+        return diagnose(st, key, last.index, self.start, end, len(self),
+                        self.counts.phase_of(self.labels))
 
 
 class _Device:
     __slots__ = ("key", "span", "pending", "growth", "detector", "window_end")
 
-    def __init__(self, key: str, d: DeviceSnapshot, window_s: float | None):
+    def __init__(self, key: str, ts: float, window_s: float | None):
         self.key = key
-        self.span = Span(d.timestamp, EDGE_S if window_s is None else 0.0)
-        self.pending: deque[tuple[DeviceSnapshot, HostLoad | None]] = deque()
+        self.span = Span(ts, EDGE_S if window_s is None else 0.0)
+        self.pending: deque[Reading] = deque()
         self.growth: deque[tuple[float, float]] = deque()
         self.detector = PhaseDetector() if window_s is None else None
-        self.window_end = d.timestamp + window_s if window_s is not None else None
+        self.window_end = ts + window_s if window_s is not None else None
 
 
 def analyze_stream(snapshots: Iterable[Snapshot], *, window_s: float | None = None,
@@ -124,75 +166,93 @@ def analyze_stream(snapshots: Iterable[Snapshot], *, window_s: float | None = No
     over back-to-back windows of ``window_s`` seconds, yielding each as it ends (so in end order;
     one device's results are in time order). Timestamps must not go back (``trace.TraceReader``
     checks)."""
-    if window_s is not None and window_s <= 0:
-        raise ValueError("window_s must be positive")
-    devices: dict[str, _Device] = {}
+    return analyze_readings(device_readings(snapshots), window_s=window_s,
+                            growth_lookback_s=growth_lookback_s)
+
+
+def device_readings(snapshots: Iterable[Snapshot]) -> Iterator[tuple[str, Reading]]:
+    """(device key, ``Reading``) of each device of each snapshot, in order."""
     for snap in snapshots:
         host = HostLoad.of(snap.host)
         for d in snap.devices:
             if d.timestamp == 0.0 and snap.timestamp:
                 d = replace(d, timestamp=snap.timestamp)
-            dev = devices.get(d.key)
-            if dev is None:
-                dev = devices[d.key] = _Device(d.key, d, window_s)
-            yield from _push(dev, d, host, window_s, growth_lookback_s)
+            yield d.key, reading_of(d, host)
+
+
+def analyze_readings(readings: Iterable[tuple[str, Reading]], *, window_s: float | None = None,
+                     growth_lookback_s: float = GROWTH_LOOKBACK_S,
+                     snapshot_of: SnapshotOf = _own_snapshot) -> Iterator[DeviceAnalysis]:
+    """``analyze_stream`` over (device key, ``Reading``) pairs; ``snapshot_of`` gives the
+    ``DeviceSnapshot`` of a reading (the newest of each phase or window)."""
+    if window_s is not None and window_s <= 0:
+        raise ValueError("window_s must be positive")
+    devices: dict[str, _Device] = {}
+    get = devices.get
+    for key, r in readings:
+        dev = get(key)
+        if dev is None:
+            dev = devices[key] = _Device(key, r.ts, window_s)
+        # a function, not a generator: one sample ends at most one phase or window (a generator
+        # per sample cost ~1 us of bench_analysis's 10^6-line figure)
+        done = _push(dev, r, window_s, growth_lookback_s, snapshot_of)
+        if done is not None:
+            yield done
     for dev in devices.values():
-        yield from _flush(dev, None, growth_lookback_s)
+        yield from _flush(dev, growth_lookback_s, snapshot_of)
 
 
-def _push(dev: _Device, d: DeviceSnapshot, host: HostLoad | None, window_s: float | None,
-          lookback: float) -> Iterator[DeviceAnalysis]:
-    ts = d.timestamp
+def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
+          snapshot_of: SnapshotOf) -> DeviceAnalysis | None:
+    ts = r.ts
+    done = None
     if window_s is not None:
         while ts >= dev.window_end - 1e-9:
             if dev.span.n:
-                yield dev.span.analysis(dev.key, dev.window_end, dev.growth)
+                done = dev.span.analysis(dev.key, dev.window_end, dev.growth, snapshot_of)
             dev.span = Span(dev.window_end)
             dev.window_end += window_s
             if ts >= dev.window_end and not dev.span.n:  # skip empty windows (a gap)
                 k = int((ts - dev.window_end) // window_s) + 1
                 dev.span.start += k * window_s
                 dev.window_end += k * window_s
-        _grow(dev, d, lookback)
-        dev.span.add(d, host)
-        return
-    change = dev.detector.push(d)
+        _settle(dev, r, lookback)
+        return done
+    change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra)
+    pending = dev.pending
     if change is not None:
         # samples before the change point close the old phase; the rest start the new one
-        pending = dev.pending
-        while pending and pending[0][0].timestamp < change:
-            _settle(dev, *pending.popleft(), lookback)
+        while pending and pending[0].ts < change:
+            _settle(dev, pending.popleft(), lookback)
         # a change placed before samples already summed (older than LAG_S) moves to the first
         # sample not yet summed: phases stay back to back
-        boundary = change if not pending else min(change, pending[0][0].timestamp)
+        boundary = change if not pending else min(change, pending[0].ts)
         if dev.span.newest is not None and boundary <= dev.span.newest:
-            boundary = pending[0][0].timestamp if pending else ts
+            boundary = pending[0].ts if pending else ts
         if len(dev.span):
-            yield dev.span.analysis(dev.key, boundary, dev.growth)
+            done = dev.span.analysis(dev.key, boundary, dev.growth, snapshot_of)
             dev.span = Span(boundary, EDGE_S)
-    dev.pending.append((d, host))
-    while dev.pending and dev.pending[0][0].timestamp < ts - LAG_S:
-        _settle(dev, *dev.pending.popleft(), lookback)
+    pending.append(r)
+    cutoff = ts - LAG_S
+    while pending[0].ts < cutoff:
+        _settle(dev, pending.popleft(), lookback)
+    return done
 
 
-def _settle(dev: _Device, d: DeviceSnapshot, host: HostLoad | None, lookback: float) -> None:
-    _grow(dev, d, lookback)
-    dev.span.add(d, host)
+def _settle(dev: _Device, r: Reading, lookback: float) -> None:
+    used = r.row[12]  # mem_used_bytes
+    if used is not None:
+        g = dev.growth
+        g.append((r.ts, float(used)))
+        cutoff = r.ts - lookback
+        while g[0][0] < cutoff:
+            g.popleft()
+    dev.span.add(r)
 
 
-def _grow(dev: _Device, d: DeviceSnapshot, lookback: float) -> None:
-    if d.mem_used_bytes is None:
-        return
-    g = dev.growth
-    g.append((d.timestamp, float(d.mem_used_bytes)))
-    cutoff = d.timestamp - lookback
-    while g[0][0] < cutoff:
-        g.popleft()
-
-
-def _flush(dev: _Device, _end: float | None, lookback: float) -> Iterator[DeviceAnalysis]:
+def _flush(dev: _Device, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
     while dev.pending:
-        _settle(dev, *dev.pending.popleft(), lookback)
+        _settle(dev, dev.pending.popleft(), lookback)
     if len(dev.span):
         end = dev.window_end if dev.window_end is not None else dev.span.newest
-        yield dev.span.analysis(dev.key, end, dev.growth)
+        yield dev.span.analysis(dev.key, end, dev.growth, snapshot_of)

@@ -41,9 +41,15 @@ class Counts:
 
     def add(self, row: tuple, d: DeviceSnapshot) -> None:
         """``row``: ``read_row(d)``."""
+        self.add_values(row, d.clock_event_reasons, d.ecc_uncorrected, bool(d.xid_errors),
+                        d.phase)
+
+    def add_values(self, row: tuple, r: int | None, e: int | None, xid: bool,
+                   p: str | None) -> None:
+        """``add`` from plain values: the sample's row, clock-event reasons, uncorrected-ECC
+        count, whether it has XID codes, and its ground-truth label."""
         if None in row:
             self.gaps += 1
-        r = d.clock_event_reasons
         if r is not None:
             c = self.reasons
             c[r] = c.get(r, 0) + 1
@@ -54,13 +60,11 @@ class Counts:
             self.util_n += 1
             if u < SPARSE_DUTY_MAX_PCT:
                 self.wait_n += 1
-        e = d.ecc_uncorrected
         if e is not None:
             c = self.ecc
             c[e] = c.get(e, 0) + 1
-        if d.xid_errors:
+        if xid:
             self.xid_n += 1
-        p = d.phase
         if p:
             c = self.phases
             c[p] = c.get(p, 0) + 1
@@ -101,6 +105,10 @@ class Counts:
 
     def phase(self, samples: Iterable[DeviceSnapshot]) -> str | None:
         """The label most samples carry; a tie goes to the one seen first in the window."""
+        return self.phase_of(d.phase for d in samples)
+
+    def phase_of(self, labels: Iterable[str | None]) -> str | None:
+        """``phase`` from the samples' labels in window order."""
         c = self.phases
         if not c:
             return None
@@ -110,7 +118,7 @@ class Counts:
         tied = [p for p, k in c.items() if k == top]
         if len(tied) == 1:
             return tied[0]
-        return next(d.phase for d in samples if d.phase in tied)
+        return next(p for p in labels if p in tied)
 
 
 def col_means(cols: Sequence[tuple], n: int) -> list[float | None]:

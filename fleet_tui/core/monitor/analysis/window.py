@@ -98,10 +98,18 @@ class HostLoad(NamedTuple):
 
     @classmethod
     def of(cls, host: HostSnapshot | None) -> HostLoad | None:
-        if host is None or (host.cpu_pct is None and not host.cpu_per_core_pct):
+        if host is None:
             return None
-        per = host.cpu_per_core_pct
-        return cls(host.cpu_pct, float(sum(1 for c in per if c >= HOST_SATURATED_PCT)), len(per))
+        return cls.from_values(host.cpu_pct, host.cpu_per_core_pct)
+
+    @classmethod
+    def from_values(cls, cpu_pct: float | None,
+                    per_core: Sequence[float]) -> HostLoad | None:
+        """``of`` from a host's readings: its mean CPU % and per-core CPU %."""
+        if not per_core:
+            return None if cpu_pct is None else cls(cpu_pct, 0.0, 0)
+        return cls(cpu_pct, float(sum(1 for c in per_core if c >= HOST_SATURATED_PCT)),
+                   len(per_core))
 
 
 def nvlink_peak_bytes_s(name: str) -> float:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
+from math import isfinite
+from operator import itemgetter, sub
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
@@ -43,45 +46,51 @@ def memory_headroom(st: WindowStats) -> Finding | None:
                    f"kernels run {a.duty:.0f}% of the time: room for a larger batch.")
 
 
-def _since_release(points: GrowthPoints, mem_total: float) -> GrowthPoints:
+_time = itemgetter(0)
+_mem = itemgetter(1)
+_NOISE = float(GROWTH_NOISE_BYTES)
+_MINUS_NOISE = -_NOISE
+
+
+def _since_release(points: GrowthPoints, mems: list[float],
+                   mem_total: float) -> tuple[GrowthPoints, list[float]]:
     """Only the stretch since memory was last released counts: a freed model followed by a leak
-    is a leak, whatever the lookback held before."""
+    is a leak, whatever the lookback held before. ``mems``: the points' memory readings."""
     release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-    for i in range(len(points) - 1, 0, -1):
-        if points[i - 1][1] - points[i][1] > release:
-            return points[i:]
-    return points
+    freed = list(map(release.__lt__, map(sub, mems, mems[1:])))  # a - b > release, in C
+    if True not in freed:
+        return points, mems
+    i = len(freed) - freed[::-1].index(True)  # after the last release
+    return points[i:], mems[i:]
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
     """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
-    that continue to the end of the window, or a device filling up (see ``thresholds``)."""
+    that continue to the end of the window, or a device filling up (see ``thresholds``).
+
+    The scans over the points are C-level maps (``bench_analysis --lines``: a phase's diagnosis
+    reads ~300 points; ~40 % of its cost as Python loops)."""
     mem_total = st.mem_total
     if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
-    if not all(m - m == 0.0 for _, m in points):  # NaN/inf readings are missing values
+    if not isfinite(sum(map(_mem, points))):  # NaN/inf readings are missing values
         points = [p for p in points if p[1] - p[1] == 0.0]
-    points = _since_release(points, mem_total)
+    points, mems = _since_release(points, list(map(_mem, points)), mem_total)
     if len(points) < 3:
         return None
     end_t, end_mem = points[-1]
-    rise_t: list[float] = []
-    falls = 0
-    biggest = 0.0
-    for (_, a), (tb, b) in zip(points, points[1:]):
-        if b - a > GROWTH_NOISE_BYTES:
-            rise_t.append(tb)
-            biggest = max(biggest, b - a)
-        elif a - b > GROWTH_NOISE_BYTES:
-            falls += 1
+    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
+    rise_t = list(compress(map(_time, points[1:]), map(_NOISE.__lt__, steps)))
     # the rise must still be going on: a staircase that stopped is not growth
     if not rise_t or end_t - rise_t[-1] > GROWTH_MAX_FLAT_S:
         return None
     frac = end_mem / mem_total
-    recent = [p for p in points if p[0] >= end_t - GROWTH_RECENT_S]
-    filling = (frac >= GROWTH_FILLING_FRAC and len(recent) >= 3
-               and sum(1 for t in rise_t if t >= end_t - GROWTH_RECENT_S) >= 2)
+    filling = False
+    if frac >= GROWTH_FILLING_FRAC:
+        recent = [p for p in points if p[0] >= end_t - GROWTH_RECENT_S]
+        filling = (len(recent) >= 3
+                   and sum(1 for t in rise_t if t >= end_t - GROWTH_RECENT_S) >= 2)
     slope = theil_sen_slope(recent) if filling else 0.0
     filling = filling and slope > GROWTH_NOISE_BYTES
     if not filling:
@@ -93,9 +102,10 @@ def memory_growth(st: WindowStats) -> Finding | None:
         run_start = rise_t[first]
         i = next(j for j, q in enumerate(points) if q[0] >= run_start)
         points = points[max(0, i - 1):]  # from the reading before the run's first rise
+        steps = steps[max(0, i - 1):]
         rise_t = rise_t[first:]
-        falls = sum(1 for (_, a), (_, b) in zip(points, points[1:]) if a - b > GROWTH_NOISE_BYTES)
-        biggest = max(b - a for (_, a), (_, b) in zip(points, points[1:]))
+        falls = sum(map(_MINUS_NOISE.__gt__, steps))  # a - b > GROWTH_NOISE_BYTES
+        biggest = max(steps)
     rises = len(rise_t)
     span = end_t - points[0][0]
     growth = end_mem - points[0][1]
