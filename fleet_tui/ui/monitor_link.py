@@ -232,10 +232,10 @@ class MonitorLink:
     async def restart(self) -> None:
         """Play an ended replay again: a fresh source from the same spec, a fresh engine and
         session history (the old samples would repeat the same timestamps)."""
-        from fleet_tui.ui.launch import make_source
+        from fleet_tui.core.monitor.sources import open_source
 
         await self.stop()
-        self.source = make_source(self.app.source_spec, self.interval_s)
+        self.source = open_source(self.app.source_spec)  # a replay: nothing to probe
         self.app.source = self.source
         self.latest = None
         self._retention_shape = None
