@@ -13,7 +13,6 @@ supported (NVML docs) and are learned as N/A; memory is read per MIG device into
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, ProcessInfo
 from fleet_tui.core.monitor.sources.host import ProcessResolver
