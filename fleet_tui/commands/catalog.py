@@ -107,6 +107,19 @@ def _limit(args: argparse.Namespace) -> int | None:
     return None if (args.json or args.csv) else _TABLE_LIMIT
 
 
+def _sorted_page(args: argparse.Namespace, rows: list[dict], key: str, fields) -> tuple[list[dict], int]:
+    """``rows`` sorted by ``key`` (one of ``fields``) and cut to ``--limit``, and how many there were."""
+    from fleet_tui.core.catalog.query import sort_rows
+
+    if key not in fields:
+        from fleet_tui.core.errors import UserError
+
+        raise UserError(f"--sort '{args.sort}': unknown field; fields: {', '.join(fields)}")
+    rows = sort_rows(rows, key, args.desc)
+    lim = _limit(args)
+    return (rows[:lim] if lim is not None else rows), len(rows)
+
+
 def _fmt(x: float | None, digits: int = 2) -> str:
     if x is None:
         return "-"
@@ -157,7 +170,7 @@ _ACC_ALIASES = {"memory_gib": "memory", "mem": "memory", "memory_bandwidth_gbs":
 
 
 def _cmd_accelerators(args: argparse.Namespace) -> int:
-    from fleet_tui.core.catalog.query import filter_rows, parse_filter, sort_rows
+    from fleet_tui.core.catalog.query import filter_rows, parse_filter
 
     cat = _catalog(args)
     conds = parse_filter(args.filter, _ACC_FIELDS, _ACC_ALIASES)
@@ -169,15 +182,7 @@ def _cmd_accelerators(args: argparse.Namespace) -> int:
              "tdp": a.tdp_w, "interconnect": a.interconnect, "architecture": a.architecture, "year": a.launch_year}
         rows.append((r, a))
     kept = filter_rows([r for r, _ in rows], conds)
-    key = _ACC_ALIASES.get(args.sort.lower(), args.sort.lower())
-    if key not in _ACC_FIELDS:
-        from fleet_tui.core.errors import UserError
-
-        raise UserError(f"--sort '{args.sort}': unknown field; fields: {', '.join(_ACC_FIELDS)}")
-    kept = sort_rows(kept, key, args.desc)
-    total = len(kept)
-    lim = _limit(args)
-    kept = kept[:lim] if lim is not None else kept
+    kept, total = _sorted_page(args, kept, _ACC_ALIASES.get(args.sort.lower(), args.sort.lower()), _ACC_FIELDS)
     by_id = {a.id: a for _, a in rows}
     headers = ["id", "vendor", "stack", "mem_GiB", "GB/s", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "TDP_W"]
     table = [[r["id"], r["vendor"], r["software_stack"], _fmt(r["memory"], 0), _fmt(r["bandwidth"], 0),
@@ -209,7 +214,7 @@ def _params(m) -> float | None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from fleet_tui.core.catalog.query import filter_rows, parse_filter, sort_rows
+    from fleet_tui.core.catalog.query import filter_rows, parse_filter
 
     cat = _catalog(args)
     conds = parse_filter(args.filter, _MODEL_FIELDS, {"model": "id"})
@@ -221,15 +226,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
                      "experts": m.experts, "experts_per_token": m.experts_per_token, "params": params,
                      "params_b": params / 1e9 if params else None})
     kept = filter_rows(rows, conds)
-    key = args.sort.lower()
-    if key not in _MODEL_FIELDS:
-        from fleet_tui.core.errors import UserError
-
-        raise UserError(f"--sort '{args.sort}': unknown field; fields: {', '.join(_MODEL_FIELDS)}")
-    kept = sort_rows(kept, key, args.desc)
-    total = len(kept)
-    lim = _limit(args)
-    kept = kept[:lim] if lim is not None else kept
+    kept, total = _sorted_page(args, kept, args.sort.lower(), _MODEL_FIELDS)
     headers = ["id", "family", "params_B", "layers", "hidden", "heads", "kv_heads", "vocab", "experts"]
     table = [[r["id"], r["family"], _fmt(r["params_b"], 1), r["layers"], r["hidden"], r["heads"], r["kv_heads"],
               r["vocab"], f"{r['experts_per_token']}/{r['experts']}" if r["experts"] else "-"] for r in kept]

@@ -212,7 +212,7 @@ async def test_close_shuts_nvml_down_and_frees_gpm_samples():
     await src.close()  # twice is fine
     assert fake.initialised == 0
     assert fake.count("nvmlGpmSampleFree") == 4
-    assert src._xid_thread is None
+    assert src._xids.thread is None
 
 
 async def test_no_gpu_is_unavailable():

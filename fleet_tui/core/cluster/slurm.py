@@ -146,7 +146,8 @@ def parse_gres_detail(text: str) -> tuple[int, tuple[int, ...]]:
     return 0, ()
 
 
-def _num(v: Any) -> float | None:
+def slurm_number(v: Any) -> float | None:
+    """A number from either Slurm JSON shape: ``60`` or ``{"set": true, "infinite": false, "number": 60}``."""
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return None
@@ -157,7 +158,7 @@ def _num(v: Any) -> float | None:
 
 
 def _epoch(v: Any) -> float | None:
-    n = _num(v)
+    n = slurm_number(v)
     return n if n else None  # Slurm prints 0 for "not yet"
 
 
@@ -202,12 +203,12 @@ def job_from_record(rec: dict[str, Any]) -> SlurmJob:
         alloc = _gpus_in_tres(rec.get("tres_alloc_str")) or _gpus_in_tres(rec.get("tres_req_str"))
         tres = rec.get("tres") if isinstance(rec.get("tres"), dict) else {}
         from_sacct = _sacct_gpus(tres.get("allocated")) or _sacct_gpus(tres.get("requested"))
-        node_count = int(_num(rec.get("node_count")) or len(nodes) or 1)
+        node_count = int(slurm_number(rec.get("node_count")) or len(nodes) or 1)
         gpus = alloc or from_sacct or (per_node * node_count if per_node else 0)
     t = rec.get("time") if isinstance(rec.get("time"), dict) else {}  # sacct keeps times here
-    limit_min = _num(rec.get("time_limit")) if "time_limit" in rec else _num(t.get("limit"))
+    limit_min = slurm_number(rec.get("time_limit")) if "time_limit" in rec else slurm_number(t.get("limit"))
     user = rec.get("user_name") or rec.get("user") or ""
-    jid = _num(rec.get("job_id"))
+    jid = slurm_number(rec.get("job_id"))
     return SlurmJob(
         job=str(int(jid)) if jid is not None else str(rec.get("job_id", "")),
         user=str(user),
@@ -217,7 +218,7 @@ def job_from_record(rec: dict[str, Any]) -> SlurmJob:
         start_s=_epoch(rec.get("start_time", t.get("start"))),
         end_s=_epoch(rec.get("end_time", t.get("end"))),
         time_limit_s=limit_min * 60.0 if limit_min else None,
-        priority=_num(rec.get("priority")),
+        priority=slurm_number(rec.get("priority")),
         partition=str(rec.get("partition") or ""),
         name=str(rec.get("name") or ""),
     )
@@ -226,7 +227,7 @@ def job_from_record(rec: dict[str, Any]) -> SlurmJob:
 def _sacct_gpus(entries: Any) -> int | None:
     for e in entries or ():
         if isinstance(e, dict) and e.get("type") == "gres" and str(e.get("name", "")).startswith("gpu"):
-            n = _num(e.get("count"))
+            n = slurm_number(e.get("count"))
             if n:
                 return int(n)
     return None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.cluster.queue import QueueJob
+from fleet_tui.core.cluster.slurm import slurm_number
 from fleet_tui.core.errors import UserError
 
 FORMATS = ("swf", "sacct-json", "csv")
@@ -125,21 +126,10 @@ def swf_line(job: int, submit_s: float, run_s: float, gpus: int, requested_s: fl
 # sacct --json
 
 
-def _num(v: Any) -> float | None:
-    """A number from either JSON shape: ``60`` or ``{"set": true, "infinite": false, "number": 60}``."""
-    if isinstance(v, dict):
-        if not v.get("set", True) or v.get("infinite"):
-            return None
-        v = v.get("number")
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
-
-
 def _gpus_from_tres(entries: Iterable[Any]) -> int | None:
     for e in entries or ():
         if isinstance(e, dict) and e.get("type") == "gres" and str(e.get("name", "")).startswith("gpu"):
-            n = _num(e.get("count"))
+            n = slurm_number(e.get("count"))
             if n is not None:
                 return int(n)
     return None
@@ -166,7 +156,7 @@ def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob],
         jid = str(rec.get("job_id", n))
         line = _line_of(text, f'"job_id": {jid}', _line_of(text, f'"job_id":{jid}'))
         t = rec.get("time") or {}
-        submit, start, end = _num(t.get("submission")), _num(t.get("start")), _num(t.get("end"))
+        submit, start, end = slurm_number(t.get("submission")), slurm_number(t.get("start")), slurm_number(t.get("end"))
         tres = rec.get("tres") or {}
         gpus = _gpus_from_tres(tres.get("allocated")) or _gpus_from_tres(tres.get("requested"))
         if not start or not end or end <= start or not gpus:
@@ -174,11 +164,11 @@ def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob],
             continue
         if submit is None:
             raise FileError(f"{where}:{line}: job {jid} has no time.submission")
-        limit_min = _num(t.get("limit"))
+        limit_min = slurm_number(t.get("limit"))
         user = rec.get("user") or rec.get("user_name") or ""
         jobs.append(QueueJob(job=jid, user=str(user), submit_s=submit, run_s=end - start,
                              gpus=gpus, requested_s=limit_min * 60.0 if limit_min else end - start,
-                             priority=_num(rec.get("priority")) or 0.0, where=f"{where}:{line}"))
+                             priority=slurm_number(rec.get("priority")) or 0.0, where=f"{where}:{line}"))
     return jobs, skipped
 
 
