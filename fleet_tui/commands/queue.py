@@ -72,20 +72,15 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _table(policies: dict) -> None:
     from fleet_tui.commands._output import print_table
+    from fleet_tui.core.cluster.queue import short_duration
 
     rows = []
     for name, r in policies.items():
         top = max(r["user_share_pct"].items(), key=lambda kv: kv[1], default=("-", 0))
-        rows.append([name, _dur(r["mean_wait_s"]), _dur(r["p95_wait_s"]), f"{r['mean_slowdown']:.2f}",
-                     f"{r['utilization_pct']:.1f}%", _dur(r["makespan_s"]), str(r["preemptions"]),
+        rows.append([name, short_duration(r["mean_wait_s"]), short_duration(r["p95_wait_s"]), f"{r['mean_slowdown']:.2f}",
+                     f"{r['utilization_pct']:.1f}%", short_duration(r["makespan_s"]), str(r["preemptions"]),
                      f"{top[0]} {top[1]:.0f}%"])
     print_table(["policy", "mean wait", "p95 wait", "slowdown", "util", "makespan", "preempted",
                  "top user"], rows)
 
 
-def _dur(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f}s"
-    if s < 7200:
-        return f"{s / 60:.1f}m"
-    return f"{s / 3600:.1f}h"

@@ -51,7 +51,6 @@ class FleetScreen(PaneScreen):
         super().__init__()
         self.view = None  # the latest core FleetView
         self.drill_node: str | None = None
-        self._prices = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._node_order: list[str] = []  # node table rows as last drawn, worst first
 
@@ -86,19 +85,9 @@ class FleetScreen(PaneScreen):
         if self._views is None:
             from fleet_tui.core.fleet import FleetViews
 
-            self._views = FleetViews(self._instance_prices())
+            self._views = FleetViews(node_usd_per_hour(self.app))
         self._build(view.snapshot, analyses)
 
-    def _instance_prices(self):
-        """$/h of one node from ``--instance`` (the core picks the catalog row), once."""
-        if self._prices is None and self.app.instance_type and self.app.catalog is not None:
-            from fleet_tui.core.monitor.cost import choose_instance
-
-            try:
-                self._prices = choose_instance(self.app.catalog, self.app.instance_type).usd_per_hour
-            except Exception:  # unknown type: the app already warned about it
-                self._prices = None
-        return self._prices
 
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
     def _build(self, snapshot, analyses) -> None:
@@ -248,3 +237,17 @@ def offenders_markup(devices, with_node: bool = True) -> str:
             detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
+
+
+def node_usd_per_hour(app) -> float | None:
+    """$/h of one node from ``--instance`` (the core picks the catalog row); None when no instance
+    was given or it is unknown (the app already warned about it)."""
+    if not app.instance_type or app.catalog is None:
+        return None
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.cost import choose_instance
+
+    try:
+        return choose_instance(app.catalog, app.instance_type).usd_per_hour
+    except UserError:
+        return None

@@ -21,6 +21,7 @@ from textual.containers import VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 
+from fleet_tui.ui.fleet import node_usd_per_hour
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
@@ -58,7 +59,6 @@ class JobsScreen(PaneScreen):
         self._labels_at = -LABELS_EVERY_S
         self._labels_error: str | None = None
         self._started = time.time()
-        self._prices = None
         self._alerts = None  # core AlertEvaluator of the job rules
 
     def compose_body(self) -> ComposeResult:
@@ -82,18 +82,9 @@ class JobsScreen(PaneScreen):
         if self._views is None:
             from fleet_tui.core.fleet import FleetViews
 
-            self._views = FleetViews(self._instance_prices())
+            self._views = FleetViews(node_usd_per_hour(self.app))
         self._build(view.snapshot, analyses)
 
-    def _instance_prices(self):
-        if self._prices is None and self.app.instance_type and self.app.catalog is not None:
-            from fleet_tui.core.monitor.cost import choose_instance
-
-            try:
-                self._prices = choose_instance(self.app.catalog, self.app.instance_type).usd_per_hour
-            except Exception:  # unknown type: the app already warned about it
-                self._prices = None
-        return self._prices
 
     @work(thread=True, exclusive=True, group="jobs-view", exit_on_error=False)
     def _build(self, snapshot, analyses) -> None:

@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Input, Label, Static
 
+from fleet_tui.core.cluster.queue import short_duration
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.table import Table
 
@@ -149,20 +150,13 @@ class QueueScreen(PaneScreen):
         self.query_one("#queue-whatif-text", Static).update("\n".join(lines))
 
 
-def _dur(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f}s"
-    if s < 7200:
-        return f"{s / 60:.1f}m"
-    return f"{s / 3600:.1f}h"
-
 
 def policy_rows(policies: dict) -> list[tuple[str, tuple[str, ...]]]:
     rows = []
     for name, r in policies.items():
         top = max(r["user_share_pct"].items(), key=lambda kv: kv[1], default=("-", 0))
-        rows.append((name, (name, _dur(r["mean_wait_s"]), _dur(r["p95_wait_s"]),
+        rows.append((name, (name, short_duration(r["mean_wait_s"]), short_duration(r["p95_wait_s"]),
                             f"{r['mean_slowdown']:.2f}", f"{r['utilization_pct']:.1f}%",
-                            _dur(r["makespan_s"]), str(r["preemptions"]),
+                            short_duration(r["makespan_s"]), str(r["preemptions"]),
                             f"{top[0]} {top[1]:.0f}%")))
     return rows

@@ -123,6 +123,15 @@ def _r(x: float, digits: int = 2) -> float:
     return round(x, digits)
 
 
+def short_duration(s: float) -> str:
+    """Seconds as the queue tables show them: 90s, 12.5m, 3.2h."""
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.1f}m"
+    return f"{s / 3600:.1f}h"
+
+
 def check_cluster(nodes: int, gpus_per_node: int) -> int:
     if nodes < 1:
         raise FieldError("nodes", f"{{nodes}} must be at least 1, got {nodes}")
