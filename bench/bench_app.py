@@ -110,16 +110,21 @@ def steady_cpu(pane_key: str | None, warmup_s: float, window_s: float) -> float:
             time.sleep(0.05)
         if pane_key:
             tmux("send-keys", "-t", tmux.name, pane_key)
-        time.sleep(warmup_s)
-        pid = tmux.pid()
-        c0, t0 = cpu_seconds(pid), time.monotonic()
-        time.sleep(window_s)
-        c1, t1 = cpu_seconds(pid), time.monotonic()
-        tmux("send-keys", "-t", tmux.name, "q")
-        time.sleep(0.5)
-        return (c1 - c0) / (t1 - t0) * 100
+        return cpu_percent_then_quit(tmux, warmup_s, window_s)
     finally:
         tmux.close()
+
+
+def cpu_percent_then_quit(tmux: Tmux, warmup_s: float, window_s: float) -> float:
+    """After ``warmup_s``, the app's CPU over ``window_s`` as % of one core; then ``q``."""
+    time.sleep(warmup_s)
+    pid = tmux.pid()
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(window_s)
+    c1, t1 = cpu_seconds(pid), time.monotonic()
+    tmux("send-keys", "-t", tmux.name, "q")
+    time.sleep(0.5)
+    return (c1 - c0) / (t1 - t0) * 100
 
 
 async def typing_block(keys: list[str] | None) -> tuple[float, float, int]:

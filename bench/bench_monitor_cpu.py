@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_app import Tmux, cpu_seconds  # noqa: E402
+from bench.bench_app import Tmux, cpu_percent_then_quit  # noqa: E402
 
 FLOOR_APP = """
 from datetime import datetime
@@ -55,14 +55,7 @@ def measure(argv: list[str], ready: str, warmup_s: float, window_s: float,
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{argv} never showed {ready!r}:\n{tmux.screen()}")
             time.sleep(0.05)
-        time.sleep(warmup_s)
-        pid = tmux.pid()
-        c0, t0 = cpu_seconds(pid), time.monotonic()
-        time.sleep(window_s)
-        c1, t1 = cpu_seconds(pid), time.monotonic()
-        tmux("send-keys", "-t", tmux.name, "q")
-        time.sleep(0.3)
-        return (c1 - c0) / (t1 - t0) * 100
+        return cpu_percent_then_quit(tmux, warmup_s, window_s)
     finally:
         tmux.close()
 
