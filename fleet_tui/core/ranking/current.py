@@ -19,7 +19,7 @@ _FALLBACK_ORDER = ("on-demand", "reserved-1y", "reserved-3y", "spot")
 
 def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region, pricing, *,
                   rates: MonthlyRates, schedule: Schedule, unit: str, unit_kind: str,
-                  spot: SpotAssumptions) -> tuple[RankedOffer, list[str]]:
+                  spot: SpotAssumptions, planner=None) -> tuple[RankedOffer, list[str]]:
     """The setup ``current`` = (instance type, count) as a rank-0 offer, and notes on its price."""
     try:
         instance_type, count = current
@@ -75,7 +75,16 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
     else:
         placement = placer.size(acc, index.spec_key(acc), max(int(round(row.accelerator_count)), 1),
                                 instances=count, detail=True)
-    month = price * count * rates(p, row.cloud)
+    served = None
+    if planner is not None and placement.fits:  # a serving demand: the plan on this instance type
+        fraction = row.accelerator_count if row.accelerator_count < 1 else None
+        served = planner.serve(placement.context.acc, index.spec_key(acc, fraction),
+                               max(int(round(row.accelerator_count)), 1), placement)
+        if not served.ok:
+            notes.append(f"current setup {count}× {instance_type} cannot serve the demand: {served.why_not}")
+            served = None
+    scale = served.scale if served is not None else 1
+    month = price * count * scale * rates(p, row.cloud)
     factor = unit_factor(placement.speed.unit_cost_per_usd_hour, schedule.hours_per_month) \
         if unit_kind != "month" else None
     if not math.isfinite(month):
@@ -90,7 +99,10 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
         notes.append(f"current setup {count}× {instance_type}: speed unknown "
                      f"({placement.speed_note or 'no estimate'}), so its cost per "
                      f"{unit.removeprefix('USD/')} and the savings cannot be computed")
-    cand = Candidate(cpu if cpu is not None else month, month, -1, row, p, price, placement, acc)
+    if planner is not None and served is None:
+        cpu = None  # it cannot serve the demand: nothing to compare per month
+    cand = Candidate(cpu if cpu is not None else month, month, -1, row, p, price, placement, acc,
+                     scale=scale, plan=served.plan if served is not None else None)
     build = OfferBuilder(unit=unit, current=None, current_stack=acc.software_stack, spot=spot,
                          stateless=placer.workload.kind == "inference", schedule=schedule)
     offer = build(0, cand, is_current=True, cost_per_unit=cpu)
