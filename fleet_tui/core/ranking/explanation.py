@@ -10,9 +10,30 @@ from fleet_tui.core.ranking.formatting import money
 from fleet_tui.core.ranking.offers import UNIT_MONTH, Recommendation
 
 
+def plan_lines(rec: Recommendation) -> list[str]:
+    """With a serving demand: the winner's capacity plan and why devices were dropped."""
+    if rec.demand is None:
+        return []
+    lines = []
+    best = rec.best
+    if best is not None and best.plan is not None:
+        p = best.plan
+        lines.append(
+            f"Capacity plan for {rec.demand.label()}: {p.replicas} replica(s) of {p.gpus_per_replica} "
+            f"device(s) on {best.devices}, {p.concurrency_per_replica} sequences in flight each, first token "
+            f"{p.ttft_s * 1e3:,.0f} ms, {p.tpot_s * 1e3:,.1f} ms per token "
+            f"({'meets' if p.meets_slo else 'misses'} the targets), "
+            f"{money(best.usd_per_million_tokens)} per 1M output tokens.")
+    for acc, why in rec.plan_dropped:
+        lines.append(f"Dropped {acc}: {why}.")
+    return lines
+
+
 def explain(rec: Recommendation) -> list[str]:
     """Why the top choice wins and why the current setup loses (memory, speed, price)."""
     lines: list[str] = []
+    if rec.demand is not None and rec.best is None:
+        lines.extend(plan_lines(rec))
     best = rec.best
     cur = rec.current
     per = rec.unit.removeprefix("USD").lstrip("/")
@@ -47,6 +68,7 @@ def explain(rec: Recommendation) -> list[str]:
     if best.headroom_gib is not None:
         why.append(f"{best.headroom_gib:.1f} GiB of device memory to spare")
     lines.append("Why it wins: " + ", ".join(why) + ".")
+    lines.extend(plan_lines(rec))
     runner = next((o for o in rec.offers[1:] if o.accelerator != best.accelerator
                    or o.instance_type != best.instance_type), None)
     if runner is not None and best.cost_per_unit and runner.cost_per_unit:

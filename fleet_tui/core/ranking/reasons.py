@@ -163,11 +163,14 @@ class OfferBuilder:
             if od:
                 break_even = break_even_utilization(price, od)
             estimated = bool(getattr(inst, "reserved_estimated", False))
+        tokens_per_s = speed.tokens_per_s
+        if c.plan is not None and c.plan.replica_rps:  # what its replicas sustain within the targets
+            tokens_per_s = c.plan.replica_rps * c.plan.gen_tokens * c.plan.replicas
         savings_pct = savings_usd = faster = None
         current = self.current
         if current is not None and not is_current:
             savings_pct, savings_usd = savings_against(current, cpu)
-            faster = speedup(current.tokens_per_s, speed.tokens_per_s)
+            faster = speedup(current.tokens_per_s, tokens_per_s)
         flags = applicable_flags(inst.flags, p)
         rkey = (placement, p, cloud, flags, estimated, acc.id)
         risks = self._risks.get(rkey)
@@ -195,7 +198,7 @@ class OfferBuilder:
             instances=instances, gpus=placement.gpus * c.scale, sharding=placement.sharding,
             pricing=p, list_usd_per_hour=price, usd_per_hour=eff, usd_per_month=c.month,
             usd_per_gpu_hour=eff / (inst.accelerator_count * instances),
-            cost_per_unit=cpu, unit=self.unit, tokens_per_s=speed.tokens_per_s,
+            cost_per_unit=cpu, unit=self.unit, tokens_per_s=tokens_per_s,
             latency_ms=speed.latency_ms, headroom_gib=placement.headroom_gib,
             memory_used_pct=placement.memory_used_pct, fits=placement.fits,
             savings_usd_per_month=savings_usd, savings_pct=savings_pct, speedup=faster,
