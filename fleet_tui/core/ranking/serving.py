@@ -40,6 +40,10 @@ from fleet_tui.core.perf.capacity import (
 )
 
 _CAPACITY = caches.memo("ranking.replica_capacity", 4096)
+# a device group's answer, per (workload, demand, spec, devices, placement size): a repeated ranking
+# looks each group up once instead of its ~5 replica sizes (bench_recommend.py "plan" repeat:
+# 16 ms -> see the README figure)
+_SERVED = caches.memo("ranking.served", 8192)
 
 
 class ServedGroup(NamedTuple):
@@ -90,6 +94,10 @@ class Planner:
     def serve(self, acc, spec: Any, devices: int, placement) -> ServedGroup:
         """The cheapest way to serve the demand on instances of ``devices`` × ``acc`` (the
         ranking's ``placement`` on them: its instance count when the model needs several)."""
+        key = (self.workload, self.demand, spec, devices, placement.instances, placement.gpus)
+        return _SERVED.get_or_compute(key, lambda: self._serve(acc, spec, devices, placement))
+
+    def _serve(self, acc, spec: Any, devices: int, placement) -> ServedGroup:
         if placement.instances > 1:  # one replica spans the instances the model needs
             options = [(placement.gpus, 1, placement.instances)]
         else:
@@ -109,6 +117,8 @@ class Planner:
             instances = math.ceil(replicas / per_instance) * spans
             if best is None or instances < best[0]:
                 best = (instances, g, cap, replicas)
+            if instances == spans:
+                break  # the fewest instances possible: larger replicas cannot cost less
         if best is None:
             if missed is not None:
                 return ServedGroup(0, None, self._missed_text(acc, missed), "slo_unmet_rows")
