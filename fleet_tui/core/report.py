@@ -53,7 +53,7 @@ def short_notes(o) -> str:
     return ", ".join(notes)
 
 
-def _plan_cells(o) -> list[str]:
+def plan_cells(o) -> list[str]:
     """$ per 1M output tokens, replicas × devices, SLO of an offer ranked by a capacity plan."""
     plan = o.plan
     if plan is None:  # the current setup when it cannot serve the demand
@@ -72,7 +72,7 @@ def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool,
         money(o.usd_per_hour), money(o.usd_per_month),
     ]
     if planned:
-        row.extend(_plan_cells(o))
+        row.extend(plan_cells(o))
     elif not per_month:
         row.append(money(o.cost_per_unit))
     if not planned:

@@ -293,18 +293,10 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
                                                        if len(offer.risks) > 1 else ""),
         ))
         if planned:
-            row = row[:4] + plan_cells(offer) + row[4:]
+            row = row[:4] + tuple(report.plan_cells(offer)) + row[4:]
         rows.append(row)
     return RankingResult(rec, tuple(rows), PLAN_COLUMNS if planned else COLUMNS, explanation, notice=notice)
 
-
-def plan_cells(offer) -> tuple[str, str, str]:
-    """$ per 1M output tokens, replicas × devices per replica, SLO met (blank without a plan)."""
-    plan = offer.plan
-    if plan is None:
-        return ("", "", "no")
-    return (usd(offer.usd_per_million_tokens, 4 if (offer.usd_per_million_tokens or 0) < 1 else 2),
-            f"{plan.replicas}×{plan.gpus_per_replica}", "yes" if plan.meets_slo else "no")
 
 
 # ----- export -----------------------------------------------------------------------------------
