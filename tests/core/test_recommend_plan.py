@@ -102,7 +102,8 @@ def test_unreachable_slo_drops_offers_with_a_reason(cat):
     w = chat(cat)
     rec = recommend(w, cat, demand=demand(5, tpot_ms=0.5), clouds="aws")
     assert not rec.offers and rec.skipped_counts["slo_unmet_rows"] > 0
-    assert any("cannot meet the targets at any replica count" in why for _, why in rec.plan_dropped)
+    assert any("cannot meet the targets at any replica count" in why and kind == "slo_unmet_rows"
+               for _, kind, why in rec.plan_dropped)
     text = "\n".join(explain(rec))
     assert "No catalog offer fits" in text and "cannot meet the targets" in text
     # a looser target on the same demand keeps some of them

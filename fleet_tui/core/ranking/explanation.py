@@ -24,8 +24,17 @@ def plan_lines(rec: Recommendation) -> list[str]:
             f"{p.ttft_s * 1e3:,.0f} ms, {p.tpot_s * 1e3:,.1f} ms per token "
             f"({'meets' if p.meets_slo else 'misses'} the targets), "
             f"{money(best.usd_per_million_tokens)} per 1M output tokens.")
-    for acc, why in rec.plan_dropped:
-        lines.append(f"Dropped {acc}: {why}.")
+    by_kind: dict[str, list[str]] = {}
+    for acc, kind, why in rec.plan_dropped:
+        if kind == "slo_unmet_rows":  # the numbers say how far off each device is
+            lines.append(f"Dropped {acc}: {why}.")
+        else:
+            by_kind.setdefault(kind, []).append(acc)
+    if by_kind.get("plan_unknown_rows"):
+        lines.append("Dropped for want of a speed estimate (a published peak or bandwidth is missing): "
+                     + ", ".join(by_kind["plan_unknown_rows"]) + ".")
+    if by_kind.get("not_fitting_rows"):
+        lines.append("Dropped, the KV cache holds no whole request: " + ", ".join(by_kind["not_fitting_rows"]) + ".")
     return lines
 
 

@@ -208,7 +208,8 @@ class Recommendation:
     # fitting offers without a speed estimate (listed after the ranked ones when the unit is work)
     speed_unknown_offers: int = 0
     demand: Any = None  # the perf.capacity Demand ranked by (None: no capacity plan)
-    plan_dropped: tuple[tuple[str, str], ...] = ()  # (accelerator, why it cannot serve the demand)
+    # (accelerator, skip counter, why it cannot serve the demand), one per device dropped
+    plan_dropped: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def best(self) -> RankedOffer | None:
@@ -234,7 +235,8 @@ class Recommendation:
             "skipped": dict(self.skipped),
             "notes": list(self.notes),
         } | ({"demand": self.demand.to_dict(),
-              "plan_dropped": [{"accelerator": a, "reason": r} for a, r in self.plan_dropped]}
+              "plan_dropped": [{"accelerator": a, "skipped_as": k, "reason": r}
+                               for a, k, r in self.plan_dropped]}
              if self.demand is not None else {})
 
 

@@ -99,7 +99,7 @@ def recommend(
 
     skip_order = SKIP_ORDER + (PLAN_SKIPS if planner is not None else ())
     skipped = dict.fromkeys(skip_order, 0)
-    dropped: dict[str, str] = {}  # accelerator -> why it cannot serve the demand
+    dropped: dict[str, tuple[str, str]] = {}  # accelerator -> (skip counter, why it cannot serve)
     skipped["excluded_rows"] = index.excluded
     skipped["no_accelerator_spec_rows"] = index.no_spec
     skipped["odd_device_count_rows"] = index.odd_count
@@ -155,7 +155,7 @@ def recommend(
                                    group.devices, placement)
             if not served.ok:
                 skipped[served.skip] += len(rows)
-                dropped.setdefault(acc.id, served.why_not)
+                dropped.setdefault(acc.id, (served.skip, served.why_not))
                 continue
             n *= served.scale
             table, factor = ranked, None
@@ -254,10 +254,12 @@ def recommend(
         notes.append(f"ranked by the serving capacity plan for {demand.label()}: replicas of the devices "
                      "of one instance (or of the instances the model needs), whole instances bought; "
                      "the batch is the plan's concurrency")
-        if dropped:
-            notes.append(f"{sum(skipped[k] for k in PLAN_SKIPS)} catalog rows cannot serve the demand: "
-                         + "; ".join(list(dropped.values())[:3])
-                         + (f" (and {len(dropped) - 3} more devices)" if len(dropped) > 3 else ""))
+        missed = [why for skip, why in dropped.values() if skip == "slo_unmet_rows"]
+        if missed:
+            notes.append(f"{skipped['slo_unmet_rows']} catalog rows cannot meet the latency targets: "
+                         + "; ".join(missed[:2]) + (f" (and {len(missed) - 2} more devices)" if len(missed) > 2 else ""))
+        if skipped["plan_unknown_rows"]:
+            notes.append(f"{skipped['plan_unknown_rows']} catalog rows have no speed estimate, so no plan")
     notes += _notes(skipped, unknown_notes, unknown=len(unknown), ranked=len(ranked),
                     per_month=per_month, unit=unit, fitting=fitting)
     if not expand_regions and fitting:
@@ -290,7 +292,7 @@ def recommend(
         current=cur, fitting_offers=fitting, considered_rows=len(catalog.instances),
         skipped=tuple((k, skipped[k]) for k in skip_order), constraints=constraints,
         notes=tuple(notes), cheapest_per_hour=cheapest_offer, speed_unknown_offers=len(unknown),
-        demand=demand, plan_dropped=tuple(dropped.items()),
+        demand=demand, plan_dropped=tuple((a, skip, why) for a, (skip, why) in dropped.items()),
     )
 
 
