@@ -199,3 +199,13 @@ def test_cli_bad_demand_is_exit_2(capsys, extra, needle):
 def test_cli_demand_without_generation_names_the_flags(capsys):
     code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--seq-len", "512", "--rate", "4")
     assert code == 2 and "--prompt-len" in err and "--rate" in err
+
+
+def test_current_setup_is_planned_on_its_instance_type(cat):
+    w = chat(cat)
+    rec = recommend(w, cat, demand=demand(20, tpot_ms=30), current=("p5.48xlarge", 2), top=1)
+    # the plan decides how many: one 8×H100 box holds the 1-GPU replicas 20 req/s need
+    assert rec.current.instances == 1 and rec.current.plan.gpus_per_replica == 1
+    rec = recommend(w, cat, demand=demand(20, tpot_ms=30), current=("g6.xlarge", 1), top=1)
+    assert rec.current.plan is None and rec.current.cost_per_unit is None
+    assert any("g6.xlarge cannot serve the demand" in n and "L4 cannot meet" in n for n in rec.notes)

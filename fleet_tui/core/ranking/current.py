@@ -76,12 +76,18 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
         placement = placer.size(acc, index.spec_key(acc), max(int(round(row.accelerator_count)), 1),
                                 instances=count, detail=True)
     served = None
-    if planner is not None and placement.fits:  # a serving demand: the plan on this instance type
+    if planner is not None:  # a serving demand: as many of this instance type as the plan needs
         fraction = row.accelerator_count if row.accelerator_count < 1 else None
-        served = planner.serve(placement.context.acc, index.spec_key(acc, fraction),
-                               max(int(round(row.accelerator_count)), 1), placement)
-        if not served.ok:
-            notes.append(f"current setup {count}× {instance_type} cannot serve the demand: {served.why_not}")
+        devices = max(int(round(row.accelerator_count)), 1)
+        sized = slice_accelerator(acc, fraction) if fraction else acc
+        searched = placer.size(sized, index.spec_key(acc, fraction), devices)  # instances searched
+        served = planner.serve(searched.context.acc, index.spec_key(acc, fraction), devices, searched) \
+            if searched.fits else None
+        if served is not None and served.ok:
+            placement, count = searched, searched.instances
+        else:
+            why = served.why_not if served is not None else searched.why_not
+            notes.append(f"current setup {instance_type} cannot serve the demand: {why}")
             served = None
     scale = served.scale if served is not None else 1
     month = price * count * scale * rates(p, row.cloud)
