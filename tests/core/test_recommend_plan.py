@@ -209,3 +209,4 @@ def test_current_setup_is_planned_on_its_instance_type(cat):
     rec = recommend(w, cat, demand=demand(20, tpot_ms=30), current=("g6.xlarge", 1), top=1)
     assert rec.current.plan is None and rec.current.cost_per_unit is None
     assert any("g6.xlarge cannot serve the demand" in n and "L4 cannot meet" in n for n in rec.notes)
+    assert "The current setup cannot serve 20 req/s (≤ 30 ms per token): L4 cannot meet" in "\n".join(explain(rec))

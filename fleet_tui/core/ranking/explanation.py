@@ -121,6 +121,12 @@ def explain(rec: Recommendation) -> list[str]:
             f"ranked ({cur.pricing} vs {best.pricing})."
         )
         return lines
+    if rec.demand is not None and cur.plan is None:
+        why = next((n.split("cannot serve the demand: ", 1)[1] for n in rec.notes
+                    if "cannot serve the demand: " in n), "")
+        lines.append(f"The current setup cannot serve {rec.demand.label()}"
+                     + (f": {why}." if why else "."))
+        return lines
     if cur.fits and cur.cost_per_unit is None and rec.unit != UNIT_MONTH:
         lines.append(
             f"The current setup cannot be compared per {per}: its speed is unknown "
