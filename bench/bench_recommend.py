@@ -10,6 +10,10 @@ building every one of them, which a caller showing a page never does.
   sizing and speed not memoised: median over distinct workloads, the batch changed each time; the
   catalog index is built once beforehand, timed separately); "repeat" = the same workload again,
   as when the app re-ranks after a constraint or pricing change; "top10" = repeat with ``top=10``.
+* "plan chat llama-3.1-8b (20 req/s, SLOs)": ranked by the serving capacity plan
+  (``demand=``, issue 9 item 2): every device group planned over its replica sizes. Its "first"
+  changes the generation length each time (the plan ignores the batch), so no replica capacity is
+  memoised for it.
 * a synthetic catalog of 100,000 offers (25,000 instance rows × 4 pricing options) built from the
   bundled accelerators with random prices and device counts: the same columns.
 
@@ -36,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fleet_tui.core.catalog import Catalog, Instance, load_catalog  # noqa: E402
+from fleet_tui.core.perf.capacity import Demand  # noqa: E402
 from fleet_tui.core.ranking import recommend  # noqa: E402
 from fleet_tui.core.workload import Workload  # noqa: E402
 
@@ -53,7 +58,21 @@ def workloads(cat):
         "training llama-3.1-70b fsdp": Workload(
             kind="training", model=m("llama-3.1-70b"), batch=1, seq_len=4096,
             grad_checkpointing=True, sharding="fsdp"),
+        "plan chat llama-3.1-8b (20 req/s, SLOs)": Workload(
+            kind="inference", model=m("llama-3.1-8b"), batch=16, prompt_len=1024, gen_len=256),
     }
+
+
+PLAN_DEMAND = Demand(rate_rps=20.0, ttft_ms=500.0, tpot_ms=30.0)
+
+
+def kwargs_for(name, w) -> dict:
+    kw = dict(pricing="any")
+    if w.kind != "inference":
+        kw["training_tokens"] = 1e9
+    if name.startswith("plan "):
+        kw["demand"] = PLAN_DEMAND
+    return kw
 
 
 def synthetic(cat, n_rows: int = 25_000, seed: int = 7) -> Catalog:
@@ -95,7 +114,8 @@ def first_time_ms(w, cat, kw, repeat: int) -> float:
     """Median of first rankings: a new workload each time (batch + i), nothing memoised for it."""
     samples = []
     for i in range(repeat):
-        wi = w.model_copy(update={"batch": w.batch + 1 + i})
+        change = {"gen_len": w.gen_len + 1 + i} if "demand" in kw else {"batch": w.batch + 1 + i}
+        wi = w.model_copy(update=change)
         t0 = CLOCK()
         recommend(wi, cat, **kw)
         samples.append(CLOCK() - t0)
@@ -107,9 +127,7 @@ def table(cat, named, repeat: int) -> list[float]:
           f"{'top10 ms':>9} {'+ all objects ms':>17}")
     medians = []
     for name, w in named:
-        kw = dict(pricing="any")
-        if w.kind != "inference":
-            kw["training_tokens"] = 1e9
+        kw = kwargs_for(name, w)
         first = first_time_ms(w, cat, kw, repeat)
         rec = recommend(w, cat, **kw)
         repeat_ms = median_ms(lambda: recommend(w, cat, **kw), repeat)

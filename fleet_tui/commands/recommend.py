@@ -12,6 +12,7 @@ import math
 import sys
 from collections.abc import Iterable, Sequence
 
+from fleet_tui.commands._demand_args import add_demand_args
 from fleet_tui.commands._numbers import finite_float, whole_number
 from fleet_tui.commands._workload_args import add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES
@@ -23,9 +24,12 @@ def register(subparsers) -> None:
         "recommend", help="rank catalog offers that fit a workload by cost per unit of work",
         description="Rank every catalog offer (instance × region × pricing) that fits the workload "
                     "by cost per unit of work: $/1M tokens for batch inference, $/run or $/1M "
-                    "training tokens for training, $/month for always-on interactive serving.",
+                    "training tokens for training, $/month for always-on interactive serving. "
+                    "With a serving demand (--rate or --tokens-per-s, optional --ttft-ms/--tpot-ms) "
+                    "it ranks by the monthly bill of the capacity plan that serves it within the targets.",
     )
     add_workload_args(p)
+    add_demand_args(p, "serving demand (inference with --prompt-len/--gen-len): rank by the capacity plan")
     cur = p.add_argument_group("current setup (for savings and speedup)")
     cur.add_argument("--current", metavar="INSTANCE", help="instance type running it today, e.g. p5.48xlarge")
     cur.add_argument("--current-count", type=whole_number, default=1, metavar="N",
@@ -87,6 +91,7 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
     from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
+    from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._workload_args import workload_from_args
 
     pricing = args.pricing.strip().lower()
@@ -124,6 +129,7 @@ def handler(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(list(getattr(args, "catalog_dir", []) or []))
     workload = workload_from_args(args, catalog)
+    demand = demand_from_args(args, workload)
     rec = recommend(
         workload, catalog,
         current=(args.current, args.current_count) if args.current else None,
@@ -134,6 +140,7 @@ def handler(args: argparse.Namespace) -> int:
         budget_usd_per_month=args.budget, top=args.top, training_tokens=args.training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
         expand_regions=args.regions, marketplace_multi_node=args.marketplace_multi_node,
+        demand=demand,
     )
     lines = explain(rec) if args.explain else None
     if args.json:

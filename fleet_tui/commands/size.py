@@ -33,6 +33,7 @@ REFERENCE_ACCELERATOR = "H100"
 
 
 def register(subparsers) -> None:
+    from fleet_tui.commands._demand_args import add_demand_args
     from fleet_tui.commands._workload_args import add_workload_args
 
     p = subparsers.add_parser(
@@ -62,12 +63,7 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 1e9, 20B)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
-    c = p.add_argument_group("serving capacity plan (inference with --prompt-len/--gen-len)")
-    d = c.add_mutually_exclusive_group()
-    d.add_argument("--rate", metavar="R", help="demand in requests per second")
-    d.add_argument("--tokens-per-s", metavar="T", help="demand in output tokens per second")
-    c.add_argument("--ttft-ms", metavar="MS", help="target time to first token (ms)")
-    c.add_argument("--tpot-ms", metavar="MS", help="target time per output token (ms)")
+    add_demand_args(p, "serving capacity plan (inference with --prompt-len/--gen-len)")
     p.set_defaults(func=handler)
 
 
@@ -134,35 +130,13 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(args, field: str) -> float | None:
-    from fleet_tui.core.errors import FieldError
-
-    raw = getattr(args, field, None)
-    if raw in (None, ""):
-        return None
-    try:
-        value = float(str(raw).replace("_", ""))
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        raise FieldError(field, f"{{{field}}} {raw!r}: a positive number")
-    return value
-
-
 def _plan(args, workload, catalog, acc) -> dict | None:
     """The serving capacity plan (core.perf.capacity.serving_plan) when a demand is given."""
-    from fleet_tui.core.errors import FieldError
+    from fleet_tui.commands._demand_args import demand_from_args
 
-    rate, tokens = _positive(args, "rate"), _positive(args, "tokens_per_s")
-    ttft, tpot = _positive(args, "ttft_ms"), _positive(args, "tpot_ms")
-    if rate is None and tokens is None:
-        if ttft is not None or tpot is not None:
-            raise FieldError("ttft_ms", "{ttft_ms}/{tpot_ms} are targets of a capacity plan: give {rate} or "
-                             "{tokens_per_s} too")
+    d = demand_from_args(args, workload)
+    if d is None:
         return None
-    if not workload.is_generation:
-        raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
-                         "and {gen_len}")
     if acc is None:
         return None
     from fleet_tui.core.perf.capacity import serving_plan
@@ -171,8 +145,9 @@ def _plan(args, workload, catalog, acc) -> dict | None:
     gpus = workload.gpus if workload.sharding == "tensor" else 1
     setup = cheapest_setup(catalog, acc.id, gpus)
     price = setup.usd_per_hour / gpus if setup is not None else None
-    plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=rate,
-                        output_tokens_per_s=tokens, ttft_ms=ttft, tpot_ms=tpot, usd_per_device_hour=price)
+    plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=d.rate_rps,
+                        output_tokens_per_s=d.output_tokens_per_s, ttft_ms=d.ttft_ms, tpot_ms=d.tpot_ms,
+                        usd_per_device_hour=price)
     out = plan.to_dict()
     out["accelerator"] = acc.id
     out["price_source"] = (f"cheapest on-demand offer for {gpus}× {acc.id}: {setup.instance.instance_type} "

@@ -41,8 +41,9 @@ def short_notes(o) -> str:
         notes.append("est. reserved")
     if o.software_stack != "CUDA":
         notes.append(o.software_stack)
-    if o.instances > 1:
-        notes.append("multi-node")
+    plan = getattr(o, "plan", None)
+    if o.instances > 1 and (plan is None or plan.gpus_per_replica > o.accelerator_count):
+        notes.append("multi-node")  # independent replicas on separate instances are not
     if o.flags:
         notes.append("flagged")
     if getattr(o, "reliability", ""):
@@ -52,7 +53,17 @@ def short_notes(o) -> str:
     return ", ".join(notes)
 
 
-def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool) -> list[str]:
+def plan_cells(o) -> list[str]:
+    """$ per 1M output tokens, replicas × devices, SLO of an offer ranked by a capacity plan."""
+    plan = o.plan
+    if plan is None:  # the current setup when it cannot serve the demand
+        return ["-", "-", "no"]
+    return [money(o.usd_per_million_tokens), f"{plan.replicas}×{plan.gpus_per_replica}",
+            "yes" if plan.meets_slo else "no"]
+
+
+def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool,
+               planned: bool = False) -> list[str]:
     row = [
         "now" if o.is_current else str(o.rank),
         (f"{o.instances}× " if o.instances > 1 else "") + o.instance_type,
@@ -60,9 +71,12 @@ def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool) -> li
         o.pricing, o.devices,
         money(o.usd_per_hour), money(o.usd_per_month),
     ]
-    if not per_month:
+    if planned:
+        row.extend(plan_cells(o))
+    elif not per_month:
         row.append(money(o.cost_per_unit))
-    row.append(num(o.tokens_per_s))
+    if not planned:
+        row.append(num(o.tokens_per_s))
     if with_latency:
         row.append(num(o.latency_ms, "{:.1f}"))
     row.append(num(o.headroom_gib, "{:.1f}"))
@@ -74,21 +88,25 @@ def _offer_row(o, with_current: bool, per_month: bool, with_latency: bool) -> li
 
 
 def offer_table(rec) -> tuple[list[str], list[list[str]]]:
-    """(headers, rows) of the offers, the current setup first when there is one."""
+    """(headers, rows) of the offers, the current setup first when there is one. Ranked by a
+    capacity plan, $/h and $/month are the plan's whole bill, followed by $ per 1M output tokens,
+    replicas × devices per replica and whether the latency targets are met."""
     with_current = rec.current is not None
-    per_month = rec.unit == UNIT_MONTH
+    planned = getattr(rec, "demand", None) is not None
+    per_month = rec.unit == UNIT_MONTH or planned
     headers = ["#", "instance", "cloud", "region", "pricing", "devices", "$/h", "$/month"]
-    headers += [] if per_month else [rec.unit.replace("USD", "$")]
-    headers += ["tok/s"]
-    with_latency = any(o.latency_ms for o in rec.offers)
+    headers += ["$/1M tok", "replicas", "SLO met"] if planned else [] if per_month else [
+        rec.unit.replace("USD", "$")]
+    headers += [] if planned else ["tok/s"]
+    with_latency = not planned and any(o.latency_ms for o in rec.offers)
     headers += ["ms/token" if rec.workload.gen_len else "ms/pass"] if with_latency else []
     headers += ["free GiB"]
     if with_current:
         headers += ["savings", "speedup"]
     headers.append("notes")
-    rows = [_offer_row(o, with_current, per_month, with_latency) for o in rec.offers]
+    rows = [_offer_row(o, with_current, per_month, with_latency, planned) for o in rec.offers]
     if rec.current is not None:
-        rows.insert(0, _offer_row(rec.current, with_current, per_month, with_latency))
+        rows.insert(0, _offer_row(rec.current, with_current, per_month, with_latency, planned))
     return headers, rows
 
 
@@ -99,7 +117,8 @@ def heading(rec) -> str:
     return (f"{w.kind} of {model} ({w.precision}, batch {w.batch}"
             + (f", {w.prompt_len}+{w.gen_len} tokens" if w.gen_len else
                f", {w.seq_len} tokens" if w.seq_len else "")
-            + f"); {rec.schedule.label}; ranked by {rec.unit}")
+            + f"); {rec.schedule.label}; ranked by {rec.unit}"
+            + (f" ({rec.demand.label()})" if getattr(rec, "demand", None) is not None else ""))
 
 
 def count_line(rec) -> str:

@@ -23,6 +23,7 @@ from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import rightsize
+from fleet_tui.core.perf.capacity import demand as serving_demand
 from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
 from fleet_tui.ui.pane import PaneScreen
@@ -36,12 +37,16 @@ REPORT_STEM = "fleet-tui-recommendations"
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
            ("where", "where"), ("save", "savings"), ("gpus", "devices"), ("pricing", "pricing"),
            ("speed", "speedup"), ("head", "headroom"), ("risk", "risk"))
+# With a serving demand (the Workload pane's rate): ranked by the capacity plan's monthly bill, with
+# $ per 1M output tokens, replicas × devices per replica and whether the latency targets are met.
+PLAN_COLUMNS = COLUMNS[:4] + (("per_million", "$/1M tok"), ("replicas", "replicas"), ("slo", "SLO")) + COLUMNS[4:]
 
 
 @dataclass(frozen=True, slots=True)
 class RankingResult:
     recommendation: object | None
     rows: tuple[tuple[str, ...], ...] = ()
+    columns: tuple[tuple[str, str], ...] = COLUMNS
     explain: tuple[str, ...] = ()
     error: str | None = None
     notice: str | None = None  # ranked anyway, but an input was ignored (a mistyped current instance)
@@ -110,14 +115,20 @@ class RecommendScreen(PaneScreen):
 
     def on_mount(self) -> None:
         _PANES[self.app] = self
-        table = self.query_one("#rec-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        self._set_columns(COLUMNS)
         self.query_one("#rec-side").border_title = "Explain"
         self._place_side(self.size.width)
         self.watch(self.app, "workload", self._inputs_changed)
         self.watch(self.app, "catalog", self._inputs_changed)
         self.watch(self.app, "builder_context", self._inputs_changed)
+
+    def _set_columns(self, columns) -> None:
+        table = self.query_one("#rec-table", DataTable)
+        if tuple(str(c.key.value) for c in table.columns.values()) == tuple(k for k, _ in columns):
+            return
+        table.clear(columns=True)
+        for key, label in columns:
+            table.add_column(label, key=key)
 
     def on_resize(self, event) -> None:
         self._place_side(event.size.width)
@@ -168,9 +179,11 @@ class RecommendScreen(PaneScreen):
             self.query_one("#rec-side-text", Static).update("")
             return
         rec = result.recommendation
+        self._set_columns(result.columns)
         table.add_rows(result.rows)
         text = (f"[b]{len(rec.offers)}[/] best of {rec.fitting_offers:,} fitting offers "
-                f"({rec.considered_rows:,} catalog rows) · ranked by [b]{escape(rec.unit)}[/]")
+                f"({rec.considered_rows:,} catalog rows) · ranked by [b]{escape(rec.unit)}[/]"
+                + (f" ({escape(rec.demand.label())})" if rec.demand is not None else ""))
         if result.notice:
             text += f"\n[$warning]{escape(result.notice)}[/]"
         summary.update(text)
@@ -244,6 +257,8 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
     """Run the core ranking and format the table rows (worker thread; never raises)."""
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS, expand_regions=expand_regions)
     notice = None
+    if choice is not None and getattr(choice, "rate_rps", None) and workload.is_generation:
+        kwargs["demand"] = serving_demand(choice.rate_rps)  # checked by the builder already
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
                       spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))
@@ -260,9 +275,10 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
         return RankingResult(None, error=error_text(exc))
     except Exception as exc:  # an engine bug must not leave the pane saying "ranking…" forever
         return RankingResult(None, error=f"internal error while ranking: {type(exc).__name__}: {exc}")
+    planned = rec.demand is not None
     rows = []
     for offer in _table_offers(rec):
-        rows.append((
+        row = ((
             "now" if offer.is_current else str(offer.rank),
             _clip((f"{offer.instances}× " if offer.instances > 1 else "") + offer.instance_type, 26),
             usd(offer.cost_per_unit, 4 if (offer.cost_per_unit or 0) < 1 else 2),
@@ -276,7 +292,11 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
             (offer.risks[0] if offer.risks else "") + (f" +{len(offer.risks) - 1}"
                                                        if len(offer.risks) > 1 else ""),
         ))
-    return RankingResult(rec, tuple(rows), explanation, notice=notice)
+        if planned:
+            row = row[:4] + tuple(report.plan_cells(offer)) + row[4:]
+        rows.append(row)
+    return RankingResult(rec, tuple(rows), PLAN_COLUMNS if planned else COLUMNS, explanation, notice=notice)
+
 
 
 # ----- export -----------------------------------------------------------------------------------

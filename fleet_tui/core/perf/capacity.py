@@ -19,6 +19,12 @@ Method
 * Money (with a price per device-hour) uses :mod:`fleet_tui.core.pricing`: always-on on-demand
   month (``monthly_cost``) and USD per 1M *output* tokens at the demanded rate
   (``cost_per_million_tokens``).
+
+The plan is two steps, both public so that ranking reuses them instead of copying: the expensive
+one, :func:`replica_capacity` (the operating point of one replica: a bisection over concurrency,
+independent of the demand, so ranking memoises it per (accelerator, devices per replica)), and the
+cheap one, :func:`replicas_for` (Little's law and the ceiling). :class:`Demand` is the demand and
+its targets as the user gives them, checked once (``recommend`` and ``size`` take the same fields).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 from fleet_tui.core import pricing
+from fleet_tui.core.errors import FieldError
 from fleet_tui.core.perf.engines import engine_statement, serving_speed
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -55,6 +62,100 @@ class ServingPlan:
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__ if k != "notes"} | {"notes": list(self.notes)}
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """Serving demand and latency targets: ``rate_rps`` requests/s or ``output_tokens_per_s``
+    (exactly one), optional ``ttft_ms`` / ``tpot_ms``. Build it with :func:`demand` (checked)."""
+
+    rate_rps: float | None = None
+    output_tokens_per_s: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    def rate_for(self, gen: int) -> float:
+        """Requests per second (an output token rate divided by the tokens each request generates)."""
+        return float(self.rate_rps) if self.rate_rps is not None else float(self.output_tokens_per_s) / gen
+
+    @property
+    def has_targets(self) -> bool:
+        return self.ttft_ms is not None or self.tpot_ms is not None
+
+    def label(self) -> str:
+        what = (f"{self.rate_rps:g} req/s" if self.rate_rps is not None
+                else f"{self.output_tokens_per_s:g} output tokens/s")
+        slo = [f"first token ≤ {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
+        slo += [f"≤ {self.tpot_ms:g} ms per token"] if self.tpot_ms is not None else []
+        return what + (f" ({', '.join(slo)})" if slo else "")
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def _positive(field_name: str, value) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        x = float(str(value).replace("_", ""))
+    except ValueError:
+        x = math.nan
+    if not (x > 0 and math.isfinite(x)):
+        shown = repr(str(value)).replace("{", "{{").replace("}", "}}")
+        raise FieldError(field_name, "{" + field_name + "} " + shown + ": a positive number")
+    return x
+
+
+def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, *,
+           workload: Workload | None = None) -> Demand | None:
+    """The checked :class:`Demand` (None when no rate is given; targets alone are an error).
+    Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``."""
+    rate, tokens = _positive("rate", rate_rps), _positive("tokens_per_s", output_tokens_per_s)
+    ttft, tpot = _positive("ttft_ms", ttft_ms), _positive("tpot_ms", tpot_ms)
+    if rate is None and tokens is None:
+        if ttft is not None or tpot is not None:
+            raise FieldError("ttft_ms", "{ttft_ms}/{tpot_ms} are targets of a capacity plan: give {rate} or "
+                             "{tokens_per_s} too")
+        return None
+    if rate is not None and tokens is not None:
+        raise FieldError("rate", "give {rate} or {tokens_per_s}, not both")
+    if workload is not None and not workload.is_generation:
+        raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
+                         "and {gen_len}")
+    return Demand(rate, tokens, ttft, tpot)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCapacity:
+    """What one replica of ``gpus`` devices sustains within the latency targets."""
+
+    gpus: int
+    concurrency: int  # sequences in flight at the operating point (0: nothing fits or speed unknown)
+    replica_rps: float | None  # requests/s it serves within the targets (None: speed unknown)
+    latency_s: float | None  # how long a request stays (first token + generation)
+    ttft_s: float | None
+    tpot_s: float | None
+    meets_slo: bool  # False: even one sequence in flight misses a target
+    unknown: str = ""  # why there is no speed
+
+
+def replica_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, *,
+                     ttft_ms: float | None = None, tpot_ms: float | None = None) -> ReplicaCapacity:
+    """The operating point of one replica (see the module docstring); independent of the demand."""
+    sp, met = _operating_point(w, acc, gpus, prompt, gen, ttft_ms / 1e3 if ttft_ms else None,
+                               tpot_ms / 1e3 if tpot_ms else None)
+    if sp.output_tokens_per_s is None or sp.tpot_s is None or not sp.concurrency:
+        return ReplicaCapacity(gpus, 0, None, None, None, None, False, sp.unknown or "speed unknown")
+    ttft = sp.ttft_s + sp.tpot_s
+    latency = ttft + gen * sp.loaded_tpot_s
+    return ReplicaCapacity(gpus, sp.concurrency, sp.concurrency / latency, latency, ttft, sp.loaded_tpot_s, met)
+
+
+def replicas_for(cap: ReplicaCapacity, rate_rps: float) -> int | None:
+    """Replicas of ``cap`` that serve ``rate_rps`` requests/s (None when its speed is unknown)."""
+    if not cap.replica_rps:
+        return None
+    return max(1, math.ceil(rate_rps / cap.replica_rps - 1e-9))
 
 
 def _operating_point(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int,
@@ -123,23 +224,28 @@ def serving_plan(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int
     if rate_rps is None and output_tokens_per_s is None:
         raise ValueError("give a request rate or an output token rate")
     rate = float(rate_rps) if rate_rps is not None else float(output_tokens_per_s) / gen
+    cap = replica_capacity(w, acc, gpus, prompt, gen, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
+    return plan_from_capacity(w, cap, prompt, gen, rate, usd_per_device_hour=usd_per_device_hour)
+
+
+def plan_from_capacity(w: Workload, cap: ReplicaCapacity, prompt: int, gen: int, rate: float, *,
+                       usd_per_device_hour: float | None = None, replicas: int | None = None) -> ServingPlan:
+    """The plan for ``rate`` requests/s on replicas of ``cap`` (``replicas``: at least that many,
+    e.g. when whole instances hold more replicas than the demand needs)."""
     demand_tok = rate * gen
     notes = [engine_statement(w)]
-    sp, met = _operating_point(w, acc, gpus, prompt, gen, ttft_ms / 1e3 if ttft_ms else None,
-                               tpot_ms / 1e3 if tpot_ms else None)
+    gpus = cap.gpus
     base = dict(engine=w.engine, prompt_tokens=prompt, gen_tokens=gen, rate_rps=rate,
                 output_tokens_per_s=demand_tok, gpus_per_replica=gpus)
-    if sp.output_tokens_per_s is None or sp.tpot_s is None:
+    if cap.replica_rps is None:
         return ServingPlan(**base, concurrency_per_replica=0, replica_rps=None, replicas=None, devices=None,
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
-                           unknown=sp.unknown or "speed unknown")
-    ttft = sp.ttft_s + sp.tpot_s
-    latency = ttft + gen * sp.loaded_tpot_s
-    c = sp.concurrency
-    replica_rps = c / latency
-    replicas = max(1, math.ceil(rate / replica_rps - 1e-9))
+                           unknown=cap.unknown or "speed unknown")
+    latency = cap.latency_s
+    c = cap.concurrency
+    replicas = max(replicas or 0, replicas_for(cap, rate))
     devices = replicas * gpus
-    if not met:
+    if not cap.meets_slo:
         notes.append("the latency targets cannot be met on this device even with one sequence in flight")
     notes.append(f"{c} sequences in flight per replica; each request stays {latency:.2f} s "
                  f"(Little's law: {rate * latency:.1f} in flight for {rate:g} req/s)")
@@ -149,6 +255,7 @@ def serving_plan(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int
         usd_month = pricing.monthly_cost(usd_h, "on-demand", pricing.Schedule.always_on())
         usd_million = pricing.cost_per_million_tokens(usd_h, demand_tok)
         notes.append("cost: on-demand, always on; per 1M output tokens at the demanded rate")
-    return ServingPlan(**base, concurrency_per_replica=c, replica_rps=replica_rps, replicas=replicas,
-                       devices=devices, in_flight=rate * latency, ttft_s=ttft, tpot_s=sp.loaded_tpot_s, meets_slo=met,
-                       usd_per_month=usd_month, usd_per_million_tokens=usd_million, notes=tuple(notes))
+    return ServingPlan(**base, concurrency_per_replica=c, replica_rps=cap.replica_rps, replicas=replicas,
+                       devices=devices, in_flight=rate * latency, ttft_s=cap.ttft_s, tpot_s=cap.tpot_s,
+                       meets_slo=cap.meets_slo, usd_per_month=usd_month, usd_per_million_tokens=usd_million,
+                       notes=tuple(notes))

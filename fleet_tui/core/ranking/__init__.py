@@ -28,7 +28,16 @@ The unit of work (what the ranking sorts by, cheapest first):
 * inference, ``serving="batch"``: **USD per 1M tokens** (output tokens when generating, input
   tokens for a forward pass), from the throughput model;
 * training, fine-tuning, LoRA, QLoRA: **USD per training run** when ``training_tokens`` is given,
-  else **USD per 1M training tokens**.
+  else **USD per 1M training tokens**;
+* generation with a serving ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`: requests/s
+  or output tokens/s, optional ``ttft_ms``/``tpot_ms``): **USD per month at the demand**, the bill
+  of the capacity plan that serves it within the targets — replicas of ``g`` devices of one
+  instance (``g`` searched over the instance's device count), whole instances bought, priced like
+  every offer; :mod:`.serving` calls :func:`fleet_tui.core.perf.capacity.replica_capacity` and
+  ``plan_from_capacity`` (the plan ``size`` prints), memoised per device and replica size. Each
+  offer carries its ``plan`` and ``usd_per_million_tokens``; ``instances``/``gpus``/``usd_per_*``
+  are the whole plan's. Device groups whose replicas miss the targets even with one sequence in
+  flight, or whose speed is unknown, are dropped and said why (``plan_dropped``, ``explain``).
 
 Per offer: ``usd_per_hour`` is the effective cost of one used hour for the whole offer (all its
 instances), with spot's interruption overhead and a reservation's unused hours folded in (see
@@ -71,7 +80,7 @@ of work), :mod:`.index` (the catalog grouped by device), :mod:`.placement` (sizi
 device group), :mod:`.costs` (pricing's formulas at a unit price), :mod:`.rank` (the loop),
 :mod:`.reasons` (risks, flags, one-line reasons), :mod:`.current` (one setup without ranking),
 :mod:`.formatting` (money, device counts), :mod:`.explanation` (why the winner wins),
-:mod:`.migration` (moving from one setup to another).
+:mod:`.migration` (moving from one setup to another), :mod:`.serving` (ranking by a capacity plan).
 
 JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)::
 
@@ -89,6 +98,11 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
              "is_current", "misfit", "speed_unknown", "speed_unknown_reason", "layout", "regions",
              "region_price_range", "reliability"}
 
+With a demand, the JSON also has ``"demand": {rate_rps, output_tokens_per_s, ttft_ms, tpot_ms}``
+and ``"plan_dropped": [{"accelerator", "reason"}]``, ``skipped`` gains ``slo_unmet_rows`` and
+``plan_unknown_rows``, and each OFFER gains ``"usd_per_million_tokens"`` and ``"serving_plan"``
+(:class:`~fleet_tui.core.perf.capacity.ServingPlan`'s keys). Without one these keys are absent.
+
 ``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100. ``tokens_per_s``,
 ``latency_ms``, ``speedup`` and (for work units) ``cost_per_unit``/``savings_*`` are null when the
 speed is unknown.
@@ -97,6 +111,7 @@ speed is unknown.
 from __future__ import annotations
 
 
+from fleet_tui.core.perf.capacity import Demand, demand
 from fleet_tui.core.ranking.current import evaluate_setup
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.formatting import devices_label, money
@@ -105,6 +120,7 @@ from fleet_tui.core.ranking.migration import MigrationReport, migration_report, 
 from fleet_tui.core.ranking.offers import (
     STACK_MIGRATION_NOTE,
     UNIT_MONTH,
+    UNIT_PLAN,
     UNIT_RUN,
     RankedOffer,
     Recommendation,
@@ -116,7 +132,7 @@ from fleet_tui.core.ranking.reasons import LOW_HEADROOM_FRACTION
 
 __all__ = [
     "DEFAULT_MAX_INSTANCES", "LOW_HEADROOM_FRACTION", "MULTI_INSTANCE_MIN_DEVICES",
-    "STACK_MIGRATION_NOTE", "UNIT_MONTH", "UNIT_RUN", "RankedOffer", "Recommendation",
+    "STACK_MIGRATION_NOTE", "UNIT_MONTH", "UNIT_PLAN", "UNIT_RUN", "Demand", "demand", "RankedOffer", "Recommendation",
     "MigrationReport", "devices_label", "evaluate_setup", "explain", "migration_report", "money",
     "report_between", "recommend", "slice_accelerator", "vendor_key",
     "workload_summary",

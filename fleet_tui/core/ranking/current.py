@@ -19,7 +19,7 @@ _FALLBACK_ORDER = ("on-demand", "reserved-1y", "reserved-3y", "spot")
 
 def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region, pricing, *,
                   rates: MonthlyRates, schedule: Schedule, unit: str, unit_kind: str,
-                  spot: SpotAssumptions) -> tuple[RankedOffer, list[str]]:
+                  spot: SpotAssumptions, planner=None) -> tuple[RankedOffer, list[str]]:
     """The setup ``current`` = (instance type, count) as a rank-0 offer, and notes on its price."""
     try:
         instance_type, count = current
@@ -75,7 +75,22 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
     else:
         placement = placer.size(acc, index.spec_key(acc), max(int(round(row.accelerator_count)), 1),
                                 instances=count, detail=True)
-    month = price * count * rates(p, row.cloud)
+    served = None
+    if planner is not None:  # a serving demand: as many of this instance type as the plan needs
+        fraction = row.accelerator_count if row.accelerator_count < 1 else None
+        devices = max(int(round(row.accelerator_count)), 1)
+        sized = slice_accelerator(acc, fraction) if fraction else acc
+        searched = placer.size(sized, index.spec_key(acc, fraction), devices)  # instances searched
+        served = planner.serve(searched.context.acc, index.spec_key(acc, fraction), devices, searched) \
+            if searched.fits else None
+        if served is not None and served.ok:
+            placement, count = searched, searched.instances
+        else:
+            why = served.why_not if served is not None else searched.why_not
+            notes.append(f"current setup {instance_type} cannot serve the demand: {why}")
+            served = None
+    scale = served.scale if served is not None else 1
+    month = price * count * scale * rates(p, row.cloud)
     factor = unit_factor(placement.speed.unit_cost_per_usd_hour, schedule.hours_per_month) \
         if unit_kind != "month" else None
     if not math.isfinite(month):
@@ -90,7 +105,10 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
         notes.append(f"current setup {count}× {instance_type}: speed unknown "
                      f"({placement.speed_note or 'no estimate'}), so its cost per "
                      f"{unit.removeprefix('USD/')} and the savings cannot be computed")
-    cand = Candidate(cpu if cpu is not None else month, month, -1, row, p, price, placement, acc)
+    if planner is not None and served is None:
+        cpu = None  # it cannot serve the demand: nothing to compare per month
+    cand = Candidate(cpu if cpu is not None else month, month, -1, row, p, price, placement, acc,
+                     scale=scale, plan=served.plan if served is not None else None)
     build = OfferBuilder(unit=unit, current=None, current_stack=acc.software_stack, spot=spot,
                          stateless=placer.workload.kind == "inference", schedule=schedule)
     offer = build(0, cand, is_current=True, cost_per_unit=cpu)

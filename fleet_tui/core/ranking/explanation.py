@@ -10,9 +10,39 @@ from fleet_tui.core.ranking.formatting import money
 from fleet_tui.core.ranking.offers import UNIT_MONTH, Recommendation
 
 
+def plan_lines(rec: Recommendation) -> list[str]:
+    """With a serving demand: the winner's capacity plan and why devices were dropped."""
+    if rec.demand is None:
+        return []
+    lines = []
+    best = rec.best
+    if best is not None and best.plan is not None:
+        p = best.plan
+        lines.append(
+            f"Capacity plan for {rec.demand.label()}: {p.replicas} replica(s) of {p.gpus_per_replica} "
+            f"device(s) on {best.devices}, {p.concurrency_per_replica} sequences in flight each, first token "
+            f"{p.ttft_s * 1e3:,.0f} ms, {p.tpot_s * 1e3:,.1f} ms per token "
+            f"({'meets' if p.meets_slo else 'misses'} the targets), "
+            f"{money(best.usd_per_million_tokens)} per 1M output tokens.")
+    by_kind: dict[str, list[str]] = {}
+    for acc, kind, why in rec.plan_dropped:
+        if kind == "slo_unmet_rows":  # the numbers say how far off each device is
+            lines.append(f"Dropped {acc}: {why}.")
+        else:
+            by_kind.setdefault(kind, []).append(acc)
+    if by_kind.get("plan_unknown_rows"):
+        lines.append("Dropped for want of a speed estimate (a published peak or bandwidth is missing): "
+                     + ", ".join(by_kind["plan_unknown_rows"]) + ".")
+    if by_kind.get("not_fitting_rows"):
+        lines.append("Dropped, the KV cache holds no whole request: " + ", ".join(by_kind["not_fitting_rows"]) + ".")
+    return lines
+
+
 def explain(rec: Recommendation) -> list[str]:
     """Why the top choice wins and why the current setup loses (memory, speed, price)."""
     lines: list[str] = []
+    if rec.demand is not None and rec.best is None:
+        lines.extend(plan_lines(rec))
     best = rec.best
     cur = rec.current
     per = rec.unit.removeprefix("USD").lstrip("/")
@@ -47,6 +77,7 @@ def explain(rec: Recommendation) -> list[str]:
     if best.headroom_gib is not None:
         why.append(f"{best.headroom_gib:.1f} GiB of device memory to spare")
     lines.append("Why it wins: " + ", ".join(why) + ".")
+    lines.extend(plan_lines(rec))
     runner = next((o for o in rec.offers[1:] if o.accelerator != best.accelerator
                    or o.instance_type != best.instance_type), None)
     if runner is not None and best.cost_per_unit and runner.cost_per_unit:
@@ -89,6 +120,12 @@ def explain(rec: Recommendation) -> list[str]:
             f"{1 - cur.cost_per_unit / best.cost_per_unit:.0%} less than the best alternative "
             f"ranked ({cur.pricing} vs {best.pricing})."
         )
+        return lines
+    if rec.demand is not None and cur.plan is None:
+        why = next((n.split("cannot serve the demand: ", 1)[1] for n in rec.notes
+                    if "cannot serve the demand: " in n), "")
+        lines.append(f"The current setup cannot serve {rec.demand.label()}"
+                     + (f": {why}." if why else "."))
         return lines
     if cur.fits and cur.cost_per_unit is None and rec.unit != UNIT_MONTH:
         lines.append(

@@ -12,6 +12,7 @@ from fleet_tui.core.ranking.formatting import devices_label
 
 UNIT_MONTH = "USD/month"
 UNIT_RUN = "USD/run"
+UNIT_PLAN = "USD/month at the demand"  # with a serving demand: the capacity plan's monthly bill
 # Leaving the CUDA ecosystem means porting kernels, compilers and serving engines.
 STACK_MIGRATION_NOTE = {
     "Neuron": "AWS Neuron SDK (compile with neuronx; not every op/model is supported)",
@@ -68,6 +69,9 @@ class RankedOffer:
     regions: int = 1  # regions offering it (one row: the cheapest region; --regions lists all)
     region_price_range: tuple = ()  # (lowest, highest) list USD/h over those regions
     reliability: str = ""  # a marketplace's reliability tier ("" for a cloud's own fleet)
+    # with a serving demand (ranking by the capacity plan): the plan, money of the whole offer
+    plan: Any = None  # the perf.capacity ServingPlan (JSON: "serving_plan", only when planned)
+    usd_per_million_tokens: float | None = None  # at the demanded output token rate
     fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
     throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
 
@@ -93,6 +97,10 @@ class RankedOffer:
         out["risks"] = list(self.risks)
         out["flags"] = list(self.flags)
         out["region_price_range"] = list(self.region_price_range)
+        if self.plan is not None:  # only with a demand: the JSON of a plain ranking is unchanged
+            out["usd_per_million_tokens"] = self.usd_per_million_tokens
+            out["serving_plan"] = {k: (json_number(v) if isinstance(v, float) else v)
+                                   for k, v in self.plan.to_dict().items()}
         return {k: (json_number(v) if isinstance(v, float) else v) for k, v in out.items()}
 
 
@@ -127,6 +135,8 @@ class Candidate(NamedTuple):
     acc: Any  # its Accelerator (the whole device, also for a GPU slice)
     regions: int = 1  # regions offering this instance type at this pricing (folded into one row)
     price_range: tuple = ()  # (lowest, highest) list USD/h of one instance over those regions
+    scale: int = 1  # with a demand: the placement bought this many times (its replicas)
+    plan: Any = None  # with a demand: the ServingPlan of its device group
 
 
 class RankedOffers(Sequence):
@@ -197,6 +207,9 @@ class Recommendation:
     cheapest_per_hour: RankedOffer | None = None
     # fitting offers without a speed estimate (listed after the ranked ones when the unit is work)
     speed_unknown_offers: int = 0
+    demand: Any = None  # the perf.capacity Demand ranked by (None: no capacity plan)
+    # (accelerator, skip counter, why it cannot serve the demand), one per device dropped
+    plan_dropped: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def best(self) -> RankedOffer | None:
@@ -221,7 +234,10 @@ class Recommendation:
             "considered_rows": self.considered_rows,
             "skipped": dict(self.skipped),
             "notes": list(self.notes),
-        }
+        } | ({"demand": self.demand.to_dict(),
+              "plan_dropped": [{"accelerator": a, "skipped_as": k, "reason": r}
+                               for a, k, r in self.plan_dropped]}
+             if self.demand is not None else {})
 
 
 def workload_summary(w: Any) -> dict[str, Any]:

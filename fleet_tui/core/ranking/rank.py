@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 
 from fleet_tui.core.capabilities import can_train
+from fleet_tui.core.errors import FieldError
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
     PRICING_OPTIONS,
@@ -17,9 +18,10 @@ from fleet_tui.core.ranking.constraints import as_schedule, as_set, check_limits
 from fleet_tui.core.ranking.costs import MonthlyRates, unit_factor
 from fleet_tui.core.ranking.current import current_offer
 from fleet_tui.core.ranking.index import catalog_index, slice_accelerator
-from fleet_tui.core.ranking.offers import Candidate, RankedOffers, Recommendation
+from fleet_tui.core.ranking.offers import UNIT_PLAN, Candidate, RankedOffers, Recommendation
 from fleet_tui.core.ranking.placement import DEFAULT_MAX_INSTANCES, Placer
 from fleet_tui.core.ranking.reasons import OfferBuilder
+from fleet_tui.core.ranking.serving import Planner
 from fleet_tui.core.ranking.table import OfferTable
 
 SKIP_ORDER = (
@@ -28,6 +30,8 @@ SKIP_ORDER = (
     "not_fitting_rows", "too_slow_rows", "unpriced_offers", "over_budget_offers",
     "latency_unknown_rows",
 )
+# with a serving demand only (a plain ranking's JSON keeps its keys)
+PLAN_SKIPS = ("slo_unmet_rows", "plan_unknown_rows")
 
 
 def recommend(
@@ -52,11 +56,14 @@ def recommend(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     expand_regions: bool = False,
     marketplace_multi_node: bool = False,
+    demand=None,
 ) -> Recommendation:
     """Rank every catalog offer that fits ``workload``; see :mod:`fleet_tui.core.ranking`.
 
     One row per instance type and pricing option (its cheapest region, with how many regions offer
     it) unless ``expand_regions``; marketplace boxes stay single-node unless ``marketplace_multi_node``.
+    With a ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`) offers are ranked by the
+    monthly bill of the serving capacity plan (:mod:`.serving`); the batch is then the plan's.
     """
     check_pricing(pricing, allow_any=True)
     check_limits(workload, pricing=pricing, spot_allowed=spot_allowed, top=top,
@@ -75,13 +82,24 @@ def recommend(
     stack_set = as_set(stacks, "software stack", index.stacks, "stack")
 
     unit_kind, unit = unit_for(workload, training_tokens)
-    placer = Placer(workload, training_tokens=training_tokens, unit_kind=unit_kind,
+    planner = None
+    placed = workload
+    if demand is not None:
+        if not workload.is_generation:
+            raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
+                             "and {gen_len}")
+        unit_kind, unit = "month", UNIT_PLAN
+        placed = workload.derive(batch=1)  # memory per replica at one sequence; the plan picks concurrency
+        planner = Planner(placed, demand)
+    placer = Placer(placed, training_tokens=training_tokens, unit_kind=unit_kind,
                     max_instances=max_instances)
     hours = schedule.hours_per_month
     stateless = workload.kind == "inference"
     rates = MonthlyRates(schedule, spot, stateless=stateless)
 
-    skipped = dict.fromkeys(SKIP_ORDER, 0)
+    skip_order = SKIP_ORDER + (PLAN_SKIPS if planner is not None else ())
+    skipped = dict.fromkeys(skip_order, 0)
+    dropped: dict[str, tuple[str, str]] = {}  # accelerator -> (skip counter, why it cannot serve)
     skipped["excluded_rows"] = index.excluded
     skipped["no_accelerator_spec_rows"] = index.no_spec
     skipped["odd_device_count_rows"] = index.odd_count
@@ -131,7 +149,17 @@ def recommend(
                 skipped["too_slow_rows"] += len(rows)
                 continue
         n = placement.instances
-        if per_month:
+        served = None
+        if planner is not None:
+            served = planner.serve(placement.context.acc if placement.context else acc, group.spec,
+                                   group.devices, placement)
+            if not served.ok:
+                skipped[served.skip] += len(rows)
+                dropped.setdefault(acc.id, (served.skip, served.why_not))
+                continue
+            n *= served.scale
+            table, factor = ranked, None
+        elif per_month:
             # $/month needs no speed to be priced, but an always-on server whose speed cannot be
             # estimated cannot be said to serve the load: it follows every offer that can.
             table = unknown if placement.tokens_per_s is None else ranked
@@ -142,7 +170,7 @@ def recommend(
         # noted only for offers that stay (within budget, priced): the note lists their devices
         speed_note = placement.speed_note if table is unknown else None
         keys, refs, ids = table.keys, table.refs, table.ids
-        row_ref = table.add_group(rows, placement, acc)
+        row_ref = table.add_group(rows, placement, acc, served)
         stride = len(options)
         for row in rows:
             cloud = row.instance.cloud
@@ -204,6 +232,7 @@ def recommend(
             placer, catalog, index, current, current_region, current_pricing or (
                 pricing if pricing != "any" else "on-demand"),
             rates=rates, schedule=schedule, unit=unit, unit_kind=unit_kind, spot=spot,
+            planner=planner,
         )
         notes.extend(cur_notes)
 
@@ -221,6 +250,16 @@ def recommend(
             rank = 1 + sum(1 for pos, k in enumerate(ranked.keys)
                            if k < k0 or (k == k0 and pos < cheapest))
             cheapest_offer = build(rank, candidate(cheapest))
+    if planner is not None:
+        notes.append(f"ranked by the serving capacity plan for {demand.label()}: replicas of the devices "
+                     "of one instance (or of the instances the model needs), whole instances bought; "
+                     "the batch is the plan's concurrency")
+        missed = [why for skip, why in dropped.values() if skip == "slo_unmet_rows"]
+        if missed:
+            notes.append(f"{skipped['slo_unmet_rows']} catalog rows cannot meet the latency targets: "
+                         + "; ".join(missed[:2]) + (f" (and {len(missed) - 2} more devices)" if len(missed) > 2 else ""))
+        if skipped["plan_unknown_rows"]:
+            notes.append(f"{skipped['plan_unknown_rows']} catalog rows have no speed estimate, so no plan")
     notes += _notes(skipped, unknown_notes, unknown=len(unknown), ranked=len(ranked),
                     per_month=per_month, unit=unit, fitting=fitting)
     if not expand_regions and fitting:
@@ -247,12 +286,13 @@ def recommend(
         ("expand_regions", expand_regions),
         ("marketplace_multi_node", marketplace_multi_node),
         ("top", top),
-    )
+    ) + ((("demand", demand.to_dict()),) if demand is not None else ())
     return Recommendation(
         workload=workload, unit=unit, pricing=pricing, schedule=schedule, offers=offers,
         current=cur, fitting_offers=fitting, considered_rows=len(catalog.instances),
-        skipped=tuple((k, skipped[k]) for k in SKIP_ORDER), constraints=constraints,
+        skipped=tuple((k, skipped[k]) for k in skip_order), constraints=constraints,
         notes=tuple(notes), cheapest_per_hour=cheapest_offer, speed_unknown_offers=len(unknown),
+        demand=demand, plan_dropped=tuple((a, skip, why) for a, (skip, why) in dropped.items()),
     )
 
 

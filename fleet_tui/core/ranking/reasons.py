@@ -13,12 +13,19 @@ from fleet_tui.core.pricing import (
     Schedule,
     SpotAssumptions,
     break_even_utilization,
+    cost_per_million_tokens,
     spot_overhead,
     spot_rate_source,
 )
 from fleet_tui.core.ranking.costs import savings_against, speedup
 from fleet_tui.core.ranking.formatting import devices_label, money
-from fleet_tui.core.ranking.offers import STACK_MIGRATION_NOTE, UNIT_MONTH, Candidate, RankedOffer
+from fleet_tui.core.ranking.offers import (
+    STACK_MIGRATION_NOTE,
+    UNIT_MONTH,
+    UNIT_PLAN,
+    Candidate,
+    RankedOffer,
+)
 from fleet_tui.core.ranking.placement import GIB, Placement
 
 LOW_HEADROOM_FRACTION = 0.05  # under 5% of device memory free is a risk worth naming
@@ -82,12 +89,14 @@ def applicable_flags(flags, pricing: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def reason_parts(acc, inst, placement: Placement, p: str, flags) -> tuple[str, str, str]:
-    """(devices, speed and memory, trailing notes) of an offer's one-line reason."""
+def reason_parts(acc, inst, placement: Placement, p: str, flags, scale: int = 1,
+                 planned: bool = False) -> tuple[str, str, str]:
+    """(devices, speed and memory, trailing notes) of an offer's one-line reason (with a capacity
+    plan the speed is the plan's, said after)."""
     mid = []
     if getattr(placement, "layout", ""):
         mid.append(placement.layout)
-    if placement.tokens_per_s:
+    if not planned and placement.tokens_per_s:
         mid.append(f"{placement.tokens_per_s:,.0f} tok/s")
     if placement.headroom_gib is not None:
         mid.append(f"{placement.headroom_gib:.1f} GiB free/device")
@@ -98,8 +107,17 @@ def reason_parts(acc, inst, placement: Placement, p: str, flags) -> tuple[str, s
         tail.append(f"{acc.software_stack} stack")
     if flags:
         tail.append("catalog flag: " + "; ".join(flags))  # price or data notes from the import
-    return (devices_label(inst.accelerator_count, acc.id, placement.instances), ", ".join(mid),
+    return (devices_label(inst.accelerator_count, acc.id, placement.instances * scale), ", ".join(mid),
             ", ".join(tail))
+
+
+def plan_text(plan, usd_per_million: float | None) -> str:
+    """The capacity plan of an offer in a few words (its reason, the explanation)."""
+    slo = "meets the targets" if plan.meets_slo else "misses the targets"
+    money_part = f", {money(usd_per_million)} per 1M output tokens" if usd_per_million is not None else ""
+    return (f"plan: {plan.replicas} replica(s) × {plan.gpus_per_replica} device(s), "
+            f"{plan.concurrency_per_replica} in flight each, first token {plan.ttft_s * 1e3:,.0f} ms, "
+            f"{plan.tpot_s * 1e3:,.1f} ms/token ({slo}){money_part}")
 
 
 _UNSET: Any = object()
@@ -112,7 +130,7 @@ class OfferBuilder:
                  stateless: bool, schedule: Schedule):
         self.unit = unit
         self.hours = schedule.hours_per_month
-        self.per_month = unit == UNIT_MONTH
+        self.per_month = unit in (UNIT_MONTH, UNIT_PLAN)  # costed without a speed per unit
         self.per = unit.removeprefix("USD/")
         self.current = current
         self.current_stack = current_stack
@@ -145,11 +163,14 @@ class OfferBuilder:
             if od:
                 break_even = break_even_utilization(price, od)
             estimated = bool(getattr(inst, "reserved_estimated", False))
+        tokens_per_s = speed.tokens_per_s
+        if c.plan is not None and c.plan.replica_rps:  # what its replicas sustain within the targets
+            tokens_per_s = c.plan.replica_rps * c.plan.gen_tokens * c.plan.replicas
         savings_pct = savings_usd = faster = None
         current = self.current
         if current is not None and not is_current:
             savings_pct, savings_usd = savings_against(current, cpu)
-            faster = speedup(current.tokens_per_s, speed.tokens_per_s)
+            faster = speedup(current.tokens_per_s, tokens_per_s)
         flags = applicable_flags(inst.flags, p)
         rkey = (placement, p, cloud, flags, estimated, acc.id)
         risks = self._risks.get(rkey)
@@ -157,20 +178,27 @@ class OfferBuilder:
             risks = self._risks[rkey] = offer_risks(
                 inst, acc, placement, p, current_stack=self.current_stack, overhead=overhead,
                 spot=self.spot)
+        plan = c.plan
+        per_million = None
+        if plan is not None and math.isfinite(eff):
+            per_million = cost_per_million_tokens(eff, plan.output_tokens_per_s)
         if is_current:
             reason = "current setup" + ("" if placement.fits else
                                         f": does not fit ({placement.why_not})")
         else:
             reason = self._reason(inst, acc, placement, p, flags, cpu, costed, savings_pct,
-                                  break_even)
+                                  break_even, c.scale, plan is not None)
+        if plan is not None:
+            reason += "; " + plan_text(plan, per_million)
+        instances = placement.instances * c.scale
         return RankedOffer(
             rank=rank, instance=inst, cloud=cloud, instance_type=inst.instance_type,
             region=inst.region, accelerator=acc.id, vendor=acc.vendor,
             software_stack=acc.software_stack, accelerator_count=inst.accelerator_count,
-            instances=placement.instances, gpus=placement.gpus, sharding=placement.sharding,
+            instances=instances, gpus=placement.gpus * c.scale, sharding=placement.sharding,
             pricing=p, list_usd_per_hour=price, usd_per_hour=eff, usd_per_month=c.month,
-            usd_per_gpu_hour=eff / (inst.accelerator_count * placement.instances),
-            cost_per_unit=cpu, unit=self.unit, tokens_per_s=speed.tokens_per_s,
+            usd_per_gpu_hour=eff / (inst.accelerator_count * instances),
+            cost_per_unit=cpu, unit=self.unit, tokens_per_s=tokens_per_s,
             latency_ms=speed.latency_ms, headroom_gib=placement.headroom_gib,
             memory_used_pct=placement.memory_used_pct, fits=placement.fits,
             savings_usd_per_month=savings_usd, savings_pct=savings_pct, speedup=faster,
@@ -179,7 +207,7 @@ class OfferBuilder:
             is_current=is_current, misfit=placement.why_not, speed_unknown=speed_unknown,
             speed_unknown_reason=(speed.note or "no speed estimate") if speed_unknown else "",
             layout=getattr(placement, "layout", ""), regions=c.regions, region_price_range=c.price_range,
-            reliability=self._reliability(cloud),
+            reliability=self._reliability(cloud), plan=plan, usd_per_million_tokens=per_million,
             fit=placement.fit, throughput=speed.throughput,
         )
 
@@ -188,11 +216,11 @@ class OfferBuilder:
         return tier.reliability if tier else ""
 
     def _reason(self, inst, acc, placement, p, flags, cpu, costed, savings_pct,
-                break_even) -> str:
-        tkey = (placement, acc.id, inst.accelerator_count, p, flags)
+                break_even, scale: int = 1, planned: bool = False) -> str:
+        tkey = (placement, acc.id, inst.accelerator_count, p, flags, scale, planned)
         text = self._text.get(tkey)
         if text is None:
-            text = self._text[tkey] = reason_parts(acc, inst, placement, p, flags)
+            text = self._text[tkey] = reason_parts(acc, inst, placement, p, flags, scale, planned)
         parts = [text[0], f"{money(cpu)} per {self.per}" if costed else
                  f"speed unknown ({placement.speed_note}), so not ranked by cost per {self.per}"]
         if text[1]:

@@ -19,6 +19,7 @@ class TableGroup(NamedTuple):
     rows: Sequence[CatalogRow]  # the group's rows that passed the filters
     placement: Placement
     acc: Any
+    served: Any = None  # with a demand: the ranking.serving ServedGroup of these rows
 
 
 class OfferTable:
@@ -49,10 +50,10 @@ class OfferTable:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def add_group(self, rows: Sequence[CatalogRow], placement: Placement, acc) -> int:
+    def add_group(self, rows: Sequence[CatalogRow], placement: Placement, acc, served=None) -> int:
         """Register a device group's rows; returns the base of its offers' references."""
         base = self._next
-        self._groups.append(TableGroup(rows, placement, acc))
+        self._groups.append(TableGroup(rows, placement, acc, served))
         self._bases.append(base)
         self._next += len(rows) * len(self.options)
         return base
@@ -78,7 +79,9 @@ class OfferTable:
         i = PRICING_OPTIONS.index(pricing)
         price = row.prices[i]
         # the same product the ranking loop computed for this offer's month
-        month = price * group.placement.instances * self.rates(pricing, row.instance.cloud)
+        served = group.served
+        scale = served.scale if served is not None else 1
+        month = price * group.placement.instances * scale * self.rates(pricing, row.instance.cloud)
         price_range = ()
         if regions > 1:  # the list prices of this instance type in the group's other regions
             same = [r.prices[i] for r in group.rows
@@ -87,7 +90,8 @@ class OfferTable:
             price_range = (min(same), max(same)) if same else ()
         return Candidate(key=self.keys[pos], month=month, seq=seq, instance=row.instance,
                          pricing=pricing, price=price, placement=group.placement, acc=group.acc,
-                         regions=regions, price_range=price_range)
+                         regions=regions, price_range=price_range, scale=scale,
+                         plan=served.plan if served is not None else None)
 
     def one_per_id(self, top: int | None = None) -> tuple[list[int], dict[int, int]]:
         """Positions cheapest first, keeping the cheapest offer of each id (instance type ×

@@ -3,7 +3,9 @@
 Capacity is the device's nominal memory less what NVML never reports (about 1 %,
 :data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.capacity`). A misfit is answered by
 searching its neighbourhood — another parallel layout on the same devices (:mod:`.layout`),
-micro-batches with gradient accumulation (same global batch), checkpointing, 8-bit optimizer
+micro-batches with gradient accumulation (same global batch), checkpointing, offload to CPU memory
+(activations; optimizer states and step, ZeRO-Offload; then the parameters too, ZeRO-Infinity /
+FSDP CPU offload: :mod:`.stacks`), 8-bit optimizer
 states, pure 16-bit weights, LoRA/QLoRA, quantized weights or KV cache, the fewest devices of the
 same kind with the layout that fits them, shorter sequences, a smaller batch — each verified by
 re-running :func:`.memory.estimate_memory`, and ordered by what it costs the user
@@ -22,6 +24,7 @@ from functools import cached_property
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
+from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import parallel_layout
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
@@ -76,12 +79,16 @@ class FitResult:
 #: layout, micro-batches, recomputation), the same hardware computing something slightly
 #: different (8-bit states, adapters, quantized weights), more devices (dollars), and last a
 #: smaller problem (shorter sequences, a smaller global batch).
+#: Offloading keeps the maths and the devices (it costs host RAM and PCIe time per step), so it
+#: ranks with the layout and recomputation, after them.
 COST_TIERS = {
     "layout": 0, "micro_batch": 0, "checkpointing": 0,
+    "offload_activations": 0, "offload": 0, "offload_params": 0,
     "optimizer": 1, "master_weights": 1, "lora": 1, "qlora": 1, "precision": 1, "kv_cache_dtype": 1,
     "gpus": 2, "device": 2, "seq_len": 3, "batch": 3,
 }
-_ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "kv_cache_dtype", "optimizer", "master_weights",
+_ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "offload_activations", "offload", "offload_params",
+                  "kv_cache_dtype", "optimizer", "master_weights",
                   "precision", "qlora", "lora", "gpus", "seq_len", "batch")
 #: Devices per node assumed when the caller does not know the instance (HGX/DGX-class boards).
 DEFAULT_NODE_DEVICES = 8
@@ -115,6 +122,30 @@ def _layout_words(w: Workload, gpus: int) -> str:
     return words
 
 
+def _with_offload(w: Workload, *targets: str) -> Workload:
+    kept = set(w.offload) | set(targets)
+    return w.derive(offload=tuple(t for t in OFFLOAD_TARGETS if t in kept))
+
+
+def _offload_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload, int]]:
+    """Training state kept in CPU memory (:mod:`.stacks`): activations, then the optimizer, then
+    the parameters as well; each named by the ``{offload}`` value that sets it."""
+    out = []
+    if "activations" not in w.offload:
+        v = _with_offload(w, "activations")
+        out.append(("offload_activations", "offload saved activations to CPU memory ({offload} "
+                    f"{','.join(v.offload)}; PCIe traffic each step)", v, gpus))
+    if "optimizer" not in w.offload and w.optimizer not in ("sgd",):
+        v = _with_offload(w, "optimizer")
+        out.append(("offload", "keep optimizer states and the step in CPU memory, ZeRO-Offload "
+                    f"({{offload}} {','.join(v.offload)}; slower steps, needs host RAM)", v, gpus))
+    if "params" not in w.offload:
+        v = _with_offload(w, "optimizer", "params")
+        out.append(("offload_params", "keep parameters and optimizer states in CPU memory, two layers "
+                    f"at a time on the GPU ({{offload}} {','.join(v.offload)}; much slower steps)", v, gpus))
+    return out
+
+
 def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tuple[str, str, Workload, int]]:
     """Single changes of ``w`` on ``gpus`` × ``acc``: (change key, description, workload, gpus)."""
     out: list[tuple[str, str, Workload, int]] = []
@@ -136,6 +167,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
         if not w.grad_checkpointing:
             out.append(("checkpointing", "turn on activation checkpointing ({grad_checkpointing}; "
                         "~25-30 % slower steps)", w.derive(grad_checkpointing=True), gpus))
+        out += _offload_candidates(w, gpus)
         if w.optimizer == "adamw":
             out.append(("optimizer", "use 8-bit AdamW ({optimizer} adamw8bit)",
                         w.derive(optimizer="adamw8bit"), gpus))
@@ -213,6 +245,30 @@ def _bytes_rank(p: str) -> float:
     return cal.WEIGHT_BYTES.get(p, 2.0)
 
 
+def _words_and_flags(template: str) -> tuple[str, str]:
+    """``"use 8-bit AdamW ({optimizer} adamw8bit; note)"`` -> (``"use 8-bit AdamW"``, ``"{optimizer} adamw8bit"``)."""
+    words, _, rest = template.rpartition(" (")
+    return words, rest.rstrip(")").split(";")[0]
+
+
+def _changed_and_more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[FitSuggestion]:
+    """The fewest devices of the same kind once one change is made (checkpointing on for training):
+    the last resort, so that a setup that exists is always named."""
+    base = w.derive(grad_checkpointing=True) if w.is_training and not w.grad_checkpointing else w
+    prefix = "turn on activation checkpointing ({grad_checkpointing}), " if base is not w else ""
+    best: FitSuggestion | None = None
+    for change, desc, w2, _n in _candidates(base, gpus, acc, node):
+        if change in ("layout", "micro_batch", "checkpointing", "batch", "seq_len"):
+            continue  # a layout is searched by _more_devices; a smaller problem is not the same job
+        alt = _more_devices(w2, gpus, acc, node)
+        if alt is not None and (best is None or alt.gpus < best.gpus):
+            words, flags = _words_and_flags(desc)
+            more_words, more_flags = _words_and_flags(alt.template)
+            best = FitSuggestion(f"{prefix}{words} and {more_words} ({flags} {more_flags})",
+                                 alt.workload, alt.total_bytes, alt.gpus, f"gpus+{change}")
+    return [best] if best is not None else []
+
+
 def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
                   node_devices: int | None = None) -> list[FitSuggestion]:
     """Up to ``limit`` changes that make ``w`` fit on ``gpus`` × ``acc``, each verified by
@@ -259,6 +315,9 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
                                                f"({{precision}} {w2.precision} {layout_flags(alt.workload, alt.gpus)})",
                                                alt.workload, alt.total_bytes, alt.gpus, f"gpus+{w2.precision}"))
                     break
+
+    if not found:  # nothing alone, not even the most devices: a change of maths and more devices
+        found.extend(_changed_and_more_devices(w, gpus, acc, node))
 
     def cost(s: FitSuggestion):
         keys = s.change.split("+")

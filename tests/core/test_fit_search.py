@@ -1,0 +1,97 @@
+"""The fix search (issue 9 item 5) on the issue's own examples: each suggestion is verified by
+re-sizing, the same hardware comes first, offload is proposed, and a setup that exists is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet_tui.core.catalog import load_catalog
+from fleet_tui.core.sizing import check_fit
+from fleet_tui.core.sizing.capacity import capacity_bytes
+from fleet_tui.core.sizing.fit import COST_TIERS, suggest_fixes
+from fleet_tui.core.sizing.memory import estimate_memory
+from fleet_tui.core.workload import Workload
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog(include_user=False)
+
+
+def tier(s) -> int:
+    return max(COST_TIERS.get(k, 9) for k in s.change.split("+"))
+
+
+def verified(fixes, acc):
+    for s in fixes:  # every suggestion fits when re-sized on its own devices
+        assert estimate_memory(s.workload, s.gpus).total_bytes <= capacity_bytes(acc), s.description
+    assert [tier(s) for s in fixes] == sorted(tier(s) for s in fixes)
+
+
+def test_70b_qlora_on_2_l40s_fits_with_fsdp_on_these_2(cat):
+    acc = cat.accelerator("L40S")
+    w = Workload(kind="qlora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=4, gpus=2)
+    fit = check_fit(w, acc, 2)
+    assert not fit.fits
+    fixes = fit.suggestions
+    verified(fixes, acc)
+    first = fixes[0]
+    assert first.gpus == 2 and "FSDP" in first.description and "on these 2 devices" in first.description
+    assert "--sharding fsdp" in first.render(lambda f: "--" + f.replace("_", "-"))
+
+
+def test_8b_full_finetune_on_2_a100_fits_with_fsdp_on_2(cat):
+    acc = cat.accelerator("A100-80GB")
+    w = Workload(kind="finetune", model=cat.model("llama-3.1-8b"), seq_len=2048, batch=8, gpus=2,
+                 sharding="data")
+    fixes = check_fit(w, acc, 2).suggestions
+    verified(fixes, acc)
+    assert fixes[0].change == "layout" and fixes[0].gpus == 2 and "FSDP" in fixes[0].description
+    assert all(s.gpus >= 2 for s in fixes)
+    more = [s for s in fixes if s.change == "gpus"]
+    assert fixes.index(more[0]) > 0 if more else True  # more devices only after the same 2
+
+
+def test_405b_on_a_t4_gets_a_concrete_layout(cat):
+    acc = cat.accelerator("T4")
+    w = Workload(kind="inference", model=cat.model("llama-3.1-405b"), seq_len=2048, precision="fp16")
+    fixes = check_fit(w, acc, 1).suggestions
+    assert fixes
+    verified(fixes, acc)
+    layouts = [s for s in fixes if s.change.startswith("gpus")]
+    assert layouts and all(s.gpus > 1 and s.workload.tp and s.workload.tp > 1 for s in layouts)
+    assert "TP8" in layouts[0].description
+
+
+def test_offload_is_proposed_and_verified(cat):
+    acc = cat.accelerator("A100-80GB")
+    w = Workload(kind="finetune", model=cat.model("llama-3.1-8b"), seq_len=2048, batch=8)
+    fixes = suggest_fixes(w, 1, acc, limit=12)
+    verified(fixes, acc)
+    off = [s for s in fixes if "offload" in s.change]
+    assert off, [s.change for s in fixes]
+    assert "optimizer" in off[0].workload.offload
+    assert "{offload}" in off[0].template
+    # offload keeps the devices and the maths: it comes before more devices
+    more = [i for i, s in enumerate(fixes) if s.change == "gpus"]
+    assert not more or fixes.index(off[0]) < more[0]
+
+
+def test_activation_offload_alone_when_it_is_enough(cat):
+    acc = cat.accelerator("L40S")
+    w = Workload(kind="qlora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=4, gpus=2,
+                 sharding="fsdp")
+    fixes = check_fit(w, acc, 2).suggestions
+    verified(fixes, acc)
+    acts = [s for s in fixes if s.change == "offload_activations"]
+    assert acts and acts[0].workload.offload == ("activations",) and acts[0].gpus == 2
+
+
+def test_a_setup_that_exists_is_always_named(cat):
+    acc = cat.accelerator("RTX4060")
+    w = Workload(kind="finetune", model=cat.model("llama-3.1-405b"), seq_len=8192, batch=64,
+                 precision="fp16")
+    fixes = check_fit(w, acc, 1).suggestions
+    assert fixes, "no change found although a catalog device fits with a change"
+    verified(fixes, acc)
+    assert fixes[0].gpus > 1
