@@ -327,7 +327,16 @@ def test_kv_capacity_matches_published_vllm_pools():
     assert 500 < kv_capacity(w70, H100, 1).tokens < 8192
 
 
-def test_suggestions_pair_quantization_with_gpus_and_serialize():
+@pytest.fixture
+def empty_caches():
+    """Tests that assert a cache hit start from empty caches: an entry another test left under the
+    same device id with another spec (the catalog's H100 vs this file's) is, by design, not reused."""
+    from fleet_tui.core import caches
+
+    caches.clear()
+
+
+def test_suggestions_pair_quantization_with_gpus_and_serialize(empty_caches):
     import dataclasses
     import pickle
 
@@ -342,7 +351,7 @@ def test_suggestions_pair_quantization_with_gpus_and_serialize():
     assert check_fit(Workload(kind="inference", model=L70), L4) is res  # cached by value
 
 
-def test_caches_key_devices_by_value_not_by_object():
+def test_caches_key_devices_by_value_not_by_object(empty_caches):
     small = H100.model_copy(update={"memory_gib": 16})  # the same id, another spec
     w = Workload(kind="inference", model=L8, seq_len=2048)
     assert size_workload(w, H100, 1).fit.fits and not size_workload(w, small, 1).fit.fits
