@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.signals import default_sigint
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PROM = "prometheus:http://127.0.0.1:9090"
@@ -104,7 +106,8 @@ def _run(line: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProc
 def _export(line: str, cwd: Path) -> None:
     port = int(re.search(r"--port (\d+)", line).group(1))
     proc = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=cwd, env=_env(cwd),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 60
         body = None

@@ -18,6 +18,7 @@ from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source
 from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 from tests.fleet.promserver import PrometheusServer, wait_until
+from tests.signals import default_sigint
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "fleet-tui.grafana.json"
 GIB = 1024**3
@@ -184,7 +185,7 @@ def test_export_command_serves_and_stops_on_ctrl_c():
          "--interval", "0.5", "--node-price", "10", "--timeout", "60",
          "--source", f"prometheus:{fake.url}"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-        env={**os.environ, "FLEET_TUI_PROM_TOKEN": ""})
+        env={**os.environ, "FLEET_TUI_PROM_TOKEN": ""}, preexec_fn=default_sigint)
     try:
         line = proc.stderr.readline()
         port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
