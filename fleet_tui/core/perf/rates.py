@@ -70,7 +70,7 @@ def bandwidth(accelerator: Accelerator) -> tuple[float | None, list[str]]:
 def attn_flops_per_token(w: Workload, context: float) -> float:
     """Forward attention FLOPs per token (QKᵀ and AV, causal: half the square)."""
     a = w.arch
-    full = a.layers - a.sliding_window_layers
+    full = a.kv_layers  # hybrid models: linear-attention layers add no context-long term
     flops = full * 2 * context * a.q_dim
     if a.sliding_window_layers:
         flops += a.sliding_window_layers * 2 * min(context, a.sliding_window) * a.q_dim
