@@ -353,9 +353,10 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                             unknown=missing)
     n_mat = pc.matmul_active
     moe = e.moe_prefill_efficiency if arch.is_moe else 1.0
-    pre_flops_tok = 2 * n_mat + attn_flops_per_token(w, prompt / 2 + 1) * 2
-    tp_rate = rate * tp * moe
-    prefill_s_per_req = prompt * pre_flops_tok / tp_rate
+    # attention (FlashAttention, FlashMLA, XQA) multiplies in 16-bit whatever the weights' precision
+    attn_rate = gemm_rate(e, acc, "bf16")[0] or gemm_rate(e, acc, "fp16")[0] or rate
+    pre_attn = attn_flops_per_token(w, prompt / 2 + 1) * 2
+    prefill_s_per_req = prompt * (2 * n_mat / (rate * moe) + pre_attn / attn_rate) / tp
     ctx = prompt + gen / 2
     kv_read = b * ctx * kv_bytes_per_token(arch, w, tp, int(ctx))
     act = activation_bytes(w)
@@ -371,13 +372,14 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
         comm = tp_allreduce_s(acc, tp, arch.layers, b * arch.hidden * act)
         prefill_comm = tp_allreduce_s(acc, tp, arch.layers, prompt * arch.hidden * act)
     d_mem = (streamed + kv_read) / (bw * decode_efficiency(e, acc))
-    d_cmp = b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / (rate * tp) * (EP_LOAD_IMBALANCE if ep else 1.0)
+    d_cmp = b * (2 * n_mat / rate * (EP_LOAD_IMBALANCE if ep else 1.0)
+                 + 2 * attn_flops_per_token(w, ctx, absorbed=True) / attn_rate) / tp
     step = max(d_mem, d_cmp) + e.step_overhead_s + b * e.seq_overhead_s + comm
     prefill_s_per_req += prefill_comm
     run_s = prefill_s_per_req * b + gen * step  # one wave of b requests
     out_tok_s = b * gen / run_s * replicas
     notes.append(f"{b} sequences in flight per replica (KV pool {pool.tokens:,} tokens, "
                  f"{'input+output' if e.reserve_full_sequence else 'input + half the output'} held each)")
-    return ServingSpeed(e.id, b, out_tok_s, tp_rate / pre_flops_tok * replicas, prefill_s_per_req, step,
+    return ServingSpeed(e.id, b, out_tok_s, prompt / prefill_s_per_req * replicas, prefill_s_per_req, step,
                         pool.tokens, replicas, "memory" if d_mem >= d_cmp else "compute", tuple(notes),
                         total_tokens_per_s=out_tok_s * seq / gen, loaded_tpot_s=run_s / gen)
