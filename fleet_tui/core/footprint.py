@@ -182,6 +182,13 @@ def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int =
     return total
 
 
+def sequence_state_bytes(arch: ModelArch, w: Workload, tp: int = 1) -> float:
+    """Fixed-size state one sequence keeps in a hybrid model's linear-attention layers, per tensor
+    rank (it does not grow with the context; 0 for a model without such layers)."""
+    linear_layers = arch.layers - (arch.full_attention_layers or arch.layers)
+    return linear_layers * arch.linear_state_values * activation_bytes(w) / tp
+
+
 def forward_transient(arch: ModelArch, tokens: int, act: int, tp: int, seq: int = 0) -> float:
     """Widest live set inside one decoder layer during an inference forward (bytes).
 

@@ -73,6 +73,7 @@ class ModelArch(BaseModel):
     # hybrid attention (Qwen3-Next/3.5): only these layers keep a KV cache that grows with the
     # context; the others are linear attention with a fixed-size state (None: every layer)
     full_attention_layers: PositiveInt | None = None
+    linear_state_values: int = Field(default=0, ge=0)  # fixed state per sequence per linear-attention layer
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -409,6 +410,11 @@ def _mla_and_hybrid(cfg: dict, layers: int) -> dict:
                    first_dense_layers=int(cfg.get("first_k_dense_replace") or 0))
         if cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
             out["shared_intermediate"] = cfg["moe_intermediate_size"]
+    if cfg.get("linear_num_value_heads"):  # Gated DeltaNet: a k x v state per value head + conv window
+        kd, vd = int(cfg.get("linear_key_head_dim") or 0), int(cfg.get("linear_value_head_dim") or 0)
+        vh, kh = int(cfg["linear_num_value_heads"]), int(cfg.get("linear_num_key_heads") or 0)
+        conv = int(cfg.get("linear_conv_kernel_dim") or 0) * (2 * kh * kd + vh * vd)
+        out["linear_state_values"] = vh * kd * vd + conv
     kinds = cfg.get("layer_types")
     if isinstance(kinds, list) and any(str(k).startswith("linear") for k in kinds):
         out["full_attention_layers"] = sum(1 for k in kinds if k == "full_attention") or None

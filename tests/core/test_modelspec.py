@@ -227,3 +227,19 @@ def test_hybrid_attention_counts_only_full_attention_layers(tmp_path):
     w = Workload(kind="inference", model=dense, kv_cache_dtype="bf16")
     assert kv_bytes_per_token(hybrid, w) * 4 == kv_bytes_per_token(dense, w)
     assert load_model_config(_config(tmp_path, full_attention_interval=4)).full_attention_layers == 8
+
+
+def test_linear_attention_state_is_held_per_sequence_not_per_token(tmp_path):
+    """A Gated DeltaNet layer keeps v_heads x k_dim x v_dim values (+ its conv window) per sequence:
+    the memory of a batch grows by that once per sequence, whatever the context."""
+    from fleet_tui.core.footprint import sequence_state_bytes
+    from fleet_tui.core.workload import Workload
+
+    kinds = ["linear_attention"] * 3 + ["full_attention"]
+    arch = load_model_config(_config(tmp_path, layer_types=kinds * 8, linear_num_value_heads=32,
+                                     linear_num_key_heads=16, linear_key_head_dim=128,
+                                     linear_value_head_dim=128, linear_conv_kernel_dim=4))
+    assert arch.linear_state_values == 32 * 128 * 128 + 4 * (2 * 16 * 128 + 32 * 128)
+    w = Workload(kind="inference", model=arch, precision="bf16")
+    assert sequence_state_bytes(arch, w) == 24 * arch.linear_state_values * 2
+    assert sequence_state_bytes(arch, w, tp=2) == sequence_state_bytes(arch, w) / 2

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, parallel_split,
-                                      weight_bytes)
+                                      sequence_state_bytes, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
 from fleet_tui.core.specs import Accelerator
@@ -337,6 +337,8 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     seq = prompt + gen
     pool = kv_pool(w, acc, gpus, seq)
     held = seq if e.reserve_full_sequence else prompt + gen / 2
+    if pool.bytes_per_token:  # a hybrid model's fixed linear-attention state, in tokens' worth of pool
+        held += sequence_state_bytes(arch, w, tp) / pool.bytes_per_token
     fits = int(pool.tokens // max(1.0, held)) if e.memory_rule != "dynamic" else (concurrency or w.batch)
     cap = min(e.max_seqs, concurrency) if concurrency else e.max_seqs
     b = max(0, min(fits, cap))
@@ -358,7 +360,7 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     pre_attn = attn_flops_per_token(w, prompt / 2 + 1) * 2
     prefill_s_per_req = prompt * (2 * n_mat / (rate * moe) + pre_attn / attn_rate) / tp
     ctx = prompt + gen / 2
-    kv_read = b * ctx * kv_bytes_per_token(arch, w, tp, int(ctx))
+    kv_read = b * (ctx * kv_bytes_per_token(arch, w, tp, int(ctx)) + sequence_state_bytes(arch, w, tp))
     act = activation_bytes(w)
     if ep:  # this GPU's dense weights, its share of the experts the whole batch routes to
         dense = weight_bytes(w, pc) * (1 - expert_share(w))

@@ -9,7 +9,7 @@ from typing import Literal, NamedTuple
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout
+from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.perf import collectives
 from fleet_tui.core.modelspec import ParamCounts, param_counts
@@ -200,7 +200,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     tpot = decode_tok_s = None
     bound_dec = "memory"
     if bw is not None:
-        kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
+        kv_read = per_gpu_b * (ctx * kv_bytes_per_token(a, w, 1, ctx) + sequence_state_bytes(a, w))
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
         d_mem = bytes_step / tp / (bw * decode_efficiency(eng, acc))
         tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
