@@ -32,6 +32,12 @@ decode bandwidth efficiency 0.70 (0.6-0.8 tried), 10 µs per sequence per step, 
 cap 1024, all-reduce efficiency 0.5; the MoE grouped-GEMM factor 0.7 (the fit is flat between 0.7
 and 1.0; 0.7 matches the ~30 % MoE prefill shortfall the old model showed).
 
+Re-run for issue 9's second pass with a mean capped |log error| objective (the median is moved
+only by rows near it, so a median fit over-fits them: 9 % tune vs 21 % holdout) after attention
+moved to the 16-bit rate and MLA decode to its absorbed form: the same constants came back within
+one grid step except the decode factors (ARCH_DECODE_FACTOR: Hopper 1.1 -> 1.0, Blackwell 0.7 ->
+0.8, Ada 1.0 -> 1.1; mean |log| on tune rows 0.1825 -> 0.1731, median 9.7 % -> 10.6 %).
+
 The constants were fitted on the ``split = "tune"`` rows of ``tests/fixtures/validation/serving.toml``
 and ``kv_capacity.toml`` only (``bench/bench_validation.py`` prints the error on tune and holdout
 rows separately). Sources of the engine defaults are on each field.
@@ -135,10 +141,11 @@ ENGINES: dict[str, EngineProfile] = {
 
 #: Decode bandwidth reached on each architecture relative to the engine's figure (Hopper = 1):
 #: attention and MoE kernels are tuned first for Hopper; fitted per architecture on the tune rows
-#: by bench/fit_serving.py (median |error| on tune throughput rows 0.18 -> 0.12): Hopper 1.1 (0.77
-#: of peak), Blackwell 0.7 (B200/GB200 reach ~0.5 of their 8 TB/s in the TensorRT-LLM 1.x tables),
-#: CDNA 0.4 (vLLM/SGLang on ROCm, 2024-25 releases).
-ARCH_DECODE_FACTOR = {"Hopper": 1.1, "Blackwell": 0.7, "Ampere": 1.0, "Ada": 1.0, "CDNA": 0.4, "default": 1.0}
+#: by bench/fit_serving.py (mean capped |log error| on tune throughput rows 0.1825 -> 0.1731):
+#: Hopper 1.0 (0.70 of peak), Blackwell 0.8 (B200/GB200 reach ~0.56 of their 8 TB/s in the
+#: TensorRT-LLM 1.x tables), Ada 1.1 (L40S GDDR6 streams at ~0.77), CDNA 0.4 (vLLM/SGLang on ROCm,
+#: 2024-25 releases).
+ARCH_DECODE_FACTOR = {"Hopper": 1.0, "Blackwell": 0.8, "Ampere": 1.0, "Ada": 1.1, "CDNA": 0.4, "default": 1.0}
 
 
 def _arch_entry(table: dict, acc: Accelerator):
