@@ -213,3 +213,25 @@ def test_the_cli_choices_are_the_registries():
 
     assert set(choices.ENGINES) == set(ENGINES)
     assert set(choices.FRAMEWORKS) == set(TRAINING_STACKS)
+
+
+def test_deepseek_r1_serves_on_8_h200_with_its_latent_cache():
+    """`size --model deepseek-r1` works: fp8 weights over TP8 fit, the pool counts the 576-value
+    latent per layer (whole on every rank), and decode pays absorbed-MLA attention at 16-bit."""
+    w = wl(model="deepseek-r1", precision="fp8", kv_cache_dtype="fp8", prompt_len=3200, gen_len=800,
+           gpus=8, sharding="tensor")
+    h200 = CAT.accelerator("H200")
+    pool = kv_pool(w, h200, 8, 4000)
+    assert pool.bytes_per_token == 61 * 576
+    sp = serving_speed(w, h200, 8, 3200, 800)
+    assert sp.output_tokens_per_s and sp.concurrency > 64
+
+
+def test_gh200_and_rtx_pro_6000_have_speeds_from_their_cited_specs():
+    for acc_id, precision in (("GH200", "fp8"), ("GH200-144GB", "fp8"), ("RTXPRO6000", "fp4")):
+        acc = CAT.accelerator(acc_id)
+        w = wl(model="llama-3.1-8b", precision=precision, prompt_len=1000, gen_len=1000, engine="trtllm")
+        assert serving_speed(w, acc, 1, 1000, 1000).output_tokens_per_s, acc_id
+    # the HBM3e variant is the same GPU with more and faster memory
+    gh, gh144 = CAT.accelerator("GH200"), CAT.accelerator("GH200-144GB")
+    assert gh.peak_tflops == gh144.peak_tflops and gh144.memory_bandwidth_gbs > gh.memory_bandwidth_gbs
