@@ -22,9 +22,11 @@ Method (one formula per phase, the constants per engine):
   for the architecture and precision (:attr:`EngineProfile.gemm_efficiency`); MoE prefill pays the
   grouped-GEMM factor :attr:`EngineProfile.moe_prefill_efficiency`.
 * **Decode** streams the weights the batch touches and the batch's KV cache once per step at
-  :attr:`EngineProfile.decode_bandwidth_efficiency` of the datasheet bandwidth, or is compute-bound
-  at large batches; each step also pays a fixed scheduling/sampling time and, under tensor
-  parallelism, two all-reduces per layer.
+  :attr:`EngineProfile.decode_bandwidth_efficiency` of the datasheet bandwidth, and does the
+  batch's matmuls (attention at the 16-bit rate, MLA in its absorbed form); the two times combine
+  as a p-norm (:func:`decode_step_s`, p = 2: near the ridge point kernels reach neither limit);
+  each step also pays a fixed scheduling/sampling time and, under tensor parallelism, two
+  all-reduces per layer.
 * Offline throughput = output tokens / (prefill time + decode time) of the whole run.
 
 Fitted by ``bench/fit_serving.py`` (grid search, median |error| on tune throughput rows 0.18):
