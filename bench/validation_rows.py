@@ -3,8 +3,7 @@ predictions: the one harness that bench/bench_validation.py prints and tests/cor
 asserts on. A row the tool cannot express returns a reason instead of a prediction.
 
 Models the catalog lacks are given here as shapes from their published config.json (the same fields
-a ``--model-config`` file gives); DeepSeek's multi-head latent attention is approximated as one
-576-wide KV head per layer (it caches kv_lora_rank 512 + rope 64 values per token and layer).
+a ``--model-config`` file gives); DeepSeek-R1 (multi-head latent attention) is the catalog's.
 """
 
 from __future__ import annotations
@@ -46,12 +45,18 @@ EXTRA_MODELS = {
         id="deepseek-coder-6.7b-instruct", name="deepseek-coder-6.7b-instruct", layers=32, hidden=4096,
         intermediate=11008, heads=32, kv_heads=32, vocab=32256,
         source="https://huggingface.co/deepseek-ai/deepseek-coder-6.7b-instruct/blob/main/config.json"),
-    "DeepSeek-R1": ModelArch(id="deepseek-r1", name="DeepSeek-R1 (MLA as one 576-wide KV head)", layers=61,
-                             hidden=7168, intermediate=18432, heads=128, kv_heads=1, head_dim=288, vocab=129280,
-                             experts=256, experts_per_token=8, moe_intermediate=2048, shared_experts=1,
-                             source="https://huggingface.co/deepseek-ai/DeepSeek-R1/blob/main/config.json"),
+    # hybrid attention: the shape of Qwen3.5-27B as THUDM/slime's Megatron arguments give it
+    # (scripts/models/qwen3.5-27B.sh: 64 layers, hidden 5120, FFN 17408, 24 heads, 4 query groups of
+    # 256 channels, vocab 248320, untied); the kv_capacity row's PR says 16 of its 64 layers are full
+    # attention and 32 KiB/token in fp8 (= 16 x 2 x 4 x 256 x 1 B). 27B parameters per the name (the
+    # gated-delta-net projections differ from the attention ones the shape would count).
+    "Qwen3.8-27B (hybrid: 16 of 64 layers full attention)": ModelArch(
+        id="qwen3.8-27b", name="Qwen3.8-27B (hybrid)", layers=64, hidden=5120, intermediate=17408, heads=24,
+        kv_heads=4, head_dim=256, vocab=248320, full_attention_layers=16, total_params=27_000_000_000,
+        source="https://github.com/THUDM/slime/blob/main/scripts/models/qwen3.5-27B.sh"),
 }
-ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "DeepSeek-R1", "Mistral-7B": "mistral-7b",
+ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "deepseek-r1", "DeepSeek-R1": "deepseek-r1",
+           "DeepSeek-V3/R1 architecture (671B MoE)": "deepseek-r1", "Mistral-7B": "mistral-7b",
            "Qwen2.5-VL-72B": "qwen2.5-72b"}
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
@@ -107,7 +112,7 @@ def model(name: str) -> ModelArch | None:
 
 def precision_of(text: str, model_name: str) -> str:
     t = str(text).lower()
-    if model(model_name) is EXTRA_MODELS["DeepSeek-R1"] and ("checkpoint default" in t or "bf16" in t):
+    if getattr(model(model_name), "id", "") == "deepseek-r1" and ("checkpoint default" in t or "bf16" in t):
         # DeepSeek-R1 ships an fp8 checkpoint; in bf16 its 1.34 TB would not fit the 8×141 GB the
         # TensorRT-LLM row ran on, so '--dtype bfloat16' there sets the activations, not the weights
         return "fp8"
@@ -154,9 +159,14 @@ def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
     inp, out = r.get("input_len"), r.get("output_len")
     if inp is None or out is None:
         m = re.search(r"tokens/sample in this file = ([0-9]+(?:\.[0-9]+)?)", r.get("notes", ""))
-        if not m:
+        per_sample = float(m.group(1)) if m else None
+        m = re.search(r"Completed samples per second ([0-9.]+); Completed tokens per second ([0-9.]+)",
+                      r.get("source_detail", ""))
+        if per_sample is None and m:  # the server latency rows: the same file's tokens / samples
+            per_sample = float(m.group(2)) / float(m.group(1))
+        if per_sample is None:
             return None, 0, 0, "request lengths not stated"
-        inp = out = round(float(m.group(1)))  # MLPerf: output tokens per sample; input assumed alike
+        inp = out = round(per_sample)  # MLPerf: output tokens per sample; input assumed alike
     return w, int(inp), int(out), ""
 
 

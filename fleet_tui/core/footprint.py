@@ -6,7 +6,9 @@ module sits below both packages, so neither imports the other to reach a formula
 
 Sources: LoRA adapter size r·(d_in + d_out) per adapted matrix (Hu et al., arXiv:2106.09685); KV
 cache 2 (K and V) × layers × kv_heads × head_dim × bytes per token, sliding-window layers capped at
-their window; bytes per stored value in :mod:`fleet_tui.core.calibration`.
+their window, multi-head latent attention (DeepSeek-V2 paper, arXiv:2405.04434 §2.1) one latent of
+kv_lora_rank + qk_rope_head_dim values per token and layer, hybrid models only their full-attention
+layers; bytes per stored value in :mod:`fleet_tui.core.calibration`.
 """
 
 from __future__ import annotations
@@ -163,18 +165,28 @@ def kv_value_bytes(w: Workload) -> float:
 def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int = 0) -> float:
     """KV-cache bytes per token of one sequence at ``context`` tokens, per tensor-parallel rank.
 
-    2 (K and V) × kv_heads (at least one per rank) × head_dim × activation bytes per layer; a
-    sliding-window layer holds at most ``sliding_window`` tokens, so at a longer ``context`` its
-    share per token shrinks (``context`` 0: full-attention layers only).
+    2 (K and V) × kv_heads (at least one per rank) × head_dim × activation bytes per layer (MLA:
+    the latent, kv_lora_rank + qk_rope_head_dim values, whole on every rank); a sliding-window
+    layer holds at most ``sliding_window`` tokens, so at a longer ``context`` its share per token
+    shrinks (``context`` 0: full-attention layers only); a hybrid model's linear-attention layers
+    keep a fixed-size state instead, counted nowhere per token.
     """
     kv_heads = math.ceil(arch.kv_heads / tp)
     per_layer = 2 * kv_heads * arch.dim_per_head * kv_value_bytes(w)
-    full_layers = arch.layers - arch.sliding_window_layers
-    total = full_layers * per_layer
+    if arch.kv_lora_rank:  # MLA: one latent per token, the same on every tensor rank
+        per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_value_bytes(w)
+    total = arch.kv_layers * per_layer
     if arch.sliding_window_layers and context > 0:
         frac = min(1.0, arch.sliding_window / context)
         total += arch.sliding_window_layers * per_layer * frac
     return total
+
+
+def sequence_state_bytes(arch: ModelArch, w: Workload, tp: int = 1) -> float:
+    """Fixed-size state one sequence keeps in a hybrid model's linear-attention layers, per tensor
+    rank (it does not grow with the context; 0 for a model without such layers)."""
+    linear_layers = arch.layers - (arch.full_attention_layers or arch.layers)
+    return linear_layers * arch.linear_state_values * activation_bytes(w) / tp
 
 
 def forward_transient(arch: ModelArch, tokens: int, act: int, tp: int, seq: int = 0) -> float:

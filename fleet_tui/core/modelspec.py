@@ -7,8 +7,9 @@ The shape covers decoder-only transformers of the Llama family and its relatives
 attention (``kv_heads`` < ``heads``), an explicit ``head_dim`` (Gemma-2, Qwen3), q/k/v biases
 (Qwen2), tied input/output embeddings (Llama-3.2-1B/3B, Gemma-2), sliding-window layers
 (Mistral-v0.1, Gemma-2) and mixture-of-experts feed-forward layers (Mixtral, Qwen-MoE) with optional
-shared experts. Multi-head latent attention (DeepSeek-V2/V3) is *not* modelled: its KV cache and
-projections differ, so such models are rejected by :func:`load_model_config` rather than mis-sized.
+shared experts, multi-head latent attention with dense first layers (DeepSeek-V2/V3: a compressed
+KV latent, low-rank projections) and hybrid linear/full attention (only ``full_attention_layers``
+keep a KV cache).
 """
 
 from __future__ import annotations
@@ -60,6 +61,19 @@ class ModelArch(BaseModel):
     attention: Literal["sdpa", "eager"] = "sdpa"
     # set for shapes derived from a bare parameter count: counts are scaled to exactly this total
     total_params: PositiveInt | None = None
+    # Multi-head latent attention (DeepSeek-V2/V3): the cache keeps one latent of kv_lora_rank +
+    # qk_rope_head_dim values per token and layer for all heads (every tensor rank holds it whole);
+    # head_dim is then the q/k head width (nope + rope), v_head_dim the value width
+    kv_lora_rank: int = Field(default=0, ge=0)
+    q_lora_rank: int = Field(default=0, ge=0)  # 0: a plain q_proj
+    qk_rope_head_dim: int = Field(default=0, ge=0)
+    v_head_dim: PositiveInt | None = None
+    first_dense_layers: int = Field(default=0, ge=0)  # MoE models whose first layers are dense (DeepSeek)
+    shared_intermediate: PositiveInt | None = None  # width of each shared expert (default intermediate)
+    # hybrid attention (Qwen3-Next/3.5): only these layers keep a KV cache that grows with the
+    # context; the others are linear attention with a fixed-size state (None: every layer)
+    full_attention_layers: PositiveInt | None = None
+    linear_state_values: int = Field(default=0, ge=0)  # fixed state per sequence per linear-attention layer
 
     @model_validator(mode="after")
     def _check(self) -> "ModelArch":
@@ -71,6 +85,8 @@ class ModelArch(BaseModel):
             raise ValueError("sliding_window_layers cannot exceed layers")
         if self.sliding_window_layers and self.sliding_window is None:
             raise ValueError("sliding_window_layers needs sliding_window")
+        if max(self.first_dense_layers, self.full_attention_layers or 0) > self.layers:
+            raise ValueError("first_dense_layers and full_attention_layers cannot exceed layers")
         return self
 
     @property
@@ -96,6 +112,11 @@ class ModelArch(BaseModel):
     def kv_dim(self) -> int:
         """Width of K (and of V) per token per layer: kv_heads × head_dim."""
         return self.kv_heads * self.dim_per_head
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers whose KV cache grows with the context (hybrid models: the full-attention ones)."""
+        return (self.full_attention_layers or self.layers) - self.sliding_window_layers
 
     @property
     def expert_intermediate(self) -> int:
@@ -154,15 +175,24 @@ def param_counts(arch: ModelArch) -> ParamCounts:
 def _param_counts(arch: ModelArch) -> ParamCounts:
     h, L = arch.hidden, arch.layers
     attn = h * arch.q_dim + 2 * h * arch.kv_dim + arch.q_dim * h
+    if arch.kv_lora_rank:  # MLA: low-rank q and kv projections, values of v_head_dim
+        r, v = arch.kv_lora_rank, arch.v_head_dim or arch.dim_per_head
+        q = arch.q_lora_rank * (h + arch.q_dim) if arch.q_lora_rank else h * arch.q_dim
+        attn = q + h * (r + arch.qk_rope_head_dim) + r * arch.heads * (arch.dim_per_head - arch.qk_rope_head_dim + v) \
+            + arch.heads * v * h
     if arch.attention_bias:
         attn += arch.q_dim + 2 * arch.kv_dim
     m = arch.mlp_matrices
     if arch.is_moe:
         expert = m * h * arch.expert_intermediate
-        shared = arch.shared_experts * m * h * arch.intermediate
+        shared = arch.shared_experts * m * h * (arch.shared_intermediate or arch.intermediate)
         router = h * arch.experts
         mlp = arch.experts * expert + shared + router
         mlp_active = arch.experts_per_token * expert + shared + router
+        if arch.first_dense_layers:  # per-layer figures are the mean over dense and MoE layers
+            dense, k = m * h * arch.intermediate, arch.first_dense_layers
+            mlp = (k * dense + (L - k) * mlp) // L
+            mlp_active = (k * dense + (L - k) * mlp_active) // L
     else:
         mlp = mlp_active = m * h * arch.intermediate
     # two RMSNorm/LayerNorm weights per layer (four with post-norms) + the final one
@@ -293,9 +323,6 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             if k in cfg and k not in inner:
                 inner[k] = cfg[k]
         cfg = inner
-    if cfg.get("kv_lora_rank") or cfg.get("q_lora_rank"):
-        raise _user_error(f"{p}: multi-head latent attention (kv_lora_rank, DeepSeek-V2/V3 style) is "
-                          "not modelled by fleet-tui; its KV cache would be mis-sized")
 
     layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
@@ -340,13 +367,14 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     if not window_layers:
         window = None
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
+    extra = _mla_and_hybrid(cfg, int(layers))
     try:
         arch = ModelArch(
             id=name.split("/")[-1].lower() or "model-config",
             name=name,
             family=model_type,
             layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
-            head_dim=cfg.get("head_dim"), vocab=vocab,
+            head_dim=extra.pop("head_dim", cfg.get("head_dim")), vocab=vocab,
             # transformers' default is model-specific: Gemma and GPT-2 tie, Llama/Mistral/Qwen2 do not
             tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith(("gemma", "gpt2")))),
             experts=int(experts) if per_tok else 0,
@@ -361,13 +389,38 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             logit_softcap=cfg.get("final_logit_softcapping"),
             attn_softcap=cfg.get("attn_logit_softcapping"),
             attention="eager" if cfg.get("_attn_implementation") == "eager" else "sdpa",
-            source=str(p),
+            source=str(p), **extra,
         )
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
         raise _user_error(f"{p}: {bad}") from None
     check_param_bounds(arch, str(p))
     return arch
+
+
+def _mla_and_hybrid(cfg: dict, layers: int) -> dict:
+    """ModelArch fields of multi-head latent attention (DeepSeek-V2/V3 keys) and hybrid attention
+    (``layer_types`` lists, or Qwen3-Next's ``full_attention_interval``)."""
+    out: dict = {}
+    if cfg.get("kv_lora_rank"):
+        rope = int(cfg.get("qk_rope_head_dim") or 0)
+        out = dict(kv_lora_rank=cfg["kv_lora_rank"], q_lora_rank=cfg.get("q_lora_rank") or 0,
+                   qk_rope_head_dim=rope, v_head_dim=cfg.get("v_head_dim"),
+                   head_dim=int(cfg.get("qk_nope_head_dim") or 0) + rope or None,
+                   first_dense_layers=int(cfg.get("first_k_dense_replace") or 0))
+        if cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
+            out["shared_intermediate"] = cfg["moe_intermediate_size"]
+    if cfg.get("linear_num_value_heads"):  # Gated DeltaNet: a k x v state per value head + conv window
+        kd, vd = int(cfg.get("linear_key_head_dim") or 0), int(cfg.get("linear_value_head_dim") or 0)
+        vh, kh = int(cfg["linear_num_value_heads"]), int(cfg.get("linear_num_key_heads") or 0)
+        conv = int(cfg.get("linear_conv_kernel_dim") or 0) * (2 * kh * kd + vh * vd)
+        out["linear_state_values"] = vh * kd * vd + conv
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and any(str(k).startswith("linear") for k in kinds):
+        out["full_attention_layers"] = sum(1 for k in kinds if k == "full_attention") or None
+    elif _whole(cfg.get("full_attention_interval")):
+        out["full_attention_layers"] = layers // int(cfg["full_attention_interval"]) or None
+    return out
 
 
 def check_param_bounds(arch: ModelArch, shown: str) -> None:

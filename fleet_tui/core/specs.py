@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
-Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
+Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 SoftwareStack = Literal["CUDA", "ROCm", "Neuron", "SynapseAI", "XLA", "other"]
 
 

@@ -291,9 +291,9 @@ def test_unknown_top_level_table_and_meta_key(tmp_path):
 
 def test_problem_inside_a_sub_table_points_at_its_line(tmp_path):
     f = _write(tmp_path / "a.toml", '[[accelerator]]\nid = "Q"\nvendor = "X"\nsoftware_stack = "CUDA"\n'
-                                    'memory_gib = 4\n\n[accelerator.peak_tflops]\nbf16 = 10\nfp4 = 3\n')
+                                    'memory_gib = 4\n\n[accelerator.peak_tflops]\nbf16 = 10\nfp6 = 3\n')
     problems, _ = validate_paths([f])
-    assert [p for p in problems if p.startswith(f"{f}:9: accelerator[0].peak_tflops.fp4: ")]
+    assert [p for p in problems if p.startswith(f"{f}:9: accelerator[0].peak_tflops.fp6: ")]
 
 
 def test_every_bundled_cloud_is_in_the_clouds_registry(bundled):

@@ -127,11 +127,9 @@ def test_json_syntax_error_names_file_and_line():
         load_model_config(CONFIGS / "broken-syntax.json")
 
 
-def test_missing_file_and_mla_are_user_errors(tmp_path):
+def test_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no such file"):
         load_model_config(tmp_path / "nope.json")
-    with pytest.raises(UserError, match="latent attention"):
-        load_model_config(CONFIGS / "deepseek-v3-excerpt.json")
     bad = tmp_path / "bad.json"
     bad.write_text('{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 6, '
                    '"num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 100}')
@@ -191,3 +189,57 @@ def test_cli_bad_config_files_exit_2_without_a_traceback(tmp_path, capsys, argv,
     assert main(["size", *argv]) == 2
     err = capsys.readouterr().err
     assert expect.replace("BIN", str(binary)) in err and "Traceback" not in err
+
+
+def test_deepseek_v3_config_reads_as_latent_attention_with_dense_first_layers():
+    """DeepSeek-V3's config.json (MLA, 3 dense layers, 256 routed + 1 shared expert) gives the
+    paper's 671B total / 37B active and the catalog entry's shape."""
+    from fleet_tui.core.catalog import load_catalog
+
+    arch = load_model_config(CONFIGS / "deepseek-v3-excerpt.json")
+    assert (arch.kv_lora_rank, arch.qk_rope_head_dim, arch.head_dim, arch.v_head_dim) == (512, 64, 192, 128)
+    assert (arch.first_dense_layers, arch.shared_intermediate) == (3, 2048)
+    assert 670e9 < arch.param_count() < 672e9
+    assert 37e9 < arch.active_param_count() < 38e9
+    assert arch.param_count() == load_catalog([]).model("deepseek-v3").param_count()
+
+
+def test_latent_kv_cache_is_one_576_wide_latent_per_layer_on_every_rank():
+    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.core.footprint import kv_bytes_per_token
+    from fleet_tui.core.workload import Workload
+
+    arch = load_catalog([]).model("deepseek-r1")
+    w = Workload(kind="inference", model=arch, precision="fp8", kv_cache_dtype="fp8", gpus=8, sharding="tensor")
+    assert kv_bytes_per_token(arch, w, tp=1) == 61 * 576 == kv_bytes_per_token(arch, w, tp=8)
+
+
+def test_hybrid_attention_counts_only_full_attention_layers(tmp_path):
+    """Qwen3-Next-style configs: layer_types (or full_attention_interval) name the layers with a KV
+    cache; the linear-attention ones keep a fixed state and add nothing per token."""
+    from fleet_tui.core.footprint import kv_bytes_per_token
+    from fleet_tui.core.workload import Workload
+
+    kinds = ["linear_attention"] * 3 + ["full_attention"]
+    hybrid = load_model_config(_config(tmp_path, layer_types=kinds * 8))
+    assert hybrid.full_attention_layers == 8 and hybrid.kv_layers == 8
+    dense = load_model_config(_config(tmp_path, layer_types=None))
+    w = Workload(kind="inference", model=dense, kv_cache_dtype="bf16")
+    assert kv_bytes_per_token(hybrid, w) * 4 == kv_bytes_per_token(dense, w)
+    assert load_model_config(_config(tmp_path, full_attention_interval=4)).full_attention_layers == 8
+
+
+def test_linear_attention_state_is_held_per_sequence_not_per_token(tmp_path):
+    """A Gated DeltaNet layer keeps v_heads x k_dim x v_dim values (+ its conv window) per sequence:
+    the memory of a batch grows by that once per sequence, whatever the context."""
+    from fleet_tui.core.footprint import sequence_state_bytes
+    from fleet_tui.core.workload import Workload
+
+    kinds = ["linear_attention"] * 3 + ["full_attention"]
+    arch = load_model_config(_config(tmp_path, layer_types=kinds * 8, linear_num_value_heads=32,
+                                     linear_num_key_heads=16, linear_key_head_dim=128,
+                                     linear_value_head_dim=128, linear_conv_kernel_dim=4))
+    assert arch.linear_state_values == 32 * 128 * 128 + 4 * (2 * 16 * 128 + 32 * 128)
+    w = Workload(kind="inference", model=arch, precision="bf16")
+    assert sequence_state_bytes(arch, w) == 24 * arch.linear_state_values * 2
+    assert sequence_state_bytes(arch, w, tp=2) == sequence_state_bytes(arch, w) / 2

@@ -67,15 +67,18 @@ def test_moe_prefill_pays_the_grouped_gemm_factor():
     dense = wl(model="llama-3.1-70b", precision="fp8", prompt_len=2048, gen_len=128, gpus=2)
     moe = wl(model="mixtral-8x7b", precision="fp8", prompt_len=2048, gen_len=128, gpus=2)
     sd, sm = serving_speed(dense, H100, 2, 2048, 128), serving_speed(moe, H100, 2, 2048, 128)
-    # prefill FLOP rate of the MoE model is the engine's MoE factor times the dense one
+    # prefill matmul FLOP rate of the MoE model is the engine's MoE factor times the dense one
+    # (attention runs at the 16-bit rate in both: its time is taken out first)
     from fleet_tui.core.modelspec import param_counts
     from fleet_tui.core.perf.rates import attn_flops_per_token
 
-    def flops(w):
-        return 2 * param_counts(w.arch).matmul_active + 2 * attn_flops_per_token(w, 2048 / 2 + 1)
+    attn_rate = 2 * gemm_rate(ENGINES["vllm"], H100, "bf16")[0]
 
-    rd = 2048 * flops(dense) / sd.ttft_s
-    rm = 2048 * flops(moe) / sm.ttft_s
+    def matmul_rate(w, ttft_s):
+        attn_s = 2048 * 2 * attn_flops_per_token(w, 2048 / 2 + 1) / attn_rate
+        return 2048 * 2 * param_counts(w.arch).matmul_active / (ttft_s - attn_s)
+
+    rd, rm = matmul_rate(dense, sd.ttft_s), matmul_rate(moe, sm.ttft_s)
     assert rm / rd == pytest.approx(ENGINES["vllm"].moe_prefill_efficiency, rel=0.05)
 
 
@@ -210,3 +213,25 @@ def test_the_cli_choices_are_the_registries():
 
     assert set(choices.ENGINES) == set(ENGINES)
     assert set(choices.FRAMEWORKS) == set(TRAINING_STACKS)
+
+
+def test_deepseek_r1_serves_on_8_h200_with_its_latent_cache():
+    """`size --model deepseek-r1` works: fp8 weights over TP8 fit, the pool counts the 576-value
+    latent per layer (whole on every rank), and decode pays absorbed-MLA attention at 16-bit."""
+    w = wl(model="deepseek-r1", precision="fp8", kv_cache_dtype="fp8", prompt_len=3200, gen_len=800,
+           gpus=8, sharding="tensor")
+    h200 = CAT.accelerator("H200")
+    pool = kv_pool(w, h200, 8, 4000)
+    assert pool.bytes_per_token == 61 * 576
+    sp = serving_speed(w, h200, 8, 3200, 800)
+    assert sp.output_tokens_per_s and sp.concurrency > 64
+
+
+def test_gh200_and_rtx_pro_6000_have_speeds_from_their_cited_specs():
+    for acc_id, precision in (("GH200", "fp8"), ("GH200-144GB", "fp8"), ("RTXPRO6000", "fp4")):
+        acc = CAT.accelerator(acc_id)
+        w = wl(model="llama-3.1-8b", precision=precision, prompt_len=1000, gen_len=1000, engine="trtllm")
+        assert serving_speed(w, acc, 1, 1000, 1000).output_tokens_per_s, acc_id
+    # the HBM3e variant is the same GPU with more and faster memory
+    gh, gh144 = CAT.accelerator("GH200"), CAT.accelerator("GH200-144GB")
+    assert gh.peak_tflops == gh144.peak_tflops and gh144.memory_bandwidth_gbs > gh.memory_bandwidth_gbs

@@ -67,11 +67,20 @@ def bandwidth(accelerator: Accelerator) -> tuple[float | None, list[str]]:
     return None, [f"no published memory bandwidth for {accelerator.id}"]
 
 
-def attn_flops_per_token(w: Workload, context: float) -> float:
-    """Forward attention FLOPs per token (QKᵀ and AV, causal: half the square)."""
+def attn_flops_per_token(w: Workload, context: float, absorbed: bool = False) -> float:
+    """Forward attention FLOPs per token (QKᵀ and AV, causal: half the square).
+
+    ``absorbed``: a decode step of multi-head latent attention with the up-projections absorbed
+    (DeepSeek-V2 paper, arXiv:2405.04434 §2.1.2; FlashMLA): every head scores the whole
+    kv_lora_rank + rope latent and sums kv_lora_rank-wide values, ~2.8x the FLOPs of its
+    192-wide heads, the price of reading only the latent.
+    """
     a = w.arch
-    full = a.layers - a.sliding_window_layers
-    flops = full * 2 * context * a.q_dim
+    full = a.kv_layers  # hybrid models: linear-attention layers add no context-long term
+    width = a.q_dim
+    if absorbed and a.kv_lora_rank:
+        width = a.heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2
+    flops = full * 2 * context * width
     if a.sliding_window_layers:
         flops += a.sliding_window_layers * 2 * min(context, a.sliding_window) * a.q_dim
     return float(flops)

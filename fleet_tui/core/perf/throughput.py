@@ -9,11 +9,11 @@ from typing import Literal, NamedTuple
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout
+from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.perf import collectives
 from fleet_tui.core.modelspec import ParamCounts, param_counts
-from fleet_tui.core.perf.engines import (decode_efficiency, engine_profile, engine_statement, gemm_rate,
+from fleet_tui.core.perf.engines import (decode_efficiency, decode_step_s, engine_profile, engine_statement, gemm_rate,
                                          tp_allreduce_s)
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
@@ -200,10 +200,10 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     tpot = decode_tok_s = None
     bound_dec = "memory"
     if bw is not None:
-        kv_read = per_gpu_b * ctx * kv_bytes_per_token(a, w, 1, ctx)
+        kv_read = per_gpu_b * (ctx * kv_bytes_per_token(a, w, 1, ctx) + sequence_state_bytes(a, w))
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
         d_mem = bytes_step / tp / (bw * decode_efficiency(eng, acc))
-        tpot = max(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
+        tpot = decode_step_s(d_mem, d_cmp or 0.0) + eng.step_overhead_s + per_gpu_b * eng.seq_overhead_s
         if tp > 1 or lay.pp > 1:
             # all-reduces per layer wait on the slowest device: inside one tensor-parallel group the
             # engine-fitted cost (latency plus the ring's bytes on the device's link); a pipeline's

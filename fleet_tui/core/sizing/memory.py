@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
-from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token,
+from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, sequence_state_bytes,
                                       lora_params, parallel_layout, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_note, eager_mask_bytes,
@@ -169,8 +169,9 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         if w.is_generation:
             ctx = w.prompt_len + w.gen_len
             prompt_tok = b_gpu * w.prompt_len
-            kv_prompt = b_gpu * w.prompt_len * kv_bytes_per_token(arch, w, tp, w.prompt_len) / pp
-            kv_end = b_gpu * ctx * kv_bytes_per_token(arch, w, tp, ctx) / pp
+            state = b_gpu * sequence_state_bytes(arch, w, tp) / pp  # hybrid models' linear layers
+            kv_prompt = b_gpu * w.prompt_len * kv_bytes_per_token(arch, w, tp, w.prompt_len) / pp + state
+            kv_end = b_gpu * ctx * kv_bytes_per_token(arch, w, tp, ctx) / pp + state
             last_logits = b_gpu * V * (act + 4) / tp  # last position, plus the fp32 copy generate takes
             phases.append(_Phase("prompt forward (prefill)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_prompt,
@@ -186,7 +187,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                "serving engines pre-allocate a KV pool instead (see kv capacity)")
         elif w.seq_len is not None:
             tokens = b_gpu * w.seq_len
-            kv = b_gpu * w.seq_len * kv_bytes_per_token(arch, w, tp, w.seq_len) / pp
+            kv = (b_gpu * w.seq_len * kv_bytes_per_token(arch, w, tp, w.seq_len)
+                  + b_gpu * sequence_state_bytes(arch, w, tp)) / pp
             # soft-capping (Gemma-2) divides, tanh's and multiplies: two logits-sized tensors live
             capped = 2 if arch.logit_softcap else 1
             logits = tokens * (capped * V * act / tp + h * act)
