@@ -46,7 +46,8 @@ _CHECKED = ("t", "mem_used_bytes", "clock_event_reasons", "gpm_pcie_rx_mib_s",
             "host_mem_pct")
 _KEYS = tuple(k for k, _ in _ROW) + _NVLINK + _CHECKED
 _get = itemgetter(*_KEYS)
-_NUMBER_TYPES = frozenset({int, float, type(None)})
+_NONE = type(None)
+_NUMBER_TYPES = frozenset({int, float, _NONE})
 _SCALES = tuple(s for _, s in _ROW)
 
 
@@ -171,7 +172,8 @@ class RawReadings:
             vals = _get(data)
         except KeyError:
             raise _Slow from None
-        if not _NUMBER_TYPES.issuperset(map(type, vals)):  # orjson gives no NaN/inf
+        types = set(map(type, vals))
+        if not types <= _NUMBER_TYPES:  # orjson gives no NaN/inf
             raise _Slow
         (t, used, reasons, g_rx, g_tx, n_rx, n_tx, cpu) = vals[12:20]
         if t is None or type(used) is float or type(reasons) is float:
@@ -189,7 +191,7 @@ class RawReadings:
                     raise _Slow
         if data.get("host_cpu_per_core_pct") is not None:
             raise _Slow
-        if None not in vals:  # every reading there (the common case): no test per value
+        if _NONE not in types:  # every reading there (the common case): no test per value
             (util, mem_util, sm, tensor, dram, fp32, fp16, power, clock, temp, nv_rx,
              nv_tx) = vals[:12]
             # (an int times 2**20 or 1024 as a float: the float of the exact product, since
