@@ -49,7 +49,7 @@ class Counts:
         """``add`` from plain values: the sample's row, clock-event reasons, uncorrected-ECC
         count, whether it has XID codes, and its ground-truth label (``gaps``: whether the row
         has an N/A, where the caller knows)."""
-        if None in row if gaps is None else gaps:
+        if (None in row) if gaps is None else gaps:
             self.gaps += 1
         if r is not None:
             c = self.reasons
