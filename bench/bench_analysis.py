@@ -23,7 +23,9 @@
    bytes a line), in a child process pinned to one core (taskset): CPU time, wall time and peak
    RSS (targets <= 10 s and <= 200 MB for 10^6 lines). ``analyze`` reads a raw capture with
    ``analysis.readings.RawReadings`` (orjson, no snapshot per sample); ``--object-path`` also
-   times the ``TraceReader`` + ``analyze_stream`` path it replaced, in the same run.
+   times the ``TraceReader`` + ``analyze_stream`` path it replaced, in the same run;
+   ``--baseline DIR`` also times ``analyze`` from another checkout (e.g. ``git worktree add DIR
+   <commit>``), runs alternating, for a ratio on a loaded machine.
 """
 
 from __future__ import annotations
@@ -197,7 +199,8 @@ for a in analyze_stream(TraceReader(sys.argv[1])):
 """
 
 
-def bench_long_trace(lines: int, object_path: bool = False) -> None:
+def bench_long_trace(lines: int, object_path: bool = False, baseline: str | None = None,
+                     repeat: int = 1) -> None:
     import os
     import shutil
     import subprocess
@@ -207,20 +210,24 @@ def bench_long_trace(lines: int, object_path: bool = False) -> None:
         path = Path(tmp) / "long.jsonl"
         write_long_trace(path, lines)
         size_mb = path.stat().st_size / 1e6
-        runs = [("fleet-tui analyze --json",
-                 [sys.executable, "-m", "fleet_tui", "analyze", str(path), "--json"])]
+        analyze = [sys.executable, "-m", "fleet_tui", "analyze", str(path), "--json"]
+        runs = [("fleet-tui analyze --json", analyze, ROOT)]
+        if baseline:
+            runs.append((f"baseline {baseline}: fleet-tui analyze --json", analyze,
+                         Path(baseline).resolve()))
         if object_path:
             runs.append(("object path (TraceReader + analyze_stream)",
-                         [sys.executable, "-c", _OBJECT_PATH, str(path)]))
+                         [sys.executable, "-c", _OBJECT_PATH, str(path)], ROOT))
         print(f"== analyze on a {lines:,}-line trace ({size_mb:.0f} MB), one core ==")
-        for label, cmd in runs:
+        best: dict[str, float] = {}
+        for label, cmd, root in runs * repeat:
             if shutil.which("taskset"):
                 cmd = ["taskset", "-c", "0", *cmd]
             t = time.perf_counter()
             # each run in its own child: getrusage(RUSAGE_CHILDREN) of a fresh process
             out = subprocess.run(
                 [sys.executable, "-c", _RUSAGE, *cmd], check=True, capture_output=True,
-                text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                text=True, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)))
             wall = time.perf_counter() - t
             cpu_s, rss_mb = map(float, out.stdout.split())
             load = os.getloadavg()[0]
@@ -228,6 +235,10 @@ def bench_long_trace(lines: int, object_path: bool = False) -> None:
             print(f"    CPU {cpu_s:.1f} s ({cpu_s / lines * 1e6:.1f} us a line; target <= 10 s for "
                   f"10^6), wall {wall:.1f} s")
             print(f"    peak RSS {rss_mb:.0f} MB (target <= 200 MB), load average then: {load:.1f}")
+            best[label] = min(best.get(label, cpu_s), cpu_s)
+        if baseline:
+            new, old = best[runs[0][0]], best[runs[1][0]]
+            print(f"  best CPU: {new:.1f} s against the baseline's {old:.1f} s: x{new / old:.2f}")
 
 
 _RUSAGE = """
@@ -247,9 +258,12 @@ def main() -> None:
     p.add_argument("--only-lines", action="store_true", help="only the --lines figure")
     p.add_argument("--object-path", action="store_true",
                    help="with --lines: also time the snapshot path analyze used before")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="with --lines: also time analyze from the checkout in DIR")
+    p.add_argument("--repeat", type=int, default=1, help="with --lines: runs of each, alternating")
     args = p.parse_args()
     if args.lines:
-        bench_long_trace(args.lines, args.object_path)
+        bench_long_trace(args.lines, args.object_path, args.baseline, args.repeat)
         if args.only_lines:
             return
     bench_trace()

@@ -108,3 +108,31 @@ def test_fast_reader_reads_recordings_through_snapshots(tmp_path):
     p = write_recording(tmp_path / "rec.jsonl", load_trace("demo")[:200])
     assert _outcome(_fast_path, p, None) == _outcome(_object_path, p, None)
     assert _fast_path(p, None)[0]
+
+
+@pytest.mark.parametrize("obj", [
+    {"a": [1, 2.5, {"x": None, "y": True, "z": False}], "b": {}, "c": [], "d": "é\"\n\u2265",
+     "e": (1,), "f": 1e16, "g": -0.0, "h": {1: 2}, "i": [[[]]], "j": [{}], "k": 2 ** 70},
+    [], {}, "x", 3, 0.1, None])
+@pytest.mark.parametrize("pad", ["", "  "])
+def test_indented_json_is_json_dumps(obj, pad):
+    from fleet_tui.commands._analyze import indented_json
+
+    assert indented_json(obj, pad) == json.dumps(obj, indent=2, allow_nan=False).replace(
+        "\n", "\n" + pad)
+
+
+def test_indented_json_of_every_demo_phase():
+    from fleet_tui.commands._analyze import indented_json
+
+    for a in analyze_stream(TraceReader(DEMO_TRACE)):
+        d = a.to_dict()
+        assert indented_json(d, "  ") == json.dumps(d, indent=2, allow_nan=False).replace(
+            "\n", "\n  ")
+
+
+def test_indented_json_rejects_nan_like_json():
+    from fleet_tui.commands._analyze import indented_json
+
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        indented_json({"a": [float("nan")]})

@@ -33,6 +33,7 @@ from fleet_tui.core.monitor.trace import (DEMO_TRACE, TraceOrderError, TraceRead
                                           static_device_kwargs)
 
 _MIB = 1024 * 1024
+_MIB_F = float(_MIB)
 # The readings of a GPM sample, in ``tallies.MEAN_FIELDS`` order (key, scale as in
 # ``trace._READINGS``), then those only checked here (read when a phase's snapshot is built).
 _ROW = (("gpu_util", 1.0), ("mem_util", 1.0), ("gpm_sm_util", 1.0), ("gpm_any_tensor_util", 1.0),
@@ -45,7 +46,8 @@ _CHECKED = ("t", "mem_used_bytes", "clock_event_reasons", "gpm_pcie_rx_mib_s",
             "host_mem_pct")
 _KEYS = tuple(k for k, _ in _ROW) + _NVLINK + _CHECKED
 _get = itemgetter(*_KEYS)
-_NUMBER_TYPES = frozenset({int, float, type(None)})
+_NONE = type(None)
+_NUMBER_TYPES = frozenset({int, float, _NONE})
 _SCALES = tuple(s for _, s in _ROW)
 
 
@@ -170,7 +172,8 @@ class RawReadings:
             vals = _get(data)
         except KeyError:
             raise _Slow from None
-        if not _NUMBER_TYPES.issuperset(map(type, vals)):  # orjson gives no NaN/inf
+        types = set(map(type, vals))
+        if not types <= _NUMBER_TYPES:  # orjson gives no NaN/inf
             raise _Slow
         (t, used, reasons, g_rx, g_tx, n_rx, n_tx, cpu) = vals[12:20]
         if t is None or type(used) is float or type(reasons) is float:
@@ -188,26 +191,31 @@ class RawReadings:
                     raise _Slow
         if data.get("host_cpu_per_core_pct") is not None:
             raise _Slow
-        if None in vals[:12]:
-            row = [None if v is None else v * s for v, s in zip(vals, _SCALES)]
-            nv_rx, nv_tx = vals[10], vals[11]
-            nv_rx = None if nv_rx is None else nv_rx * _MIB
-            nv_tx = None if nv_tx is None else nv_tx * _MIB
-        else:  # every reading there (the common case): the same products, without the tests
+        if _NONE not in types:  # every reading there (the common case): no test per value
             (util, mem_util, sm, tensor, dram, fp32, fp16, power, clock, temp, nv_rx,
              nv_tx) = vals[:12]
-            row = [util * 1.0, mem_util * 1.0, sm * 1.0, tensor * 1.0, dram * 1.0, fp32 * 1.0,
-                   fp16 * 1.0, power * 1e-3, clock * 1.0, temp * 1.0]
-            nv_rx, nv_tx = nv_rx * _MIB, nv_tx * _MIB
-        if g_rx is not None:
-            rx = float(g_rx * _MIB)
-            tx = None if g_tx is None else float(g_tx * _MIB)
+            # (an int times 2**20 or 1024 as a float: the float of the exact product, since
+            # scaling by a power of two commutes with rounding)
+            row = (util * 1.0, mem_util * 1.0, sm * 1.0, tensor * 1.0, dram * 1.0, fp32 * 1.0,
+                   fp16 * 1.0, power * 1e-3, clock * 1.0, temp * 1.0, g_rx * _MIB_F,
+                   g_tx * _MIB_F, used, nv_rx * _MIB, nv_tx * _MIB)
+            gaps = False
         else:
-            rx = None if n_rx is None else float(n_rx * 1024)
-            tx = None if n_tx is None else float(n_tx * 1024)
-        row += (rx, tx, None if used is None else int(used), nv_rx, nv_tx)
+            row = [None if v is None else v * s for v, s in zip(vals, _SCALES)]
+            nv_rx, nv_tx = vals[10], vals[11]
+            if g_rx is not None:
+                rx = float(g_rx * _MIB)
+                tx = None if g_tx is None else float(g_tx * _MIB)
+            else:
+                rx = None if n_rx is None else float(n_rx * 1024)
+                tx = None if n_tx is None else float(n_tx * 1024)
+            row += (rx, tx, None if used is None else int(used),
+                    None if nv_rx is None else nv_rx * _MIB,
+                    None if nv_tx is None else nv_tx * _MIB)
+            row = tuple(row)
+            gaps = None in row
         limit, total, extra = consts
-        return Reading(float(t) + self.base_time, tuple(row),
+        return Reading(float(t) + self.base_time, row,
                        None if reasons is None else int(reasons), None, (), phase,
-                       None if cpu is None else HostLoad.from_values(float(cpu), ()),
-                       limit, total, extra, (data, static))
+                       None if cpu is None else HostLoad(float(cpu), 0.0, 0),
+                       limit, total, extra, (data, static), gaps)

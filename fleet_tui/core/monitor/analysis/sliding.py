@@ -53,7 +53,8 @@ class SlidingWindow:
         rows.append(row)
         counts = self._counts
         counts.add(row, d)
-        change = self._detector.push(d)
+        # the row already read (``push`` would read it again)
+        change = self._detector.push_values(ts, row, d.power_limit_w, d.mem_total_bytes, d.extra)
         if change is not None:
             self.phase_start = change
         cutoff = ts - self.seconds

@@ -51,11 +51,13 @@ class Reading(NamedTuple):
     mem_total: int | None
     extra: tuple
     src: object
+    gaps: bool  # an N/A (None) in ``row``
 
 
 def reading_of(d: DeviceSnapshot, host: HostLoad | None) -> Reading:
-    return Reading(d.timestamp, read_row(d), d.clock_event_reasons, d.ecc_uncorrected,
-                   d.xid_errors, d.phase, host, d.power_limit_w, d.mem_total_bytes, d.extra, d)
+    row = read_row(d)
+    return Reading(d.timestamp, row, d.clock_event_reasons, d.ecc_uncorrected, d.xid_errors,
+                   d.phase, host, d.power_limit_w, d.mem_total_bytes, d.extra, d, None in row)
 
 
 SnapshotOf = Callable[[Reading], DeviceSnapshot]
@@ -106,7 +108,7 @@ class Span:
             self.host_busy += host.busy_cores
             self.host_cores = host.cores
         row = r.row
-        if None in row:
+        if r.gaps:
             sums, cnts = self.sums, self.cnts
             for i, v in enumerate(row):
                 if v is not None:
@@ -116,7 +118,7 @@ class Span:
             self.sums = list(map(add, self.sums, row))
             self.full += 1
         phase = r.phase
-        self.counts.add_values(row, r.reasons, r.ecc, bool(r.xids), phase)
+        self.counts.add_values(row, r.reasons, r.ecc, bool(r.xids), phase, r.gaps)
         self.n += 1
         self.last = r
         if r.ecc is not None:

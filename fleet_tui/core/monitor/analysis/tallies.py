@@ -45,10 +45,11 @@ class Counts:
                         d.phase)
 
     def add_values(self, row: tuple, r: int | None, e: int | None, xid: bool,
-                   p: str | None) -> None:
+                   p: str | None, gaps: bool | None = None) -> None:
         """``add`` from plain values: the sample's row, clock-event reasons, uncorrected-ECC
-        count, whether it has XID codes, and its ground-truth label."""
-        if None in row:
+        count, whether it has XID codes, and its ground-truth label (``gaps``: whether the row
+        has an N/A, where the caller knows)."""
+        if (None in row) if gaps is None else gaps:
             self.gaps += 1
         if r is not None:
             c = self.reasons
