@@ -140,11 +140,11 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
         key = ".".join(loc[:2]) if loc else None
         line = doc.line_of(table, index, key)
         kind = err.get("type", "")
-        if kind == "extra_forbidden":
+        if kind in ("extra_forbidden", "unexpected_keyword_argument"):  # a model's, a dataclass's
             bad = loc[-1] if loc else "?"
             near = difflib.get_close_matches(bad, known, n=1) if len(loc) == 1 else []
             msg = f"unknown key '{bad}'" + (f"; did you mean '{near[0]}'?" if near else "")
-        elif kind == "missing":
+        elif kind in ("missing", "missing_argument", "missing_keyword_only_argument"):
             msg = "required field is missing"
         else:
             msg = err.get("msg", "invalid value")

@@ -4,9 +4,9 @@ has the numbers: about 0.2 s of parsing and checking against a few ms of reading
 
 The TOML files stay the source of truth. The cache file
 ``$XDG_CACHE_HOME/fleet-tui/catalog-<hash of the directory list>.bin`` holds a key and the catalog;
-it is used only while its key equals the current one: the format, the package, Python and pydantic
-versions (accelerators and models are pickled pydantic objects), the size and mtime of this
-package's model and validation code, and the path, size and mtime of every catalog file read (a
+it is used only while its key equals the current one: the format, the package and Python versions
+(accelerators and models are pickled dataclasses), the size and mtime of this package's record and
+validation code, and the path, size and mtime of every catalog file read (a
 file added, removed or edited changes it). Otherwise the catalog is built from TOML and the file
 rewritten. (A file rewritten within the file system's timestamp granularity with the same size
 would go unseen, as with any mtime-based cache: `catalog validate` always re-reads.)
@@ -36,12 +36,10 @@ from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from pydantic.version import VERSION as PYDANTIC_VERSION
-
 from fleet_tui import __version__
 from fleet_tui.core.catalog.models import Catalog, Instance
 
-FORMAT = 1
+FORMAT = 2  # 2: accelerators and models are dataclasses (fleet_tui.core.records), not pydantic models
 _MAGIC = b"fleet-tui catalog\n"
 _HEADER = struct.Struct("<I")  # CRC-32 of the payload
 _warned = False
@@ -52,7 +50,7 @@ _ROW_FIELDS = tuple(f.name for f in fields(Instance))  # Instance(*row) rebuilds
 # (Paths, not imports: a cache hit must not pay for importing the TOML and validation code.)
 _PACKAGE = Path(__file__).parent
 _CODE_FILES = (*sorted(_PACKAGE.glob("*.py")),
-               *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "tomlio.py")))
+               *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "records.py", "tomlio.py")))
 
 
 def cache_dir() -> Path:
@@ -67,9 +65,18 @@ def cache_path(dirs: Sequence[Path]) -> Path:
     return cache_dir() / f"catalog-{digest:08x}.bin"
 
 
+def _validator_file() -> Path | None:
+    """pydantic's ``version.py`` (its stamp stands for the validator's version without importing
+    pydantic, which costs a cache hit ~40 ms: bench/bench_catalog.py)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pydantic")
+    return Path(spec.origin).with_name("version.py") if spec is not None and spec.origin else None
+
+
 def _code_stamps() -> tuple[tuple[str, int, int], ...]:
     out = []
-    for f in _CODE_FILES:
+    for f in (*_CODE_FILES, _validator_file() or _PACKAGE):
         try:
             st = os.stat(f)
             out.append((f.name, st.st_mtime_ns, st.st_size))
@@ -80,7 +87,7 @@ def _code_stamps() -> tuple[tuple[str, int, int], ...]:
 
 def cache_key(dirs: Sequence[Path], stamps: tuple[tuple[str, int, int], ...]) -> tuple:
     """Everything a compiled catalog depends on (see the module docstring)."""
-    return (FORMAT, __version__, sys.version, PYDANTIC_VERSION, _code_stamps(), tuple(str(d) for d in dirs),
+    return (FORMAT, __version__, sys.version, _code_stamps(), tuple(str(d) for d in dirs),
             stamps)
 
 
