@@ -19,6 +19,8 @@ from fleet_tui.core.records import FORBID_EXTRA, Record
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Family(Record):
+    """One accelerator family: what it is for, its precisions and software stack."""
+
     __pydantic_config__ = FORBID_EXTRA
     id: str
     accelerators: tuple[str, ...]

@@ -34,6 +34,8 @@ UNKNOWN_INTER_GBPS = 10.0
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceLink(Record):
+    """A device's own link inside a node (``[[device]]``)."""
+
     __pydantic_config__ = FORBID_EXTRA
     accelerator: str
     link: str
@@ -44,6 +46,8 @@ class DeviceLink(Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstanceNetwork(Record):
+    """An instance type's network between nodes and, when it differs, its link inside one."""
+
     __pydantic_config__ = FORBID_EXTRA
     cloud: str
     instance_type: str
@@ -57,6 +61,8 @@ class InstanceNetwork(Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CloudTier(Record):
+    """A marketplace cloud's reliability tier."""
+
     __pydantic_config__ = FORBID_EXTRA
     cloud: str
     tier: str  # "marketplace"
@@ -89,6 +95,8 @@ class Fabric:
 
 @dataclass(frozen=True, slots=True)
 class Interconnects:
+    """The whole interconnects table, by accelerator, (cloud, instance type) and cloud."""
+
     devices: dict[str, DeviceLink]
     instances: dict[tuple[str, str], InstanceNetwork]  # (cloud, instance type) lower case
     clouds: dict[str, CloudTier]

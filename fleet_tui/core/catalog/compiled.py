@@ -25,12 +25,12 @@ The file is trusted like any file in the user's own cache directory (pickle runs
 
 from __future__ import annotations
 
+import functools
 import marshal
 import os
 import pickle
 import struct
 import sys
-import tempfile
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -51,7 +51,7 @@ _ROW_FIELDS = tuple(f.name for f in fields(Instance))  # Instance(*row) rebuilds
 # editable install keeps its version) makes every compiled catalog stale.
 # (Paths, not imports: a cache hit must not pay for importing the TOML and validation code.)
 _PACKAGE = Path(__file__).parent
-_CODE_FILES = (*sorted(_PACKAGE.glob("*.py")),
+_CODE_FILES = (*sorted(_PACKAGE / name for name in os.listdir(_PACKAGE) if name.endswith(".py")),
                *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "records.py", "tomlio.py",
                                                      "interconnects.py", "capabilities.py")))
 
@@ -77,6 +77,7 @@ def _validator_file() -> Path | None:
     return Path(spec.origin).with_name("version.py") if spec is not None and spec.origin else None
 
 
+@functools.cache  # once per process: two loads (catalog, interconnects) share it
 def _code_stamps() -> tuple[tuple[str, int, int], ...]:
     out = []
     for f in (*_CODE_FILES, _validator_file() or _PACKAGE):
@@ -238,6 +239,8 @@ def _write(path: Path, encode: Callable[[], bytes]) -> bool:
     try:
         data = encode()
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only when writing: it costs every cache hit ~5 ms (random, shutil)
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except (OSError, pickle.PicklingError, TypeError, ValueError):
         return False  # no cache: every load parses the TOML files, nothing else changes
