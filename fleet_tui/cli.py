@@ -133,9 +133,14 @@ def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict
     return labels
 
 
+def _print_error(text: str) -> None:
+    from fleet_tui.core.redact import redact  # only on an error: it imports urllib (~3 ms)
+
+    print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from fleet_tui.core.errors import FieldError, UserError
-    from fleet_tui.core.redact import redact
 
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words)
@@ -146,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     except FieldError as exc:
         labels = flag_labels(parser, argv)
         text = exc.render(lambda field: labels.get(field, "--" + field.replace("_", "-")))
-        print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
+        _print_error(text)
         return 2
     except UserError as exc:
-        print(f"fleet-tui: error: {redact(str(exc))}", file=sys.stderr)
+        _print_error(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130

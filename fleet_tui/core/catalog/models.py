@@ -13,7 +13,6 @@ pays for the other 2,700 offers.
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +109,8 @@ def unknown_message(kind: str, name: str, known: Sequence[str], show_all: bool =
     """``unknown <kind> '<name>'`` with the closest known names (or all of them)."""
     known_unique = sorted(set(known), key=str.lower)
     lower = {k.lower(): k for k in known_unique}
+    import difflib  # only for an error: importing it costs every command ~2 ms
+
     near = difflib.get_close_matches(str(name).lower(), list(lower), n=5, cutoff=0.5)
     msg = f"unknown {kind} '{name}'"
     if near:
