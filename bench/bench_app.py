@@ -95,6 +95,19 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 
 APP = [sys.executable, "-m", "fleet_tui", "--source", "sim:8", "--interval", "1"]
 DEFAULT_APP = [sys.executable, "-m", "fleet_tui"]  # the default source (auto), catalog pane first
+# The floor: a bare Textual app showing the same marker text, a table and a footer (interpreter,
+# Textual's import and its first paint; none of ours). Measured in the same run for the ratio.
+FLOOR_APP = [sys.executable, "-c", """
+from textual.app import App
+from textual.widgets import DataTable, Footer, Static
+class Floor(App):
+    BINDINGS = [("q", "quit", "Quit")]
+    def compose(self):
+        yield Static("1 Catalog  2 Builder  3 Recommend")
+        yield DataTable()
+        yield Footer()
+Floor().run()
+"""]
 
 
 def first_frame(runs: int, argv: list[str] = APP, cpu: list[float] | None = None) -> list[float]:
@@ -219,7 +232,8 @@ def main() -> int:
     runs, window, cpu_runs = (3, 8.0, 1) if opts.quick else (7, 20.0, 3)
 
     print(f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
-    for label, argv in (("default source", DEFAULT_APP), ("--source sim:8", APP)):
+    for label, argv in (("bare Textual app (floor)", FLOOR_APP), ("default source", DEFAULT_APP),
+                        ("--source sim:8", APP)):
         cpu: list[float] = []
         times = first_frame(runs, argv, cpu)
         print(f"first frame, {label} (tmux, spawn -> pane bar visible): median "
