@@ -3,7 +3,7 @@ and in-process), building offers lazily, whole commands against ``python -c pass
 ``fleet-tui size … --json`` within 8x of it), and query time over the full catalog. Prints numbers;
 asserts nothing. Uses a temporary XDG_CACHE_HOME, so the developer's cache is left alone.
 
-    .venv/bin/python bench/bench_catalog.py [--commands]
+    .venv/bin/python bench/bench_catalog.py [--commands | --against OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -141,7 +141,41 @@ def queries() -> None:
         print(f"query {name:<40} {res.total:5d} rows  {_ms(samples)}")
 
 
+def against(other: Path, n: int) -> None:
+    """``size … --json`` of this tree and of ``other`` (a checkout of another revision, e.g.
+    ``git worktree add /tmp/base main``), interleaved in one run so the load hits both alike;
+    ``python -m fleet_tui`` from each tree's root imports that tree's package."""
+    env = dict(os.environ)
+    trees = {"this tree": ROOT, f"{other}": other}
+    for tree in trees.values():  # compiled catalogs and byte-code caches written first
+        subprocess.run([sys.executable, "-m", "fleet_tui", *SIZE], cwd=tree, env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs: dict[str, list[tuple[float, float]]] = {"python -c pass": [], **{k: [] for k in trees}}
+    for _ in range(n):
+        runs["python -c pass"].append(_run([sys.executable, "-c", "pass"], env))
+        for name, tree in trees.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "fleet_tui", *SIZE], cwd=tree, env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs[name].append((wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+    base = statistics.median(c for _, c in runs["python -c pass"])
+    print(f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}; size … --json, compiled catalog)")
+    for name, samples in runs.items():
+        cpu = statistics.median(c for _, c in samples)
+        wall = statistics.median(w for w, _ in samples)
+        print(f"{name:<40} CPU median {cpu * 1e3:6.0f} ms ({cpu / base:4.1f}x pass), wall {wall * 1e3:6.0f} ms")
+
+
 def main() -> None:
+    if "--against" in sys.argv:  # --against DIR: this tree's size command next to DIR's
+        try:
+            against(Path(sys.argv[sys.argv.index("--against") + 1]).resolve(), 9)
+        finally:
+            shutil.rmtree(_TMP, ignore_errors=True)
+        return
     if "--commands" in sys.argv:  # only the whole-command table (the README's ratio)
         try:
             whole_commands(9)

@@ -112,6 +112,18 @@ def test_a_file_compiled_under_another_key_is_stale():
     assert compiled.parse_compiled(data, ("the", "current", "key")) is None
 
 
+def test_a_file_of_an_older_format_is_rebuilt_without_a_warning(caplog, monkeypatch):
+    from_toml = load_catalog()
+    (path,) = _cache_files()
+    path.write_bytes(b"fleet-tui catalog\n" + b"\x00" * 64)  # format 1 (pickled pydantic models)
+    monkeypatch.setattr(compiled, "_warned", False)
+    clear_cache()
+    with caplog.at_level(logging.WARNING, logger=compiled.__name__):
+        _same(load_catalog(), from_toml)
+    assert not [r for r in caplog.records if r.name == compiled.__name__]
+    assert path.read_bytes().startswith(b"fleet-tui catalog %d\n" % compiled.FORMAT)  # rewritten
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "empty"])
 def test_a_corrupt_cache_falls_back_rebuilds_and_warns_once(damage, caplog, monkeypatch):
     from_toml = load_catalog()

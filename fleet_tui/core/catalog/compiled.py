@@ -41,7 +41,8 @@ from fleet_tui import __version__
 from fleet_tui.core.catalog.models import Catalog, Instance
 
 FORMAT = 2  # 2: accelerators and models are dataclasses (fleet_tui.core.records), not pydantic models
-_MAGIC = b"fleet-tui catalog\n"
+_MAGIC_FAMILY = b"fleet-tui catalog"  # every format's files start so
+_MAGIC = _MAGIC_FAMILY + b" %d\n" % FORMAT
 _HEADER = struct.Struct("<I")  # CRC-32 of the payload
 _warned = False
 T = TypeVar("T")
@@ -141,9 +142,12 @@ def _encode(content: dict) -> bytes:
     return _MAGIC + _HEADER.pack(zlib.crc32(payload)) + payload
 
 
-def _decode(data: bytes) -> dict:
-    """The content of a cache file; :class:`CorruptCache` when it is not a whole one."""
+def _decode(data: bytes) -> dict | None:
+    """The content of a cache file; None when another format wrote it (stale: rebuilt without a
+    word, as after an upgrade); :class:`CorruptCache` when it is not a whole one."""
     head = len(_MAGIC) + _HEADER.size
+    if not data.startswith(_MAGIC) and data.startswith(_MAGIC_FAMILY) and len(data) > len(_MAGIC):
+        return None
     if not data.startswith(_MAGIC) or len(data) < head:
         raise CorruptCache("not a compiled catalog")
     (crc,) = _HEADER.unpack_from(data, len(_MAGIC))
@@ -186,7 +190,7 @@ def parse_compiled(data: bytes, key: tuple) -> Catalog | None:
     """
     content = _decode(data)
     try:
-        if content["key"] != key:
+        if content is None or content["key"] != key:
             return None
         offers = CompiledOffers(content["offers"], content["offer_count"])
         return Catalog(content["accelerators"], content["models"], problems=content["problems"],
