@@ -10,8 +10,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fleet_tui import cli
 
+SIZE = ["size", "--model", "llama-3.1-8b", "--gpu", "H100", "--json"]
 _PROBE = (
     "import io, json, sys, contextlib\n"
     "from fleet_tui.cli import main\n"
@@ -33,14 +36,13 @@ def _run(args: list[str], cache: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-SIZE = ["size", "--model", "llama-3.1-8b", "--gpu", "H100", "--json"]
-
-
-def test_size_json_with_a_compiled_catalog_imports_no_pydantic_textual_or_toml(tmp_path):
-    first = _run(SIZE, str(tmp_path))  # writes the compiled catalog and tables (pydantic validates)
-    again = _run(SIZE, str(tmp_path))
+@pytest.mark.parametrize("args", [SIZE, ["recommend", "--model", "llama-3.1-8b", "--top", "3", "--json"],
+                                  ["catalog", "instances", "--limit", "5"]], ids=["size", "recommend", "catalog"])
+def test_commands_with_a_compiled_catalog_import_no_pydantic_textual_or_toml(tmp_path, args):
+    first = _run(args, str(tmp_path))  # writes the compiled catalog and tables (pydantic validates)
+    again = _run(args, str(tmp_path))
     assert first["rc"] == again["rc"] == 0
-    assert json.loads(again["out"]) == json.loads(first["out"])
+    assert again["out"] == first["out"]
     assert again["loaded"] == []
 
 
