@@ -50,9 +50,9 @@ class Tmux:
         return subprocess.run(["tmux", "-S", self.socket, "-f", os.devnull, *args],
                               capture_output=True, text=True, timeout=20).stdout
 
-    def start(self, argv: list[str]) -> None:
+    def start(self, argv: list[str], root: Path = ROOT) -> None:
         env = (f"env -u COLUMNS -u LINES XDG_CONFIG_HOME={shlex.quote(self.dir)}/cfg "
-               f"PYTHONPATH={shlex.quote(str(ROOT))}")
+               f"PYTHONPATH={shlex.quote(str(root))}")
         command = f"cd {shlex.quote(self.dir)} && exec {env} " + " ".join(map(shlex.quote, argv))
         self("new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", command)
 
@@ -110,7 +110,8 @@ Floor().run()
 """]
 
 
-def first_frame(runs: int, argv: list[str] = APP, cpu: list[float] | None = None) -> list[float]:
+def first_frame(runs: int, argv: list[str] = APP, cpu: list[float] | None = None,
+                root: Path = ROOT) -> list[float]:
     """Wall seconds from spawn to the pane bar, per run; ``cpu`` (when given) gets the app
     process's CPU seconds at that moment (user + system, 10 ms ticks), which a loaded machine
     disturbs less than the wall time."""
@@ -119,7 +120,7 @@ def first_frame(runs: int, argv: list[str] = APP, cpu: list[float] | None = None
         tmux = Tmux()
         try:
             t0 = time.perf_counter()
-            tmux.start(argv)
+            tmux.start(argv, root)
             while time.perf_counter() - t0 < 20:
                 if "1 Catalog" in tmux.screen():
                     times.append(time.perf_counter() - t0)
@@ -225,6 +226,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="fleet-tui app benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer runs, shorter CPU window")
     parser.add_argument("--first-frame", action="store_true", help="only the first-frame times")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="also the default-source first frame of another checkout (e.g. main), same run")
     opts = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is needed for the first-frame and CPU measurements", file=sys.stderr)
@@ -232,10 +235,13 @@ def main() -> int:
     runs, window, cpu_runs = (3, 8.0, 1) if opts.quick else (7, 20.0, 3)
 
     print(f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
-    for label, argv in (("bare Textual app (floor)", FLOOR_APP), ("default source", DEFAULT_APP),
-                        ("--source sim:8", APP)):
+    cases = [("bare Textual app (floor)", FLOOR_APP, ROOT), ("default source", DEFAULT_APP, ROOT),
+             ("--source sim:8", APP, ROOT)]
+    if opts.against:
+        cases.insert(2, (f"default source, {opts.against}", DEFAULT_APP, opts.against.resolve()))
+    for label, argv, root in cases:
         cpu: list[float] = []
-        times = first_frame(runs, argv, cpu)
+        times = first_frame(runs, argv, cpu, root)
         print(f"first frame, {label} (tmux, spawn -> pane bar visible): median "
               f"{statistics.median(times)*1000:.0f} ms, max {max(times)*1000:.0f} ms over "
               f"{len(times)} runs   [target <= 500 ms]; app CPU by then: median "
