@@ -22,7 +22,6 @@ with pydantic's ``model_construct``); :func:`validate` is for outside data.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from typing import Any, TypeVar
 
@@ -67,6 +66,8 @@ class Record:
         return {f.name: _dump(getattr(self, f.name), mode == "json") for f in dataclasses.fields(self)}
 
     def model_dump_json(self) -> str:
+        import json  # rarely used: a command that prints no JSON need not import it
+
         return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod

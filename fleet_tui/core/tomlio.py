@@ -4,7 +4,8 @@
 entries are located afterwards in the text: the n-th ``[[table]]`` header (or, for an inline array
 ``table = [ {...}, ... ]``, the n-th line opening ``{``), then ``key =`` inside that entry.
 
-Every ``[[table]]`` of entries is checked by :func:`validate_table` against its pydantic model.
+Every ``[[table]]`` of entries is checked by :func:`validate_table` against its record class (pydantic
+validates it: :mod:`fleet_tui.core.records`).
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
 
 
 def validate_table(doc: TomlDoc, table: str, model: type) -> tuple[list[tuple[int, Any]], list[str]]:
-    """Validate every ``[[table]]`` entry of ``doc`` with the pydantic ``model``.
+    """Validate every ``[[table]]`` entry of ``doc`` with ``model`` (a record class or a pydantic model).
 
     Returns ``(entries, problems)``: ``entries`` are ``(index, object)`` for the entries that passed
     (their index locates them with ``doc.line_of(table, index)``); a second entry with an ``id``

@@ -2,8 +2,9 @@
 
 Instance rows (thousands) are plain frozen dataclasses checked by hand in
 :mod:`fleet_tui.core.catalog.validation`, not pydantic models: that keeps loading the bundled
-catalog fast (see bench/bench_catalog.py). Accelerators and models are few and are pydantic models
-(:class:`~fleet_tui.core.specs.Accelerator`, :class:`~fleet_tui.core.modelspec.ModelArch`).
+catalog fast (see bench/bench_catalog.py). Accelerators and models are few; they are records
+(:class:`~fleet_tui.core.specs.Accelerator`, :class:`~fleet_tui.core.modelspec.ModelArch`) that
+pydantic validates when their file is read (:mod:`fleet_tui.core.records`).
 
 A catalog's offers may be *lazy*: a catalog read from the compiled cache
 (:mod:`fleet_tui.core.catalog.compiled`) builds its :class:`Instance` rows only when asked, and
