@@ -6,6 +6,7 @@ bounded page (``PAGE_ROWS``) because Textual's DataTable measures every cell it 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from textual import on, work
@@ -120,9 +121,13 @@ class CatalogScreen(PaneScreen):
     def _schedule_filters(self) -> None:
         if not (self._filters_ready or self._filters_mounting):
             self._filters_mounting = True
-            self.call_after_refresh(self._mount_filters)  # after the page just shown is painted
+            # a worker, so whoever waits for the pane's work (tests, scripts) waits for this too
+            self.run_worker(self._mount_filters(), group="catalog-filters", exit_on_error=False)
 
     async def _mount_filters(self) -> None:
+        painted = asyncio.Event()
+        self.call_after_refresh(painted.set)
+        await painted.wait()  # the page just shown is on screen first
         # the options come with the Selects: set_options on a Select still composing would fail
         await self.query_one("#cat-filters", Grid).mount_all(self._filter_fields(self.app.catalog))
         self._filters_ready = True
