@@ -3,7 +3,7 @@ and in-process), building offers lazily, whole commands against ``python -c pass
 ``fleet-tui size … --json`` within 8x of it), and query time over the full catalog. Prints numbers;
 asserts nothing. Uses a temporary XDG_CACHE_HOME, so the developer's cache is left alone.
 
-    .venv/bin/python bench/bench_catalog.py
+    .venv/bin/python bench/bench_catalog.py [--commands | --against OTHER_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ sys.path.insert(0, str(ROOT))
 _TMP = tempfile.mkdtemp(prefix="bench-catalog-")
 _CACHE = os.path.join(_TMP, "cache")
 os.environ["XDG_CACHE_HOME"] = _CACHE
+# Child processes use byte-code caches as an installed package does (a developer shell that sets
+# PYTHONDONTWRITEBYTECODE would recompile every module in every run: ~150 ms more per command).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 FLEET_TUI = [str(Path(sys.executable).with_name("fleet-tui"))]
 SIZE = ["size", "--model", "llama-3.1-8b", "--gpu", "H100", "--json"]
 
@@ -61,10 +64,11 @@ def whole_commands(n: int) -> None:
     """Wall time of whole commands against the interpreter's own start, interleaved so load on the
     machine hits both alike."""
     env = dict(os.environ)
-    _run(FLEET_TUI + SIZE, env)  # writes the compiled catalog
-    base, size_hit, size_toml, rec, cat = [], [], [], [], []
+    _run(FLEET_TUI + SIZE, env)  # writes the compiled catalog (and the byte-code caches)
+    base, version, size_hit, size_toml, rec, cat = [], [], [], [], [], []
     for _ in range(n):
         base.append(_run([sys.executable, "-c", "pass"], env))
+        version.append(_run(FLEET_TUI + ["--version"], env))
         size_hit.append(_run(FLEET_TUI + SIZE, env))
         size_toml.append(_run(FLEET_TUI + SIZE, {**env, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=_TMP)}))
         rec.append(_run(FLEET_TUI + ["recommend", "--model", "llama-3.1-8b", "--top", "5", "--json"], env))
@@ -77,7 +81,9 @@ def whole_commands(n: int) -> None:
         print(f"{name:<46} wall median {wall * 1e3:6.0f} ms ({wall / base_wall:4.1f}x pass), "
               f"CPU median {cpu * 1e3:6.0f} ms ({cpu / base_cpu:4.1f}x pass)")
 
-    for name, runs in (("python -c pass", base), ("size … --json, compiled catalog", size_hit),
+    print(f"(loaded machine? load average {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    for name, runs in (("python -c pass", base), ("fleet-tui --version", version),
+                       ("size … --json, compiled catalog", size_hit),
                        ("size … --json, from TOML (empty cache)", size_toml),
                        ("recommend --top 5 --json, compiled catalog", rec),
                        ("catalog instances --limit 5, compiled catalog", cat)):
@@ -135,7 +141,47 @@ def queries() -> None:
         print(f"query {name:<40} {res.total:5d} rows  {_ms(samples)}")
 
 
+def against(other: Path, n: int) -> None:
+    """``size … --json`` of this tree and of ``other`` (a checkout of another revision, e.g.
+    ``git worktree add /tmp/base main``), interleaved in one run so the load hits both alike;
+    ``python -m fleet_tui`` from each tree's root imports that tree's package."""
+    env = dict(os.environ)
+    trees = {"this tree": ROOT, f"{other}": other}
+    for tree in trees.values():  # compiled catalogs and byte-code caches written first
+        subprocess.run([sys.executable, "-m", "fleet_tui", *SIZE], cwd=tree, env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs: dict[str, list[tuple[float, float]]] = {"python -c pass": [], **{k: [] for k in trees}}
+    for _ in range(n):
+        runs["python -c pass"].append(_run([sys.executable, "-c", "pass"], env))
+        for name, tree in trees.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "fleet_tui", *SIZE], cwd=tree, env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs[name].append((wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+    base = statistics.median(c for _, c in runs["python -c pass"])
+    print(f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}; size … --json, compiled catalog)")
+    for name, samples in runs.items():
+        cpu = statistics.median(c for _, c in samples)
+        wall = statistics.median(w for w, _ in samples)
+        print(f"{name:<40} CPU median {cpu * 1e3:6.0f} ms ({cpu / base:4.1f}x pass), wall {wall * 1e3:6.0f} ms")
+
+
 def main() -> None:
+    if "--against" in sys.argv:  # --against DIR: this tree's size command next to DIR's
+        try:
+            against(Path(sys.argv[sys.argv.index("--against") + 1]).resolve(), 9)
+        finally:
+            shutil.rmtree(_TMP, ignore_errors=True)
+        return
+    if "--commands" in sys.argv:  # only the whole-command table (the README's ratio)
+        try:
+            whole_commands(9)
+        finally:
+            shutil.rmtree(_TMP, ignore_errors=True)
+        return
     try:
         in_process()
         toml = cold_load(5, cached=False)

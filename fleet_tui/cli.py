@@ -5,7 +5,10 @@ JSON. Contract: exit 0 ok, 2 bad input (a ``UserError``: message, no traceback),
 
 Start-up stays light: each command module registers its flags without importing the engine, and
 imports what it needs inside its handler, so ``--help`` and ``--version`` never import Textual or
-pydantic.
+pydantic. A run registers only the command modules its arguments name (all of them for ``--help``,
+the app or a mistyped command), and the ``--source`` help text (the source registry) is built only
+when help can be shown: ``size … --json`` must stay within 8x ``python -c pass``
+(bench/bench_catalog.py).
 """
 
 from __future__ import annotations
@@ -13,30 +16,38 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 
 from fleet_tui import __version__
 from fleet_tui.commands._numbers import finite_float
 
-# Each module defines ``register(subparsers)``; handlers are ``func(args) -> int`` set via
-# ``set_defaults(func=...)``.
-COMMAND_MODULES = (
-    "fleet_tui.commands.catalog",
-    "fleet_tui.commands.size",
-    "fleet_tui.commands.recommend",
-    "fleet_tui.commands.scenarios",
-    "fleet_tui.commands.monitor",
-    "fleet_tui.commands.fleet",
-    "fleet_tui.commands.jobs",
-    "fleet_tui.commands.queue",
-    "fleet_tui.commands.plan",
-)
+# Each module defines ``register(subparsers)`` for the commands listed with it (a test checks the
+# lists); handlers are ``func(args) -> int`` set via ``set_defaults(func=...)``.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "fleet_tui.commands.catalog": ("catalog",),
+    "fleet_tui.commands.size": ("size",),
+    "fleet_tui.commands.recommend": ("recommend",),
+    "fleet_tui.commands.scenarios": ("scenarios",),
+    "fleet_tui.commands.monitor": ("monitor", "analyze", "record", "rightsize"),
+    "fleet_tui.commands.fleet": ("fleet", "export"),
+    "fleet_tui.commands.jobs": ("jobs",),
+    "fleet_tui.commands.queue": ("queue",),
+    "fleet_tui.commands.plan": ("plan",),
+}
+COMMAND_MODULES = tuple(COMMANDS)
+_HELP_FLAGS = ("-h", "--help")
 
 
-def add_app_args(parser: argparse.ArgumentParser) -> None:
-    """Flags of the interactive app (also accepted before a subcommand)."""
-    from fleet_tui.core.monitor.sources import source_help  # the registry; imports no backend
+def add_app_args(parser: argparse.ArgumentParser, *, full_help: bool = True) -> None:
+    """Flags of the interactive app (also accepted before a subcommand). ``full_help=False``: the
+    ``--source`` help is left short (the caller knows no help will be printed)."""
+    if full_help:
+        from fleet_tui.core.monitor.sources import source_help  # the registry; imports no backend
 
-    parser.add_argument("--source", default=None, help=source_help())
+        source_text = source_help()
+    else:
+        source_text = "where live readings come from (see --help)"
+    parser.add_argument("--source", default=None, help=source_text)
     parser.add_argument("--instance", default=None,
                         help="catalog instance type this machine is (for cost of idle time), "
                              "e.g. p5.48xlarge")
@@ -51,16 +62,41 @@ def add_app_args(parser: argparse.ArgumentParser) -> None:
                              "database (as 'fleet-tui record'; 'fleet-tui rightsize --db DB' reads it)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _modules_for(parser: argparse.ArgumentParser, argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a run with ``argv`` needs: those whose commands it names; none when it
+    has only top-level flags (the app, ``--version``); every one for help or a mistyped command
+    (its error lists the choices)."""
+    if any(a in _HELP_FLAGS for a in argv):
+        return COMMAND_MODULES
+    words = set(argv)
+    named = tuple(m for m, names in COMMANDS.items() if words.intersection(names))
+    if named:
+        return named
+    takes_value = {opt for action in parser._actions if action.nargs is None for opt in action.option_strings}
+    after_flag = False
+    for word in argv:
+        if after_flag:
+            after_flag = False
+        elif word.startswith("-"):
+            after_flag = word in takes_value
+        else:
+            return COMMAND_MODULES  # a word that is no command: let argparse list the choices
+    return ()
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; given the arguments of one run, only what that run needs
+    (see the module docstring)."""
     parser = argparse.ArgumentParser(
         prog="fleet-tui",
         description="GPU/accelerator fleets in the terminal: catalog, workload sizing, live monitor "
                     "with bottleneck diagnosis, recommendations. Without a command, opens the app.",
     )
     parser.add_argument("--version", action="version", version=f"fleet-tui {__version__}")
-    add_app_args(parser)
+    add_app_args(parser, full_help=argv is None or any(a in _HELP_FLAGS for a in argv))
+    modules = COMMAND_MODULES if argv is None else _modules_for(parser, argv)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -97,22 +133,28 @@ def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict
     return labels
 
 
+def _print_error(text: str) -> None:
+    from fleet_tui.core.redact import redact  # only on an error: it imports urllib (~3 ms)
+
+    print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from fleet_tui.core.errors import FieldError, UserError
-    from fleet_tui.core.redact import redact
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words)
+    args = parser.parse_args(words)
     func = getattr(args, "func", None) or _run_app
     try:
         return int(func(args) or 0)
     except FieldError as exc:
         labels = flag_labels(parser, argv)
         text = exc.render(lambda field: labels.get(field, "--" + field.replace("_", "-")))
-        print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
+        _print_error(text)
         return 2
     except UserError as exc:
-        print(f"fleet-tui: error: {redact(str(exc))}", file=sys.stderr)
+        _print_error(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,17 +9,19 @@ Inferentia and Qualcomm AI 100 are inference only.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict
 
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.tomlio import read_toml, validate_table
+from fleet_tui.core.records import FORBID_EXTRA, Record
 
 
-class Family(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family(Record):
+    """One accelerator family: what it is for, its precisions and software stack."""
+
+    __pydantic_config__ = FORBID_EXTRA
     id: str
     accelerators: tuple[str, ...]
     training: bool
@@ -31,8 +33,18 @@ class Family(BaseModel):
 
 @functools.lru_cache(maxsize=4)
 def load_capabilities(path: Path | None = None) -> dict[str, Family]:
-    """Families by accelerator id (bundled file by default), read once; a broken file is a UserError."""
-    doc, problems = read_toml(path or paths.bundled_catalog_dir() / "capabilities.toml")
+    """Families by accelerator id (bundled file by default), read once (and kept validated in the
+    user cache dir, as the interconnects); a broken file is a UserError."""
+    from fleet_tui.core.catalog.compiled import cached_load
+
+    file = path or paths.bundled_catalog_dir() / "capabilities.toml"
+    return cached_load("capabilities", [file], lambda: _read_capabilities(file))
+
+
+def _read_capabilities(path: Path) -> dict[str, Family]:
+    from fleet_tui.core.tomlio import read_toml, validate_table
+
+    doc, problems = read_toml(path)
     if doc is None:
         raise UserError("; ".join(problems))
     entries, problems = validate_table(doc, "family", Family)

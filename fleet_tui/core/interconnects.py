@@ -20,11 +20,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.tomlio import read_toml, validate_table
+from fleet_tui.core.records import FORBID_EXTRA, Record
 
 #: Chips one TPU slice joins on ICI (v5e/v6e pods are 256 chips; v4/v5p slices can be larger).
 TPU_ICI_DOMAIN = 256
@@ -34,29 +32,38 @@ UNKNOWN_INTRA_GBS = 32.0
 UNKNOWN_INTER_GBPS = 10.0
 
 
-class DeviceLink(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceLink(Record):
+    """A device's own link inside a node (``[[device]]``)."""
+
+    __pydantic_config__ = FORBID_EXTRA
     accelerator: str
     link: str
-    gbs: float = Field(gt=0)  # GB/s per device, bidirectional
+    gbs: PositiveFloat  # GB/s per device, bidirectional
     source: str
     checked: bool = False
 
 
-class InstanceNetwork(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceNetwork(Record):
+    """An instance type's network between nodes and, when it differs, its link inside one."""
+
+    __pydantic_config__ = FORBID_EXTRA
     cloud: str
     instance_type: str
     network: str
-    gbps: float | None = Field(default=None, gt=0)  # None: not published
+    gbps: PositiveFloat | None = None  # None: not published
     intra_link: str | None = None
-    intra_gbs: float | None = Field(default=None, gt=0)
+    intra_gbs: PositiveFloat | None = None
     source: str
     checked: bool = False
 
 
-class CloudTier(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloudTier(Record):
+    """A marketplace cloud's reliability tier."""
+
+    __pydantic_config__ = FORBID_EXTRA
     cloud: str
     tier: str  # "marketplace"
     reliability: str
@@ -88,6 +95,8 @@ class Fabric:
 
 @dataclass(frozen=True, slots=True)
 class Interconnects:
+    """The whole interconnects table, by accelerator, (cloud, instance type) and cloud."""
+
     devices: dict[str, DeviceLink]
     instances: dict[tuple[str, str], InstanceNetwork]  # (cloud, instance type) lower case
     clouds: dict[str, CloudTier]
@@ -100,8 +109,19 @@ def _file() -> Path:
 
 @functools.lru_cache(maxsize=4)
 def load_interconnects(path: Path | None = None) -> Interconnects:
-    """The interconnect table (bundled file by default), read once; a broken file is a UserError."""
-    doc, problems = read_toml(path or _file())
+    """The interconnect table (bundled file by default), read once (and kept validated in the
+    user cache dir: :func:`fleet_tui.core.catalog.compiled.cached_load`); a broken file is a
+    UserError."""
+    from fleet_tui.core.catalog.compiled import cached_load
+
+    file = path or _file()
+    return cached_load("interconnects", [file], lambda: _read_interconnects(file))
+
+
+def _read_interconnects(path: Path) -> Interconnects:
+    from fleet_tui.core.tomlio import read_toml, validate_table
+
+    doc, problems = read_toml(path)
     if doc is None:
         raise UserError("; ".join(problems))
     devices, p1 = validate_table(doc, "device", DeviceLink)

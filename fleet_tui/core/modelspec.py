@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
-
 from fleet_tui.core import caches
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
+from fleet_tui.core.records import FORBID_EXTRA, Record, validate
 
 
-class ModelArch(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelArch(Record):
+    """One model's shape. Field types are checked by :func:`fleet_tui.core.records.validate` when
+    read from a file; the cross-field rules run on every construction."""
 
-    id: str = Field(min_length=1)
+    __pydantic_config__ = FORBID_EXTRA
+
+    id: NonEmptyStr
     name: str = ""
     family: str = ""
     layers: PositiveInt
@@ -42,20 +45,20 @@ class ModelArch(BaseModel):
     vocab: PositiveInt
     tied_embeddings: bool = False
     # Mixture of experts: ``experts`` routed experts per MoE layer, ``experts_per_token`` active.
-    experts: int = Field(default=0, ge=0)
-    experts_per_token: int = Field(default=0, ge=0)
+    experts: NonNegativeInt = 0
+    experts_per_token: NonNegativeInt = 0
     moe_intermediate: PositiveInt | None = None  # expert FFN width when it differs from intermediate
-    shared_experts: int = Field(default=0, ge=0)
+    shared_experts: NonNegativeInt = 0
     max_position: PositiveInt | None = None
     source: str = ""
     # --- added by the sizing code (all optional, defaults = Llama-style) ---
     attention_bias: bool = False  # q/k/v projections carry a bias (Qwen2)
     gated_mlp: bool = True  # SwiGLU/GeGLU: gate, up and down projections (3 matrices)
     sliding_window: PositiveInt | None = None  # tokens a local-attention layer keeps in its KV cache
-    sliding_window_layers: int = Field(default=0, ge=0)  # how many layers use the window (0 = none)
+    sliding_window_layers: NonNegativeInt = 0  # how many layers use the window (0 = none)
     post_norms: bool = False  # extra norms after attention and after the MLP (Gemma-2/3 "sandwich")
-    logit_softcap: float | None = Field(default=None, gt=0)  # final-logit soft-capping (Gemma-2)
-    attn_softcap: float | None = Field(default=None, gt=0)  # attention-score soft-capping (Gemma-2)
+    logit_softcap: PositiveFloat | None = None  # final-logit soft-capping (Gemma-2)
+    attn_softcap: PositiveFloat | None = None  # attention-score soft-capping (Gemma-2)
     # how Hugging Face runs attention: "sdpa" (its default for every catalog model, Gemma-2 included
     # since transformers 4.47) keeps no score matrix; "eager" materializes sequence × sequence scores
     attention: Literal["sdpa", "eager"] = "sdpa"
@@ -64,19 +67,18 @@ class ModelArch(BaseModel):
     # Multi-head latent attention (DeepSeek-V2/V3): the cache keeps one latent of kv_lora_rank +
     # qk_rope_head_dim values per token and layer for all heads (every tensor rank holds it whole);
     # head_dim is then the q/k head width (nope + rope), v_head_dim the value width
-    kv_lora_rank: int = Field(default=0, ge=0)
-    q_lora_rank: int = Field(default=0, ge=0)  # 0: a plain q_proj
-    qk_rope_head_dim: int = Field(default=0, ge=0)
+    kv_lora_rank: NonNegativeInt = 0
+    q_lora_rank: NonNegativeInt = 0  # 0: a plain q_proj
+    qk_rope_head_dim: NonNegativeInt = 0
     v_head_dim: PositiveInt | None = None
-    first_dense_layers: int = Field(default=0, ge=0)  # MoE models whose first layers are dense (DeepSeek)
+    first_dense_layers: NonNegativeInt = 0  # MoE models whose first layers are dense (DeepSeek)
     shared_intermediate: PositiveInt | None = None  # width of each shared expert (default intermediate)
     # hybrid attention (Qwen3-Next/3.5): only these layers keep a KV cache that grows with the
     # context; the others are linear attention with a fixed-size state (None: every layer)
     full_attention_layers: PositiveInt | None = None
-    linear_state_values: int = Field(default=0, ge=0)  # fixed state per sequence per linear-attention layer
+    linear_state_values: NonNegativeInt = 0  # fixed state per sequence per linear-attention layer
 
-    @model_validator(mode="after")
-    def _check(self) -> "ModelArch":
+    def __post_init__(self) -> None:
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.experts and not (0 < self.experts_per_token <= self.experts):
@@ -87,7 +89,6 @@ class ModelArch(BaseModel):
             raise ValueError("sliding_window_layers needs sliding_window")
         if max(self.first_dense_layers, self.full_attention_layers or 0) > self.layers:
             raise ValueError("first_dense_layers and full_attention_layers cannot exceed layers")
-        return self
 
     @property
     def dim_per_head(self) -> int:
@@ -369,7 +370,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     extra = _mla_and_hybrid(cfg, int(layers))
     try:
-        arch = ModelArch(
+        arch = validate(ModelArch, dict(
             id=name.split("/")[-1].lower() or "model-config",
             name=name,
             family=model_type,
@@ -390,8 +391,10 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             attn_softcap=cfg.get("attn_logit_softcapping"),
             attention="eager" if cfg.get("_attn_implementation") == "eager" else "sdpa",
             source=str(p), **extra,
-        )
-    except ValidationError as exc:
+        ))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        if not hasattr(exc, "errors"):
+            raise
         bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
         raise _user_error(f"{p}: {bad}") from None
     check_param_bounds(arch, str(p))

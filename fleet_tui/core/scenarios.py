@@ -39,6 +39,7 @@ from fleet_tui.core.errors import CatalogError, UserError
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.migration import report_between
 from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
+from fleet_tui.core.records import validate
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
 from fleet_tui.core.workload import (MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, Workload,
@@ -296,7 +297,7 @@ def build_workload(spec: ScenarioSpec, catalog):
     if spec.lora_targets is not None:
         fields["lora_targets"] = spec.lora_targets
     try:
-        return Workload(**fields)
+        return validate(Workload, fields)
     except ValidationError as exc:
         raise UserError(f"scenario {spec.id}: {exc.errors()[0].get('msg', exc)}") from None
 

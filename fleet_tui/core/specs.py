@@ -14,10 +14,10 @@ Two different facts live here and must not be confused:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator
+from fleet_tui.core.records import FORBID_EXTRA, Record
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
@@ -105,12 +105,15 @@ def architecture_precisions(architecture: str | None) -> ArchitecturePrecisions 
     return None
 
 
-class Accelerator(BaseModel):
-    # defer_build: a catalog read from the compiled cache unpickles accelerators without validating
-    # them, so a command like `size` never builds this schema (bench/bench_catalog.py)
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accelerator(Record):
+    """One device's published figures. Field types are checked by
+    :func:`fleet_tui.core.records.validate` when read from a file (a catalog read from the compiled
+    cache unpickles accelerators without validating them, so `size` never imports pydantic)."""
 
-    id: str = Field(min_length=1)  # canonical short name used by instances, e.g. "H100", "L40S"
+    __pydantic_config__ = FORBID_EXTRA
+
+    id: NonEmptyStr  # canonical short name used by instances, e.g. "H100", "L40S"
     name: str = ""  # full marketing name, e.g. "NVIDIA H100 80GB SXM5"
     aliases: tuple[str, ...] = ()  # other names seen in cloud catalogs (e.g. "A100-80GB")
     vendor: str  # NVIDIA, AMD, AWS, Intel, Google, Qualcomm
@@ -118,7 +121,7 @@ class Accelerator(BaseModel):
     memory_gib: PositiveFloat
     memory_bandwidth_gbs: PositiveFloat | None = None
     # dense peak per precision in TFLOP/s (TOP/s for int8/int4); absent = not published
-    peak_tflops: dict[Precision, PositiveFloat] = Field(default_factory=dict)
+    peak_tflops: dict[Precision, PositiveFloat] = field(default_factory=dict)
     # what the device runs, when the architecture table cannot say (a user's own device); when
     # given it is authoritative: a precision not listed is not supported
     precisions: tuple[Precision, ...] | None = None
@@ -130,11 +133,6 @@ class Accelerator(BaseModel):
     source: str = ""
     as_of: str = ""  # ISO date the figures were taken
     notes: str = ""
-
-    @field_validator("peak_tflops")
-    @classmethod
-    def _known_precisions(cls, v: dict) -> dict:
-        return dict(v)
 
     def supports(self, precision: str) -> bool | None:
         """Can the device run ``precision`` natively? True, False, or None when unknown.

@@ -4,7 +4,8 @@
 entries are located afterwards in the text: the n-th ``[[table]]`` header (or, for an inline array
 ``table = [ {...}, ... ]``, the n-th line opening ``{``), then ``key =`` inside that entry.
 
-Every ``[[table]]`` of entries is checked by :func:`validate_table` against its pydantic model.
+Every ``[[table]]`` of entries is checked by :func:`validate_table` against its record class (pydantic
+validates it: :mod:`fleet_tui.core.records`).
 """
 
 from __future__ import annotations
@@ -140,11 +141,11 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
         key = ".".join(loc[:2]) if loc else None
         line = doc.line_of(table, index, key)
         kind = err.get("type", "")
-        if kind == "extra_forbidden":
+        if kind in ("extra_forbidden", "unexpected_keyword_argument"):  # a model's, a dataclass's
             bad = loc[-1] if loc else "?"
             near = difflib.get_close_matches(bad, known, n=1) if len(loc) == 1 else []
             msg = f"unknown key '{bad}'" + (f"; did you mean '{near[0]}'?" if near else "")
-        elif kind == "missing":
+        elif kind in ("missing", "missing_argument", "missing_keyword_only_argument"):
             msg = "required field is missing"
         else:
             msg = err.get("msg", "invalid value")
@@ -155,7 +156,7 @@ def pydantic_problems(doc: TomlDoc, table: str, index: int, exc: Any, model: Any
 
 
 def validate_table(doc: TomlDoc, table: str, model: type) -> tuple[list[tuple[int, Any]], list[str]]:
-    """Validate every ``[[table]]`` entry of ``doc`` with the pydantic ``model``.
+    """Validate every ``[[table]]`` entry of ``doc`` with ``model`` (a record class or a pydantic model).
 
     Returns ``(entries, problems)``: ``entries`` are ``(index, object)`` for the entries that passed
     (their index locates them with ``doc.line_of(table, index)``); a second entry with an ``id``

@@ -23,9 +23,8 @@ import math
 import operator
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from fleet_tui.core import caches
 from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
@@ -33,6 +32,7 @@ from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES,
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.modelspec import (MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params,
                                       load_model_config)
+from fleet_tui.core.records import FORBID_EXTRA, Record, validate
 
 WorkloadKind = Literal[KINDS]
 WeightPrecision = Literal[PRECISIONS]
@@ -53,7 +53,7 @@ DEFAULT_ENGINE = "vllm"
 DEFAULT_TRAIN_SEQ_LEN = 2048
 
 
-_HASHED_FIELDS = operator.itemgetter("kind", "params", "precision", "batch", "seq_len", "prompt_len", "gen_len",
+_HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "seq_len", "prompt_len", "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
                                      "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
@@ -61,8 +61,13 @@ _HASHED_FIELDS = operator.itemgetter("kind", "params", "precision", "batch", "se
                                      "tp", "pp", "zero", "micro_batch")
 
 
-class Workload(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload(Record):
+    """One workload. Built by :func:`parse_workload` (which checks every input itself) or by engine
+    code; :meth:`with_` and :func:`fleet_tui.core.records.validate` check field types too. The
+    cross-field rules (``__post_init__``) run on every construction and copy."""
+
+    __pydantic_config__ = FORBID_EXTRA
 
     kind: WorkloadKind
     model: ModelArch | None = None  # None when only a parameter count is known
@@ -83,7 +88,7 @@ class Workload(BaseModel):
     # --- serving engine (inference): see fleet_tui.core.perf.engines ---
     engine: Engine = DEFAULT_ENGINE
     kv_cache_dtype: KVCacheDtype = "auto"  # auto = the compute dtype (16-bit for quantized weights)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)  # None: the engine's default
+    gpu_memory_utilization: UnitFraction | None = None  # None: the engine's default
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
     expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
     # --- training stack: see fleet_tui.core.sizing.stacks ---
@@ -99,8 +104,7 @@ class Workload(BaseModel):
     zero: Literal[0, 1, 2, 3] | None = None
     micro_batch: PositiveInt | None = None  # sequences per forward on one rank (gradient accumulation)
 
-    @model_validator(mode="after")
-    def _check(self) -> "Workload":
+    def __post_init__(self) -> None:
         if self.model is None and self.params is None:
             raise ValueError("give a model or a parameter count")
         if self.gen_len is not None and self.prompt_len is None:
@@ -113,15 +117,14 @@ class Workload(BaseModel):
         if self.kind in ("training", "finetune") and self.precision in ("int8", "int4", "fp4"):
             raise ValueError(f"full training in {self.precision} is not supported; use kind qlora "
                              "(4-bit base + LoRA) or lora with precision bf16")
-        return self
 
     def __hash__(self) -> int:
         # Equal workloads hash equal: these fields are a subset of what ``==`` compares. Every memo
         # lookup hashes its workload, and pydantic's default hash walks the nested model's ~30
         # fields too: 2.2 µs against 0.5 µs here, on a cached size_workload call of ~1.2 µs
         # (bench/bench_sizing.py).
-        model = self.__dict__["model"]
-        return hash((_HASHED_FIELDS(self.__dict__), model.id if model is not None else None))
+        model = self.model
+        return hash((_HASHED_FIELDS(self), model.id if model is not None else None))
 
     @property
     def is_training(self) -> bool:
@@ -154,16 +157,14 @@ class Workload(BaseModel):
     def derive(self, **changes) -> "Workload":
         """A copy with ``changes`` applied, cheaply: cross-field rules are checked, field types are
         trusted (for engine-made variants; use :meth:`with_` for user input)."""
-        new = self.model_copy(update=changes)
-        new._check()
-        return new
+        return dataclasses.replace(self, **changes)
 
     def with_(self, **changes) -> "Workload":
         """A copy with ``changes`` applied and validated again."""
         data = self.model_dump()
         data["model"] = self.model
         data.update(changes)
-        return Workload(**data)
+        return validate(Workload, data)
 
 
 _ARCH_FOR_PARAMS = caches.memo("workload.arch_for_params", 256)
@@ -337,12 +338,10 @@ def parse_workload(fields, catalog=None) -> Workload:
         if model.heads % gpus:
             raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
                              f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
-    try:
+    try:  # every field was parsed above: only the cross-field rules remain to check
         return Workload(**kw)
-    except ValidationError as exc:
-        msgs = "; ".join(str(e.get("ctx", {}).get("error") or e["msg"]).removeprefix("Value error, ")
-                         for e in exc.errors())
-        raise UserError(msgs) from None
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _serving_fields(d: dict, training: bool) -> dict:

@@ -58,6 +58,14 @@ class FleetApp(App[int]):
                  include_user_catalog: bool = True, interval_s: float = 1.0,
                  start_mode: str | None = None, export_dir: str | Path | None = None,
                  record_db: str | Path | None = None) -> None:
+        kind = getattr(source, "kind", "none") if source is not None else "none"
+        self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
+        if self._start_mode == "catalog":
+            # Textual then builds the Catalog pane as its first screen, instead of a blank default
+            # screen and a mode switch in on_mount (a CSS refresh less before the first frame:
+            # bench/bench_app.py --first-frame). The catalog pane needs nothing on_mount sets up;
+            # the live panes do, so they are still switched to there.
+            self.DEFAULT_MODE = "catalog"
         super().__init__()
         for loaded in themes:
             self.register_theme(loaded.theme)
@@ -72,12 +80,10 @@ class FleetApp(App[int]):
         self.export_dir = Path(export_dir) if export_dir else Path.cwd()
         self.record_db = Path(record_db) if record_db else None  # --record: keep the history
         self.monitor = None  # fleet_tui.ui.monitor_link.MonitorLink once started
-        kind = getattr(source, "kind", "none") if source is not None else "none"
         self.source_kind = kind
         self.has_fleet = kind == "fleet"
         self.source_status = SourceStatus(kind=kind, spec=source_spec or "", interval_s=interval_s,
                                           message=None if source is not None else "no source")
-        self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
 
     # ----- start-up -------------------------------------------------------------------------
     def get_theme_variable_defaults(self) -> dict[str, str]:

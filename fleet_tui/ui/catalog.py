@@ -6,6 +6,7 @@ bounded page (``PAGE_ROWS``) because Textual's DataTable measures every cell it 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from textual import on, work
@@ -22,6 +23,10 @@ from fleet_tui.ui.widgets.table import Table
 
 PAGE_ROWS = 500  # rows handed to the DataTable at once (≈ 60 ms to lay out on this machine class)
 PRICING = ("on-demand", "spot", "reserved-1y", "reserved-3y")
+#: The filter form's initial values, and the query shown before its fields are mounted.
+DEFAULT_FILTERS = dict(cloud=None, region=None, accelerator=None, vendor=None, min_memory_gib=None,
+                       count=None, max_usd_per_hour=None, pricing="on-demand", sort="usd_per_gpu_hour",
+                       descending=False)
 SORT_KEYS = (("$/GPU-hour", "usd_per_gpu_hour"), ("$/hour", "price"), ("memory/device", "memory"),
              ("devices", "count"), ("cloud", "cloud"), ("instance", "instance_type"),
              ("accelerator", "accelerator"), ("region", "region"))
@@ -66,35 +71,67 @@ class CatalogScreen(PaneScreen):
         super().__init__()
         self._page: CatalogPage | None = None
         self._generation = 0
+        self._filters_ready = False  # the filter fields are mounted after the first page
+        self._filters_mounting = False
 
     def compose_body(self) -> ComposeResult:
-        with Grid(id="cat-filters"):
-            yield Field("cloud", Select([], prompt="any", id="f-cloud", compact=True))
-            yield Field("region", Input(placeholder="any", id="f-region", compact=True))
-            yield Field("accelerator", Input(placeholder="e.g. H100", id="f-accelerator", compact=True))
-            yield Field("vendor", Select([], prompt="any", id="f-vendor", compact=True))
-            yield Field("pricing", Select([(p, p) for p in PRICING], value="on-demand",
-                                          allow_blank=False, id="f-pricing", compact=True))
-            yield Field("min GiB/device", Input(placeholder="any", id="f-min-mem", type="number",
-                                                valid_empty=True, compact=True))
-            yield Field("devices", Input(placeholder="any", id="f-count", type="integer",
-                                         valid_empty=True, compact=True))
-            yield Field("max $/hour", Input(placeholder="any", id="f-max-price", type="number",
-                                            valid_empty=True, compact=True))
-            yield Field("sort by", Select(SORT_KEYS, value="usd_per_gpu_hour", allow_blank=False,
-                                          id="f-sort", compact=True))
-            yield Field("order", Select((("ascending", "asc"), ("descending", "desc")), value="asc",
-                                        allow_blank=False, id="f-order", compact=True))
+        # The filter row's ten fields (five Selects, each with its option overlay) cost the first
+        # frame ~110-175 ms of CPU (bench/bench_app.py --first-frame): the row keeps its place (a
+        # fixed height, so nothing moves) and its fields are mounted once the first page of offers
+        # (queried with DEFAULT_FILTERS) is on screen, or the catalog failed.
+        yield Grid(id="cat-filters")
         yield Static("catalog loading…", id="cat-count")
         with Horizontal(id="cat-main"):
             yield Table(id="cat-table", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="cat-detail-text"), id="cat-detail")
 
+    @staticmethod
+    def _filter_fields(catalog) -> list[Field]:
+        clouds, vendors = filter_options(catalog)
+        return [
+            Field("cloud", Select(clouds, prompt="any", id="f-cloud", compact=True)),
+            Field("region", Input(placeholder="any", id="f-region", compact=True)),
+            Field("accelerator", Input(placeholder="e.g. H100", id="f-accelerator", compact=True)),
+            Field("vendor", Select(vendors, prompt="any", id="f-vendor", compact=True)),
+            Field("pricing", Select([(p, p) for p in PRICING], value=DEFAULT_FILTERS["pricing"],
+                                    allow_blank=False, id="f-pricing", compact=True)),
+            Field("min GiB/device", Input(placeholder="any", id="f-min-mem", type="number",
+                                          valid_empty=True, compact=True)),
+            Field("devices", Input(placeholder="any", id="f-count", type="integer",
+                                   valid_empty=True, compact=True)),
+            Field("max $/hour", Input(placeholder="any", id="f-max-price", type="number",
+                                      valid_empty=True, compact=True)),
+            Field("sort by", Select(SORT_KEYS, value=DEFAULT_FILTERS["sort"], allow_blank=False,
+                                    id="f-sort", compact=True)),
+            Field("order", Select((("ascending", "asc"), ("descending", "desc")), value="asc",
+                                  allow_blank=False, id="f-order", compact=True)),
+        ]
+
     def on_mount(self) -> None:
         self._reset_columns(self.query_one("#cat-table", DataTable))
         self.query_one("#cat-detail").border_title = "Details"
         self.watch(self.app, "catalog", self._catalog_changed)
+        self.watch(self.app, "catalog_status", self._catalog_status_changed)
         self._set_narrow(self.size.width)
+
+    def _catalog_status_changed(self, status) -> None:
+        if getattr(status, "state", None) == "error":
+            self._schedule_filters()
+
+    def _schedule_filters(self) -> None:
+        if not (self._filters_ready or self._filters_mounting):
+            self._filters_mounting = True
+            # a worker, so whoever waits for the pane's work (tests, scripts) waits for this too
+            self.run_worker(self._mount_filters(), group="catalog-filters", exit_on_error=False)
+
+    async def _mount_filters(self) -> None:
+        painted = asyncio.Event()
+        self.call_after_refresh(painted.set)
+        await painted.wait()  # the page just shown is on screen first
+        # the options come with the Selects: set_options on a Select still composing would fail
+        await self.query_one("#cat-filters", Grid).mount_all(self._filter_fields(self.app.catalog))
+        self._filters_ready = True
+        self.refresh_query()  # the form's values: the same page again, kept without a redraw
 
     def on_resize(self, event) -> None:
         self._set_narrow(event.size.width)
@@ -116,10 +153,10 @@ class CatalogScreen(PaneScreen):
     def _catalog_changed(self, catalog) -> None:
         if catalog is None:
             return
-        clouds = sorted({i.cloud for i in catalog.instances})
-        vendors = sorted({a.vendor for a in catalog.accelerators.values()})
-        self.query_one("#f-cloud", Select).set_options((c, c) for c in clouds)
-        self.query_one("#f-vendor", Select).set_options((v, v) for v in vendors)
+        if self._filters_ready:  # else _mount_filters gives the Selects their options
+            clouds, vendors = filter_options(catalog)
+            self.query_one("#f-cloud", Select).set_options(clouds)
+            self.query_one("#f-vendor", Select).set_options(vendors)
         self.refresh_query()
 
     # ----- querying -----
@@ -131,7 +168,9 @@ class CatalogScreen(PaneScreen):
 
     def filters(self) -> dict:
         """The filter form as ``query_instances`` keyword arguments (bad numbers are ignored and
-        marked invalid by the Input itself)."""
+        marked invalid by the Input itself); DEFAULT_FILTERS until its fields are mounted."""
+        if not self._filters_ready:
+            return dict(DEFAULT_FILTERS)
 
         def text(id_: str) -> str | None:
             value = self.query_one(id_, Input).value.strip()
@@ -175,6 +214,7 @@ class CatalogScreen(PaneScreen):
         count = self.query_one("#cat-count", Static)
         table = self.query_one("#cat-table", DataTable)
         self._reset_columns(table)
+        self._schedule_filters()
         if page.error:
             count.update(f"[$error]{escape(page.error)}[/]")
             return
@@ -200,12 +240,15 @@ class CatalogScreen(PaneScreen):
 
     # ----- actions -----
     def action_focus_filters(self) -> None:
-        self.query_one("#f-accelerator", Input).focus()
+        if self._filters_ready:
+            self.query_one("#f-accelerator", Input).focus()
 
     def action_focus_table(self) -> None:
         self.query_one("#cat-table", DataTable).focus()
 
     def action_reset_filters(self) -> None:
+        if not self._filters_ready:
+            return
         with self.prevent(Input.Changed, Select.Changed):
             for widget in self.query("#cat-filters Input").results(Input):
                 widget.value = ""
@@ -214,8 +257,19 @@ class CatalogScreen(PaneScreen):
         self.refresh_query()
 
     def action_toggle_order(self) -> None:
+        if not self._filters_ready:
+            return
         order = self.query_one("#f-order", Select)
         order.value = "desc" if order.value == "asc" else "asc"
+
+
+def filter_options(catalog) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The cloud and vendor Selects' options for ``catalog`` (None: none yet)."""
+    if catalog is None:
+        return [], []
+    clouds = sorted({i.cloud for i in catalog.instances})
+    vendors = sorted({a.vendor for a in catalog.accelerators.values()})
+    return [(c, c) for c in clouds], [(v, v) for v in vendors]
 
 
 def price(value: float | None) -> str:

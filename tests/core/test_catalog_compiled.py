@@ -112,6 +112,18 @@ def test_a_file_compiled_under_another_key_is_stale():
     assert compiled.parse_compiled(data, ("the", "current", "key")) is None
 
 
+def test_a_file_of_an_older_format_is_rebuilt_without_a_warning(caplog, monkeypatch):
+    from_toml = load_catalog()
+    (path,) = _cache_files()
+    path.write_bytes(b"fleet-tui catalog\n" + b"\x00" * 64)  # format 1 (pickled pydantic models)
+    monkeypatch.setattr(compiled, "_warned", False)
+    clear_cache()
+    with caplog.at_level(logging.WARNING, logger=compiled.__name__):
+        _same(load_catalog(), from_toml)
+    assert not [r for r in caplog.records if r.name == compiled.__name__]
+    assert path.read_bytes().startswith(b"fleet-tui catalog %d\n" % compiled.FORMAT)  # rewritten
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped", "empty"])
 def test_a_corrupt_cache_falls_back_rebuilds_and_warns_once(damage, caplog, monkeypatch):
     from_toml = load_catalog()
@@ -157,3 +169,22 @@ def test_concurrent_processes_share_one_whole_cache_file(tmp_path):
     assert len({out for out, _ in outs}) == 1 and not any(err for _, err in outs), outs
     files = list((tmp_path / "cache" / "fleet-tui").iterdir())
     assert [f.name for f in files if f.name.endswith(".bin")] and not [f for f in files if f.suffix == ".tmp"]
+
+
+def test_a_small_table_is_cached_and_rebuilt_when_its_file_changes(tmp_path):
+    from fleet_tui.core import paths
+    from fleet_tui.core.interconnects import load_interconnects
+
+    table = tmp_path / "interconnects.toml"
+    table.write_bytes((paths.bundled_catalog_dir() / "interconnects.toml").read_bytes())
+    load_interconnects.cache_clear()
+    first = load_interconnects(table)
+    assert sorted(compiled.cache_dir().glob("interconnects-*.bin"))  # saved beside the catalog
+    load_interconnects.cache_clear()
+    assert load_interconnects(table) == first  # read back whole
+    text = table.read_text()
+    table.write_text(text + '\n[[cloud]]\ncloud = "testcloud"\ntier = "marketplace"\n'
+                     'reliability = "varies"\nsource = "test"\n')
+    load_interconnects.cache_clear()
+    assert "testcloud" in load_interconnects(table).clouds and "testcloud" not in first.clouds
+    load_interconnects.cache_clear()

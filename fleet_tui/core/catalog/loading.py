@@ -10,7 +10,6 @@ A broken file never stops loading: every problem is recorded in ``Catalog.proble
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleet_tui.core import paths
 from fleet_tui.core.catalog import compiled
+from fleet_tui.core.catalog.compiled import file_stamps
 from fleet_tui.core.catalog.models import Catalog, Instance, accelerator_index, literal
 from fleet_tui.core.errors import FieldError
 
@@ -127,18 +127,6 @@ def source_files(extra_dirs: Sequence[Path | str] = (), include_user: bool = Tru
                                                                      "*.toml catalog files, instances/*.toml optional)"))
     dirs = catalog_dirs(extra_dirs, include_user)
     return dirs, [f for d in dirs for f in catalog_files(d)]
-
-
-def file_stamps(files: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:
-    """``(path, mtime_ns, size)`` of each file: a load is current while these are unchanged."""
-    stamp = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            stamp.append((str(f), st.st_mtime_ns, st.st_size))
-        except OSError:
-            stamp.append((str(f), 0, 0))
-    return tuple(stamp)
 
 
 # The latest catalog loaded in this process (catalogs are a few MB: one is kept).

@@ -2,8 +2,9 @@
 
 Instance rows (thousands) are plain frozen dataclasses checked by hand in
 :mod:`fleet_tui.core.catalog.validation`, not pydantic models: that keeps loading the bundled
-catalog fast (see bench/bench_catalog.py). Accelerators and models are few and are pydantic models
-(:class:`~fleet_tui.core.specs.Accelerator`, :class:`~fleet_tui.core.modelspec.ModelArch`).
+catalog fast (see bench/bench_catalog.py). Accelerators and models are few; they are records
+(:class:`~fleet_tui.core.specs.Accelerator`, :class:`~fleet_tui.core.modelspec.ModelArch`) that
+pydantic validates when their file is read (:mod:`fleet_tui.core.records`).
 
 A catalog's offers may be *lazy*: a catalog read from the compiled cache
 (:mod:`fleet_tui.core.catalog.compiled`) builds its :class:`Instance` rows only when asked, and
@@ -13,7 +14,6 @@ pays for the other 2,700 offers.
 
 from __future__ import annotations
 
-import difflib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +110,8 @@ def unknown_message(kind: str, name: str, known: Sequence[str], show_all: bool =
     """``unknown <kind> '<name>'`` with the closest known names (or all of them)."""
     known_unique = sorted(set(known), key=str.lower)
     lower = {k.lower(): k for k in known_unique}
+    import difflib  # only for an error: importing it costs every command ~2 ms
+
     near = difflib.get_close_matches(str(name).lower(), list(lower), n=5, cutoff=0.5)
     msg = f"unknown {kind} '{name}'"
     if near:

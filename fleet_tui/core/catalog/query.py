@@ -11,7 +11,6 @@ case-insensitive). Text fields compare case-insensitively; ``accelerator=`` acce
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -90,6 +89,8 @@ def _canonical(name: str, fields: dict[str, Any], aliases: dict[str, str], expr:
     key = name.strip().lower()
     key = aliases.get(key, key)
     if key not in fields:
+        import difflib  # only for an error (bench/bench_catalog.py: every ms of start-up counts)
+
         near = difflib.get_close_matches(key, list(fields) + list(aliases), n=1)
         raise _filter_error(expr, f"unknown field '{name}'"
                             + (f"; did you mean '{aliases.get(near[0], near[0])}'?" if near else "")
@@ -193,6 +194,8 @@ def query_instances(
     check_pricing(pricing)
     sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
     if sort_key not in INSTANCE_FIELDS:
+        import difflib  # only for an error (bench/bench_catalog.py: every ms of start-up counts)
+
         near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
         raise FieldError("sort", "{sort} " + literal(f"'{sort}': unknown field"
                                                     + (f"; did you mean '{near[0]}'?" if near else "")

@@ -1,9 +1,9 @@
 """Checking one catalog file: every problem as ``file:line: field: message``.
 
 A file may hold ``[[accelerator]]``, ``[[model]]`` and ``[[instance]]`` entries plus a ``[meta]``
-table (``cloud``, ``source``, ``as_of`` defaults for its instances). Accelerators and models go
-through their pydantic models (:func:`fleet_tui.core.tomlio.validate_table`); instance rows are
-type-checked by hand here (thousands of them: see :mod:`fleet_tui.core.catalog.models`).
+table (``cloud``, ``source``, ``as_of`` defaults for its instances). Accelerators and models are
+validated by pydantic (:func:`fleet_tui.core.tomlio.validate_table`, :mod:`fleet_tui.core.records`);
+instance rows are type-checked by hand here (thousands of them: see :mod:`fleet_tui.core.catalog.models`).
 
 Whether an instance's accelerator exists is decided later, across files, by
 :func:`fleet_tui.core.catalog.loading.build_catalog`.

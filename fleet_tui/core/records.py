@@ -1,0 +1,108 @@
+"""Records read from user input: plain frozen dataclasses, validated by pydantic only when needed.
+
+``ModelArch``, ``Accelerator``, ``Workload`` and the interconnect/capability rows are
+``@dataclass(frozen=True, slots=True)`` classes deriving from :class:`Record`. Their annotations are
+the one definition of each field: they name pydantic's constrained types (``PositiveInt``,
+``PositiveFloat``, ``NonNegativeInt``, ``NonEmptyStr``, ``UnitFraction``) as strings (every record
+module has ``from __future__ import annotations``), which nothing evaluates until a value from a
+file or a user must be checked: then :func:`validate` builds a pydantic ``TypeAdapter`` for the
+class, resolving those names here, and validates (coercion, constraints, ``extra="forbid"`` via
+``__pydantic_config__``, then the record's ``__post_init__`` cross-field rules).
+
+Why: importing pydantic and building its schemas cost ``fleet-tui size`` ~100 ms of a ~200 ms run
+(bench/bench_catalog.py); a record built by our own code or read from the compiled catalog needs
+neither. Constructing a record directly runs only ``__post_init__`` (types are the caller's job, as
+with pydantic's ``model_construct``); :func:`validate` is for outside data.
+
+:class:`Record` keeps the small pydantic-style API callers already use (``model_copy``,
+``model_dump``, ``model_dump_json``, ``model_validate``, ``model_fields``), implemented on
+:mod:`dataclasses`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, TypeVar
+
+R = TypeVar("R", bound="Record")
+
+#: ``extra="forbid"`` for every record (an unknown key in a file is a located problem).
+FORBID_EXTRA = {"extra": "forbid"}
+
+
+class _FieldsOf:
+    """``Record.model_fields``: field name -> :class:`dataclasses.Field`, in declaration order."""
+
+    def __get__(self, obj: Any, cls: type) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _dump(value: Any, json_mode: bool) -> Any:
+    if isinstance(value, Record):
+        return value.model_dump(mode="json" if json_mode else "python")
+    if isinstance(value, (tuple, list)):
+        items = [_dump(v, json_mode) for v in value]
+        return items if json_mode or isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        return {k: _dump(v, json_mode) for k, v in value.items()}
+    return value
+
+
+class Record:
+    """Base of the validated records (see the module docstring). Subclasses are frozen dataclasses."""
+
+    __slots__ = ()
+    model_fields = _FieldsOf()
+
+    def model_copy(self: R, update: dict[str, Any] | None = None) -> R:
+        """A copy with ``update`` applied (not type-checked, as pydantic's ``model_copy``; the
+        record's cross-field rules run again)."""
+        return dataclasses.replace(self, **(update or {}))
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        """Fields as a dict in declaration order; ``mode="json"``: tuples as lists, nested records
+        as dicts (what ``json.dumps`` needs)."""
+        return {f.name: _dump(getattr(self, f.name), mode == "json") for f in dataclasses.fields(self)}
+
+    def model_dump_json(self) -> str:
+        import json  # rarely used: a command that prints no JSON need not import it
+
+        return json.dumps(self.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def model_validate(cls: type[R], data: Any) -> R:
+        """``data`` (a mapping) checked and coerced; raises ``pydantic.ValidationError``."""
+        return validate(cls, data)
+
+
+_ADAPTERS: dict[type, Any] = {}
+_ADAPTERS_LOCK = threading.Lock()
+
+
+def _new_adapter(cls: type) -> Any:
+    # The names the record annotations use: pydantic resolves a dataclass's string annotations in
+    # its module and then in the frame that creates the TypeAdapter, i.e. these locals.
+    from typing import Annotated
+
+    from pydantic import (NonNegativeInt, PositiveFloat, PositiveInt,  # noqa: F401 (see above)
+                          StringConstraints, TypeAdapter)
+    from pydantic import Field
+
+    NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]  # noqa: F841
+    UnitFraction = Annotated[float, Field(gt=0, le=1)]  # noqa: F841
+    return TypeAdapter(cls)
+
+
+def validate(cls: type[R], data: Any) -> R:
+    """An instance of the record class ``cls`` from ``data`` (a mapping), checked by pydantic.
+
+    Raises ``pydantic.ValidationError`` (callers turn it into located problems or a UserError).
+    """
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        with _ADAPTERS_LOCK:
+            adapter = _ADAPTERS.get(cls)
+            if adapter is None:
+                adapter = _ADAPTERS[cls] = _new_adapter(cls)
+    return adapter.validate_python(data)
