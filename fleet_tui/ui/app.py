@@ -104,22 +104,36 @@ class FleetApp(App[int]):
             self.monitor = MonitorLink(self, self.source, self.interval_s)
             self.call_after_refresh(self.monitor.start)  # engine imports wait for the first frame
 
+    #: How long a closed terminal's or a kill's graceful exit may take before the process ends
+    #: itself. With the terminal gone, Textual's shutdown can block for ever writing the
+    #: "restore the terminal" sequences to a dead pty (seen: a tmux session killed while the app
+    #: was starting left it asleep on its output queue, holding its session history).
+    EXIT_GRACE_S = 3.0
+
     def _install_exit_signals(self) -> None:
         """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app as ``q`` does: the
-        temporary session history is removed first, then the app exits."""
+        temporary session history is removed first, then the app exits (within ``EXIT_GRACE_S``)."""
         loop = asyncio.get_running_loop()
         for name in ("SIGHUP", "SIGTERM"):
             signum = getattr(signal, name, None)
             if signum is None:
                 continue
             try:
-                loop.add_signal_handler(signum, self._exit_on_signal)
+                loop.add_signal_handler(signum, self._exit_on_signal, signum)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
 
-    def _exit_on_signal(self) -> None:
+    def _exit_on_signal(self, signum: int = 0) -> None:
         if self.monitor is not None:
             self.monitor.remove_session()
+        import os
+        import threading
+
+        # the shell's convention for "ended by signal N"; os._exit skips nothing that matters here:
+        # the history is already removed and the terminal is gone (or being killed)
+        watchdog = threading.Timer(self.EXIT_GRACE_S, os._exit, args=(128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
         self.exit(1)
 
     def load_catalog(self) -> Worker:

@@ -51,8 +51,18 @@ def _db_written(tmpdir: Path) -> bool:
 def test_closed_terminal_removes_the_session(tmux, tmp_path):  # noqa: F811
     tmpdir = _start(tmux, tmp_path)
     _wait(lambda: _db_written(tmpdir), "the session history")
+    pid = int((_sessions(tmpdir)[0] / "pid").read_text())
     tmux.run("kill-pane", "-t", tmux.name)  # the terminal goes away: SIGHUP
     _wait(lambda: not _sessions(tmpdir), "the session folder removed after SIGHUP")
+    _wait(lambda: not _alive(pid), "the app's process to end after SIGHUP")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").exists() or " Z " not in Path(f"/proc/{pid}/stat").read_text()
 
 
 def test_sigterm_removes_the_session(tmux, tmp_path):  # noqa: F811

@@ -118,3 +118,28 @@ async def test_modes_keys_bar_and_palette_come_from_the_pane_registry(make_app):
 
         assert any(c.title == "Monitor sources" for c in app.get_system_commands(app.screen))
         assert all(f"`{info.usage}`" in sources_markdown() for info in SOURCES.values())
+
+
+async def test_a_closed_terminal_ends_the_process_even_when_shutdown_blocks(make_app, monkeypatch):
+    """SIGHUP asks the app to exit as ``q`` does; when Textual's shutdown blocks (it can, writing
+    to a pty that is gone), a watchdog ends the process with 128 + the signal number."""
+    import asyncio
+    import os
+    import signal
+
+    from fleet_tui.ui.app import FleetApp
+
+    ended: list[int] = []
+    monkeypatch.setattr(os, "_exit", ended.append)
+    monkeypatch.setattr(FleetApp, "EXIT_GRACE_S", 0.2)
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        asked: list[int] = []
+        monkeypatch.setattr(app, "exit", lambda *a, **k: asked.append(1))  # a shutdown that never ends
+        os.kill(os.getpid(), signal.SIGHUP)  # the real signal, through the app's loop handler
+        for _ in range(50):
+            await asyncio.sleep(0.05)
+            if ended:
+                break
+        assert asked == [1] and ended == [128 + signal.SIGHUP]
