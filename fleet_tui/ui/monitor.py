@@ -173,10 +173,13 @@ class MonitorScreen(PaneScreen):
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
         if snap.errors:
             message += ("  " if message else "") + "; ".join(snap.errors)
-        update_text(self.query_one("#mon-message", Static), escape(message))
+        message = escape(message)
+        cards_message = self._draw_cards(view)
+        if cards_message is not None:  # one update a tick: each one repaints the line
+            message = cards_message
+        update_text(self.query_one("#mon-message", Static), message)
         self._draw_host(snap)
         self._draw_table(view)
-        self._draw_cards(view)
         if self.wide:  # the process table shows from 110×40 only
             self._draw_processes(snap)
         self._draw_diagnoses(view)
@@ -203,36 +206,42 @@ class MonitorScreen(PaneScreen):
         self.query_one("#devices", DeviceTable).show(view.snapshot.devices, analyses,
                                                      self.size.width)
 
-    def _draw_cards(self, view) -> None:
+    def _draw_cards(self, view) -> str | None:
+        """Draw the cards in view; returns the banner that says some devices have no card."""
         container = self.query_one("#cards")
         devices = view.snapshot.devices
         if self.focused_key is not None and not any(d.key == self.focused_key for d in devices):
             self.focused_key = None
             self._apply_focus(redraw=False)
         if self.focused_key is None and not self.wide:
-            return  # compact: the table says it all; cards only for the device opened with Enter
+            return None  # compact: the table says it all; cards only for the device opened with Enter
         shown = [d for d in devices if self.focused_key in (None, d.key)][:MAX_CARDS]
+        message = None
         if len(devices) > MAX_CARDS and self.focused_key is None:
-            update_text(self.query_one("#mon-message", Static), 
-                f"Showing {MAX_CARDS} of {len(devices)} devices"
-                + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
-        cards = {c.device_key: c for c in container.query(DeviceCard)}
+            message = (f"Showing {MAX_CARDS} of {len(devices)} devices"
+                       + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
+        # the container's own children (a CSS query walks every card's widgets: ~1 ms a tick)
+        cards = {c.device_key: c for c in container.children if isinstance(c, DeviceCard)}
         wanted = [d.key for d in shown]
         if list(cards) != wanted:  # devices came or went: rebuild the cards once
             container.remove_children()
             cards = {d.key: DeviceCard(d.key) for d in shown}
             container.mount_all(cards.values())
             self._grid_columns(len(shown))
-        # the visible part of the cards' scroll canvas (virtual_region is in the same space)
+        # The visible part of the cards' scroll canvas (virtual_region is in the same space; it
+        # follows a scroll at once, a screen region only after the next layout). A widget
+        # refreshed while off screen makes Textual re-arrange every widget on the next frame.
         offset, size = container.scroll_offset, container.scrollable_content_region.size
         viewport = Region(offset.x, offset.y, size.width, size.height)
         for dev in shown:
             card = cards[dev.key]
             if card.drawn and not viewport.overlaps(card.virtual_region):
                 continue  # scrolled out of view: drawn again when scrolled back (see on_scroll)
+            clip = viewport if card.drawn else None  # a card laid out once knows its parts' place
             card.drawn = True
             card.set_class(self.focused_key == dev.key, "-focused")
-            card.show(dev, view, detailed=self.focused_key == dev.key)
+            card.show(dev, view, detailed=self.focused_key == dev.key, clip=clip)
+        return message
 
     def _draw_processes(self, snap) -> None:
         table = self.query_one("#procs", ProcessTable)

@@ -6,6 +6,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Offset, Region
 from textual.markup import escape
 from textual.renderables._blend_colors import blend_colors
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
@@ -196,8 +197,17 @@ class DeviceCard(Vertical):
             yield Static(label, classes=f"spark-label {css}")
             yield self._sparks[metric]
 
-    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False) -> None:
-        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history)."""
+    def _canvas_origin(self) -> Offset:
+        """Where this card's content starts on its scroll canvas (its parts' ``virtual_region``
+        is relative to the card's content)."""
+        gutter = self.styles.gutter
+        return self.virtual_region.offset + Offset(gutter.left, gutter.top)
+
+    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False,
+             clip: Region | None = None) -> None:
+        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history).
+        ``clip``: the part of the cards' scroll canvas in view (as the card's ``virtual_region``);
+        a graph outside it is not updated (the pane draws again when it scrolls)."""
         markup = device_markup(dev)
         self._last_markup = markup
         update_text(self._text, markup)  # no repaint when unchanged, no relayout unless reshaped
@@ -207,6 +217,9 @@ class DeviceCard(Vertical):
                 continue  # hidden graphs cost nothing
             series = view.history(dev.key, metric)
             graph = self._sparks[metric]
+            if clip is not None and not clip.overlaps(
+                    graph.virtual_region.translate(self._canvas_origin())):
+                continue
             scale = _graph_scale(metric, dev)
             if scale != graph.scale:
                 graph.scale = scale

@@ -124,8 +124,10 @@ class DeviceTable(LiveText, can_focus=True):
         self.cursor = 0
         self.max_rows = 8
         self._keys: list[str] = []
-        self._cells: dict[str, dict[str, str]] = {}  # key -> column -> plain text (for tests)
-        self._lines: dict[str, str] = {}  # key -> row markup without the cursor
+        self._devices: dict[str, DeviceSnapshot] = {}
+        self._analyses: dict = {}
+        self._layout: tuple[tuple[str, int], ...] = ()
+        self._formatted: dict[str, tuple[dict[str, str], str]] = {}  # key -> (cells, row markup)
         self._header = ""
 
     @property
@@ -137,7 +139,7 @@ class DeviceTable(LiveText, can_focus=True):
         return list(self._keys)
 
     def cell(self, key: str, column: str) -> str:
-        return self._cells[key][column]
+        return self._row(key)[0][column]
 
     def columns_for(self, width: int) -> tuple[tuple[str, int], ...]:
         wide = width >= WIDE_COLUMNS_AT
@@ -147,26 +149,36 @@ class DeviceTable(LiveText, can_focus=True):
         return tuple((k, w or rest) for k, w in cols)
 
     def show(self, devices, analyses, width: int) -> None:
+        """Keep this tick's devices; only the rows in the window are formatted (64 devices show
+        16 rows: the other 48 cost nothing until the cursor brings them into view)."""
         layout = self.columns_for(width)
-        labels = {c.key: c.label for c in COLUMNS}
-        self._header = "[b $primary]" + escape(_join(((labels[k], w) for k, w in layout))) + "[/]"
-        self._keys = [d.key for d in devices]
+        if layout != self._layout:
+            labels = {c.key: c.label for c in COLUMNS}
+            self._layout = layout
+            self._header = "[b $primary]" + escape(_join(((labels[k], w) for k, w in layout))) + "[/]"
+        self._devices = {d.key: d for d in devices}
+        self._keys = list(self._devices)
+        self._analyses = analyses
+        self._formatted = {}
         self.cursor = min(self.cursor, max(len(self._keys) - 1, 0))
-        lines, cells = {}, {}
-        for dev in devices:
-            row = device_cells(dev)
-            row["dev"] = str(dev.index)
-            row["name"] = short_name(dev)
-            text, severity = diagnosis_label(dev, analyses.get(dev.key))
-            row["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
-            cells[dev.key] = row
-            plain = _join(((row[k], w) for k, w in layout if k != "diag"))
-            diag_width = dict(layout)["diag"]
-            style = SEVERITY_STYLE.get(severity, "")
-            diag = escape(row["diag"][:diag_width])
-            lines[dev.key] = escape(plain) + "  " + (f"[{style}]{diag}[/]" if style else diag)
-        self._cells, self._lines = cells, lines
         self._render_rows()
+
+    def _row(self, key: str) -> tuple[dict[str, str], str]:
+        """(cells, markup) of a device's row, formatted once per tick when first needed."""
+        row = self._formatted.get(key)
+        if row is None:
+            dev, layout = self._devices[key], self._layout
+            cells = device_cells(dev)
+            cells["dev"] = str(dev.index)
+            cells["name"] = short_name(dev)
+            text, severity = diagnosis_label(dev, self._analyses.get(key))
+            cells["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
+            plain = _join(((cells[k], w) for k, w in layout if k != "diag"))
+            style = SEVERITY_STYLE.get(severity, "")
+            diag = escape(cells["diag"][:dict(layout)["diag"]])
+            row = self._formatted[key] = (cells, escape(plain) + "  " + (
+                f"[{style}]{diag}[/]" if style else diag))
+        return row
 
     def _render_rows(self) -> None:
         keys = self._keys
@@ -177,7 +189,7 @@ class DeviceTable(LiveText, can_focus=True):
         first = min(first, self.cursor)
         out = [self._header]
         for index in range(first, min(first + self.max_rows, len(keys))):
-            line = self._lines[keys[index]]
+            line = self._row(keys[index])[1]
             if index == self.cursor and self.has_focus:
                 line = f"[reverse]{line}[/reverse]"
             elif index == self.cursor:

@@ -144,17 +144,21 @@ class LiveText(Static):
         cache, fresh = self._line_strips, {}
         rows = []
         style = self.visual_style
+        link_style = None  # Widget.link_style blends the ancestors' backgrounds: once a build
         for index, line in enumerate(self._markup.split("\n")):
             key = (index, line)
             strips = cache.get(key)
             if strips is None:
-                strips = self._render_line(index, self._content(line), width, style)
+                if link_style is None and "@click" in line:
+                    link_style = self.link_style
+                strips = self._render_line(index, self._content(line), width, style, link_style)
             fresh[key] = strips
             rows.extend(strips)
         self._line_strips = fresh  # only the lines shown now
         return rows
 
-    def _render_line(self, index: int, content: Content, width: int, style) -> list[Strip]:
+    def _render_line(self, index: int, content: Content, width: int, style,
+                     link_style=None) -> list[Strip]:
         """Line ``index`` of the text as strips, as ``Visual.to_strips`` renders it within the
         whole text. Its segments carry their (column, line) for text selection, so each formatted
         line is given ``index`` as its line before it becomes a strip (Content.render_strips,
@@ -165,20 +169,27 @@ class LiveText(Static):
             padded = Content("\n" * index) + content if index else content
             return Visual.to_strips(self, padded, width, None, style)[index:] or [Strip.blank(0)]
         get_rule = self.styles.get
+        align = get_rule("text_align", "left")
+        line_pad = get_rule("line_pad", 0)
+        # A line that fits needs no word wrapping (rich's divide_line was a third of a line's
+        # cost): Content formats it as one line either way, so ask for that directly.
+        fits = (content.cell_length <= width and not line_pad and align != "justify"
+                and "\t" not in content.plain)
         lines = content._wrap_and_format(
             width,
-            align=get_rule("text_align", "left"),
+            align=align,
             overflow=get_rule("text_overflow", "fold"),
-            no_wrap=get_rule("text_wrap", "wrap") == "nowrap",
-            line_pad=get_rule("line_pad", 0),
+            no_wrap=fits or get_rule("text_wrap", "wrap") == "nowrap",
+            line_pad=line_pad,
             tab_size=8,
             get_style=self._get_style,
         )
         for line in lines:
             line.y = index
         strips = [Strip(*line.to_strip(style)) for line in lines]
-        if self.auto_links and not self.screen._selecting:  # as Visual.to_strips does
-            link_style = self.link_style
+        # as Visual.to_strips does; only segments with a click action change, so a line without
+        # one is left as it is
+        if link_style is not None and self.auto_links and not self.screen._selecting:
             strips = [strip._apply_link_style(link_style) for strip in strips]
         return strips or [Strip.blank(0)]
 
