@@ -26,9 +26,9 @@ from textual.widgets import DataTable, Static
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
-from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
+from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
 from fleet_tui.ui.widgets.table import Table
-from fleet_tui.ui.widgets.text import LiveText, update_text
+from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
 
 # Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
 # ~20 ms a time (bench/bench_monitor_cpu.py), and the findings are judged over a 5 s window anyway.
@@ -119,12 +119,10 @@ class MonitorScreen(PaneScreen):
     def on_resize(self, event) -> None:
         self._set_size_class(event.size.width, event.size.height)
 
-    @property
-    def wide(self) -> bool:
-        return self.query_one(".pane-body").has_class("-wide")
+    wide = False  # cards, side panel and processes shown (set with the size classes)
 
     def _set_size_class(self, width: int, height: int) -> None:
-        wide = width >= WIDE_AT[0] and height >= WIDE_AT[1]
+        wide = self.wide = width >= WIDE_AT[0] and height >= WIDE_AT[1]
         body = self.query_one(".pane-body")
         body.set_class(wide, "-wide")
         body.set_class(not wide, "-compact")
@@ -195,11 +193,11 @@ class MonitorScreen(PaneScreen):
                if host.mem_used_bytes is not None and host.mem_total_bytes else None)
         ram = ("N/A" if host.mem_total_bytes is None else
                f"{human_bytes(host.mem_used_bytes)} of {human_bytes(host.mem_total_bytes)}")
-        text = (gauge("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + "   "
-                + gauge("RAM", mem, ram, 10, label_width=4))
+        parts = (gauge_parts("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + [("   ", None)]
+                 + gauge_parts("RAM", mem, ram, 10, label_width=4))
         if host.load_avg:
-            text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
-        update_text(self.query_one("#mon-top", Static), text)
+            parts += [("   ", None), ("load", "$text-muted"), (f" {host.load_avg[0]:.2f}", None)]
+        self.query_one("#mon-top", LiveText).set_lines([styled_line(parts)])
 
     def _draw_table(self, view) -> None:
         analyses = getattr(view.tick, "analyses", None) or {}

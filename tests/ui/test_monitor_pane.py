@@ -262,3 +262,30 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
         await pilot.pause()
         assert _cells(live.render_lines(live.size.region)) == _cells(
             plain.render_lines(plain.size.region))
+
+
+def test_styled_lines_are_what_their_markup_parses_to():
+    """Cards, the device table and the host line hand LiveText Content they built themselves
+    (parsing was most of a changed line's cost); it must be what their markup parses to."""
+    from textual.content import Content
+
+    from fleet_tui.core.monitor.sources import open_source
+    from fleet_tui.ui.widgets.device_card import device_lines
+    from fleet_tui.ui.widgets.device_table import DeviceTable
+    from fleet_tui.ui.widgets.text import styled_line
+
+    lines = [styled_line([("a [b] $x \\ ", "b $error"), ("", "b"), ("  rest [/]", None)], "reverse"),
+             styled_line([]), styled_line([("plain", None)], "b")]
+    source = open_source("sim:8")
+    import asyncio
+
+    asyncio.run(source.open())
+    snapshot = asyncio.run(source.sample())
+    table = DeviceTable()
+    table.show(snapshot.devices, {}, 120)
+    for dev in snapshot.devices:
+        lines += device_lines(dev)
+        lines.append(styled_line(table.row(dev.key)[1], "reverse"))
+    for markup, content in lines:
+        parsed = Content.from_markup(markup)
+        assert (parsed.plain, list(parsed.spans)) == (content.plain, list(content.spans)), markup

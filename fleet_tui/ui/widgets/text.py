@@ -7,12 +7,38 @@ pass only when the number of (wrapped) lines can have changed.
 
 from __future__ import annotations
 
-from textual.content import Content
+from collections.abc import Iterable, Sequence
+
+from textual.content import Content, Span
 from textual.geometry import Region
 from textual.markup import escape
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
+
+
+def styled_line(parts: Iterable[tuple[str, str | None]], outer: str | None = None
+                ) -> tuple[str, Content]:
+    """One line from ``(text, style)`` parts: its markup, and the Content that markup parses to,
+    built without parsing it (parsing took ~70 µs a line, two thirds of what it costs to redraw
+    a changed table row; a test checks the two are the same). ``outer`` styles the whole line."""
+    markup, plain, spans, pos = [], [], [], 0
+    for text, style in parts:
+        if not text:
+            continue
+        end = pos + len(text)
+        if style:
+            spans.append(Span(pos, end, style))
+            markup.append(f"[{style}]{escape(text)}[/]")
+        else:
+            markup.append(escape(text))
+        plain.append(text)
+        pos = end
+    line = "".join(markup)
+    if outer and pos:
+        spans.insert(0, Span(0, pos, outer))
+        line = f"[{outer}]{line}[/{outer}]"
+    return line, Content("".join(plain), spans)
 
 
 def _height(content: Content, width: int) -> int:
@@ -95,6 +121,15 @@ class LiveText(Static):
             self._rows = None
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
+    def set_lines(self, lines: Sequence[tuple[str, Content]], *, reserve: bool = False) -> None:
+        """Show lines made by ``styled_line``: as ``set_markup`` of their markup, minus parsing."""
+        parsed = self._parsed
+        if len(parsed) + len(lines) > self._PARSE_CACHE_SIZE:
+            parsed.clear()
+        for markup, content in lines:
+            parsed[markup] = content
+        self.set_markup("\n".join(markup for markup, _content in lines), reserve=reserve)
+
     def set_markup(self, markup: str, *, reserve: bool = False) -> None:
         if markup == self._markup and self._rows is not None:
             return
@@ -113,8 +148,13 @@ class LiveText(Static):
             return
         self._rows = new
         dirty = [y for y, (a, b) in enumerate(zip(old, new)) if a is not b]
-        if dirty:
-            self.refresh(*(Region(0, y, width, 1) for y in dirty))
+        if dirty:  # one region per run of changed rows
+            regions, start = [], dirty[0]
+            for previous, y in zip(dirty, dirty[1:] + [-1]):
+                if y != previous + 1:
+                    regions.append(Region(0, start, width, previous - start + 1))
+                    start = y
+            self.refresh(*regions)
 
     def _resize_for(self, reserve: bool) -> None:
         if reserve:
