@@ -265,39 +265,40 @@ class MonitorScreen(PaneScreen):
         # The findings are judged over a window of several seconds; their sentences' numbers drift
         # every tick. Re-render when the set of findings changes, else at most every few seconds.
         findings = view.diagnoses  # built when read: once per draw
-        signature = (self.focused_key, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                              getattr(d, "severity", None)) for d in findings),
-                     bool(view.snapshot.devices))
+        focused = self.focused_key
+        if focused is not None:  # focused on one device: all of its diagnoses, no others
+            shown = [d for d in findings if getattr(d, "device_key", None) in (None, focused)]
+            more = 0
+        else:
+            limit = MAX_FINDINGS if self.wide else MAX_FINDINGS_COMPACT
+            shown, more = findings[:limit], max(len(findings) - limit, 0)
+        # only what is shown counts: the tail of info findings reorders almost every tick
+        signature = (focused, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
+                                     getattr(d, "severity", None)) for d in shown),
+                     more, bool(view.snapshot.devices))
         now = time.monotonic()
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
             return
         self._diag_signature, self._diag_drawn_at = signature, now
         lines = []
-        shown = 0
-        for diag in findings:
+        for diag in shown:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
-            if self.focused_key is not None and getattr(diag, "device_key", None) not in (
-                    None, self.focused_key):
-                continue  # focused on one device: its diagnoses only
-            if self.focused_key is None and shown >= (MAX_FINDINGS if self.wide
-                                                      else MAX_FINDINGS_COMPACT):
-                lines.append(f"[$text-muted]+{len(findings) - shown} more — Enter on a device "
-                             "shows all of its diagnoses[/]")
-                break
-            shown += 1
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
             head = f"[b {style}]{escape(str(title))}[/]"
             if where not in (None, ""):
                 head += f" [$text-muted]· {escape(str(where))}[/]"
             lines.append(head)
             evidence = _as_list(getattr(diag, "evidence", ()))
-            if self.focused_key is None:
+            if focused is None:
                 evidence = evidence[:1]  # the sentence; the signal values show when focused
             for item in evidence:
                 lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
             for item in _as_list(getattr(diag, "actions", ())):
                 lines.append(f"  [$accent]→[/] {escape(str(item))}")
+        if more:
+            lines.append(f"[$text-muted]+{more} more — Enter on a device shows all of its "
+                         "diagnoses[/]")
         if not lines and not view.snapshot.devices:
             lines = ["[$text-muted]No devices to diagnose.[/]"]
         if not lines:
