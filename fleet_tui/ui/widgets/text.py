@@ -8,6 +8,7 @@ pass only when the number of (wrapped) lines can have changed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from textual.content import Content, Span
 from textual.geometry import Region
@@ -89,6 +90,7 @@ class LiveText(Static):
     """
 
     _PARSE_CACHE_SIZE = 512
+    _STRIPS_KEPT = 256  # rendered lines kept per widget (each a few strips)
 
     def __init__(self, markup: str = "", **kwargs) -> None:
         super().__init__("", **kwargs)
@@ -181,20 +183,24 @@ class LiveText(Static):
     def _build_rows(self, width: int) -> list:
         if width != self._strips_width:
             self._line_strips, self._strips_width = {}, width
-        cache, fresh = self._line_strips, {}
+        cache = self._line_strips
         rows = []
         style = self.visual_style
         link_style = None  # Widget.link_style blends the ancestors' backgrounds: once a build
         for index, line in enumerate(self._markup.split("\n")):
             key = (index, line)
-            strips = cache.get(key)
+            strips = cache.pop(key, None)  # put back last: the cache drops the oldest first
             if strips is None:
                 if link_style is None and "@click" in line:
                     link_style = self.link_style
                 strips = self._render_line(index, self._content(line), width, style, link_style)
-            fresh[key] = strips
+            cache[key] = strips
             rows.extend(strips)
-        self._line_strips = fresh  # only the lines shown now
+        # Lines seen recently keep their strips: a value that comes back (a steady 100 %, a
+        # temperature that wobbles by a degree) is not rendered again.
+        excess = len(cache) - max(self._STRIPS_KEPT, 2 * len(rows))
+        for key in list(islice(cache, excess)) if excess > 0 else ():
+            del cache[key]
         return rows
 
     def _render_line(self, index: int, content: Content, width: int, style,
