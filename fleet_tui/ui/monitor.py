@@ -159,7 +159,12 @@ class MonitorScreen(PaneScreen):
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
     def redraw(self, view) -> None:
-        """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history."""
+        """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history.
+        One batch: whatever the widgets refresh is painted in one frame."""
+        with self.app.batch_update():
+            self._redraw(view)
+
+    def _redraw(self, view) -> None:
         snap = view.snapshot
         message = snap.message or ""
         if snap.source_kind == "replay" and self.app.source_status.ended:
