@@ -20,6 +20,7 @@ machine steadier than the tmux runs.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -150,11 +151,13 @@ def main() -> None:
     parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25 (default: all six)")
     parser.add_argument("--profile", default="", help="e.g. 8,64: per-tick profile, headless")
     parser.add_argument("--cprofile", default=None, help="with --profile: write a cProfile here")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. `git archive REV | tar -x -C DIR`) whose "
+                             "monitor is measured in the same rounds, for before/after ratios")
     args = parser.parse_args()
     size = tuple(int(v) for v in args.size.split("x"))
     if args.profile:
         import asyncio
-        import os
 
         load = os.getloadavg()[0]
         for devices in (int(d) for d in args.profile.split(",")):
@@ -174,17 +177,26 @@ def main() -> None:
         argv = [sys.executable, "-m", "fleet_tui", "--source", f"sim:{devices}",
                 "--interval", f"{interval:g}"]
         cpu = measure(argv, "SIMULATED", args.warmup, args.window, size)
-        rows.append((devices, interval, cpu, floors[-1]))
+        before = None
+        if args.baseline:  # the same app from the other checkout (PYTHONPATH given last wins)
+            before = measure(["env", f"PYTHONPATH={args.baseline}", *argv], "SIMULATED",
+                             args.warmup, args.window, size)
+        rows.append((devices, interval, cpu, before))
         print(f"  sim:{devices:<3} every {interval:<4g} s: {cpu:5.2f} % of a core "
-              f"(floor this round {floors[-1]:.2f} %)", flush=True)
+              + (f"(baseline {before:.2f} %) " if before is not None else "")
+              + f"(floor this round {floors[-1]:.2f} %)", flush=True)
     floor = statistics.median(floors)
-    print(f"\nbare Textual clock app (floor), median of {len(floors)}: {floor:.2f} % of a core")
-    print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}")
-    for devices, interval, cpu, _f in rows:
+    print(f"\nbare Textual clock app (floor), median of {len(floors)}: {floor:.2f} % of a core"
+          f" (load avg {os.getloadavg()[0]:.1f} at the end)")
+    print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}"
+          + (f" {'baseline x floor':>17}" if args.baseline else ""))
+    for devices, interval, cpu, before in rows:
         goal = 3 if interval >= 1 else 8
         ratio = cpu / floor if floor > 0 else float("inf")
         print(f"sim:{devices:<4} {interval:>7g}s {cpu:>7.2f} {ratio:>7.1f}x {'<=' + str(goal) + 'x':>6}"
-              f"{'' if ratio <= goal else '  (over)'}")
+              + (f" {before / floor if floor > 0 else float('inf'):>16.1f}x"
+                 if before is not None else "")
+              + f"{'' if ratio <= goal else '  (over)'}")
     print(f"terminal {size[0]}x{size[1]}, {args.window:g} s windows after {args.warmup:g} s warm-up")
 
 
