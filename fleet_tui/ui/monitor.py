@@ -51,8 +51,7 @@ class CardsScroll(VerticalScroll):
 
 
 class ProcessTable(Table):
-    """The process table; ``Table.set_cell`` repaints only a changed row (on a tick usually one
-    number, a growing process's memory, changes)."""
+    """The process table; ``Table.set_cell`` repaints only a changed cell's row."""
 
 
 WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown
@@ -154,13 +153,12 @@ class MonitorScreen(PaneScreen):
         if link is not None:
             link.redraw_now()
         else:
-            update_text(self.query_one("#mon-message", Static), 
-                "No monitor source. Start with --source sim:8, --source replay:demo or on a GPU host.")
+            update_text(self.query_one("#mon-message", Static), "No monitor source. Start with "
+                        "--source sim:8, --source replay:demo or on a GPU host.")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
     def redraw(self, view) -> None:
-        """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history.
-        One batch: whatever the widgets refresh is painted in one frame."""
+        """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
         with self.app.batch_update():
             self._redraw(view)
 
@@ -176,11 +174,9 @@ class MonitorScreen(PaneScreen):
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
         if snap.errors:
             message += ("  " if message else "") + "; ".join(snap.errors)
-        message = escape(message)
-        cards_message = self._draw_cards(view)
-        if cards_message is not None:  # one update a tick: each one repaints the line
-            message = cards_message
-        update_text(self.query_one("#mon-message", Static), message)
+        cards_message = self._draw_cards(view)  # one update a tick: each one repaints the line
+        update_text(self.query_one("#mon-message", Static),
+                    escape(message) if cards_message is None else cards_message)
         self._draw_host(snap)
         self._draw_table(view)
         if self.wide:  # the process table shows from 110×40 only
@@ -223,17 +219,16 @@ class MonitorScreen(PaneScreen):
         if len(devices) > MAX_CARDS and self.focused_key is None:
             message = (f"Showing {MAX_CARDS} of {len(devices)} devices"
                        + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
-        # the container's own children (a CSS query walks every card's widgets: ~1 ms a tick)
-        cards = {c.device_key: c for c in container.children if isinstance(c, DeviceCard)}
+        cards = {c.device_key: c for c in container.children  # a CSS query: ~1 ms a tick
+                 if isinstance(c, DeviceCard)}
         wanted = [d.key for d in shown]
         if list(cards) != wanted:  # devices came or went: rebuild the cards once
             container.remove_children()
             cards = {d.key: DeviceCard(d.key) for d in shown}
             container.mount_all(cards.values())
             self._grid_columns(len(shown))
-        # The visible part of the cards' scroll canvas (virtual_region is in the same space; it
-        # follows a scroll at once, a screen region only after the next layout). A widget
-        # refreshed while off screen makes Textual re-arrange every widget on the next frame.
+        # The cards' scroll canvas in view (virtual_region follows a scroll at once, a screen region
+        # only after a layout). A widget refreshed off screen makes Textual re-arrange them all.
         offset, size = container.scroll_offset, container.scrollable_content_region.size
         viewport = Region(offset.x, offset.y, size.width, size.height)
         for dev in shown:
@@ -398,11 +393,7 @@ class MonitorScreen(PaneScreen):
 
 
 def _as_list(value) -> list:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return list(value)
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 __all__ = ["MonitorScreen", "usd"]
