@@ -9,11 +9,18 @@ Textual app that shows something live can be). Runs alternate floor and monitor 
 hits both; the ratio to the floor is the number to compare across machines.
 
 Goal (issue 13): monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
+
+``--profile 8,64`` instead replays recorded ticks of the pane headless (no terminal, in this
+process) and reports, per steady tick: CPU of the pane's redraw and of Textual's compositor, the
+widgets and regions refreshed, whether anything was laid out, and (``--cprofile FILE``) a cProfile
+of those ticks. Replaying the same recorded ticks makes before/after comparisons on a loaded
+machine steadier than the tmux runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -60,14 +67,105 @@ def measure(argv: list[str], ready: str, warmup_s: float, window_s: float,
         tmux.close()
 
 
+async def profile_ticks(devices: int, size: tuple[int, int], ticks: int = 40,
+                        cprofile: str | None = None) -> dict[str, float]:
+    """Per steady tick of the monitor pane: redraw and compositor CPU (ms), widgets and regions
+    refreshed, layouts. Records ``ticks`` ticks of ``sim:devices``, then replays them."""
+    import cProfile
+    import collections
+
+    from textual._compositor import Compositor
+    from textual.screen import Screen
+    from textual.widget import Widget
+
+    from fleet_tui.ui.launch import AppConfig, build_app
+
+    app = build_app(AppConfig(source=f"sim:{devices}", interval_s=0.25))
+    app.animation_level = "none"
+    counts: collections.Counter = collections.Counter()
+    times: collections.Counter = collections.Counter()
+    widget_refresh, screen_layout = Widget.refresh, Screen._refresh_layout
+    paint = Compositor.render_update
+
+    def counting_refresh(widget, *regions, **kwargs):
+        counts["widgets"] += 1
+        counts["regions"] += len(regions) or 1
+        counts["layouts"] += bool(kwargs.get("layout"))
+        return widget_refresh(widget, *regions, **kwargs)
+
+    def counting_layout(screen, *args, **kwargs):
+        counts["screen layouts"] += 1
+        t0 = time.process_time()
+        try:
+            return screen_layout(screen, *args, **kwargs)
+        finally:
+            times["layout"] += time.process_time() - t0
+
+    def timed_paint(compositor, *args, **kwargs):
+        t0 = time.process_time()
+        try:
+            return paint(compositor, *args, **kwargs)
+        finally:
+            times["paint"] += time.process_time() - t0
+
+    async with app.run_test(size=size) as pilot:
+        views = []
+        while len(views) < ticks + 4:  # the first few ticks fill the history and the layout
+            latest = app.monitor.latest
+            if latest is not None and (not views or views[-1] is not latest):
+                views.append(latest)
+            await pilot.pause(0.05)
+        app.monitor.toggle_pause()
+        screen = app.screen
+        for view in views[:4]:
+            screen.redraw(view)
+            await pilot.pause()
+        Widget.refresh, Screen._refresh_layout = counting_refresh, counting_layout
+        Compositor.render_update = timed_paint
+        profiler = cProfile.Profile() if cprofile else None
+        redraw_s = 0.0
+        try:
+            if profiler:
+                profiler.enable()
+            for view in views[4:]:
+                t0 = time.process_time()
+                screen.redraw(view)
+                redraw_s += time.process_time() - t0
+                await pilot.pause()  # the widgets post their updates and the frame is painted
+        finally:
+            Widget.refresh, Screen._refresh_layout = widget_refresh, screen_layout
+            Compositor.render_update = paint
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(cprofile)
+    n = len(views) - 4
+    return {"redraw ms": redraw_s / n * 1e3, "paint ms": times["paint"] / n * 1e3,
+            "layout ms": times["layout"] / n * 1e3, **{k: v / n for k, v in counts.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=15.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--size", default="120x40", help="terminal size, e.g. 80x24")
     parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25 (default: all six)")
+    parser.add_argument("--profile", default="", help="e.g. 8,64: per-tick profile, headless")
+    parser.add_argument("--cprofile", default=None, help="with --profile: write a cProfile here")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. `git archive REV | tar -x -C DIR`) whose "
+                             "monitor is measured in the same rounds, for before/after ratios")
     args = parser.parse_args()
     size = tuple(int(v) for v in args.size.split("x"))
+    if args.profile:
+        import asyncio
+
+        load = os.getloadavg()[0]
+        for devices in (int(d) for d in args.profile.split(",")):
+            stats = asyncio.run(profile_ticks(devices, size, cprofile=args.cprofile))
+            print(f"sim:{devices:<3} {size[0]}x{size[1]} per tick: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in stats.items())
+                  + f"  (loaded, load avg {load:.1f})")
+        return
     cases = CASES
     if args.cases:
         cases = [(int(d), float(i)) for d, i in (c.split("@") for c in args.cases.split(","))]
@@ -79,17 +177,26 @@ def main() -> None:
         argv = [sys.executable, "-m", "fleet_tui", "--source", f"sim:{devices}",
                 "--interval", f"{interval:g}"]
         cpu = measure(argv, "SIMULATED", args.warmup, args.window, size)
-        rows.append((devices, interval, cpu, floors[-1]))
+        before = None
+        if args.baseline:  # the same app from the other checkout (PYTHONPATH given last wins)
+            before = measure(["env", f"PYTHONPATH={args.baseline}", *argv], "SIMULATED",
+                             args.warmup, args.window, size)
+        rows.append((devices, interval, cpu, before))
         print(f"  sim:{devices:<3} every {interval:<4g} s: {cpu:5.2f} % of a core "
-              f"(floor this round {floors[-1]:.2f} %)", flush=True)
+              + (f"(baseline {before:.2f} %) " if before is not None else "")
+              + f"(floor this round {floors[-1]:.2f} %)", flush=True)
     floor = statistics.median(floors)
-    print(f"\nbare Textual clock app (floor), median of {len(floors)}: {floor:.2f} % of a core")
-    print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}")
-    for devices, interval, cpu, _f in rows:
+    print(f"\nbare Textual clock app (floor), median of {len(floors)}: {floor:.2f} % of a core"
+          f" (load avg {os.getloadavg()[0]:.1f} at the end)")
+    print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}"
+          + (f" {'baseline x floor':>17}" if args.baseline else ""))
+    for devices, interval, cpu, before in rows:
         goal = 3 if interval >= 1 else 8
         ratio = cpu / floor if floor > 0 else float("inf")
         print(f"sim:{devices:<4} {interval:>7g}s {cpu:>7.2f} {ratio:>7.1f}x {'<=' + str(goal) + 'x':>6}"
-              f"{'' if ratio <= goal else '  (over)'}")
+              + (f" {before / floor if floor > 0 else float('inf'):>16.1f}x"
+                 if before is not None else "")
+              + f"{'' if ratio <= goal else '  (over)'}")
     print(f"terminal {size[0]}x{size[1]}, {args.window:g} s windows after {args.warmup:g} s warm-up")
 
 

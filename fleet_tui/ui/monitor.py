@@ -26,9 +26,9 @@ from textual.widgets import DataTable, Static
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
-from fleet_tui.ui.widgets.gauges import gauge, human_bytes, pct, usd
+from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
 from fleet_tui.ui.widgets.table import Table
-from fleet_tui.ui.widgets.text import LiveText, update_text
+from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
 
 # Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
 # ~20 ms a time (bench/bench_monitor_cpu.py), and the findings are judged over a 5 s window anyway.
@@ -51,8 +51,7 @@ class CardsScroll(VerticalScroll):
 
 
 class ProcessTable(Table):
-    """The process table; ``Table.set_cell`` repaints only a changed row (on a tick usually one
-    number, a growing process's memory, changes)."""
+    """The process table; ``Table.set_cell`` repaints only a changed cell's row."""
 
 
 WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown
@@ -119,12 +118,10 @@ class MonitorScreen(PaneScreen):
     def on_resize(self, event) -> None:
         self._set_size_class(event.size.width, event.size.height)
 
-    @property
-    def wide(self) -> bool:
-        return self.query_one(".pane-body").has_class("-wide")
+    wide = False  # cards, side panel and processes shown (set with the size classes)
 
     def _set_size_class(self, width: int, height: int) -> None:
-        wide = width >= WIDE_AT[0] and height >= WIDE_AT[1]
+        wide = self.wide = width >= WIDE_AT[0] and height >= WIDE_AT[1]
         body = self.query_one(".pane-body")
         body.set_class(wide, "-wide")
         body.set_class(not wide, "-compact")
@@ -156,12 +153,16 @@ class MonitorScreen(PaneScreen):
         if link is not None:
             link.redraw_now()
         else:
-            update_text(self.query_one("#mon-message", Static), 
-                "No monitor source. Start with --source sim:8, --source replay:demo or on a GPU host.")
+            update_text(self.query_one("#mon-message", Static), "No monitor source. Start with "
+                        "--source sim:8, --source replay:demo or on a GPU host.")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
     def redraw(self, view) -> None:
-        """``view`` is a MonitorView (see monitor_link.py): latest snapshot + analysis + history."""
+        """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
+        with self.app.batch_update():
+            self._redraw(view)
+
+    def _redraw(self, view) -> None:
         snap = view.snapshot
         message = snap.message or ""
         if snap.source_kind == "replay" and self.app.source_status.ended:
@@ -173,10 +174,11 @@ class MonitorScreen(PaneScreen):
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
         if snap.errors:
             message += ("  " if message else "") + "; ".join(snap.errors)
-        update_text(self.query_one("#mon-message", Static), escape(message))
+        cards_message = self._draw_cards(view)  # one update a tick: each one repaints the line
+        update_text(self.query_one("#mon-message", Static),
+                    escape(message) if cards_message is None else cards_message)
         self._draw_host(snap)
         self._draw_table(view)
-        self._draw_cards(view)
         if self.wide:  # the process table shows from 110×40 only
             self._draw_processes(snap)
         self._draw_diagnoses(view)
@@ -192,47 +194,52 @@ class MonitorScreen(PaneScreen):
                if host.mem_used_bytes is not None and host.mem_total_bytes else None)
         ram = ("N/A" if host.mem_total_bytes is None else
                f"{human_bytes(host.mem_used_bytes)} of {human_bytes(host.mem_total_bytes)}")
-        text = (gauge("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + "   "
-                + gauge("RAM", mem, ram, 10, label_width=4))
+        parts = (gauge_parts("CPU", cpu, pct(host.cpu_pct), 10, label_width=4) + [("   ", None)]
+                 + gauge_parts("RAM", mem, ram, 10, label_width=4))
         if host.load_avg:
-            text += f"   [$text-muted]load[/] {host.load_avg[0]:.2f}"
-        update_text(self.query_one("#mon-top", Static), text)
+            parts += [("   ", None), ("load", "$text-muted"), (f" {host.load_avg[0]:.2f}", None)]
+        self.query_one("#mon-top", LiveText).set_lines([styled_line(parts)])
 
     def _draw_table(self, view) -> None:
         analyses = getattr(view.tick, "analyses", None) or {}
         self.query_one("#devices", DeviceTable).show(view.snapshot.devices, analyses,
                                                      self.size.width)
 
-    def _draw_cards(self, view) -> None:
+    def _draw_cards(self, view) -> str | None:
+        """Draw the cards in view; returns the banner that says some devices have no card."""
         container = self.query_one("#cards")
         devices = view.snapshot.devices
         if self.focused_key is not None and not any(d.key == self.focused_key for d in devices):
             self.focused_key = None
             self._apply_focus(redraw=False)
         if self.focused_key is None and not self.wide:
-            return  # compact: the table says it all; cards only for the device opened with Enter
+            return None  # compact: the table says it all; cards only for the device opened with Enter
         shown = [d for d in devices if self.focused_key in (None, d.key)][:MAX_CARDS]
+        message = None
         if len(devices) > MAX_CARDS and self.focused_key is None:
-            update_text(self.query_one("#mon-message", Static), 
-                f"Showing {MAX_CARDS} of {len(devices)} devices"
-                + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
-        cards = {c.device_key: c for c in container.query(DeviceCard)}
+            message = (f"Showing {MAX_CARDS} of {len(devices)} devices"
+                       + (" — the Fleet pane (5) shows them all." if self.app.has_fleet else "."))
+        cards = {c.device_key: c for c in container.children  # a CSS query: ~1 ms a tick
+                 if isinstance(c, DeviceCard)}
         wanted = [d.key for d in shown]
         if list(cards) != wanted:  # devices came or went: rebuild the cards once
             container.remove_children()
             cards = {d.key: DeviceCard(d.key) for d in shown}
             container.mount_all(cards.values())
             self._grid_columns(len(shown))
-        # the visible part of the cards' scroll canvas (virtual_region is in the same space)
+        # The cards' scroll canvas in view (virtual_region follows a scroll at once, a screen region
+        # only after a layout). A widget refreshed off screen makes Textual re-arrange them all.
         offset, size = container.scroll_offset, container.scrollable_content_region.size
         viewport = Region(offset.x, offset.y, size.width, size.height)
         for dev in shown:
             card = cards[dev.key]
             if card.drawn and not viewport.overlaps(card.virtual_region):
                 continue  # scrolled out of view: drawn again when scrolled back (see on_scroll)
+            clip = viewport if card.drawn else None  # a card laid out once knows its parts' place
             card.drawn = True
             card.set_class(self.focused_key == dev.key, "-focused")
-            card.show(dev, view, detailed=self.focused_key == dev.key)
+            card.show(dev, view, detailed=self.focused_key == dev.key, clip=clip)
+        return message
 
     def _draw_processes(self, snap) -> None:
         table = self.query_one("#procs", ProcessTable)
@@ -258,39 +265,40 @@ class MonitorScreen(PaneScreen):
         # The findings are judged over a window of several seconds; their sentences' numbers drift
         # every tick. Re-render when the set of findings changes, else at most every few seconds.
         findings = view.diagnoses  # built when read: once per draw
-        signature = (self.focused_key, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                              getattr(d, "severity", None)) for d in findings),
-                     bool(view.snapshot.devices))
+        focused = self.focused_key
+        if focused is not None:  # focused on one device: all of its diagnoses, no others
+            shown = [d for d in findings if getattr(d, "device_key", None) in (None, focused)]
+            more = 0
+        else:
+            limit = MAX_FINDINGS if self.wide else MAX_FINDINGS_COMPACT
+            shown, more = findings[:limit], max(len(findings) - limit, 0)
+        # only what is shown counts: the tail of info findings reorders almost every tick
+        signature = (focused, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
+                                     getattr(d, "severity", None)) for d in shown),
+                     more, bool(view.snapshot.devices))
         now = time.monotonic()
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
             return
         self._diag_signature, self._diag_drawn_at = signature, now
         lines = []
-        shown = 0
-        for diag in findings:
+        for diag in shown:
             style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
-            if self.focused_key is not None and getattr(diag, "device_key", None) not in (
-                    None, self.focused_key):
-                continue  # focused on one device: its diagnoses only
-            if self.focused_key is None and shown >= (MAX_FINDINGS if self.wide
-                                                      else MAX_FINDINGS_COMPACT):
-                lines.append(f"[$text-muted]+{len(findings) - shown} more — Enter on a device "
-                             "shows all of its diagnoses[/]")
-                break
-            shown += 1
             title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
             head = f"[b {style}]{escape(str(title))}[/]"
             if where not in (None, ""):
                 head += f" [$text-muted]· {escape(str(where))}[/]"
             lines.append(head)
             evidence = _as_list(getattr(diag, "evidence", ()))
-            if self.focused_key is None:
+            if focused is None:
                 evidence = evidence[:1]  # the sentence; the signal values show when focused
             for item in evidence:
                 lines.append(f"  [$text-muted]•[/] {escape(str(item))}")
             for item in _as_list(getattr(diag, "actions", ())):
                 lines.append(f"  [$accent]→[/] {escape(str(item))}")
+        if more:
+            lines.append(f"[$text-muted]+{more} more — Enter on a device shows all of its "
+                         "diagnoses[/]")
         if not lines and not view.snapshot.devices:
             lines = ["[$text-muted]No devices to diagnose.[/]"]
         if not lines:
@@ -385,11 +393,7 @@ class MonitorScreen(PaneScreen):
 
 
 def _as_list(value) -> list:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return list(value)
+    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 __all__ = ["MonitorScreen", "usd"]

@@ -262,3 +262,76 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
         await pilot.pause()
         assert _cells(live.render_lines(live.size.region)) == _cells(
             plain.render_lines(plain.size.region))
+
+
+def test_styled_lines_are_what_their_markup_parses_to():
+    """Cards, the device table and the host line hand LiveText Content they built themselves
+    (parsing was most of a changed line's cost); it must be what their markup parses to."""
+    from textual.content import Content
+
+    from fleet_tui.core.monitor.sources import open_source
+    from fleet_tui.ui.widgets.device_card import device_lines
+    from fleet_tui.ui.widgets.device_table import DeviceTable
+    from fleet_tui.ui.widgets.text import styled_line
+
+    lines = [styled_line([("a [b] $x \\ ", "b $error"), ("", "b"), ("  rest [/]", None)], "reverse"),
+             styled_line([]), styled_line([("plain", None)], "b")]
+    source = open_source("sim:8")
+    import asyncio
+
+    asyncio.run(source.open())
+    snapshot = asyncio.run(source.sample())
+    table = DeviceTable()
+    table.show(snapshot.devices, {}, 120)
+    for dev in snapshot.devices:
+        lines += device_lines(dev)
+        lines.append(styled_line(table.row(dev.key)[1], "reverse"))
+    for markup, content in lines:
+        parsed = Content.from_markup(markup)
+        assert (parsed.plain, list(parsed.spans)) == (content.plain, list(content.spans)), markup
+
+
+async def test_set_cell_draws_what_a_table_built_with_the_new_value_draws():
+    """``Table.set_cell`` drops only the changed cell's cached renders; the table must still
+    draw exactly what a table holding the new value from the start draws."""
+    from textual.app import App
+
+    from fleet_tui.ui.widgets.table import Table
+
+    rows = [(str(40000 + i), f"#{i}", f"{30 + i}.0 GiB", "sim", f"python job {i}")
+            for i in range(5)]
+
+    class Tables(App):
+        CSS = "Table { height: 7; }"
+
+        def compose(self):
+            yield Table(id="live", cursor_type="row", zebra_stripes=True)
+            yield Table(id="fresh", cursor_type="row", zebra_stripes=True)
+
+    def fill(table, data):
+        table.clear(columns=True)
+        for key in ("pid", "dev", "mem", "user", "cmd"):
+            table.add_column(key, key=key)
+        for i, row in enumerate(data):
+            table.add_row(*row, key=str(i))
+
+    app = Tables()
+    async with app.run_test(size=(60, 16)) as pilot:
+        live, fresh = app.query_one("#live", Table), app.query_one("#fresh", Table)
+        app.set_focus(None)  # the same cursor colours on both
+        fill(live, rows)
+        await pilot.pause()
+        for step, (row, value) in enumerate([(2, "31.5 GiB"), (2, "31.9 GiB"), (0, "1.0 GiB"),
+                                             (4, "35.2 GiB")]):
+            live.move_cursor(row=step % 5)
+            await pilot.pause()
+            live.render_lines(live.size.region)  # fill the caches with the old value
+            assert live.set_cell(str(row), "mem", value)
+            assert not live.set_cell(str(row), "mem", value)  # unchanged: nothing to do
+            rows[row] = rows[row][:2] + (value,) + rows[row][3:]
+            fill(fresh, rows)
+            fresh.move_cursor(row=step % 5)
+            await pilot.pause()
+            await pilot.pause()
+            assert _cells(live.render_lines(live.size.region)) == _cells(
+                fresh.render_lines(fresh.size.region)), (row, value)

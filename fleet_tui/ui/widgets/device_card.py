@@ -6,62 +6,72 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.markup import escape
+from textual.content import Content
+from textual.geometry import Offset, Region
 from textual.renderables._blend_colors import blend_colors
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.strip import Strip
 from textual.widgets import Sparkline, Static
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
-from fleet_tui.ui.widgets.gauges import gauge, gib, pct
-from fleet_tui.ui.widgets.text import LiveText, update_text
+from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
+from fleet_tui.ui.widgets.text import LiveText, styled_line
 
 
 def device_markup(dev: DeviceSnapshot, *, width: int = 12) -> str:
     """The card body as markup. Only formats what the snapshot says; N/A stays N/A."""
+    return "\n".join(markup for markup, _content in device_lines(dev, width=width))
+
+
+def device_lines(dev: DeviceSnapshot, *, width: int = 12) -> list[tuple[str, Content]]:
+    """The card body, one ``styled_line`` a line (markup and its Content, unparsed)."""
     node = f"{dev.node} · " if dev.node else ""
-    head = f"[b]{escape(node)}#{dev.index} {escape(dev.name)}[/b]"
+    head = [(f"{node}#{dev.index} {dev.name}", "b")]
     if dev.phase:
-        head += f"  [$text-muted]phase: {escape(dev.phase)}[/]"
+        head += [("  ", None), (f"phase: {dev.phase}", "$text-muted")]
     if dev.state != "ok":
-        return f"{head}\n[$error]{escape(dev.state.upper())}: {escape(dev.error or 'no reading')}[/]"
+        return [styled_line(head),
+                styled_line([(f"{dev.state.upper()}: {dev.error or 'no reading'}", "$error")])]
     lines = [head]
     util = dev.gpu_util_pct
-    lines.append(gauge("util", None if util is None else util / 100, pct(util), width))
+    lines.append(gauge_parts("util", None if util is None else util / 100, pct(util), width))
     mem_frac = dev.mem_used_frac
-    lines.append(gauge("mem", mem_frac, f"{gib(dev.mem_used_bytes)}/{gib(dev.mem_total_bytes)} GiB",
-                       width, warn=0.9, bad=0.97))
+    lines.append(gauge_parts("mem", mem_frac,
+                             f"{gib(dev.mem_used_bytes)}/{gib(dev.mem_total_bytes)} GiB",
+                             width, warn=0.9, bad=0.97))
     if dev.power_w is not None:
         limit = dev.power_limit_w
         frac = dev.power_w / limit if limit else None
         text = f"{dev.power_w:.0f}/{limit:.0f} W" if limit else f"{dev.power_w:.0f} W"
-        lines.append(gauge("power", frac, text, width, warn=0.9, bad=0.98))
+        lines.append(gauge_parts("power", frac, text, width, warn=0.9, bad=0.98))
     else:
-        lines.append(gauge("power", None, "N/A", width))
+        lines.append(gauge_parts("power", None, "N/A", width))
     temp = "N/A" if dev.temp_c is None else f"{dev.temp_c:.0f} °C"
     if dev.temp_c is not None and dev.slowdown_temp_c:
         frac = dev.temp_c / dev.slowdown_temp_c
-        lines.append(gauge("temp", frac, f"{temp} (max {dev.slowdown_temp_c:.0f})", width,
-                           warn=0.9, bad=0.97))
+        lines.append(gauge_parts("temp", frac, f"{temp} (max {dev.slowdown_temp_c:.0f})", width,
+                                 warn=0.9, bad=0.97))
     else:
-        lines.append(f"[$text-muted]{'temp':<6}[/]{escape(temp)}")
+        lines.append([(f"{'temp':<6}", "$text-muted"), (temp, None)])
     if dev.sm_clock_mhz is not None:
         clock = f"{dev.sm_clock_mhz:.0f}"
         if dev.sm_clock_max_mhz:
             clock += f"/{dev.sm_clock_max_mhz:.0f}"
+        line = [(f"{'clock':<6}", "$text-muted"), (f"{clock} MHz", None)]
         reasons = [r for r in dev.throttle_reasons if r != "gpu_idle"]
-        why = f"  [$warning]throttle: {escape(', '.join(reasons))}[/]" if reasons else ""
-        lines.append(f"[$text-muted]{'clock':<6}[/]{clock} MHz{why}")
+        if reasons:
+            line += [("  ", None), (f"throttle: {', '.join(reasons)}", "$warning")]
+        lines.append(line)
     activity = []
     for label, value in (("SM", dev.sm_active_pct), ("tensor", dev.tensor_active_pct),
                          ("DRAM", dev.dram_active_pct)):
         if value is not None:
             activity.append(f"{label} {value:.0f}%")
     if activity:
-        lines.append(f"[$text-muted]{'busy':<6}[/]" + "  ".join(activity))
+        lines.append([(f"{'busy':<6}", "$text-muted"), ("  ".join(activity), None)])
     if dev.xid_errors:
-        lines.append(f"[$error]XID {', '.join(map(str, dev.xid_errors))}[/]")
-    return "\n".join(lines)
+        lines.append([(f"XID {', '.join(map(str, dev.xid_errors))}", "$error")])
+    return [styled_line(parts) for parts in lines]
 
 
 HISTORY_GRAPHS = (
@@ -80,6 +90,8 @@ class HistoryGraph(Sparkline):
 
     _graph_key: tuple | None = None
     _graph_lines: list[Strip] = []
+    _colours: tuple | None = None  # (base, min, max) the cell styles below were made for
+    _styles: dict[float, Style] = {}  # replaced per instance on first use
     # The bars' scale: (bottom, top) in the data's unit. A monitor graph needs a fixed one (0-100 %
     # for utilization, 0-capacity for memory): scaled to its own min and max, a GPU steady at 100 %
     # draws the same flat line as an idle one. (None, None) scales to the data, as Textual does.
@@ -93,13 +105,20 @@ class HistoryGraph(Sparkline):
                self.summary_function, self.scale)
         if key != self._graph_key:
             self._graph_key = key
-            self._graph_lines = _graph_lines(spark, data, base, self.scale)
+            colours = (base, spark.min_color, spark.max_color)
+            if colours != self._colours or len(self._styles) > 1024:
+                self._colours, self._styles = colours, {}
+            self._graph_lines = _graph_lines(spark, data, base, self.scale, self._styles)
         lines = self._graph_lines
         return lines[y] if 0 <= y < len(lines) else Strip.blank(self.size.width, base)
 
 
 def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style,
-                 scale: tuple[float | None, float | None] = (None, None)) -> list[Strip]:
+                 scale: tuple[float | None, float | None] = (None, None),
+                 styles: dict[float, Style] | None = None) -> list[Strip]:
+    """``styles``: colour ratio -> cell style, kept between calls for the same base and colours
+    (a graph that shifts by one point then blends one new colour, not one a column: 0.74 ->
+    0.52 ms CPU for a graph of 72 random points, the worst case, on the loaded dev machine)."""
     width, height = spark.width or 0, spark.height or 1
     if width <= 0:
         return []
@@ -128,7 +147,8 @@ def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style,
         ratio = (summary(buckets[int(position)]) - low) / extent
         columns.append((int(ratio * top_index), ratio))
         position += step
-    styles: dict[float, Style] = {}
+    if styles is None:
+        styles = {}
     lines = []
     for i in reversed(range(height)):
         part_low, part_high = i * per_line, (i + 1) * per_line
@@ -196,17 +216,29 @@ class DeviceCard(Vertical):
             yield Static(label, classes=f"spark-label {css}")
             yield self._sparks[metric]
 
-    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False) -> None:
-        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history)."""
-        markup = device_markup(dev)
-        self._last_markup = markup
-        update_text(self._text, markup)  # no repaint when unchanged, no relayout unless reshaped
+    def _canvas_origin(self) -> Offset:
+        """Where this card's content starts on its scroll canvas (its parts' ``virtual_region``
+        is relative to the card's content)."""
+        gutter = self.styles.gutter
+        return self.virtual_region.offset + Offset(gutter.left, gutter.top)
+
+    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False,
+             clip: Region | None = None) -> None:
+        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history).
+        ``clip``: the part of the cards' scroll canvas in view (as the card's ``virtual_region``);
+        a graph outside it is not updated (the pane draws again when it scrolls)."""
+        lines = device_lines(dev)
+        self._text.set_lines(lines)  # no repaint when unchanged, no relayout unless reshaped
+        self._last_markup = self._text.markup_text
         self.set_class(detailed, "-detailed")
         for metric, _label, css in HISTORY_GRAPHS:
             if css and not detailed:
                 continue  # hidden graphs cost nothing
             series = view.history(dev.key, metric)
             graph = self._sparks[metric]
+            if clip is not None and not clip.overlaps(
+                    graph.virtual_region.translate(self._canvas_origin())):
+                continue
             scale = _graph_scale(metric, dev)
             if scale != graph.scale:
                 graph.scale = scale

@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.binding import Binding
-from textual.markup import escape
 from textual.message import Message
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.ui.widgets.gauges import gib
-from fleet_tui.ui.widgets.text import LiveText
+from fleet_tui.ui.widgets.text import LiveText, styled_line
 
 # Marks readable without colour (NO_COLOR, 16-colour terminals): severity is not colour alone.
 SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "· ", "ok": "✓ "}
@@ -124,9 +123,11 @@ class DeviceTable(LiveText, can_focus=True):
         self.cursor = 0
         self.max_rows = 8
         self._keys: list[str] = []
-        self._cells: dict[str, dict[str, str]] = {}  # key -> column -> plain text (for tests)
-        self._lines: dict[str, str] = {}  # key -> row markup without the cursor
-        self._header = ""
+        self._devices: dict[str, DeviceSnapshot] = {}
+        self._analyses: dict = {}
+        self._layout: tuple[tuple[str, int], ...] = ()
+        self._formatted: dict[str, tuple] = {}  # key -> (cells, row parts), rows in view only
+        self._header = styled_line([])
 
     @property
     def rows_shown(self) -> int:
@@ -137,7 +138,7 @@ class DeviceTable(LiveText, can_focus=True):
         return list(self._keys)
 
     def cell(self, key: str, column: str) -> str:
-        return self._cells[key][column]
+        return self.row(key)[0][column]
 
     def columns_for(self, width: int) -> tuple[tuple[str, int], ...]:
         wide = width >= WIDE_COLUMNS_AT
@@ -147,26 +148,35 @@ class DeviceTable(LiveText, can_focus=True):
         return tuple((k, w or rest) for k, w in cols)
 
     def show(self, devices, analyses, width: int) -> None:
+        """Keep this tick's devices; only the rows in the window are formatted (64 devices show
+        16 rows: the other 48 cost nothing until the cursor brings them into view)."""
         layout = self.columns_for(width)
-        labels = {c.key: c.label for c in COLUMNS}
-        self._header = "[b $primary]" + escape(_join(((labels[k], w) for k, w in layout))) + "[/]"
-        self._keys = [d.key for d in devices]
+        if layout != self._layout:
+            labels = {c.key: c.label for c in COLUMNS}
+            self._layout = layout
+            self._header = styled_line([(_join(((labels[k], w) for k, w in layout)), "b $primary")])
+        self._devices = {d.key: d for d in devices}
+        self._keys = list(self._devices)
+        self._analyses = analyses
+        self._formatted = {}
         self.cursor = min(self.cursor, max(len(self._keys) - 1, 0))
-        lines, cells = {}, {}
-        for dev in devices:
-            row = device_cells(dev)
-            row["dev"] = str(dev.index)
-            row["name"] = short_name(dev)
-            text, severity = diagnosis_label(dev, analyses.get(dev.key))
-            row["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
-            cells[dev.key] = row
-            plain = _join(((row[k], w) for k, w in layout if k != "diag"))
-            diag_width = dict(layout)["diag"]
-            style = SEVERITY_STYLE.get(severity, "")
-            diag = escape(row["diag"][:diag_width])
-            lines[dev.key] = escape(plain) + "  " + (f"[{style}]{diag}[/]" if style else diag)
-        self._cells, self._lines = cells, lines
         self._render_rows()
+
+    def row(self, key: str) -> tuple[dict[str, str], list[tuple[str, str | None]]]:
+        """(cells, styled parts) of a device's row, formatted once a tick when first needed."""
+        row = self._formatted.get(key)
+        if row is None:
+            dev, layout = self._devices[key], self._layout
+            cells = device_cells(dev)
+            cells["dev"] = str(dev.index)
+            cells["name"] = short_name(dev)
+            text, severity = diagnosis_label(dev, self._analyses.get(key))
+            cells["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
+            plain = _join(((cells[k], w) for k, w in layout if k != "diag"))
+            row = self._formatted[key] = (cells, [
+                (plain + "  ", None),
+                (cells["diag"][:dict(layout)["diag"]], SEVERITY_STYLE.get(severity))])
+        return row
 
     def _render_rows(self) -> None:
         keys = self._keys
@@ -177,16 +187,15 @@ class DeviceTable(LiveText, can_focus=True):
         first = min(first, self.cursor)
         out = [self._header]
         for index in range(first, min(first + self.max_rows, len(keys))):
-            line = self._lines[keys[index]]
-            if index == self.cursor and self.has_focus:
-                line = f"[reverse]{line}[/reverse]"
-            elif index == self.cursor:
-                line = f"[b]{line}[/b]"
-            out.append(line)
+            outer = None
+            if index == self.cursor:
+                outer = "reverse" if self.has_focus else "b"
+            out.append(styled_line(self.row(keys[index])[1], outer))
         if len(keys) > self.max_rows:
-            out.append(f"[$text-muted]devices {first + 1}–{min(first + self.max_rows, len(keys))} "
-                       f"of {len(keys)} · ↑↓ to move, Enter to open[/]")
-        self.set_markup("\n".join(out))
+            out.append(styled_line([(
+                f"devices {first + 1}–{min(first + self.max_rows, len(keys))} of {len(keys)} · "
+                "↑↓ to move, Enter to open", "$text-muted")]))
+        self.set_lines(out)
 
     def action_cursor(self, step: int) -> None:
         if self._keys:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual.markup import escape
+from fleet_tui.ui.widgets.text import styled_line
 
 _BLOCKS = " ▏▎▍▌▋▊▉█"
 
@@ -28,11 +28,19 @@ def level_style(frac: float | None, warn: float = 0.8, bad: float = 0.95) -> str
     return "$success"
 
 
+def gauge_parts(label: str, frac: float | None, text: str, width: int = 10, *,
+                warn: float = 0.8, bad: float = 0.95, label_width: int = 6
+                ) -> list[tuple[str, str | None]]:
+    """``label  ████░░  text`` as (text, style) parts (see ``text.styled_line``)."""
+    return [(f"{label:<{label_width}}", "$text-muted"),
+            (bar(frac, width), level_style(frac, warn, bad)), (f" {text}", None)]
+
+
 def gauge(label: str, frac: float | None, text: str, width: int = 10, *, warn: float = 0.8,
           bad: float = 0.95, label_width: int = 6) -> str:
     """``label  ████░░  text`` as Textual markup."""
-    style = level_style(frac, warn, bad)
-    return f"[$text-muted]{label:<{label_width}}[/][{style}]{bar(frac, width)}[/] {escape(text)}"
+    return styled_line(gauge_parts(label, frac, text, width, warn=warn, bad=bad,
+                                   label_width=label_width))[0]
 
 
 def pct(value: float | None, digits: int = 0) -> str:
