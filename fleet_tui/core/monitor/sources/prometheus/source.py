@@ -36,15 +36,17 @@ def _literal(text: str) -> str:
 
 
 # Most devices on most refreshes are the same reading as before, only older (bench/bench_fleet.py:
-# ~3,500 of 4,096 GPUs scraped every 15 s): a copy with a new age, read through one attrgetter,
-# costs about half of ``dataclasses.replace``, which looks the fields up on every call.
-_KEPT_FIELDS = tuple(f.name for f in fields(DeviceSnapshot) if f.init and f.name != "age_s")
+# ~3,500 of 4,096 GPUs scraped every 15 s): a copy with a new age. ``age_s`` is the last field, so
+# the copy passes the other values positionally, read through one attrgetter: 8.6 us against
+# 13.6 us with keywords and more with ``dataclasses.replace``, which looks the fields up per call.
+_KEPT_FIELDS = tuple(f.name for f in fields(DeviceSnapshot) if f.name != "age_s")
 _kept_values = attrgetter(*_KEPT_FIELDS)
+assert fields(DeviceSnapshot)[-1].name == "age_s" and all(f.init for f in fields(DeviceSnapshot))
 
 
 def with_age(device: DeviceSnapshot, age_s: float) -> DeviceSnapshot:
     """``device`` with only its age changed."""
-    return DeviceSnapshot(**dict(zip(_KEPT_FIELDS, _kept_values(device))), age_s=age_s)
+    return DeviceSnapshot(*_kept_values(device), age_s)
 
 
 class BadPrometheusUrl(SourceUnavailable, FieldError):
@@ -285,7 +287,8 @@ class PrometheusSource(Source):
     def _apply_static(self, groups: dict[tuple, Acc]) -> None:
         for key, acc in groups.items():
             static = self._static_values.get(key)
-            if static:
+            # a reading kept from the last refresh (delta.ChangedOnly) already holds them
+            if static and (acc.values is None or not static.keys() <= acc.values.keys()):
                 values = acc.values if acc.values is not None else {}
                 for name, raw in static.items():
                     values.setdefault(name, raw)
