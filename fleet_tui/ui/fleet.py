@@ -3,18 +3,29 @@ worst first, the worst devices, and a drill-down into one node.
 
 The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet.FleetViews``, the same path as
 ``fleet`` and ``export``), built in a thread worker from the engine's latest tick (its snapshot and
-per-device analyses, windowed by the fleet policy); this pane lays them out and updates the node
-table in place by key.
+per-device analyses, windowed by the fleet policy; the engine analyses in its own thread too); this
+pane lays them out and updates the node table in place by key.
+
+Threads: the worker gets the tick, which is immutable, and hands back an immutable ``FleetView``
+and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
+devices) is used by one worker at a time under a lock (an exclusive worker that was superseded may
+still be running: a thread cannot be stopped), and a superseded worker draws nothing. Each drawn
+view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
 """
 
 from __future__ import annotations
+
+import asyncio
+import threading
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
+from textual.message import Message
 from textual.widgets import DataTable, Static
+from textual.worker import get_current_worker
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
@@ -47,12 +58,21 @@ class FleetScreen(PaneScreen):
     FleetScreen #fleet-side.-narrow { display: none; }
     """
 
+    class ViewDrawn(Message):
+        """A fleet view was drawn (``view`` is the core FleetView now on screen)."""
+
+        def __init__(self, view) -> None:
+            super().__init__()
+            self.view = view
+
     def __init__(self) -> None:
         super().__init__()
         self.view = None  # the latest core FleetView
         self.drill_node: str | None = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
+        self._views_lock = threading.Lock()  # one worker at a time uses self._views
         self._node_order: list[str] = []  # node table rows as last drawn, worst first
+        self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="fleet-summary")
@@ -88,13 +108,22 @@ class FleetScreen(PaneScreen):
             self._views = FleetViews(node_usd_per_hour(self.app))
         self._build(view.snapshot, analyses)
 
-
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
     def _build(self, snapshot, analyses) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
-        fleet = self._views.view(snapshot, analyses)
+        worker = get_current_worker()
+        with self._views_lock:
+            if worker.is_cancelled:  # a newer tick's worker took over
+                return
+            fleet = self._views.view(snapshot, analyses)
         rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
-        self.app.call_from_thread(self._draw, fleet, rows)
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._draw_new, fleet, rows)
+
+    def _draw_new(self, fleet, rows: dict[str, tuple[str, ...]]) -> None:
+        self._draw(fleet, rows)
+        self.view_ready.set()
+        self.post_message(self.ViewDrawn(fleet))
 
     def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
         self.view = fleet
