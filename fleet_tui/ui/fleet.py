@@ -108,7 +108,10 @@ class FleetScreen(PaneScreen):
             self._views = FleetViews(node_usd_per_hour(self.app))
         self._build(view.snapshot, analyses)
 
-    @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False)
+    # a description, or Textual builds one from repr() of the arguments: the whole snapshot, on
+    # the event loop (4,096 GPUs: ~0.6 s a refresh, bench/bench_fleet.py)
+    @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False,
+          description="the fleet view")
     def _build(self, snapshot, analyses) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()

@@ -29,7 +29,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -274,8 +274,28 @@ class MonitorEngine:
         """History, analysis, alerts and cost for one snapshot (synchronous, no I/O)."""
         t0 = time.perf_counter()
         keys = [d.key for d in snapshot.devices]
-        self.history.add(snapshot, keys)
+        self._add_history(snapshot, keys)
         return self._analyse(snapshot, keys, sample_s, time.perf_counter() - t0)
+
+    def _add_history(self, snapshot: Snapshot, keys: list[str]) -> None:
+        """The reading into history; where the policy keeps no repeats (a fleet), only devices
+        whose reading changed (a scrape repeated with a new age adds nothing: 4,096 GPUs at a 2 s
+        refresh kept 1.2 million snapshots over 10 minutes, most of them copies, and the garbage
+        collector walked them all)."""
+        if getattr(self.policy, "history_repeats", True):
+            self.history.add(snapshot, keys)
+            return
+        latest = self.history.latest
+        devices, fresh = [], []
+        for d, key in zip(snapshot.devices, keys):
+            last = latest(key)
+            if last is None or last.timestamp != d.timestamp or not d.timestamp:
+                devices.append(d)
+                fresh.append(key)
+        if len(devices) == len(keys):
+            self.history.add(snapshot, keys)
+        elif devices or snapshot.host is not None:
+            self.history.add(replace(snapshot, devices=tuple(devices)), fresh)
 
     def _analyse(self, snapshot: Snapshot, keys: list[str], sample_s: float,
                  spent_s: float = 0.0) -> Tick:
@@ -310,7 +330,7 @@ class MonitorEngine:
         if getattr(self.policy, "off_loop", False):
             t0 = time.perf_counter()
             keys = [d.key for d in snapshot.devices]
-            self.history.add(snapshot, keys)  # on the loop, where the panes read it
+            self._add_history(snapshot, keys)  # on the loop, where the panes read it
             tick = await asyncio.to_thread(self._analyse, snapshot, keys, sample_s,
                                            time.perf_counter() - t0)
         else:

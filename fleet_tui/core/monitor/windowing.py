@@ -53,6 +53,7 @@ class WindowPolicy:
     growth_lookback_s: float = GROWTH_LOOKBACK_S * 5
     backfill: bool = False  # every reading arrives through the engine
     off_loop: bool = False  # ~0.4 ms a tick for 8 devices: a thread hop would cost more
+    history_repeats: bool = True  # every tick is a new reading
 
     def start(self) -> Windows:
         return SlidingWindows(self)
@@ -72,6 +73,8 @@ class FleetWindowPolicy:
     # the engine analyses in a worker thread: 4,096 devices blocked the UI 81 ms a refresh on
     # the loop, 13 ms off it (bench/bench_fleet.py)
     off_loop: bool = True
+    # a scrape read again (same timestamp, only older) is not kept again in the engine's history
+    history_repeats: bool = False
 
     def start(self) -> Windows:
         return FleetWindows(self)
