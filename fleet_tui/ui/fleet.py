@@ -73,6 +73,7 @@ class FleetScreen(PaneScreen):
         self._views_lock = threading.Lock()  # one worker at a time uses self._views
         self._node_order: list[str] = []  # node table rows as last drawn, worst first
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
+        self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="fleet-summary")
@@ -120,24 +121,41 @@ class FleetScreen(PaneScreen):
                 return
             fleet = self._views.view(snapshot, analyses)
         rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+        drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
+        texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
+                 offenders_markup(fleet.offenders))
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._draw_new, fleet, rows)
+            self.app.call_from_thread(self._draw_new, fleet, rows, texts)
 
-    def _draw_new(self, fleet, rows: dict[str, tuple[str, ...]]) -> None:
-        self._draw(fleet, rows)
+    def _draw_new(self, fleet, rows: dict[str, tuple[str, ...]], texts: tuple) -> None:
+        self._draw(fleet, rows, texts)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(fleet))
 
-    def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
+    def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None,
+              texts: tuple | None = None) -> None:
+        """Lay out ``fleet``; ``rows`` and ``texts`` (drill node, summary, grid, offenders) as
+        the worker made them, off the loop."""
         self.view = fleet
-        self.query_one("#fleet-summary", Static).update(summary_markup(fleet))
+        if texts is None or texts[0] != self.drill_node:
+            texts = (self.drill_node, summary_markup(fleet), grid_markup(fleet, self.drill_node),
+                     None)
+        self._set_text("#fleet-summary", texts[1])
         self._draw_nodes(fleet, rows)
-        self.query_one("#fleet-grid-text", Static).update(grid_markup(fleet, self.drill_node))
+        self._set_text("#fleet-grid-text", texts[2])
         if self.drill_node is not None:
             self._draw_drill(fleet)
         else:
             self.query_one("#fleet-side").border_title = "Worst devices"
-            self.query_one("#fleet-side-text", Static).update(offenders_markup(fleet.offenders))
+            self._set_text("#fleet-side-text", texts[3] if texts[3] is not None
+                           else offenders_markup(fleet.offenders))
+
+    def _set_text(self, selector: str, markup: str) -> None:
+        """Update a Static only when its text changed (an update re-parses the markup and
+        re-renders the widget)."""
+        if self._shown.get(selector) != markup:
+            self._shown[selector] = markup
+            self.query_one(selector, Static).update(markup)
 
     def _draw_nodes(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
         table = self.query_one("#fleet-nodes", DataTable)
@@ -169,7 +187,7 @@ class FleetScreen(PaneScreen):
         try:
             node = fleet.node(self.drill_node)
         except KeyError as exc:
-            self.query_one("#fleet-side-text", Static).update(f"[$error]{escape(str(exc))}[/]")
+            self._set_text("#fleet-side-text", f"[$error]{escape(str(exc))}[/]")
             return
         side.border_title = f"Node {node.node}"
         lines = [f"{node.device_count} devices · util {pct(node.mean_gpu_util_pct)} · "
@@ -177,7 +195,7 @@ class FleetScreen(PaneScreen):
         lines += [escape(e) for e in node.errors]
         lines.append("")
         lines.append(offenders_markup(node.devices, with_node=False))
-        self.query_one("#fleet-side-text", Static).update("\n".join(lines))
+        self._set_text("#fleet-side-text", "\n".join(lines))
 
     # ----- actions -----
     def action_drill(self) -> None:
