@@ -342,13 +342,12 @@ class PrometheusSource(Source):
             self._counters.pop(key, None)
 
     def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float]) -> Snapshot:
-        seen: set[str] = set()
+        read: dict[str, DeviceSnapshot] = {}  # this refresh's reading of each device it saw
         cache = self._cache
         for acc in groups.values():
             key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
-            if key in seen:  # two series sets collide (e.g. instance fallback); keep both apart
+            if key in read:  # two series sets collide (e.g. instance fallback); keep both apart
                 key = f"{key}#{acc.ident}"
-            seen.add(key)
             ident = (acc.index, acc.name, acc.mig_profile, acc.vendor, acc.uuid)
             sample_ts = acc.sample_ts
             before = cache.get(key)
@@ -356,10 +355,11 @@ class PrometheusSource(Source):
                     and before.ident == ident
                     and (before.raw is acc.values or before.raw == acc.values)):
                 # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
-                # so most devices on most refreshes): only the reading's age moved
-                cache[key] = _Cached(device=with_age(before.device, max(0.0, now - sample_ts)),
-                                     seen_at=sample_ts, instance=acc.instance, raw=acc.values,
-                                     ident=ident)
+                # so most devices on most refreshes): only the reading's age moved; the cache
+                # entry stays (fewer objects kept per refresh, less for the garbage collector)
+                read[key] = with_age(before.device, max(0.0, now - sample_ts))
+                if before.instance != acc.instance:
+                    cache[key] = replace(before, instance=acc.instance)
                 continue
             device, counters = device_from_acc(acc, timestamp=now,
                                                previous_counters=self._counters.get(key))
@@ -367,6 +367,7 @@ class PrometheusSource(Source):
                 self._counters[key] = counters
             cache[key] = _Cached(device=device, seen_at=sample_ts or now, instance=acc.instance,
                                  raw=acc.values, ident=ident)
+            read[key] = device
         self._forget(now)
         down_instances = {inst for inst, value in up.items() if value == 0}
         errors: list[str] = []
@@ -374,9 +375,10 @@ class PrometheusSource(Source):
         stale_nodes: dict[str, float] = {}
         threshold = self.stale_threshold_s
         for key, cached in self._cache.items():
-            gone = key not in seen
-            if not gone and (cached.device.age_s or 0.0) <= threshold:
-                devices.append(cached.device)  # fresh: built this refresh with its age
+            fresh = read.get(key)
+            gone = fresh is None
+            if not gone and (fresh.age_s or 0.0) <= threshold:
+                devices.append(fresh)  # read this refresh, with its age
                 continue
             exporter_down = cached.instance in down_instances
             device = self._aged(cached, now, force_stale=gone and exporter_down)
