@@ -13,7 +13,9 @@ differs is the window, so it is a policy object handed to the engine:
   ``stagger_s`` seconds are offset per device, so a fleet scraped all at once is not re-analysed
   all at once), at once while its window fills or when a hardware alarm shows. Devices unseen for
   ``forget_after_s`` are dropped. Before the first tick the engine backfills ``seconds`` of history
-  where the source can (a Prometheus range query), so one-shot reads rest on a window.
+  where the source can (a Prometheus range query), so one-shot reads rest on a window. The engine
+  keeps only new readings in its history (``history_repeats=False``) and runs the analysis in a
+  worker thread (``off_loop``), so 4,096 GPUs do not hold the UI's event loop.
 
 A policy is immutable configuration; ``policy.start()`` gives the engine its per-device state.
 """
