@@ -203,13 +203,23 @@ def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: i
     return rows, view
 
 
-def _app_report(make_source, refreshes: int, interval_s: float) -> None:
+def _app_report(url: str, refreshes: int, interval_s: float,
+                clock: VirtualClock | None = None) -> None:
     """The UI side, side by side in this run: the real app on the fleet pane with the engine's
-    analysis off the loop (now) and on it (before)."""
-    from fleet_app_loop import app_loop_blocks
-
+    analysis on the loop (before) and off it (now), each in a fresh process (a second app in the
+    same process would carry the first one's objects into every garbage collection)."""
     for on_loop in (True, False):
-        run = app_loop_blocks(make_source, refreshes, interval_s, analysis_on_loop=on_loop)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        start = clock() if clock is not None else None
+        proc = ctx.Process(target=_app_child, args=(q, url, start, refreshes, interval_s, on_loop))
+        proc.start()
+        try:
+            run = q.get(timeout=900)
+        finally:
+            proc.join(60)
+        if clock is not None:
+            clock.refreshes += refreshes + 2  # the child's refreshes moved the server's clock
         blocks, own = sorted(run.blocks_ms), sorted(run.loop_cpu_ms)
         how = "analysis on the loop (before)" if on_loop else "analysis off the loop (now)"
         print(f"  app, {how}, {run.devices} devices, load avg {os.getloadavg()[0]:.1f}:\n"
@@ -217,7 +227,20 @@ def _app_report(make_source, refreshes: int, interval_s: float) -> None:
               f"{statistics.median(blocks):6.1f}  max {blocks[-1]:6.1f} ms; its own CPU median "
               f"{statistics.median(own):6.1f}  max {own[-1]:6.1f} ms\n"
               f"    app CPU per refresh (all threads, Textual included) "
-              f"{run.cpu_ms_per_refresh:6.1f} ms")
+              f"{run.cpu_ms_per_refresh:6.1f} ms", flush=True)
+
+
+def _app_child(q, url: str, clock_start: float | None, refreshes: int, interval_s: float,
+               on_loop: bool) -> None:
+    from fleet_app_loop import app_loop_blocks
+
+    def make_source() -> PrometheusSource:
+        if clock_start is None:
+            return PrometheusSource(url, env={}, timeout_s=30)
+        clock = VirtualClock(clock_start, interval_s)
+        return _with_clock(PrometheusSource(url, env={}, timeout_s=30, clock=clock), clock)
+
+    q.put(app_loop_blocks(make_source, refreshes, interval_s, analysis_on_loop=on_loop))
 
 
 def _with_clock(src: PrometheusSource, clock: VirtualClock) -> PrometheusSource:
@@ -279,9 +302,7 @@ def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
         rows, view = _measure(src, refreshes, interval_s, clock=clock)
         _report(f"canned Prometheus answer, {what}", rows, view)
         if app:
-            _app_report(lambda: _with_clock(PrometheusSource(
-                f"http://127.0.0.1:{port}", env={}, timeout_s=30, clock=clock), clock),
-                max(3, refreshes // 2), interval_s)
+            _app_report(f"http://127.0.0.1:{port}", max(3, refreshes // 2), interval_s, clock)
     finally:
         proc.terminate()
         proc.join(10)
@@ -317,8 +338,7 @@ def bench_real(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
         src = PrometheusSource(prom.url, env={}, timeout_s=30)
         rows, view = _measure(src, refreshes, interval_s)
         _report(f"real Prometheus scraping DCGM-format exporters every {scrape_s:g} s", rows, view)
-        _app_report(lambda: PrometheusSource(prom.url, env={}, timeout_s=30),
-                    max(3, refreshes // 2), interval_s)
+        _app_report(prom.url, max(3, refreshes // 2), interval_s)
     finally:
         if prom is not None:
             prom.close()
