@@ -27,7 +27,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from fleet_tui.core.monitor.engine import MonitorEngine
@@ -257,11 +257,9 @@ class NodeRollup:
         return out
 
 
-def _node_rollup(node: str, ranked: list[tuple[tuple, FleetDevice]],
+def _node_rollup(node: str, devices: list[FleetDevice], worst: FleetDevice | None,
                  errors: Sequence[str]) -> NodeRollup:
-    """``ranked``: (offender key, device) of the node's devices; sorted here by device index."""
-    ranked.sort(key=lambda pair: (pair[1].index, pair[1].uuid))
-    devices = [fd for _, fd in ranked]
+    """``devices``: the node's devices by index; ``worst``: its worst offender."""
     ok = [d for d in devices if d.state == "ok"]
     priced = [d.usd_per_hour for d in devices if d.usd_per_hour is not None]
     price = sum(priced) if priced else None
@@ -274,7 +272,7 @@ def _node_rollup(node: str, ranked: list[tuple[tuple, FleetDevice]],
         mem_used_bytes=sum(d.mem_used_bytes or 0 for d in devices),
         mem_total_bytes=sum(d.mem_total_bytes or 0 for d in devices),
         power_w=sum(d.power_w or 0.0 for d in ok),
-        worst=min(ranked, key=itemgetter(0))[1] if ranked else None,
+        worst=worst,
         idle_devices=sum(d.idle for d in devices),
         stale_devices=sum(d.state != "ok" for d in devices),
         usd_per_hour=price, idle_usd_per_hour=sum(d.idle_usd_per_hour for d in devices),
@@ -391,22 +389,32 @@ class FleetView:
             for d in snapshot.devices])
 
     @classmethod
-    def from_devices(cls, snapshot: Snapshot, fleet_devices: Iterable[FleetDevice]) -> "FleetView":
-        """The roll-ups of ``snapshot``'s devices already made ``FleetDevice``s (in its order)."""
-        # each device's offender key once (it ranks the node's worst and every offender)
-        by_node: dict[str, list[tuple[tuple, FleetDevice]]] = {}
-        for fd in fleet_devices:
-            by_node.setdefault(fd.node, []).append((fd.offender_key(), fd))
-        nodes = [_node_rollup(node, ranked, snapshot.errors) for node, ranked in by_node.items()]
+    def from_devices(cls, snapshot: Snapshot, fleet_devices: Sequence[FleetDevice],
+                     offender_keys: Sequence[tuple] | None = None) -> "FleetView":
+        """The roll-ups of ``snapshot``'s devices already made ``FleetDevice``s (in its order);
+        ``offender_keys``: their ``offender_key()``s where the caller kept them."""
+        if offender_keys is None:
+            offender_keys = [fd.offender_key() for fd in fleet_devices]
+        rank = offender_keys.__getitem__  # devices are handled by position: no pairs to allocate
+        by_node: dict[str, list[int]] = {}
+        for i, fd in enumerate(fleet_devices):
+            by_node.setdefault(fd.node, []).append(i)
+        nodes = []
+        for node, where in by_node.items():
+            where.sort(key=lambda i: (fleet_devices[i].index, fleet_devices[i].uuid))
+            nodes.append(_node_rollup(node, [fleet_devices[i] for i in where],
+                                      fleet_devices[min(where, key=rank)] if where else None,
+                                      snapshot.errors))
         nodes.sort(key=NodeRollup.offender_key)
-        ranked = [pair for n in nodes for pair in by_node[n.node]]
-        devices = [fd for _, fd in ranked]
+        in_node_order = [i for n in nodes for i in by_node[n.node]]
+        devices = [fleet_devices[i] for i in in_node_order]
+        offenders = tuple(fleet_devices[i] for i in sorted(in_node_order, key=rank))
         ok = [d for d in devices if d.state == "ok"]
         priced = [d.usd_per_hour for d in devices if d.usd_per_hour is not None]
         price = sum(priced) if priced else None
         return cls(
             timestamp=snapshot.timestamp, source=snapshot.source, nodes=tuple(nodes),
-            offenders=tuple(fd for _, fd in sorted(ranked, key=itemgetter(0))),
+            offenders=offenders,
             utilization_pct=_mean(d.gpu_util_pct for d in ok),
             sm_active_pct=_mean(d.sm_active_pct for d in ok),
             efficiency_pct=_weighted_efficiency(devices),
@@ -440,8 +448,8 @@ class FleetViews:
     def __init__(self, instance_prices: Prices = None):
         self.instance_prices = instance_prices
         self._converted: dict[str, tuple[Any, tuple[dict[str, Any], ...]]] = {}
-        # key -> (reading, its diagnoses, its $/h, the FleetDevice made of them)
-        self._devices: dict[str, tuple[DeviceSnapshot, tuple, float | None, FleetDevice]] = {}
+        # key -> (reading, its diagnoses, its $/h, the FleetDevice made of them, its offender key)
+        self._devices: dict[str, tuple[DeviceSnapshot, tuple, float | None, FleetDevice, tuple]] = {}
         self.latest: FleetView | None = None
 
     def __call__(self, tick: Any) -> FleetView:
@@ -459,20 +467,22 @@ class FleetViews:
             self._converted = {k: v for k, v in cache.items() if k in analyses}
         prices = node_prices(snapshot.devices, self.instance_prices)
         before, made = self._devices, {}
-        fleet_devices = []
+        fleet_devices, offender_keys = [], []
         for d in snapshot.devices:
             key = d.key
             diagnoses, price = converted.get(key, ()), prices.get(d.node)
             kept = before.get(key)
-            if (kept is not None and kept[1] is diagnoses and kept[2] == price
-                    and (kept[0] is d or _reading(kept[0]) == _reading(d))):
-                fd = kept[3] if kept[0].age_s == d.age_s else _aged(kept[3], d.age_s)
-            else:
+            if (kept is None or kept[1] is not diagnoses or kept[2] != price
+                    or (kept[0] is not d and _reading(kept[0]) != _reading(d))):
                 fd = fleet_device(d, diagnoses, price)
-            made[key] = (d, diagnoses, price, fd)
+                kept = (d, diagnoses, price, fd, fd.offender_key())
+            else:  # the same reading (kept as it was: no new objects), maybe older
+                fd = kept[3] if kept[3].age_s == d.age_s else _aged(kept[3], d.age_s)
+            made[key] = kept
             fleet_devices.append(fd)
+            offender_keys.append(kept[4])  # (the age is not part of it)
         self._devices = made
-        self.latest = FleetView.from_devices(snapshot, fleet_devices)
+        self.latest = FleetView.from_devices(snapshot, fleet_devices, offender_keys)
         return self.latest
 
 
