@@ -168,6 +168,7 @@ class FleetWindows:
         self._last_seen: dict[str, float] = {}
         self._analysed: dict[str, _Analysed] = {}
         self._offset_s: dict[str, float] = {}  # each device's stagger offset (a crc32 per key)
+        self._moved: set[str] = set()  # windows that took a reading since the last analysis
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -175,14 +176,18 @@ class FleetWindows:
     def window(self, key: str) -> tuple[DeviceSnapshot, ...]:
         return tuple(self._windows.get(key, ()))
 
-    def add(self, snapshot: Snapshot, history: History | None = None) -> None:
+    def add(self, snapshot: Snapshot, history: History | None = None,
+            keys: Sequence[str] = ()) -> None:
+        """Take the new readings (``keys``: the devices' keys, when the caller has them)."""
         policy = self.policy
         now = snapshot.timestamp
         windows, last_seen = self._windows, self._last_seen
-        for d in snapshot.devices:
+        moved = self._moved
+        devices = snapshot.devices
+        for d, key in zip(devices, keys if len(keys) == len(devices) else
+                          [d.key for d in devices]):
             if d.state != "ok":
                 continue
-            key = d.key
             window = windows.get(key)
             if window is None:
                 window = windows[key] = deque(maxlen=policy.max_samples)
@@ -191,6 +196,7 @@ class FleetWindows:
             if window and window[-1].timestamp >= ts:
                 continue  # the same scrape again (most devices on most refreshes)
             window.append(d)
+            moved.add(key)
             while window and ts - window[0].timestamp > policy.seconds:
                 window.popleft()
             if d.mem_used_bytes is not None:
@@ -217,16 +223,20 @@ class FleetWindows:
 
     def analyze(self, snapshot: Snapshot, keys: Sequence[str] = (),
                 history: History | None = None) -> dict[str, DeviceAnalysis]:
-        self.add(snapshot)
+        self.add(snapshot, keys=keys)
+        moved, self._moved = self._moved, set()
         policy = self.policy
         out = {}
         staggered = policy.stagger_s > 0
         analysed = self._analysed
         for key, window in self._windows.items():
+            kept = analysed.get(key)
+            if kept is not None and key not in moved:
+                out[key] = kept.analysis  # no new reading: the same window as last time
+                continue
             if not window:
                 continue
             newest = window[-1]
-            kept = analysed.get(key)
             if kept is not None:
                 if kept.newest_ts == newest.timestamp and kept.samples == len(window):
                     out[key] = kept.analysis  # the same window as last time
