@@ -32,11 +32,16 @@ class MonitorView:
     """What the monitor and fleet panes draw: one tick of the engine, read-only."""
 
     snapshot: Snapshot
-    diagnoses: tuple[Any, ...] = ()
     cost: tuple[tuple[str, str], ...] | None = None  # (label, formatted value) lines
     analysis_available: bool = False
     tick: Any = None  # the engine's own tick object (fleet roll-ups read it)
     history: Callable[[str, str], Sequence[float] | None] = field(default=lambda key, metric: None)
+
+    @property
+    def diagnoses(self) -> tuple[Any, ...]:
+        """The tick's findings, built when read (the monitor pane, once per draw): at 4,096 GPUs
+        they were built twice on every tick, on the event loop, for panes that never read them."""
+        return tuple(getattr(self.tick, "diagnoses", ()) or ())
 
     def util_history(self, key: str) -> Sequence[float] | None:
         return self.history(key, "gpu_util_pct")
@@ -168,9 +173,8 @@ class MonitorLink:
             self._notify_alert(alert)
         return MonitorView(
             snapshot=snapshot,
-            diagnoses=tuple(getattr(tick, "diagnoses", ()) or ()),
             cost=_cost_lines(getattr(tick, "cost", None)),
-            analysis_available=hasattr(tick, "diagnoses"),
+            analysis_available=hasattr(type(tick), "diagnoses"),  # (not built to find out)
             tick=tick,
             history=history,
         )

