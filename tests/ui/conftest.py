@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual.worker import WorkerCancelled
 
 from fleet_tui.ui.launch import AppConfig
 
@@ -43,7 +44,10 @@ async def settle(app, pilot) -> None:
     for _ in range(5):
         workers = [w for w in app.workers if w.group != "monitor"]
         if workers:  # wait_for_complete([]) waits for every worker, the endless monitor loop too
-            await app.workers.wait_for_complete(workers)
+            try:
+                await app.workers.wait_for_complete(workers)
+            except WorkerCancelled:  # superseded by a newer exclusive worker: the next round waits for it
+                pass
         await pilot.pause()
         if all(w.is_finished for w in app.workers if w.group != "monitor"):
             return
