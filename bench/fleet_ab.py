@@ -5,7 +5,8 @@
 Runs, in alternation, one fresh process per tree (the other checkout's ``fleet_tui`` and its
 ``bench/bench_fleet.py``, then this one's): a canned Prometheus answer for 512 nodes x 8 GPUs, each
 node scraped every 15 s, refreshes every 2 s; prints the median CPU ms of the source's read, the
-engine's processing and the fleet view, and the garbage collector's share. On a loaded machine the
+engine's processing (and, within it, the alert rules') and the fleet view, and the garbage
+collector's share. On a loaded machine the
 alternation is what makes the two comparable.
 """
 
@@ -27,6 +28,15 @@ from fleet_tui.core.fleet import FleetViews
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
+from fleet_tui.core.monitor.alerts import AlertEvaluator
+evaluate, in_alerts = AlertEvaluator.evaluate, [0.0]
+def timed_evaluate(self, *args, **kw):
+    t = time.process_time()
+    try:
+        return evaluate(self, *args, **kw)
+    finally:
+        in_alerts[0] += time.process_time() - t
+AlertEvaluator.evaluate = timed_evaluate
 spent, began = [0.0], [0.0]
 gc.callbacks.append(lambda phase, info: began.__setitem__(0, time.process_time())
                     if phase == "start" else spent.__setitem__(0, spent[0] + time.process_time() - began[0]))
@@ -41,15 +51,15 @@ if __name__ == "__main__":
     views, rows = FleetViews({"*": 98.32}), []
     for i in range(refreshes + 4):
         clock.tick()
-        g, a = spent[0], time.process_time()
+        g, a, in_alerts[0] = spent[0], time.process_time(), 0.0
         snap = src.sample_blocking(); t1 = time.process_time()
         tick = engine.process(snap); t2 = time.process_time()
         views(tick); t3 = time.process_time()
         if i >= 4:
-            rows.append(((t1 - a) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - a) * 1e3, (spent[0] - g) * 1e3))
+            rows.append(((t1 - a) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - a) * 1e3, (spent[0] - g) * 1e3, in_alerts[0] * 1e3))
         time.sleep(0.5)
     cols = [statistics.median(c) for c in zip(*rows)]
-    print(f"{root}: read {cols[0]:.1f}  engine {cols[1]:.1f}  view {cols[2]:.1f}  total {cols[3]:.1f} "
+    print(f"{root}: read {cols[0]:.1f}  engine {cols[1]:.1f} (alerts {cols[5]:.1f})  view {cols[2]:.1f}  total {cols[3]:.1f} "
           f"ms CPU median (gc {cols[4]:.1f}), load avg {os.getloadavg()[0]:.1f}", flush=True)
     server.terminate(); server.join()
 '''

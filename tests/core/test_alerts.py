@@ -102,6 +102,24 @@ def test_diagnosis_and_machine_rules():
     assert out[0].device_key == "machine" and out[1].at == 2
 
 
+def test_a_repeated_reading_is_skipped_only_while_nothing_holds_on_it():
+    """A fleet repeats each device's last scrape (same sample time) between scrapes: a quiet one
+    is not looked at again, but a held timer still runs to its duration, and a new reading counts."""
+    hot = AlertRule(name="hot", severity="warning", duration_s=6, cooldown_s=100,
+                    metric="gpu_util_pct", op=">", threshold=90)
+    idle = AlertRule(name="idle", severity="info", duration_s=6, cooldown_s=100, diagnosis="idle")
+    ev = AlertEvaluator([hot, idle])
+    fired, analysed = [], {}
+    # a scrape every 5 s, a refresh every second: 0-9 s cool and busy, 10-24 s hot, then idle
+    for t in range(40):
+        scrape = 1000.0 + t - t % 5
+        util = 50.0 if scrape < 1010 else 95.0 if scrape < 1025 else 0.0
+        d = _dev(util, scrape, sm_active_pct=util)
+        an = analysed.setdefault(scrape, analyze_device_window([d]))  # kept, as the fleet does
+        fired += [(t, a.rule) for a in ev.evaluate(1000.0 + t, [d], {d.key: an})]
+    assert fired == [(16, "hot"), (31, "idle")]
+
+
 def test_holding_lists_conditions_held_past_their_duration_until_they_clear():
     rule = AlertRule(name="hot", severity="warning", duration_s=10, cooldown_s=30,
                      metric="gpu_util_pct", op=">", threshold=90)

@@ -16,6 +16,7 @@ the caller knows which devices each job holds (``evaluate(..., jobs=...)``; the 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -262,6 +263,18 @@ class _State:
     last_fired: float | None = None
 
 
+def _due_at(held: Sequence[tuple[AlertRule, _State]]) -> float:
+    """The earliest time one of these held rules could fire if they go on holding, 10 ms early
+    (before it, ``_check`` would return None for each; from it on, they are checked exactly)."""
+    due = math.inf
+    for rule, st in held:
+        at = (st.since or 0.0) + rule.duration_s
+        if st.last_fired is not None:
+            at = max(at, st.last_fired + rule.cooldown_s)
+        due = min(due, at - 0.01)
+    return due
+
+
 def _hit_order(hit: tuple[int, int, Alert]) -> tuple[int, int]:
     return hit[0], hit[1]
 
@@ -293,6 +306,11 @@ class AlertEvaluator:
         self._index: _RuleIndex | None = None
         # device key -> names of diagnosis rules whose timer runs (condition held last time)
         self._running: dict[str, set[str]] = {}
+        # device key -> (sample time, state, analysis, due) of its last reading: the same reading
+        # and analysis again hold the same rules, so until ``due`` (the earliest time one of their
+        # timers could fire, a little early) the device is not looked at (a fleet's unchanged
+        # devices, most of them on most refreshes)
+        self._quiet: dict[str, tuple[float, str, DeviceAnalysis | None, float]] = {}
 
     def holding(self, now: float) -> list[tuple[AlertRule, str, float]]:
         """Alerts whose condition holds now and has held for the rule's duration (fired or in
@@ -342,6 +360,7 @@ class AlertEvaluator:
             idx = self._index = _RuleIndex(rules)
             diag_names = {r.name for _, r in idx.diagnosis}
             self._running = {}
+            self._quiet = {}
             for (name, key), st in self._state.items():
                 if st.since is not None and name in diag_names:
                     self._running.setdefault(key, set()).add(name)
@@ -372,7 +391,14 @@ class AlertEvaluator:
                 hits.append((pos, -1, a))
         by_kind = idx.by_kind
         running_by_key = self._running
+        quiet_by_key = self._quiet
         for j, (d, key) in enumerate(zip(devices, keys or [d.key for d in devices])):
+            an = analyses.get(key)
+            quiet = quiet_by_key.get(key)
+            if (quiet is not None and now < quiet[3] and quiet[2] is an
+                    and quiet[0] == d.timestamp and quiet[1] == d.state):
+                continue  # the same reading and analysis as last time, and no timer due
+            held: list[tuple[AlertRule, _State]] = []
             for pos, rule in idx.metric:
                 v = metric_value(d, rule.metric)  # type: ignore[arg-type]
                 if v is None or not OPS[rule.op](v, rule.threshold):
@@ -381,15 +407,13 @@ class AlertEvaluator:
                         st.since = None
                     continue
                 a = self._check(rule, key, d.index, now, True, v, d.name)
+                held.append((rule, state[(rule.name, key)]))
                 if a:
                     hits.append((pos, j, a))
-            if not by_kind:
-                continue
             # Diagnosis rules: only those whose diagnosis this device has are looked at; the
             # others can only need their running timer reset.
             held_names: list[str] = []
-            an = analyses.get(key)
-            if an is not None:
+            if an is not None and by_kind:
                 seen: list[str] = []
                 for diag in an.diagnoses:
                     kind = diag.kind
@@ -403,6 +427,7 @@ class AlertEvaluator:
                         held_names.append(rule.name)
                         # value: the diagnosis, whose explanation is built only if the rule fires
                         a = self._check(rule, key, d.index, now, True, diag, d.name)
+                        held.append((rule, state[(rule.name, key)]))
                         if a:
                             hits.append((pos, j, a))
             running = running_by_key.get(key)
@@ -416,6 +441,10 @@ class AlertEvaluator:
                 if running is None:
                     running = running_by_key[key] = set()
                 running.update(held_names)
+            if d.timestamp:
+                quiet_by_key[key] = (d.timestamp, d.state, an, _due_at(held))
+            else:
+                quiet_by_key.pop(key, None)
         if len(hits) > 1:
             hits.sort(key=_hit_order)
         return [h[2] for h in hits] + job_alerts
