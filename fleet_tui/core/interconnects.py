@@ -83,13 +83,14 @@ class Fabric:
     intra_known: bool = True
     inter_known: bool = True
 
-    def describe(self) -> str:
+    def describe(self, devices: int | None = None) -> str:
+        """The links in words; ``devices`` that all fit inside one node cross no network."""
         inter = (f"{self.inter_link} {self.inter_gbps:g} Gbit/s" if self.inter_known else
                  f"unknown network (assumed {self.inter_gbps:g} Gbit/s)")
         intra = (f"{self.intra_link} {self.intra_gbs:g} GB/s" if self.intra_known else
                  f"unknown link (assumed PCIe, {self.intra_gbs:g} GB/s)")
-        if not self.inter_link:  # one instance: no traffic between nodes
-            return f"{intra} inside one node"
+        if not self.inter_link or (devices is not None and devices <= self.node_devices):
+            return f"{intra} inside one node"  # one instance (or slice): no traffic between nodes
         return f"{intra} inside a node (up to {self.node_devices} devices); {inter} between nodes"
 
 

@@ -137,7 +137,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     # the layout's share of the step plus every collective on the link it crosses
     par = collectives.training_step(w, pc, d.layout, d.fabric, step_1)
     if gpus > 1:
-        notes.append(f"{gpus} devices as {d.layout.label()}; {d.fabric.describe()}")
+        notes.append(f"{gpus} devices as {d.layout.label()}; {d.fabric.describe(gpus)}")
         notes.extend(par.notes)
     step = par.seconds  # wall time of one step of the global batch on all devices
     tok_s = tokens / step
@@ -212,7 +212,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
                     else collectives.decode_sync_s(w, lay, d.fabric, per_gpu_b))
             tpot += sync
             notes.append(f"{lay.label()}: {sync * 1e3:.2f} ms per token in collectives "
-                         f"({d.fabric.describe()})")
+                         f"({d.fabric.describe(gpus)})")
         decode_tok_s = per_gpu_b / tpot * replicas
         bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
     if w.is_generation or w.seq_len is None:
