@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fleet_tui.cli import main
+from tests.cli_run import run
 
 CHAT = ["recommend", "--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-len", "256",
         "--batch", "8"]
@@ -17,13 +17,6 @@ def _no_user_config(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:  # argparse refuses a malformed flag value itself (also exit 2)
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_json_contract(capsys):

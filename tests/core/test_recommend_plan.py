@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from fleet_tui.cli import main
+from tests.cli_run import run
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.perf.capacity import Demand, demand, replica_capacity, replicas_for, serving_plan
@@ -155,13 +155,6 @@ def _no_user_config(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = exit_.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_cli_json_carries_the_plan(capsys):
