@@ -16,6 +16,7 @@ from fleet_tui.core.catalog import load_catalog
 VALIDATION = Path(__file__).parents[1] / "fixtures" / "validation"
 FILES = {
     "serving.toml": ("measurement", ("value",)),
+    "serving_amd.toml": ("measurement", ("value",)),
     "kv_capacity.toml": ("capacity", ("kv_tokens", "gpu_blocks", "kv_cache_gib")),
     "finetune_memory.toml": ("run", ("value",)),
 }
@@ -70,7 +71,7 @@ def test_split_is_the_documented_seeded_shuffle_and_about_two_to_one(name):
 
 def test_serving_rows_name_a_known_engine_and_a_catalog_accelerator():
     catalog = load_catalog(include_user=False)
-    for r in _rows("serving.toml"):
+    for r in _rows("serving.toml") + _rows("serving_amd.toml"):
         assert r["engine"] in ("trtllm", "vllm", "sglang"), r["id"]
         assert catalog.resolve_accelerator(r["gpu"]) is not None, r["id"]
         if r.get("tp"):
