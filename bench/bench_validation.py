@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_validation.py          # summary
     .venv/bin/python bench/bench_validation.py --rows   # every row
 
-Rows come from tests/fixtures/validation/*.toml; the harness that maps them to workloads is
+Rows come from tests/fixtures/validation/*.toml (serving: serving.toml + serving_amd.toml); the harness that maps them to workloads is
 bench/validation_rows.py (shared with tests/core/test_validation.py). Constants were fitted on the
 tune rows only; the holdout figures are the honest ones.
 """
@@ -34,6 +34,18 @@ def main(argv: list[str]) -> int:
             med_s = f"{med:8.1%}" if med is not None else "     n/a"
             mx_s = f"{mx:8.1%}" if mx is not None else "     n/a"
             print(f"{file + '/' + kind:24s} {split:8s} {n:5d} {med_s} {mx_s} {na:4d}")
+    # the serving rows of engine releases the profiles no longer describe (validation_rows.SUPERSEDED_RELEASES):
+    # in the figures above, and apart here
+    old = {r["id"] for r in vr.serving_rows() if vr.superseded(r)}
+    amd = {r["id"] for r in vr.rows("serving_amd.toml", "measurement")}
+    for label, keep in (("superseded releases", lambda r: r.id in old),
+                        ("current releases", lambda r: r.id not in old),
+                        ("serving.toml only", lambda r: r.id not in amd),
+                        ("serving_amd.toml only", lambda r: r.id in amd)):
+        for split in ("tune", "holdout"):
+            n, med, mx, na = vr.summary([r for r in results if r.file == "serving" and keep(r)], split, "throughput")
+            if n:
+                print(f"  throughput, {label:22s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
     na = [r for r in results if r.predicted is None]
     for r in na:
         print(f"inexpressible ({r.split}): {r.id}: {r.reason}")

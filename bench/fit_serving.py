@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import validation_rows as vr  # noqa: E402
 from fleet_tui.core.perf import engines  # noqa: E402
 
-TUNE = [r for r in vr.rows("serving.toml", "measurement")
-        if r["split"] == "tune" and r["metric"] not in vr.LATENCY_METRICS]
+TUNE = [r for r in vr.serving_rows()
+        if r["split"] == "tune" and r["metric"] not in vr.LATENCY_METRICS and not vr.superseded(r)]
 ARCHS = ("Hopper", "Blackwell", "Ampere", "Ada", "CDNA")
 BASE_GEMM = {k: dict(v) for k, v in engines._GEMM_DEFAULT.items()}  # noqa: SLF001 (the fit owns it)
 

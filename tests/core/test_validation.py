@@ -11,8 +11,9 @@ Targets of the issue and where they stand (NOTES-serving.md has the table):
 * KV capacity (engine start-up logs), holdout median <= 15 %: NOT met since the hybrid-attention
   row became expressible (20.3 % over 3 rows; 10.3 % over the 2 expressible before); strict xfail
   plus a guard.
-* serving throughput, holdout median <= 15 %: NOT met (15.1 %); ``xfail(strict=True)`` so that
-  reaching it turns this file red until the marker goes, and a guard keeps it from getting worse.
+* serving throughput, holdout median <= 15 %: met (11.7 % over serving.toml + serving_amd.toml;
+  13.3 % over serving.toml alone, which stood at 15.1 % before AMD's own ROCm tables showed the
+  CDNA constants had been fitted to superseded ROCm builds, see ``vr.SUPERSEDED_RELEASES``).
 * the H200 memory check (tests/core/test_sizing_accuracy.py, <= 5 % median) is unchanged there.
 * at most 2 inexpressible rows: 4 on this set's holdout side (2 LMSYS prefill/decode-disaggregated
   rows, 2 encoder-decoder PEFT rows), listed below so that a new one fails the test.
@@ -75,17 +76,39 @@ def test_kv_capacity_holdout_does_not_get_worse(results):
     assert median <= 0.21, f"holdout median {median:.1%} (20.3 % with the hybrid row, 10.3 % without it)"
 
 
-@pytest.mark.xfail(strict=True, reason="serving throughput holdout median is 15.1 %, the target is 15 % "
-                   "(early DeepSeek engines, GPT-OSS on Hopper, MLPerf and Triton online rows; NOTES-serving.md)")
 def test_serving_throughput_holdout_median_within_15_percent(results):
-    _, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
-    assert median <= 0.15
+    n, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
+    assert n >= 110
+    assert median <= 0.15, f"holdout median {median:.1%}"
 
 
 def test_serving_throughput_holdout_does_not_get_worse(results):
-    n, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
+    """serving.toml alone (the file the first fit saw) stays below where it stood (15.1 %)."""
+    ids = {r["id"] for r in vr.rows("serving.toml", "measurement")}
+    n, median, _, _ = vr.summary([r for r in results if r.file == "serving" and r.id in ids], "holdout",
+                                 "throughput")
     assert n >= 100
-    assert median <= 0.18, f"holdout median {median:.1%} (15.1 % when this guard was set; 20.9 % before)"
+    assert median <= 0.15, f"holdout median {median:.1%} (13.3 % when this guard was set; 15.1 % before)"
+
+
+def test_mi300x_is_estimated_from_amds_current_releases_not_superseded_builds(results):
+    """AMD's own rocm/vllm containers (Sep-Nov 2025) and its MLPerf v4.1 submission, none fitted on
+    the holdout side: each within 15 %. (With the CDNA constants fitted to the 2024 - early 2025
+    community builds the same rows were 2.5-5x too slow.)"""
+    amd = [r for r in results if r.file == "serving" and r.kind == "throughput" and r.split == "holdout"
+           and (r.id.startswith("amd-rocm-") or r.id.startswith("mlperf41-amd-"))]
+    assert len(amd) >= 8
+    assert all(abs(r.error) <= 0.15 for r in amd), [(r.id, f"{r.error:+.0%}") for r in amd if abs(r.error) > 0.15]
+
+
+def test_superseded_releases_are_named_and_left_out_of_the_fit():
+    spec = importlib.util.spec_from_file_location("fit_serving", BENCH / "fit_serving.py")
+    fit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fit)
+    assert fit.TUNE and not any(vr.superseded(r) for r in fit.TUNE)
+    versions = {r["engine_version"] for r in vr.serving_rows() if vr.superseded(r)}
+    assert versions == set(vr.SUPERSEDED_RELEASES)  # every named release is in the set
+    assert {r["gpu"] for r in vr.serving_rows() if vr.superseded(r)} == {"MI300X"}
 
 
 def test_tune_rows_fit_better_than_holdout_rows_but_not_per_row(results):
