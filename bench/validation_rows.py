@@ -264,16 +264,24 @@ def summary(results: list[Result], split: str, kind: str) -> tuple[int, float | 
 
 
 #: Engine releases the serving profiles no longer describe, with the reason. The profiles describe
-#: the engines' current releases; these ROCm builds of 2024 - early 2025 (community builds, not AMD's
-#: own containers) ran the same models 3-8x below what AMD's rocm/vllm containers of Sep-Nov 2025
-#: (serving_amd.toml) and AMD's MLPerf v4.1 submission measure on the same MI300X, so fitting the
-#: CDNA constants to them made every current MI300X estimate that much too slow. Their rows stay in
-#: the set and are predicted with the current profiles (bench_validation.py prints them apart); the
-#: fit leaves them out.
+#: the engines' current releases; each release here ran the same model on the same GPU 2-8x below a
+#: later release in the set, so fitting constants to it would make every current estimate that much
+#: too slow. Their rows stay in the set and in every figure, predicted with the current profiles
+#: (bench_validation.py also prints them apart); the fit leaves them out.
+#: * ROCm builds of 2024 - early 2025 (community builds, not AMD's own containers): AMD's rocm/vllm
+#:   containers of Sep-Nov 2025 (serving_amd.toml) and its MLPerf v4.1 submission ran Llama 70B/405B
+#:   2.5-5x faster on the same MI300X.
+#: * The first DeepSeek-R1 (MLA, block-fp8 MoE) releases on H200 (dstack, 2025-03): TensorRT-LLM 1.x
+#:   runs DeepSeek-R1-0528 on 8xH200 at 2-7x their throughput (serving.toml, trtllm1x rows), within
+#:   the model's usual error.
 SUPERSEDED_RELEASES = {
     "0.6.3.dev116+g151ef4ef (ROCm 6.1)": "vLLM 0.6.3 on ROCm 6.1 (dstack, 2024-10)",
     "0.7.3.dev138+g21f6ca217": "vLLM 0.7.3 on ROCm (dstack, 2025-03)",
     "0.4.2.post4": "SGLang 0.4.2 on ROCm (dstack, 2025-03)",
+    "0.7.4.dev181+gf35f8e22": "vLLM 0.7.4, first FlashMLA release, DeepSeek-R1 on H200 (dstack, 2025-03)",
+    "0.4.3.post2": "SGLang 0.4.3, DeepSeek-R1 on H200 (dstack, 2025-03)",
+    "0.17.post1.dev (deepseek branch engine, bf16 checkpoint conversion)":
+        "TensorRT-LLM 0.17 deepseek branch, bf16 conversion of DeepSeek-R1 on H200 (dstack, 2025-03)",
 }
 
 
