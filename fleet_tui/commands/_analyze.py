@@ -40,6 +40,14 @@ def run_analyze(args: argparse.Namespace) -> int:
     def first_pass():
         if overlapping:
             return results(reader)
+        if args.window is None:
+            try:  # phases over runs of samples as columns (numpy: bench_analysis --lines)
+                from fleet_tui.core.monitor.analysis.blocks import analyze_items
+                from fleet_tui.core.monitor.analysis.runs import read_items
+            except ImportError:
+                pass
+            else:
+                return analyze_items(read_items(reader), reader.snapshot_of)
         return analyze_readings(reader, window_s=args.window, snapshot_of=reader.snapshot_of)
 
     # a file small enough to sort is printed at the end (it may have to be read again, sorted);

@@ -129,6 +129,28 @@ class Span:
         if phase and self.counts.phases.get(phase) == 1:
             self.labels.append(phase)
 
+    def add_plain(self, m: int, sums: list[float], host_cpu: float, wait: int,
+                  reasons: dict[int, int], labels: list[str | None], last: Reading) -> None:
+        """``add`` of ``m`` samples past the edge, each with every ``MEAN_FIELDS`` reading, its
+        clock-event reasons and host CPU % and nothing else (``analysis.blocks``' runs), from
+        their totals: ``sums`` and ``host_cpu`` summed in sample order from this span's,
+        ``wait`` of them under ``SPARSE_DUTY_MAX_PCT`` duty, their reasons tallied and labels."""
+        self.newest = last.ts
+        self.host_n += m
+        self.host_cpu = host_cpu
+        self.host_cpu_n += m
+        self.host_busy += 0.0
+        self.host_cores = 0
+        self.sums = sums
+        self.full += m
+        known = set(self.counts.phases)
+        self.counts.add_plain(m, wait, reasons, labels)
+        for p in self.counts.phases:
+            if p not in known:
+                self.labels.append(p)
+        self.n += m
+        self.last = last
+
     def __len__(self) -> int:
         return self.n + len(self.head)
 
@@ -150,7 +172,7 @@ class Span:
                         self.counts.phase_of(self.labels))
 
 
-class _Device:
+class DeviceState:
     __slots__ = ("key", "span", "pending", "growth", "detector", "window_end")
 
     def __init__(self, key: str, ts: float, window_s: float | None):
@@ -189,22 +211,22 @@ def analyze_readings(readings: Iterable[tuple[str, Reading]], *, window_s: float
     ``DeviceSnapshot`` of a reading (the newest of each phase or window)."""
     if window_s is not None and window_s <= 0:
         raise ValueError("window_s must be positive")
-    devices: dict[str, _Device] = {}
+    devices: dict[str, DeviceState] = {}
     get = devices.get
     for key, r in readings:
         dev = get(key)
         if dev is None:
-            dev = devices[key] = _Device(key, r.ts, window_s)
+            dev = devices[key] = DeviceState(key, r.ts, window_s)
         # a function, not a generator: one sample ends at most one phase or window (a generator
         # per sample cost ~1 us of bench_analysis's 10^6-line figure)
-        done = _push(dev, r, window_s, growth_lookback_s, snapshot_of)
+        done = push_reading(dev, r, window_s, growth_lookback_s, snapshot_of)
         if done is not None:
             yield done
     for dev in devices.values():
-        yield from _flush(dev, growth_lookback_s, snapshot_of)
+        yield from flush(dev, growth_lookback_s, snapshot_of)
 
 
-def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
+def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback: float,
           snapshot_of: SnapshotOf) -> DeviceAnalysis | None:
     ts = r.ts
     done = None
@@ -218,14 +240,14 @@ def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
                 k = int((ts - dev.window_end) // window_s) + 1
                 dev.span.start += k * window_s
                 dev.window_end += k * window_s
-        _settle(dev, r, lookback)
+        settle(dev, r, lookback)
         return done
     change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra)
     pending = dev.pending
     if change is not None:
         # samples before the change point close the old phase; the rest start the new one
         while pending and pending[0].ts < change:
-            _settle(dev, pending.popleft(), lookback)
+            settle(dev, pending.popleft(), lookback)
         # a change placed before samples already summed (older than LAG_S) moves to the first
         # sample not yet summed: phases stay back to back
         boundary = change if not pending else min(change, pending[0].ts)
@@ -237,11 +259,11 @@ def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
     pending.append(r)
     cutoff = ts - LAG_S
     while pending[0].ts < cutoff:
-        _settle(dev, pending.popleft(), lookback)
+        settle(dev, pending.popleft(), lookback)
     return done
 
 
-def _settle(dev: _Device, r: Reading, lookback: float) -> None:
+def settle(dev: DeviceState, r: Reading, lookback: float) -> None:
     used = r.row[12]  # mem_used_bytes
     if used is not None:
         g = dev.growth
@@ -252,9 +274,9 @@ def _settle(dev: _Device, r: Reading, lookback: float) -> None:
     dev.span.add(r)
 
 
-def _flush(dev: _Device, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
+def flush(dev: DeviceState, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
     while dev.pending:
-        _settle(dev, dev.pending.popleft(), lookback)
+        settle(dev, dev.pending.popleft(), lookback)
     if len(dev.span):
         end = dev.window_end if dev.window_end is not None else dev.span.newest
         yield dev.span.analysis(dev.key, end, dev.growth, snapshot_of)
