@@ -160,16 +160,9 @@ def _run_of(reader: RawReadings, lines: list[bytes]) -> Run | None:
     if set(map(type, map(_used, vals))) != {int} or \
             set(map(type, map(_reasons, vals))) != {int}:
         return None
-    if any(b"true" in x or b"false" in x for x in lines) and \
-            not set(map(type, chain.from_iterable(vals))) <= _NUMBER_TYPES:
-        return None  # (a bool would read as 0 or 1)
-    try:
-        a = np.array(vals)
-    except (ValueError, OverflowError):
-        return None
-    if a.dtype.kind not in "if" or a.ndim != 2:  # None, strings, lists: one by one
-        return None
-    a = a.astype(np.float64, copy=False)
+    if not set(map(type, chain.from_iterable(vals))) <= _NUMBER_TYPES:
+        return None  # None, strings, bools, lists: one by one
+    a = np.array(vals, dtype=np.float64)
     if not np.abs(a).max() < _EXACT:
         return None
     ts = a[:, _T] + reader.base_time

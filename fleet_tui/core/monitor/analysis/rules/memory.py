@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress, count, repeat
 from math import isfinite
@@ -76,6 +77,13 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
+    # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
+    # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
+    # before them). Any rise the checks below would keep as recent is one of those.
+    i = bisect_left(points, points[-1][0] - GROWTH_MAX_FLAT_S - 1.0, key=_time)
+    tail = list(map(_mem, points[i - 1 if i else 0:]))
+    if isfinite(sum(tail)) and not any(map(lt, repeat(_NOISE), map(sub, tail[1:], tail))):
+        return None
     mems = list(map(_mem, points))
     if not isfinite(sum(mems)):  # NaN/inf readings are missing values
         points = [p for p in points if p[1] - p[1] == 0.0]
