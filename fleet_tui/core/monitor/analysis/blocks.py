@@ -29,6 +29,8 @@ from fleet_tui.core.monitor.analysis.stream import (EDGE_S, LAG_S, DeviceState, 
                                                     SnapshotOf, Span, flush, push_reading)
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S, SPARSE_DUTY_MAX_PCT
 
+_accumulate = np.add.accumulate
+
 
 def analyze_items(items: Iterable[tuple[str, Reading] | Run], snapshot_of: SnapshotOf, *,
                   growth_lookback_s: float = GROWTH_LOOKBACK_S) -> Iterator[DeviceAnalysis]:
@@ -116,7 +118,7 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
         c = step(ts[j], x, a)
         if c is not None:
             changes.append((j, c))
-    det.skip_to(ts[-1], float(run.rows[-1, 12]))
+    det.skip_to(ts[-1], float(run.cols[-1, 12]))
     out = []
     s = 0  # samples before s are settled; s..j-1 pending
     for j, c in changes:
@@ -145,7 +147,7 @@ def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
     if a >= b:
         return
     g = dev.growth
-    g.extend(zip(ts[a:b], run.rows[a:b, 12].tolist()))
+    g.extend(zip(ts[a:b], run.cols[a:b, 12].tolist()))
     cutoff = ts[b - 1] - lookback
     while g[0][0] < cutoff:
         g.popleft()
@@ -156,12 +158,14 @@ def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
         for j in range(a, h):
             span.add(run.reading(j))
     if h < b:
-        rows = run.rows[h:b]
-        sums = np.cumsum(np.vstack((span.sums, rows)), axis=0)[-1].tolist()
-        cpu = np.cumsum(np.concatenate(((span.host_cpu,), run.cpu[h:b])))[-1]
-        wait = int(np.count_nonzero(rows[:, 0] < SPARSE_DUTY_MAX_PCT))
-        span.add_plain(b - h, sums, float(cpu), wait, Counter(run.reasons[h:b]),
-                       run.labels[h:b], run.reading(b - 1))
+        cols = run.cols[h:b]
+        # (a running sum: each column added in sample order from the span's, as Span.add does)
+        sums = _accumulate(np.concatenate(((span.sums + [span.host_cpu],), cols)), axis=0)
+        sums = sums[-1].tolist()
+        cpu = sums.pop()
+        wait = int(np.count_nonzero(cols[:, 0] < SPARSE_DUTY_MAX_PCT))
+        span.add_plain(b - h, sums, cpu, wait, Counter(run.reasons[h:b]), run.labels[h:b],
+                       run.reading(b - 1))
 
 
 def features(det: PhaseDetector, run: Run, start: int
@@ -175,7 +179,7 @@ def features(det: PhaseDetector, run: Run, start: int
     link = det.link_for(extra)
     last_t, prev_used = det.last_sample()
     ts = run.ts[start:]
-    rows = run.rows[start:]
+    rows = run.cols[start:]
     prev_ts = np.concatenate(((np.nan if last_t is None else last_t,), ts[:-1]))
     used = rows[:, 12]
     prev_mem = np.concatenate(((np.nan if prev_used is None else prev_used,), used[:-1]))

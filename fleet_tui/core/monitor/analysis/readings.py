@@ -105,6 +105,8 @@ class RawReadings:
         if isinstance(r.src, DeviceSnapshot):
             return r.src
         data, static = r.src
+        if type(data) is bytes:  # a line of a run (``runs``): parsed when needed
+            data = orjson.loads(data)
         return raw_sample_to_snapshot(data, static, source=self.source,
                                       base_time=self.base_time).devices[0]
 
