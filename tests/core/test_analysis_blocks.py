@@ -106,7 +106,7 @@ def test_runs_read_what_the_reader_reads(tmp_path):
 
 
 def test_sample_type_holds_every_reading():
-    assert set(runs._NUMBERS) == set(row_keys())
+    assert set(runs.SAMPLE_READINGS) == set(row_keys())
 
 
 def test_features_are_features_of(tmp_path):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import numpy as np
 
@@ -155,8 +156,8 @@ def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
     h = a
     if span.edge_s:
         h = bisect_left(ts, span.start + span.edge_s, a, b)
-        for j in range(a, h):
-            span.add(run.reading(j))
+        if h > a:
+            span.add_head(ts[h - 1], h - a, partial(run.readings, a, h))
     if h < b:
         cols = run.cols[h:b]
         # (a running sum: each column added in sample order from the span's, as Span.add does)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
-from fleet_tui.core.monitor.analysis.readings import RawReadings, row_keys
+from fleet_tui.core.monitor.analysis.readings import RawReadings
 from fleet_tui.core.monitor.analysis.stream import Reading
 from fleet_tui.core.monitor.analysis.window import HostLoad
 
@@ -76,12 +76,11 @@ class _Sample(msgspec.Struct, gc=False):
 
 
 _decode = msgspec.json.Decoder(_Sample).decode
-# every reading of a sample, checked with the others
-_NUMBERS = tuple(k for k in _Sample.__struct_fields__[1:] if k not in (
+# every reading of a plain sample (``readings.row_keys``)
+SAMPLE_READINGS = tuple(k for k in _Sample.__struct_fields__[1:] if k not in (
     "phase", "procs", "host_cpu_per_core_pct"))
-assert set(_NUMBERS) == set(row_keys())
-_get = attrgetter(*_NUMBERS)
-_col = {k: i for i, k in enumerate(_NUMBERS)}
+_get = attrgetter(*SAMPLE_READINGS)
+_col = {k: i for i, k in enumerate(SAMPLE_READINGS)}
 # read_row's columns (scale as in ``RawReadings._fast``), then the host CPU %
 _COLS = (("gpu_util", 1.0), ("mem_util", 1.0), ("gpm_sm_util", 1.0),
          ("gpm_any_tensor_util", 1.0), ("gpm_dram_bw_util", 1.0), ("gpm_fp32_util", 1.0),
@@ -116,6 +115,10 @@ class Run:
         return Reading(float(self.ts[j]), tuple(row), self.reasons[j], None, (), self.labels[j],
                        HostLoad(cpu, 0.0, 0), limit, total, extra, (self.data[j], self.static),
                        False)
+
+    def readings(self, a: int, b: int) -> list[Reading]:
+        """The ``Reading``s of samples ``a`` to ``b``."""
+        return [self.reading(j) for j in range(a, b)]
 
     def tail(self, a: int) -> Run:
         """Samples ``a`` onwards."""

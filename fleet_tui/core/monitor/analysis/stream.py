@@ -72,12 +72,14 @@ class Span:
 
     __slots__ = ("start", "n", "full", "sums", "cnts", "counts", "last", "xids", "ecc_last",
                  "labels", "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy",
-                 "host_cores", "newest")
+                 "host_cores", "newest", "head_n")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
         self.edge_s = edge_s
-        self.head: list[Reading] = []  # the first edge_s seconds
+        # the first edge_s seconds: readings, or functions that make a run's (``add_head``)
+        self.head: list[Reading | Callable[[], Iterable[Reading]]] = []
+        self.head_n = 0
         self.host_n = self.host_cpu_n = self.host_cores = 0
         self.host_cpu = self.host_busy = 0.0
         self.newest: float | None = None  # timestamp of the newest sample added
@@ -95,6 +97,7 @@ class Span:
         self.newest = r.ts
         if self.edge_s and r.ts < self.start + self.edge_s:
             self.head.append(r)
+            self.head_n += 1
             return
         self._add(r)
 
@@ -151,14 +154,23 @@ class Span:
         self.n += m
         self.last = last
 
+    def add_head(self, newest: float, m: int, readings: Callable[[], Iterable[Reading]]) -> None:
+        """``add`` of ``m`` samples inside the edge, the newest at ``newest``: their readings
+        are made by ``readings()`` only if the span ends with no other sample (``analysis``;
+        a run's sample costs ~2 us to turn into a ``Reading``, ~5 of them a phase)."""
+        self.newest = newest
+        self.head.append(readings)
+        self.head_n += m
+
     def __len__(self) -> int:
-        return self.n + len(self.head)
+        return self.n + self.head_n
 
     def analysis(self, key: str, end: float, growth: deque,
                  snapshot_of: SnapshotOf = _own_snapshot) -> DeviceAnalysis:
         if not self.n:  # a phase no longer than its edge: its samples are all there is
-            for r in self.head:
-                self._add(r)
+            for h in self.head:
+                for r in (h,) if isinstance(h, tuple) else h():
+                    self._add(r)
         full = self.full
         means = [s / (c + full) if c + full else None for s, c in zip(self.sums, self.cnts)]
         host = None
