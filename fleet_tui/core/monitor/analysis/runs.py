@@ -4,7 +4,7 @@
 A run is consecutive sample lines of one device that ``readings.RawReadings._fast`` would read
 with no N/A among its readings: every reading a number (``int`` or ``float``, no ``bool``), the
 memory used and clock-event reasons integers, the timestamps rising, a string label or none,
-plain processes, no per-core CPU readings, every magnitude below 2**53 (so an integer's float is
+plain processes, no per-core CPU readings, every reading summed below 2**53 (so an integer's float is
 exact and the float sums ``stream.Span`` makes of them are the same). A block of lines (256 kB)
 that is not one run is split in halves until it is, down to ``MIN_RUN`` lines, which are read
 one by one by ``RawReadings.line``: the same readings and the same ``file:line`` errors.
@@ -79,15 +79,15 @@ _decode = msgspec.json.Decoder(_Sample).decode
 # every reading of a plain sample (``readings.row_keys``)
 SAMPLE_READINGS = tuple(k for k in _Sample.__struct_fields__[1:] if k not in (
     "phase", "procs", "host_cpu_per_core_pct"))
-_get = attrgetter(*SAMPLE_READINGS)
-_col = {k: i for i, k in enumerate(SAMPLE_READINGS)}
 # read_row's columns (scale as in ``RawReadings._fast``), then the host CPU %
 _COLS = (("gpu_util", 1.0), ("mem_util", 1.0), ("gpm_sm_util", 1.0),
          ("gpm_any_tensor_util", 1.0), ("gpm_dram_bw_util", 1.0), ("gpm_fp32_util", 1.0),
          ("gpm_fp16_util", 1.0), ("power_mw", 1e-3), ("sm_clock_mhz", 1.0), ("temp_c", 1.0),
          ("gpm_pcie_rx_mib_s", _MIB), ("gpm_pcie_tx_mib_s", _MIB), ("mem_used_bytes", 1.0),
          ("gpm_nvlink_rx_mib_s", _MIB), ("gpm_nvlink_tx_mib_s", _MIB), ("host_cpu_pct", 1.0))
-_T = _col["t"]
+# what is read into columns (the other readings are only checked, by the parse)
+_get = attrgetter("t", *(k for k, _ in _COLS))
+_T = 0
 _reasons = attrgetter("clock_event_reasons")
 _phase = attrgetter("phase")
 
@@ -199,7 +199,7 @@ def _run_of(reader: RawReadings, lines: list[bytes]) -> Run | None:
     if (last is not None and not ts[0] > last) or not np.all(ts[1:] > ts[:-1]):
         return None  # repeated or backward timestamps: counted or reported line by line
     cols = np.empty((len(samples), len(_COLS)))
-    for i, (k, s) in enumerate(_COLS):
-        cols[:, i] = a[:, _col[k]] if s == 1.0 else a[:, _col[k]] * s
+    for i, (_, s) in enumerate(_COLS):
+        cols[:, i] = a[:, i + 1] if s == 1.0 else a[:, i + 1] * s
     return Run(reader.key, ts, cols, list(map(_reasons, samples)), list(map(_phase, samples)),
                lines, reader.static, reader.consts)
