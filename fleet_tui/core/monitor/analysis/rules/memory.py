@@ -52,19 +52,19 @@ _mem = itemgetter(1)
 _NOISE = float(GROWTH_NOISE_BYTES)
 _MINUS_NOISE = -_NOISE
 # (the comparisons below map operator.lt/gt/le over repeat(x): calling a bound ``x.__lt__`` per
-# element goes through a slot wrapper, ~5x slower; _since_release's scan of ~300 points was ~50 us)
+# element goes through a slot wrapper, ~5x slower; _after_release's scan of ~300 points was ~50 us)
 
 
-def _since_release(points: GrowthPoints, mems: list[float],
-                   mem_total: float) -> tuple[GrowthPoints, list[float]]:
+def _after_release(steps: list[float], mem_total: float) -> int:
     """Only the stretch since memory was last released counts: a freed model followed by a leak
-    is a leak, whatever the lookback held before. ``mems``: the points' memory readings."""
-    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-    freed = list(map(lt, repeat(release), map(sub, mems, mems[1:])))  # a - b > release, in C
+    is a leak, whatever the lookback held before. ``steps``: b - a of each pair of readings; the
+    index of the first reading after the last release (a - b > the release size: -(b - a), a
+    float difference changes sign exactly), 0 if none."""
+    release = -(GROWTH_MIN_FRAC_OF_TOTAL * mem_total)
+    freed = list(map(gt, repeat(release), steps))  # in C
     if True not in freed:
-        return points, mems
-    i = len(freed) - freed[::-1].index(True)  # after the last release
-    return points[i:], mems[i:]
+        return 0
+    return len(freed) - freed[::-1].index(True)
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
@@ -88,11 +88,13 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if not isfinite(sum(mems)):  # NaN/inf readings are missing values
         points = [p for p in points if p[1] - p[1] == 0.0]
         mems = list(map(_mem, points))
-    points, mems = _since_release(points, mems, mem_total)
+    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
+    i = _after_release(steps, mem_total)
+    if i:
+        points, steps = points[i:], steps[i:]
     if len(points) < 3:
         return None
     end_t, end_mem = points[-1]
-    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
     times = list(map(_time, points))
     rise_t = list(compress(times[1:], map(lt, repeat(_NOISE), steps)))
     # the rise must still be going on: a staircase that stopped is not growth
