@@ -139,3 +139,20 @@ def test_accumulate_adds_in_order():
         want = [a + b for a, b in zip(want, row)]
     got = np.add.accumulate(np.concatenate(((start,), rows)), axis=0)[-1].tolist()
     assert got == want
+
+
+@pytest.mark.parametrize("name", ["demo", "gaps", "backwards", "repeated", "string"])
+def test_cli_without_numpy_prints_the_same(tmp_path, capsys, monkeypatch, small_blocks, name):
+    """``analyze`` falls back to the reading-by-reading stream where numpy or msgspec is
+    missing: the same bytes, exit code and message."""
+    import sys
+
+    from tests.cli_run import run
+
+    lines = {**_variants(), **_more_variants()}[name]
+    path = _write(tmp_path, lines)
+    with_blocks = run(capsys, "analyze", str(path), "--json")
+    monkeypatch.setitem(sys.modules, "fleet_tui.core.monitor.analysis.blocks", None)
+    without = run(capsys, "analyze", str(path), "--json")
+    assert with_blocks == without
+    assert with_blocks[0] in (0, 2)
