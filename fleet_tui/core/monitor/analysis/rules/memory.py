@@ -55,16 +55,18 @@ _MINUS_NOISE = -_NOISE
 # element goes through a slot wrapper, ~5x slower; _after_release's scan of ~300 points was ~50 us)
 
 
-def _after_release(steps: list[float], mem_total: float) -> int:
+def _after_release(mems: list[float], mem_total: float) -> int:
     """Only the stretch since memory was last released counts: a freed model followed by a leak
-    is a leak, whatever the lookback held before. ``steps``: b - a of each pair of readings; the
-    index of the first reading after the last release (a - b > the release size: -(b - a), a
-    float difference changes sign exactly), 0 if none."""
+    is a leak, whatever the lookback held before. The index of the first reading after the last
+    release (a fall a - b > the release size, i.e. b - a < -size: a float difference changes sign
+    exactly), 0 if none. Scanned from the newest reading back, stopping at the first release
+    found (bench_analysis --lines: a phase's ~300 points, a release a phase or two back)."""
     release = -(GROWTH_MIN_FRAC_OF_TOTAL * mem_total)
-    freed = list(map(gt, repeat(release), steps))  # in C
-    if True not in freed:
-        return 0
-    return len(freed) - freed[::-1].index(True)
+    back = reversed(mems)
+    next(back)
+    steps_back = map(sub, reversed(mems), back)  # b - a, newest pair first
+    r = next(compress(count(), map(gt, repeat(release), steps_back)), None)
+    return 0 if r is None else len(mems) - 1 - r
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
@@ -88,10 +90,10 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if not isfinite(sum(mems)):  # NaN/inf readings are missing values
         points = [p for p in points if p[1] - p[1] == 0.0]
         mems = list(map(_mem, points))
-    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
-    i = _after_release(steps, mem_total)
+    i = _after_release(mems, mem_total)
     if i:
-        points, steps = points[i:], steps[i:]
+        points, mems = points[i:], mems[i:]
+    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
     if len(points) < 3:
         return None
     end_t, end_mem = points[-1]
