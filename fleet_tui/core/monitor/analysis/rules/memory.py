@@ -63,7 +63,7 @@ def _after_release(mems: list[float], mem_total: float) -> int:
     found (bench_analysis --lines: a phase's ~300 points, a release a phase or two back)."""
     release = -(GROWTH_MIN_FRAC_OF_TOTAL * mem_total)
     back = reversed(mems)
-    next(back)
+    next(back, None)
     steps_back = map(sub, reversed(mems), back)  # b - a, newest pair first
     r = next(compress(count(), map(gt, repeat(release), steps_back)), None)
     return 0 if r is None else len(mems) - 1 - r
