@@ -156,3 +156,21 @@ def test_cli_without_numpy_prints_the_same(tmp_path, capsys, monkeypatch, small_
     without = run(capsys, "analyze", str(path), "--json")
     assert with_blocks == without
     assert with_blocks[0] in (0, 2)
+
+
+def test_release_scan_back_is_the_forward_scan():
+    """memory_growth finds the last release scanning back from the newest reading; the same
+    index as a forward scan of every pair (a - b > 1 % of the device)."""
+    from fleet_tui.core.monitor.analysis.rules.memory import _after_release
+
+    rng = random.Random(3)
+    total = 141e9
+    for _ in range(300):
+        n = rng.randint(0, 40)
+        mems = [rng.choice([1e9, 2e9, 3e9, 2.5e9, 2.2e9, 1e9 + 0.01 * total]) for _ in range(n)]
+        points = [(float(t), m) for t, m in enumerate(mems)]
+        forward = 0
+        for k in range(n - 1):
+            if mems[k] - mems[k + 1] > 0.01 * total:
+                forward = k + 1
+        assert _after_release(points, total) == forward

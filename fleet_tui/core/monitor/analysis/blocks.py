@@ -113,12 +113,9 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
                 out.append(done)
         return out, run.tail(n)
     xs, alphas = feats
-    step = det.step
-    changes = []
-    for j, x, a in zip(range(start, n), xs, alphas):
-        c = step(ts[j], x, a)
-        if c is not None:
-            changes.append((j, c))
+    # (index, change point) of the samples that start a phase (map calls step from C)
+    changes = [jc for jc in enumerate(map(det.step, ts[start:], xs, alphas), start)
+               if jc[1] is not None]
     det.skip_to(ts[-1], float(run.cols[-1, 12]))
     out = []
     s = 0  # samples before s are settled; s..j-1 pending

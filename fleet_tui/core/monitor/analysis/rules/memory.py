@@ -55,18 +55,18 @@ _MINUS_NOISE = -_NOISE
 # element goes through a slot wrapper, ~5x slower; _after_release's scan of ~300 points was ~50 us)
 
 
-def _after_release(mems: list[float], mem_total: float) -> int:
+def _after_release(points: GrowthPoints, mem_total: float) -> int:
     """Only the stretch since memory was last released counts: a freed model followed by a leak
     is a leak, whatever the lookback held before. The index of the first reading after the last
     release (a fall a - b > the release size, i.e. b - a < -size: a float difference changes sign
     exactly), 0 if none. Scanned from the newest reading back, stopping at the first release
     found (bench_analysis --lines: a phase's ~300 points, a release a phase or two back)."""
     release = -(GROWTH_MIN_FRAC_OF_TOTAL * mem_total)
-    back = reversed(mems)
+    back = map(_mem, reversed(points))
     next(back, None)
-    steps_back = map(sub, reversed(mems), back)  # b - a, newest pair first
+    steps_back = map(sub, map(_mem, reversed(points)), back)  # b - a, newest pair first
     r = next(compress(count(), map(gt, repeat(release), steps_back)), None)
-    return 0 if r is None else len(mems) - 1 - r
+    return 0 if r is None else len(points) - 1 - r
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
@@ -86,13 +86,12 @@ def memory_growth(st: WindowStats) -> Finding | None:
     tail = list(map(_mem, points[i - 1 if i else 0:]))
     if isfinite(sum(tail)) and not any(map(lt, repeat(_NOISE), map(sub, tail[1:], tail))):
         return None
-    mems = list(map(_mem, points))
-    if not isfinite(sum(mems)):  # NaN/inf readings are missing values
+    if not isfinite(sum(map(_mem, points))):  # NaN/inf readings are missing values
         points = [p for p in points if p[1] - p[1] == 0.0]
-        mems = list(map(_mem, points))
-    i = _after_release(mems, mem_total)
+    i = _after_release(points, mem_total)
     if i:
-        points, mems = points[i:], mems[i:]
+        points = points[i:]
+    mems = list(map(_mem, points))
     steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
     if len(points) < 3:
         return None
