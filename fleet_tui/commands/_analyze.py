@@ -137,7 +137,7 @@ def indented_json(obj, pad: str = "") -> str:
 
 def _write(o, pad: str, out: list[str]) -> None:
     t = type(o)
-    if t is dict and all(type(k) is str for k in o):
+    if t is dict and set(map(type, o)) <= _STR:  # (every key a str; no generator per key)
         if not o:
             out.append("{}")
             return
@@ -172,6 +172,9 @@ def _write(o, pad: str, out: list[str]) -> None:
         # NaN (json's error), subclasses, other keys: json's own text
         out.append(json.dumps(o, indent=2, allow_nan=False).replace("\n", "\n" + pad)
                    if leaf is None else leaf)
+
+
+_STR = frozenset({str})
 
 
 def _leaf(o) -> str | None:
