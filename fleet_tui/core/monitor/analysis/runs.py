@@ -4,10 +4,11 @@
 A run is consecutive sample lines of one device that ``readings.RawReadings._fast`` would read
 with no N/A among its readings: every reading a number (``int`` or ``float``, no ``bool``), the
 memory used and clock-event reasons integers, the timestamps rising, a string label or none,
-plain processes, no per-core CPU readings, every reading summed below 2**53 (so an integer's float is
-exact and the float sums ``stream.Span`` makes of them are the same). A block of lines (256 kB)
-that is not one run is split in halves until it is, down to ``MIN_RUN`` lines, which are read
-one by one by ``RawReadings.line``: the same readings and the same ``file:line`` errors.
+plain processes, no per-core CPU readings, every reading that is summed below 2**53 (so an
+integer's float is exact and the sums ``stream.Span`` makes of them are the same). A block of
+lines (256 kB) that is not one run is split in halves until it is, down to ``MIN_RUN`` lines,
+which are read one by one by ``RawReadings.line``: the same readings and the same ``file:line``
+errors. A line is parsed by msgspec into ``_Sample``, which checks the types as it parses.
 """
 
 from __future__ import annotations
@@ -122,15 +123,15 @@ class Run:
 
     def tail(self, a: int) -> Run:
         """Samples ``a`` onwards."""
-        return replace(self, ts=self.ts[a:], cols=self.cols[a:],
-                             reasons=self.reasons[a:], labels=self.labels[a:], data=self.data[a:])
+        return replace(self, ts=self.ts[a:], cols=self.cols[a:], reasons=self.reasons[a:],
+                       labels=self.labels[a:], data=self.data[a:])
 
     def then(self, other: Run) -> Run:
         """This run followed by ``other`` (same device and static line)."""
         return replace(self, ts=np.concatenate((self.ts, other.ts)),
-                             cols=np.concatenate((self.cols, other.cols)),
-                             reasons=self.reasons + other.reasons,
-                             labels=self.labels + other.labels, data=self.data + other.data)
+                       cols=np.concatenate((self.cols, other.cols)),
+                       reasons=self.reasons + other.reasons, labels=self.labels + other.labels,
+                       data=self.data + other.data)
 
 
 def plain_run(reading: Reading, key: str, static: dict[str, Any], consts: tuple) -> Run | None:
