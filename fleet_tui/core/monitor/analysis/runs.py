@@ -38,41 +38,42 @@ class _Proc(msgspec.Struct, gc=False):
     used_bytes: int | float | None = None
 
 
-class _Sample(msgspec.Struct, gc=False):
+class _Sample(msgspec.Struct, gc=False, kw_only=True):
     """A plain sample line: every reading ``readings.RawReadings._fast`` reads, a number (an
     integer for the memory used and the clock-event reasons); other keys are ignored, as there.
     msgspec checks the types as it parses (a bool, a string or null is an error, as is a missing
-    key), which is what makes a run cheaper than ``orjson`` plus a check of each value."""
+    key), which is what makes a run cheaper than ``orjson`` plus a check of each value. The fields
+    are in the order the capture writes its keys (msgspec tries the next field first: 1.3 -> 1.0 us a line)."""
 
     kind: Literal["sample"]
     t: float
+    phase: str | None = None
     gpu_util: float
     mem_util: float
+    mem_used_bytes: int
+    temp_c: float
+    power_mw: float
+    sm_clock_mhz: float
+    mem_clock_mhz: float
+    clock_event_reasons: int
+    pstate: float
+    pcie_tx_kb_s: float
+    pcie_rx_kb_s: float
+    procs: list[_Proc] | None = None
+    gpm_graphics_util: float
     gpm_sm_util: float
+    gpm_sm_occupancy: float
     gpm_any_tensor_util: float
+    gpm_hmma_tensor_util: float
     gpm_dram_bw_util: float
     gpm_fp32_util: float
     gpm_fp16_util: float
-    power_mw: float
-    sm_clock_mhz: float
-    temp_c: float
-    gpm_pcie_rx_mib_s: float
     gpm_pcie_tx_mib_s: float
-    mem_used_bytes: int
+    gpm_pcie_rx_mib_s: float
     gpm_nvlink_rx_mib_s: float
     gpm_nvlink_tx_mib_s: float
-    clock_event_reasons: int
     host_cpu_pct: float
-    pcie_rx_kb_s: float
-    pcie_tx_kb_s: float
-    mem_clock_mhz: float
-    pstate: float
-    gpm_graphics_util: float
-    gpm_hmma_tensor_util: float
-    gpm_sm_occupancy: float
     host_mem_pct: float
-    phase: str | None = None
-    procs: list[_Proc] | None = None
     host_cpu_per_core_pct: None = None
 
 
