@@ -174,3 +174,31 @@ def test_release_scan_back_is_the_forward_scan():
             if mems[k] - mems[k + 1] > 0.01 * total:
                 forward = k + 1
         assert _after_release(points, total) == forward
+
+
+def test_memory_growth_with_nan_anywhere_is_growth_without_them():
+    """memory_growth checks for NaN/inf only after the last release; a NaN or inf reading
+    anywhere still gives what the readings without it give."""
+    from fleet_tui.core.monitor.analysis.rules.memory import memory_growth
+    from fleet_tui.core.monitor.analysis.window import WindowStats
+
+    rng = random.Random(5)
+    total = 141e9
+    for _ in range(400):
+        n = rng.randint(3, 40)
+        mems = [1e9]
+        for _ in range(n - 1):
+            mems.append(max(0.0, mems[-1] + rng.choice([0.0, 0.0, 2e8, 5e8, -3e9, 3e9])))
+        points = [(float(t), m) for t, m in enumerate(mems)]
+        bad = list(points)
+        for _ in range(rng.randint(1, 3)):
+            k = rng.randrange(len(bad))
+            bad[k] = (bad[k][0], rng.choice([float("nan"), float("inf"), -float("inf")]))
+        clean = [p for p in bad if p[1] - p[1] == 0.0]
+        st_bad, st_clean = (WindowStats.__new__(WindowStats), WindowStats.__new__(WindowStats))
+        for st, pts in ((st_bad, bad), (st_clean, clean)):
+            st.mem_total, st.growth_points = total, pts
+        a, b = memory_growth(st_bad), memory_growth(st_clean)
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert (a.confidence, a.facts) == (b.confidence, b.facts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -193,14 +194,15 @@ def _run_of(reader: RawReadings, lines: list[bytes]) -> Run | None:
         samples = list(map(_decode, lines))
     except msgspec.DecodeError:  # (ValidationError included)
         return None
-    a = np.array(list(map(_get, samples)), dtype=np.float64)
+    n, m = len(samples), len(_COLS) + 1
+    a = np.fromiter(chain.from_iterable(map(_get, samples)), np.float64, n * m).reshape(n, m)
     if not np.abs(a).max() < _EXACT:
         return None
     ts = a[:, _T] + reader.base_time
     last = reader.last_ts
     if (last is not None and not ts[0] > last) or not np.all(ts[1:] > ts[:-1]):
         return None  # repeated or backward timestamps: counted or reported line by line
-    cols = np.empty((len(samples), len(_COLS)))
+    cols = np.empty((n, len(_COLS)))
     for i, (_, s) in enumerate(_COLS):
         cols[:, i] = a[:, i + 1] if s == 1.0 else a[:, i + 1] * s
     return Run(reader.key, ts, cols, list(map(_reasons, samples)), list(map(_phase, samples)),
