@@ -162,8 +162,16 @@ def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
         sums = sums[-1].tolist()
         cpu = sums.pop()
         wait = int(np.count_nonzero(cols[:, 0] < SPARSE_DUTY_MAX_PCT))
-        span.add_plain(b - h, sums, cpu, wait, Counter(run.reasons[h:b]), run.labels[h:b],
+        span.add_plain(b - h, sums, cpu, wait, _tally(run.reasons[h:b]), _tally(run.labels[h:b]),
                        run.reading(b - 1))
+
+
+def _tally(values: list) -> dict:
+    """Each value's count, in the order first seen (one value throughout: the common case)."""
+    first = values[0]
+    if values.count(first) == len(values):
+        return {first: len(values)}
+    return Counter(values)
 
 
 def features(det: PhaseDetector, run: Run, start: int

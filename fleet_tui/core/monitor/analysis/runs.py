@@ -44,7 +44,8 @@ class _Sample(msgspec.Struct, gc=False, kw_only=True):
     integer for the memory used and the clock-event reasons); other keys are ignored, as there.
     msgspec checks the types as it parses (a bool, a string or null is an error, as is a missing
     key), which is what makes a run cheaper than ``orjson`` plus a check of each value. The fields
-    are in the order the capture writes its keys (msgspec tries the next field first: 1.3 -> 1.0 us a line)."""
+    are in the order the capture writes its keys (msgspec tries the next field first: 1.3 ->
+    1.0 us a line)."""
 
     kind: Literal["sample"]
     t: float

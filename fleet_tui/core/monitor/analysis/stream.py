@@ -133,11 +133,12 @@ class Span:
             self.labels.append(phase)
 
     def add_plain(self, m: int, sums: list[float], host_cpu: float, wait: int,
-                  reasons: dict[int, int], labels: list[str | None], last: Reading) -> None:
+                  reasons: dict[int, int], labels: dict[str | None, int], last: Reading) -> None:
         """``add`` of ``m`` samples past the edge, each with every ``MEAN_FIELDS`` reading, its
         clock-event reasons and host CPU % and nothing else (``analysis.blocks``' runs), from
         their totals: ``sums`` and ``host_cpu`` summed in sample order from this span's,
-        ``wait`` of them under ``SPARSE_DUTY_MAX_PCT`` duty, their reasons tallied and labels."""
+        ``wait`` of them under ``SPARSE_DUTY_MAX_PCT`` duty, their reasons and labels tallied
+        in sample order (first seen first)."""
         self.newest = last.ts
         self.host_n += m
         self.host_cpu = host_cpu
@@ -146,11 +147,9 @@ class Span:
         self.host_cores = 0
         self.sums = sums
         self.full += m
-        known = set(self.counts.phases)
+        known = self.counts.phases
+        self.labels += [p for p in labels if p and p not in known]
         self.counts.add_plain(m, wait, reasons, labels)
-        for p in self.counts.phases:
-            if p not in known:
-                self.labels.append(p)
         self.n += m
         self.last = last
 
