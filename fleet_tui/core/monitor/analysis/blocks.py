@@ -19,6 +19,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -117,13 +118,19 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
     changes = [jc for jc in enumerate(map(det.step, ts[start:], xs, alphas), start)
                if jc[1] is not None]
     det.skip_to(ts[-1], float(run.cols[-1, 12]))
+    # per run, not per settle: memory used, and how many samples ran kernels under half the time
+    # up to each (an integer prefix sum: exact)
+    cols = run.cols
+    used = cols[:, 12].tolist()
+    waits = np.concatenate(((0,), np.cumsum(cols[:, 0] < SPARSE_DUTY_MAX_PCT))).tolist()
+    at = _RunLists(ts, used, waits)
     out = []
     s = 0  # samples before s are settled; s..j-1 pending
     for j, c in changes:
         # the lag settle after sample j-1, then the pending samples before the change point
         lag = bisect_left(ts, ts[j - 1] - LAG_S, s, j) if j > start else s
         moved = max(lag, bisect_left(ts, c, lag, j))
-        _settle(dev, run, ts, s, moved, lookback)
+        _settle(dev, run, at, s, moved, lookback)
         s = moved
         boundary = c if s == j else min(c, ts[s])
         span = dev.span
@@ -134,18 +141,27 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
             dev.span = Span(boundary, EDGE_S)
     if n - 1 >= start:
         end = max(s, bisect_left(ts, ts[n - 1] - LAG_S, s, n))
-        _settle(dev, run, ts, s, end, lookback)
+        _settle(dev, run, at, s, end, lookback)
         s = end
     return out, run.tail(s)
 
 
-def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
+class _RunLists(NamedTuple):
+    """A run's timestamps, memory used and running count of waiting samples, as lists."""
+
+    ts: list[float]
+    used: list[float]
+    waits: list[int]  # samples before each under SPARSE_DUTY_MAX_PCT duty (len n + 1)
+
+
+def _settle(dev: DeviceState, run: Run, at: _RunLists, a: int, b: int,
             lookback: float) -> None:
     """``stream.settle`` of samples ``a`` to ``b`` of ``run``."""
     if a >= b:
         return
+    ts = at.ts
     g = dev.growth
-    g.extend(zip(ts[a:b], run.cols[a:b, 12].tolist()))
+    g.extend(zip(ts[a:b], at.used[a:b]))
     cutoff = ts[b - 1] - lookback
     while g[0][0] < cutoff:
         g.popleft()
@@ -156,14 +172,12 @@ def _settle(dev: DeviceState, run: Run, ts: list[float], a: int, b: int,
         if h > a:
             span.add_head(ts[h - 1], h - a, partial(run.readings, a, h))
     if h < b:
-        cols = run.cols[h:b]
         # (a running sum: each column added in sample order from the span's, as Span.add does)
-        sums = _accumulate(np.concatenate(((span.sums + [span.host_cpu],), cols)), axis=0)
-        sums = sums[-1].tolist()
+        sums = _accumulate(np.concatenate(((span.sums + [span.host_cpu],), run.cols[h:b])),
+                           axis=0)[-1].tolist()
         cpu = sums.pop()
-        wait = int(np.count_nonzero(cols[:, 0] < SPARSE_DUTY_MAX_PCT))
-        span.add_plain(b - h, sums, cpu, wait, _tally(run.reasons[h:b]), _tally(run.labels[h:b]),
-                       run.reading(b - 1))
+        span.add_plain(b - h, sums, cpu, at.waits[b] - at.waits[h], _tally(run.reasons[h:b]),
+                       _tally(run.labels[h:b]), run.reading(b - 1))
 
 
 def _tally(values: list) -> dict:
