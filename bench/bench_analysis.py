@@ -21,9 +21,11 @@
 5. ``--lines N`` (issue 10: 10^6): ``fleet-tui analyze`` (phases, JSON) on an N-line trace generated
    by repeating the labelled H200 trace's samples with time shifted (the raw capture format, ~790
    bytes a line), in a child process pinned to one core (taskset): CPU time, wall time and peak
-   RSS (targets <= 10 s and <= 200 MB for 10^6 lines). ``analyze`` reads a raw capture with
-   ``analysis.readings.RawReadings`` (orjson, no snapshot per sample); ``--object-path`` also
-   times the ``TraceReader`` + ``analyze_stream`` path it replaced, in the same run;
+   RSS (targets <= 10 s and <= 200 MB for 10^6 lines). ``analyze`` reads a raw capture in
+   runs of plain samples as numpy columns (``analysis.runs``: msgspec parses and type-checks a
+   256 kB block at a time) and finds phases run by run (``analysis.blocks``); other lines go
+   through ``analysis.readings.RawReadings`` (orjson, no snapshot per sample), the path used
+   before; ``--object-path`` also times the ``TraceReader`` + ``analyze_stream`` path;
    ``--baseline DIR`` also times ``analyze`` from another checkout (e.g. ``git worktree add DIR
    <commit>``), runs alternating, for a ratio on a loaded machine.
 """

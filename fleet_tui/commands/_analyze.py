@@ -40,6 +40,14 @@ def run_analyze(args: argparse.Namespace) -> int:
     def first_pass():
         if overlapping:
             return results(reader)
+        if args.window is None:
+            try:  # phases over runs of samples as columns (numpy: bench_analysis --lines)
+                from fleet_tui.core.monitor.analysis.blocks import analyze_items
+                from fleet_tui.core.monitor.analysis.runs import read_items
+            except ImportError:
+                pass
+            else:
+                return analyze_items(read_items(reader), reader.snapshot_of)
         return analyze_readings(reader, window_s=args.window, snapshot_of=reader.snapshot_of)
 
     # a file small enough to sort is printed at the end (it may have to be read again, sorted);
@@ -129,27 +137,19 @@ def indented_json(obj, pad: str = "") -> str:
 
 def _write(o, pad: str, out: list[str]) -> None:
     t = type(o)
-    if t is str:
-        out.append(encode_basestring_ascii(o))
-    elif o is None:
-        out.append("null")
-    elif o is True:
-        out.append("true")
-    elif o is False:
-        out.append("false")
-    elif t is int:
-        out.append(int.__repr__(o))
-    elif t is float and isfinite(o):
-        out.append(float.__repr__(o))
-    elif t is dict and all(type(k) is str for k in o):
+    if t is dict and set(map(type, o)) <= _STR:  # (every key a str; no generator per key)
         if not o:
             out.append("{}")
             return
         inner = pad + "  "
         sep = "{\n" + inner
         for k, v in o.items():
-            out.append(sep + encode_basestring_ascii(k) + ": ")
-            _write(v, inner, out)
+            leaf = _leaf(v)  # (a scalar written here, not by a call: ~25 values a phase)
+            if leaf is None:
+                out.append(sep + encode_basestring_ascii(k) + ": ")
+                _write(v, inner, out)
+            else:
+                out.append(sep + encode_basestring_ascii(k) + ": " + leaf)
             sep = ",\n" + inner
         out.append("\n" + pad + "}")
     elif t is list or t is tuple:
@@ -159,9 +159,38 @@ def _write(o, pad: str, out: list[str]) -> None:
         inner = pad + "  "
         sep = "[\n" + inner
         for v in o:
-            out.append(sep)
-            _write(v, inner, out)
+            leaf = _leaf(v)
+            if leaf is None:
+                out.append(sep)
+                _write(v, inner, out)
+            else:
+                out.append(sep + leaf)
             sep = ",\n" + inner
         out.append("\n" + pad + "]")
-    else:  # NaN (json's error), subclasses, other keys: json's own text
-        out.append(json.dumps(o, indent=2, allow_nan=False).replace("\n", "\n" + pad))
+    else:
+        leaf = _leaf(o)
+        # NaN (json's error), subclasses, other keys: json's own text
+        out.append(json.dumps(o, indent=2, allow_nan=False).replace("\n", "\n" + pad)
+                   if leaf is None else leaf)
+
+
+_STR = frozenset({str})
+
+
+def _leaf(o) -> str | None:
+    """The text of a string, number, bool or null as ``json.dumps`` writes it (``None`` for
+    anything else, and for NaN/inf, which ``json`` rejects)."""
+    t = type(o)
+    if t is str:
+        return encode_basestring_ascii(o)
+    if t is float:
+        return float.__repr__(o) if isfinite(o) else None
+    if t is int:
+        return int.__repr__(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    return None

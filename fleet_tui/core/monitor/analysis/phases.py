@@ -140,20 +140,38 @@ class PhaseDetector:
         """``push`` from plain values: the sample's timestamp, ``read_row``, power limit and memory
         size (and its extras, where the PCIe link rate may change)."""
         if extra is not None and extra is not self._extra and extra != self._extra:
-            # the link can retrain
-            self._extra, self._link = extra, link_of(extra)[0]
+            self.link_for(extra)  # the link can retrain
         last, self._last = self._last, ts
         x = features_of(row, ts, power_limit_w, mem_total, self._link, last, self._prev_used)
         self._prev_used = row[12]  # mem_used_bytes
-        if self._start is None:
-            self._start = ts
         dt = (ts - last) if last is not None and ts > last else SMOOTH_S
         # at least 3 samples' worth of smoothing whatever the sampling rate (a starved loader
         # sampled at 1 Hz alternates busy and idle samples)
         span = SMOOTH_SAMPLES * dt
         if not span > SMOOTH_S:  # max(SMOOTH_S, span)
             span = SMOOTH_S
-        alpha = dt / (span + dt)
+        return self.step(ts, x, dt / (span + dt))
+
+    def link_for(self, extra: tuple) -> float:
+        """The PCIe link rate ``features_of`` divides by, after a sample with these extras."""
+        if extra is not self._extra and extra != self._extra:
+            self._extra, self._link = extra, link_of(extra)[0]
+        return self._link
+
+    def last_sample(self) -> tuple[float | None, float | None]:
+        """(timestamp, memory used) of the previous sample: what the next one's slope is from."""
+        return self._last, self._prev_used
+
+    def skip_to(self, ts: float, used: float | None) -> None:
+        """Record (timestamp, memory used) of the newest sample when the caller computed the
+        features and smoothing of a run of samples itself and fed them to ``step``."""
+        self._last, self._prev_used = ts, used
+
+    def step(self, ts: float, x: list[float | None], alpha: float) -> float | None:
+        """``push_values`` once the sample's ``features_of`` and smoothing factor are known
+        (``analysis.blocks`` computes those for a run of samples at once)."""
+        if self._start is None:
+            self._start = ts
         ema, sums, ns = self._ema, self._sum, self._n
         pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
         change = None

@@ -65,6 +65,25 @@ def _consts(static: dict[str, Any]) -> tuple:
     return static.get("power_limit_w"), static.get("mem_total_bytes"), static.get("extra", ())
 
 
+def row_keys() -> tuple[str, ...]:
+    """The keys a plain sample line has: its readings, then those only checked here."""
+    return _KEYS
+
+
+def plain_procs(procs: Any) -> bool:
+    """Whether a sample's processes are read as they are (none, or a list of objects with an
+    integer pid and a number or null for memory used)."""
+    if not procs:
+        return True
+    if type(procs) is not list:
+        return False
+    for q in procs:
+        if type(q) is not dict or type(q.get("pid", 0)) is not int or \
+                type(q.get("used_bytes")) not in _NUMBER_TYPES:
+            return False
+    return True
+
+
 class _Slow(Exception):
     """This line takes the object path."""
 
@@ -86,10 +105,13 @@ class RawReadings:
         if isinstance(r.src, DeviceSnapshot):
             return r.src
         data, static = r.src
+        if type(data) is bytes:  # a line of a run (``runs``): parsed when needed
+            data = orjson.loads(data)
         return raw_sample_to_snapshot(data, static, source=self.source,
                                       base_time=self.base_time).devices[0]
 
-    def _is_raw(self) -> bool:
+    def is_raw(self) -> bool:
+        """Whether the file is a raw capture (static + sample lines), not a recording."""
         with self.path.open("rb") as fh:
             for lineno, raw in enumerate(fh, 1):
                 try:
@@ -101,50 +123,68 @@ class RawReadings:
         return False
 
     def __iter__(self) -> Iterator[tuple[str, Reading]]:
-        if not self._is_raw():
+        if not self.is_raw():
             reader = TraceReader(self.path, base_time=self.base_time)
             yield from device_readings(reader)
             self.repeats = reader.repeats
             return
-        p = self.path
-        loads, decode_error = orjson.loads, orjson.JSONDecodeError
-        static: dict[str, Any] = {"name": "unknown"}
-        key = _key_of(static)
-        consts = _consts(static)
-        last_ts: float | None = None
-        with p.open("rb") as fh:
+        self.restart()
+        line = self.line
+        with self.path.open("rb") as fh:
             for lineno, raw in enumerate(fh, 1):
-                fast = key is not None
-                try:
-                    data = loads(raw)
-                except decode_error:
-                    data = decode_line(p, lineno, raw)  # the object path's reading and errors
-                    if data is None:
-                        continue
-                    fast = False  # e.g. NaN readings: converted by the object path
-                if type(data) is not dict:
-                    raise bad_line(p, lineno, "a line is not a JSON object")
-                kind = data.get("kind")
-                if kind != "sample":
-                    if kind == "static":
-                        static = self._static(data, p, lineno)
-                        key = _key_of(static)
-                        consts = _consts(static)
-                    continue
-                try:
-                    if not fast:  # a line json read, or a static line no DeviceSnapshot takes
-                        raise _Slow
-                    r = self._fast(data, static, consts)
-                except _Slow:
-                    r = self._slow(data, static, p, lineno)
-                ts = r.ts
-                if last_ts is not None and ts <= last_ts:
-                    if ts < last_ts:
-                        raise TraceOrderError(p, lineno, ts, last_ts)
-                    self.repeats += 1
-                    continue
-                last_ts = ts
-                yield key, r
+                item = line(lineno, raw)
+                if item is not None:
+                    yield item
+
+    def restart(self) -> None:
+        """Back to the state before the file's first line (for ``line``)."""
+        self.static: dict[str, Any] = {"name": "unknown"}
+        self.key = _key_of(self.static)
+        self.consts = _consts(self.static)
+        self.last_ts: float | None = None
+
+    def line(self, lineno: int, raw: bytes) -> tuple[str, Reading] | None:
+        """(device key, ``Reading``) of one line of a raw capture, in file order (``restart``
+        first): ``None`` for a line with no sample (blank, static, other kinds) or a repeated
+        timestamp (counted in ``repeats``); ``file:line`` errors as ``TraceReader``'s."""
+        p = self.path
+        fast = self.key is not None
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = decode_line(p, lineno, raw)  # the object path's reading and errors
+            if data is None:
+                return None
+            fast = False  # e.g. NaN readings: converted by the object path
+        if type(data) is not dict:
+            raise bad_line(p, lineno, "a line is not a JSON object")
+        kind = data.get("kind")
+        if kind != "sample":
+            if kind == "static":
+                self.set_static(self._static(data, p, lineno))
+            return None
+        static = self.static
+        try:
+            if not fast:  # a line json read, or a static line no DeviceSnapshot takes
+                raise _Slow
+            r = self._fast(data, static, self.consts)
+        except _Slow:
+            r = self._slow(data, static, p, lineno)
+        ts = r.ts
+        last_ts = self.last_ts
+        if last_ts is not None and ts <= last_ts:
+            if ts < last_ts:
+                raise TraceOrderError(p, lineno, ts, last_ts)
+            self.repeats += 1
+            return None
+        self.last_ts = ts
+        return self.key, r
+
+    def set_static(self, static: dict[str, Any]) -> None:
+        """A static line's device (``static_device_kwargs``): the samples after it are its."""
+        self.static = static
+        self.key = _key_of(static)
+        self.consts = _consts(static)
 
     @staticmethod
     def _static(data: dict, p: Path, lineno: int) -> dict[str, Any]:
@@ -181,14 +221,8 @@ class RawReadings:
         phase = data.get("phase")
         if phase is not None and type(phase) is not str:
             raise _Slow
-        procs = data.get("procs")
-        if procs:
-            if type(procs) is not list:
-                raise _Slow
-            for q in procs:
-                if type(q) is not dict or type(q.get("pid", 0)) is not int or \
-                        type(q.get("used_bytes")) not in _NUMBER_TYPES:
-                    raise _Slow
+        if not plain_procs(data.get("procs")):
+            raise _Slow
         if data.get("host_cpu_per_core_pct") is not None:
             raise _Slow
         if _NONE not in types:  # every reading there (the common case): no test per value

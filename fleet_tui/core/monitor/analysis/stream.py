@@ -72,12 +72,14 @@ class Span:
 
     __slots__ = ("start", "n", "full", "sums", "cnts", "counts", "last", "xids", "ecc_last",
                  "labels", "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy",
-                 "host_cores", "newest")
+                 "host_cores", "newest", "head_n")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
         self.edge_s = edge_s
-        self.head: list[Reading] = []  # the first edge_s seconds
+        # the first edge_s seconds: readings, or functions that make a run's (``add_head``)
+        self.head: list[Reading | Callable[[], Iterable[Reading]]] = []
+        self.head_n = 0
         self.host_n = self.host_cpu_n = self.host_cores = 0
         self.host_cpu = self.host_busy = 0.0
         self.newest: float | None = None  # timestamp of the newest sample added
@@ -95,6 +97,7 @@ class Span:
         self.newest = r.ts
         if self.edge_s and r.ts < self.start + self.edge_s:
             self.head.append(r)
+            self.head_n += 1
             return
         self._add(r)
 
@@ -129,14 +132,44 @@ class Span:
         if phase and self.counts.phases.get(phase) == 1:
             self.labels.append(phase)
 
+    def add_plain(self, m: int, sums: list[float], host_cpu: float, wait: int,
+                  reasons: dict[int, int], labels: dict[str | None, int], last: Reading) -> None:
+        """``add`` of ``m`` samples past the edge, each with every ``MEAN_FIELDS`` reading, its
+        clock-event reasons and host CPU % and nothing else (``analysis.blocks``' runs), from
+        their totals: ``sums`` and ``host_cpu`` summed in sample order from this span's,
+        ``wait`` of them under ``SPARSE_DUTY_MAX_PCT`` duty, their reasons and labels tallied
+        in sample order (first seen first)."""
+        self.newest = last.ts
+        self.host_n += m
+        self.host_cpu = host_cpu
+        self.host_cpu_n += m
+        self.host_busy += 0.0
+        self.host_cores = 0
+        self.sums = sums
+        self.full += m
+        known = self.counts.phases
+        self.labels += [p for p in labels if p and p not in known]
+        self.counts.add_plain(m, wait, reasons, labels)
+        self.n += m
+        self.last = last
+
+    def add_head(self, newest: float, m: int, readings: Callable[[], Iterable[Reading]]) -> None:
+        """``add`` of ``m`` samples inside the edge, the newest at ``newest``: their readings
+        are made by ``readings()`` only if the span ends with no other sample (``analysis``;
+        a run's sample costs ~2 us to turn into a ``Reading``, ~5 of them a phase)."""
+        self.newest = newest
+        self.head.append(readings)
+        self.head_n += m
+
     def __len__(self) -> int:
-        return self.n + len(self.head)
+        return self.n + self.head_n
 
     def analysis(self, key: str, end: float, growth: deque,
                  snapshot_of: SnapshotOf = _own_snapshot) -> DeviceAnalysis:
         if not self.n:  # a phase no longer than its edge: its samples are all there is
-            for r in self.head:
-                self._add(r)
+            for h in self.head:
+                for r in (h,) if isinstance(h, tuple) else h():
+                    self._add(r)
         full = self.full
         means = [s / (c + full) if c + full else None for s, c in zip(self.sums, self.cnts)]
         host = None
@@ -150,7 +183,7 @@ class Span:
                         self.counts.phase_of(self.labels))
 
 
-class _Device:
+class DeviceState:
     __slots__ = ("key", "span", "pending", "growth", "detector", "window_end")
 
     def __init__(self, key: str, ts: float, window_s: float | None):
@@ -189,22 +222,22 @@ def analyze_readings(readings: Iterable[tuple[str, Reading]], *, window_s: float
     ``DeviceSnapshot`` of a reading (the newest of each phase or window)."""
     if window_s is not None and window_s <= 0:
         raise ValueError("window_s must be positive")
-    devices: dict[str, _Device] = {}
+    devices: dict[str, DeviceState] = {}
     get = devices.get
     for key, r in readings:
         dev = get(key)
         if dev is None:
-            dev = devices[key] = _Device(key, r.ts, window_s)
+            dev = devices[key] = DeviceState(key, r.ts, window_s)
         # a function, not a generator: one sample ends at most one phase or window (a generator
         # per sample cost ~1 us of bench_analysis's 10^6-line figure)
-        done = _push(dev, r, window_s, growth_lookback_s, snapshot_of)
+        done = push_reading(dev, r, window_s, growth_lookback_s, snapshot_of)
         if done is not None:
             yield done
     for dev in devices.values():
-        yield from _flush(dev, growth_lookback_s, snapshot_of)
+        yield from flush(dev, growth_lookback_s, snapshot_of)
 
 
-def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
+def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback: float,
           snapshot_of: SnapshotOf) -> DeviceAnalysis | None:
     ts = r.ts
     done = None
@@ -218,14 +251,14 @@ def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
                 k = int((ts - dev.window_end) // window_s) + 1
                 dev.span.start += k * window_s
                 dev.window_end += k * window_s
-        _settle(dev, r, lookback)
+        settle(dev, r, lookback)
         return done
     change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra)
     pending = dev.pending
     if change is not None:
         # samples before the change point close the old phase; the rest start the new one
         while pending and pending[0].ts < change:
-            _settle(dev, pending.popleft(), lookback)
+            settle(dev, pending.popleft(), lookback)
         # a change placed before samples already summed (older than LAG_S) moves to the first
         # sample not yet summed: phases stay back to back
         boundary = change if not pending else min(change, pending[0].ts)
@@ -237,11 +270,11 @@ def _push(dev: _Device, r: Reading, window_s: float | None, lookback: float,
     pending.append(r)
     cutoff = ts - LAG_S
     while pending[0].ts < cutoff:
-        _settle(dev, pending.popleft(), lookback)
+        settle(dev, pending.popleft(), lookback)
     return done
 
 
-def _settle(dev: _Device, r: Reading, lookback: float) -> None:
+def settle(dev: DeviceState, r: Reading, lookback: float) -> None:
     used = r.row[12]  # mem_used_bytes
     if used is not None:
         g = dev.growth
@@ -252,9 +285,9 @@ def _settle(dev: _Device, r: Reading, lookback: float) -> None:
     dev.span.add(r)
 
 
-def _flush(dev: _Device, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
+def flush(dev: DeviceState, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
     while dev.pending:
-        _settle(dev, dev.pending.popleft(), lookback)
+        settle(dev, dev.pending.popleft(), lookback)
     if len(dev.span):
         end = dev.window_end if dev.window_end is not None else dev.span.newest
         yield dev.span.analysis(dev.key, end, dev.growth, snapshot_of)

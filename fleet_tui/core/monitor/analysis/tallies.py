@@ -70,6 +70,21 @@ class Counts:
             c = self.phases
             c[p] = c.get(p, 0) + 1
 
+    def add_plain(self, m: int, wait: int, reasons: dict[int, int],
+                  labels: dict[str | None, int]) -> None:
+        """``add_values`` of ``m`` samples with no N/A reading, no ECC count or XID, from their
+        totals: ``wait`` of them under ``SPARSE_DUTY_MAX_PCT`` duty, ``reasons`` and ``labels``
+        their clock-event reasons and ground-truth labels tallied in sample order."""
+        c = self.reasons
+        for r, k in reasons.items():
+            c[r] = c.get(r, 0) + k
+        self.util_n += m
+        self.wait_n += wait
+        c = self.phases
+        for p, k in labels.items():
+            if p:
+                c[p] = c.get(p, 0) + k
+
     def remove(self, row: tuple, d: DeviceSnapshot) -> None:
         if None in row:
             self.gaps -= 1

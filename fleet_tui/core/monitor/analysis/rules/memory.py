@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress, count, repeat
 from math import isfinite
@@ -51,19 +52,21 @@ _mem = itemgetter(1)
 _NOISE = float(GROWTH_NOISE_BYTES)
 _MINUS_NOISE = -_NOISE
 # (the comparisons below map operator.lt/gt/le over repeat(x): calling a bound ``x.__lt__`` per
-# element goes through a slot wrapper, ~5x slower; _since_release's scan of ~300 points was ~50 us)
+# element goes through a slot wrapper, ~5x slower; _after_release's scan of ~300 points was ~50 us)
 
 
-def _since_release(points: GrowthPoints, mems: list[float],
-                   mem_total: float) -> tuple[GrowthPoints, list[float]]:
+def _after_release(points: GrowthPoints, mem_total: float) -> int:
     """Only the stretch since memory was last released counts: a freed model followed by a leak
-    is a leak, whatever the lookback held before. ``mems``: the points' memory readings."""
-    release = GROWTH_MIN_FRAC_OF_TOTAL * mem_total
-    freed = list(map(lt, repeat(release), map(sub, mems, mems[1:])))  # a - b > release, in C
-    if True not in freed:
-        return points, mems
-    i = len(freed) - freed[::-1].index(True)  # after the last release
-    return points[i:], mems[i:]
+    is a leak, whatever the lookback held before. The index of the first reading after the last
+    release (a fall a - b > the release size, i.e. b - a < -size: a float difference changes sign
+    exactly), 0 if none. Scanned from the newest reading back, stopping at the first release
+    found (bench_analysis --lines: a phase's ~300 points, a release a phase or two back)."""
+    release = -(GROWTH_MIN_FRAC_OF_TOTAL * mem_total)
+    back = map(_mem, reversed(points))
+    next(back, None)
+    steps_back = map(sub, map(_mem, reversed(points)), back)  # b - a, newest pair first
+    r = next(compress(count(), map(gt, repeat(release), steps_back)), None)
+    return 0 if r is None else len(points) - 1 - r
 
 
 def memory_growth(st: WindowStats) -> Finding | None:
@@ -76,15 +79,26 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
-    mems = list(map(_mem, points))
-    if not isfinite(sum(mems)):  # NaN/inf readings are missing values
+    # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
+    # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
+    # before them). Any rise the checks below would keep as recent is one of those.
+    i = bisect_left(points, points[-1][0] - GROWTH_MAX_FLAT_S - 1.0, key=_time)
+    tail = list(map(_mem, points[i - 1 if i else 0:]))
+    if isfinite(sum(tail)) and not any(map(lt, repeat(_NOISE), map(sub, tail[1:], tail))):
+        return None
+    i = _after_release(points, mem_total)
+    # NaN/inf readings are missing values: left out, and the release found again. Readings
+    # before the release pair cannot move it (bench_analysis --lines: ~60 of ~300 read here)
+    if not isfinite(sum(map(_mem, points[i - 1 if i else 0:]))):
         points = [p for p in points if p[1] - p[1] == 0.0]
-        mems = list(map(_mem, points))
-    points, mems = _since_release(points, mems, mem_total)
+        i = _after_release(points, mem_total)
+    if i:
+        points = points[i:]
+    mems = list(map(_mem, points))
+    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
     if len(points) < 3:
         return None
     end_t, end_mem = points[-1]
-    steps = list(map(sub, mems[1:], mems))  # b - a of each pair of readings
     times = list(map(_time, points))
     rise_t = list(compress(times[1:], map(lt, repeat(_NOISE), steps)))
     # the rise must still be going on: a staircase that stopped is not growth
