@@ -123,7 +123,7 @@ class FleetScreen(PaneScreen):
         rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
-                 offenders_markup(fleet.offenders))
+                 offenders_markup(fleet.offenders, fleet.ages))
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, fleet, rows, texts)
 
@@ -148,7 +148,7 @@ class FleetScreen(PaneScreen):
         else:
             self.query_one("#fleet-side").border_title = "Worst devices"
             self._set_text("#fleet-side-text", texts[3] if texts[3] is not None
-                           else offenders_markup(fleet.offenders))
+                           else offenders_markup(fleet.offenders, fleet.ages))
 
     def _set_text(self, selector: str, markup: str) -> None:
         """Update a Static only when its text changed (an update re-parses the markup and
@@ -194,7 +194,7 @@ class FleetScreen(PaneScreen):
                  f"SM {pct(node.mean_sm_active_pct)} · idle {node.idle_devices}"]
         lines += [escape(e) for e in node.errors]
         lines.append("")
-        lines.append(offenders_markup(node.devices, with_node=False))
+        lines.append(offenders_markup(node.devices, fleet.ages, with_node=False))
         self._set_text("#fleet-side-text", "\n".join(lines))
 
     # ----- actions -----
@@ -271,7 +271,8 @@ def grid_markup(fleet, highlight: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def offenders_markup(devices, with_node: bool = True) -> str:
+def offenders_markup(devices, ages, with_node: bool = True) -> str:
+    """``ages``: the readings' ages by device key (``FleetView.ages``)."""
     lines = []
     for d in list(devices)[:OFFENDERS if with_node else None]:
         style = SEVERITY_STYLE.get(d.severity, "$text")
@@ -283,7 +284,8 @@ def offenders_markup(devices, with_node: bool = True) -> str:
         if d.waste_usd_per_hour:
             detail += f", waste {usd(d.waste_usd_per_hour)}/h"
         if d.state != "ok":
-            age = f" {d.age_s:.0f} s old" if d.age_s is not None else ""
+            age_s = ages.get(d.key)
+            age = f" {age_s:.0f} s old" if age_s is not None else ""
             detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
