@@ -4,7 +4,7 @@ worst first, the worst devices, and a drill-down into one node.
 The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet.FleetViews``, the same path as
 ``fleet`` and ``export``), built in a thread worker from the engine's latest tick (its snapshot and
 per-device analyses, windowed by the fleet policy; the engine analyses in its own thread too); this
-pane lays them out and updates the node table in place by key.
+pane lays them out and updates the node table's changed cells in place (``FleetTable``).
 
 Threads: the worker gets the tick, which is immutable, and hands back an immutable ``FleetView``
 and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
@@ -29,7 +29,7 @@ from textual.worker import get_current_worker
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
-from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.fleet_table import FleetTable
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
@@ -71,7 +71,6 @@ class FleetScreen(PaneScreen):
         self.drill_node: str | None = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._views_lock = threading.Lock()  # one worker at a time uses self._views
-        self._node_order: list[str] = []  # node table rows as last drawn, worst first
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
@@ -80,7 +79,7 @@ class FleetScreen(PaneScreen):
         with Horizontal(id="fleet-main"):
             with Vertical(id="fleet-left"):
                 yield VerticalScroll(Static("", id="fleet-grid-text"), id="fleet-grid")
-                yield Table(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
+                yield FleetTable(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="fleet-side-text"), id="fleet-side")
 
     def on_mount(self) -> None:
@@ -120,19 +119,19 @@ class FleetScreen(PaneScreen):
             if worker.is_cancelled:  # a newer tick's worker took over
                 return
             fleet = self._views.view(snapshot, analyses)
-        rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+        rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
                  offenders_markup(fleet.offenders, fleet.ages))
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, fleet, rows, texts)
 
-    def _draw_new(self, fleet, rows: dict[str, tuple[str, ...]], texts: tuple) -> None:
+    def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(fleet))
 
-    def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None,
+    def _draw(self, fleet, rows: list[tuple[str, ...]] | None = None,
               texts: tuple | None = None) -> None:
         """Lay out ``fleet``; ``rows`` and ``texts`` (drill node, summary, grid, offenders) as
         the worker made them, off the loop."""
@@ -157,30 +156,11 @@ class FleetScreen(PaneScreen):
             self._shown[selector] = markup
             self.query_one(selector, Static).update(markup)
 
-    def _draw_nodes(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
-        table = self.query_one("#fleet-nodes", DataTable)
+    def _draw_nodes(self, fleet, rows: list[tuple[str, ...]] | None = None) -> None:
+        """The node table, worst first: row N shows the N-th worst node (``FleetTable``)."""
         if rows is None:
-            rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
-        existing = [str(k.value) for k in table.rows]
-        if len(existing) != len(rows) or not all(key in rows for key in existing):
-            cursor = table.cursor_row  # nodes came or went: rebuild once
-            table.clear()
-            for key, values in rows.items():
-                table.add_row(*values, key=key)
-            if rows:
-                table.move_cursor(row=min(cursor, len(rows) - 1))
-            self._node_order = list(rows)
-            return
-        columns = [key for key, _ in NODE_COLUMNS]
-        for key, values in rows.items():  # same nodes: update changed cells in place
-            for column, value in zip(columns, values):
-                if table.get_cell(key, column) != value:
-                    table.update_cell(key, column, value)
-        order = list(rows)
-        if order != self._node_order:  # worst first moved: re-sort the rows, no rebuild
-            position = {values[0]: i for i, values in enumerate(rows.values())}
-            table.sort("node", key=lambda node: position.get(node, len(position)))
-            self._node_order = order
+            rows = [node_row(n) for n in fleet.nodes]
+        self.query_one("#fleet-nodes", FleetTable).show_rows(rows)
 
     def _draw_drill(self, fleet) -> None:
         side = self.query_one("#fleet-side")
@@ -202,7 +182,7 @@ class FleetScreen(PaneScreen):
         table = self.query_one("#fleet-nodes", DataTable)
         if self.view is None or table.row_count == 0:
             return
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = table.get_row_at(table.cursor_row)[0]  # the node column
         self.drill_node = "" if key == "(this host)" else key
         self.query_one("#fleet-side").remove_class("-narrow")
         self._draw(self.view)

@@ -28,9 +28,10 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
         assert view.device_count == 20
         table = screen.query_one("#fleet-nodes", DataTable)
         assert table.row_count == 5
-        # worst node first, as the core ranked them (rows re-sorted in place as the ranking moves)
+        # worst node first, as the core ranked them (row N shows the N-th worst node: cells
+        # rewritten in place as the ranking moves)
         def shown():
-            return [str(row.key.value) for row in table.ordered_rows]
+            return [table.get_row_at(i)[0] for i in range(table.row_count)]
 
         assert shown() == [n.node for n in view.nodes]
         view = await next_view(screen)  # a later view: rows follow its ranking
