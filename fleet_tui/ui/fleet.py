@@ -71,6 +71,7 @@ class FleetScreen(PaneScreen):
         self.drill_node: str | None = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._views_lock = threading.Lock()  # one worker at a time uses self._views
+        self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
@@ -106,19 +107,23 @@ class FleetScreen(PaneScreen):
             from fleet_tui.core.fleet import FleetViews
 
             self._views = FleetViews(node_usd_per_hour(self.app))
-        self._build(view.snapshot, analyses)
+        self._tick = (view.snapshot, analyses)
+        self._build()
 
-    # a description, or Textual builds one from repr() of the arguments: the whole snapshot, on
-    # the event loop (4,096 GPUs: ~95 ms CPU a redraw, loaded, load avg 5.7)
+    # No arguments: a finished Textual worker is freed only by the cyclic garbage collector (its
+    # task's context refers back to it), and with the tick as an argument it kept the whole
+    # snapshot (4,096 devices) alive until a full collection: ~100-250 ms with the GIL held, the
+    # UI's longest block at 4,096 GPUs (bench/fleet_app_loop.py). The worker reads the newest
+    # tick from the pane instead. A description, or Textual builds one from repr().
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False,
           description="the fleet view")
-    def _build(self, snapshot, analyses) -> None:
+    def _build(self) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()
         with self._views_lock:
-            if worker.is_cancelled:  # a newer tick's worker took over
+            if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
                 return
-            fleet = self._views.view(snapshot, analyses)
+            fleet = self._views.view(*self._tick)
         rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
