@@ -16,6 +16,7 @@ view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 from textual import on, work
@@ -33,6 +34,14 @@ from fleet_tui.ui.widgets.fleet_table import FleetTable
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
+# Full garbage collections at fleet scale: the core keeps ~40 objects per device (readings in
+# history and windows, analyses), ~300,000 at 4,096 GPUs and growing with history, and a full
+# collection walks them all with the GIL held: 130-250 ms, every 2-3 refreshes, the UI's longest
+# block (bench/fleet_app_loop.py, loaded, load avg ~1.2). After each drawn view the survivors are
+# frozen (``gc.freeze``: out of the collector's sight; reference counting still frees them), so
+# collections see only what the refreshes since made. What died in reference cycles meanwhile is
+# reclaimed by one full collection every FULL_COLLECT_EVERY views (2 min at the 2 s refresh).
+FULL_COLLECT_EVERY = 60
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
@@ -72,6 +81,7 @@ class FleetScreen(PaneScreen):
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._views_lock = threading.Lock()  # one worker at a time uses self._views
         self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
+        self._drawn = 0  # views drawn (FULL_COLLECT_EVERY)
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
@@ -93,6 +103,9 @@ class FleetScreen(PaneScreen):
 
     def on_resize(self, event) -> None:
         self.query_one("#fleet-side").set_class(event.size.width < 110, "-narrow")
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
 
     def on_screen_resume(self) -> None:
         if self.app.monitor is not None:
@@ -133,6 +146,13 @@ class FleetScreen(PaneScreen):
 
     def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
+        self._drawn += 1
+        if self._drawn % FULL_COLLECT_EVERY == 0:
+            gc.unfreeze()
+            gc.collect()
+        else:
+            gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
+        gc.freeze()
         self.view_ready.set()
         self.post_message(self.ViewDrawn(fleet))
 
