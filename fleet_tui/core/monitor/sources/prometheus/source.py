@@ -118,6 +118,7 @@ class PrometheusSource(Source):
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: dict[str, _Cached] = {}
+        self._cache_keys: dict[tuple, str] = {}  # a device's group key -> its key in the cache
         self._counters: dict[str, dict[str, tuple[float, float]]] = {}
         self._failures = 0
         self._next_try = 0.0
@@ -164,17 +165,18 @@ class PrometheusSource(Source):
         return parse_envelope(self.client.query_body(query))
 
     def query_grouped(self, query: str, deadline: Deadline | None = None, *,
-                      labels: str = "metrics") -> tuple[dict[tuple, Acc], dict[str, float]]:
-        """An instant query's series grouped by device (``group_classified``), and ``up`` by
-        instance. Compact answers are split without a JSON decode and each distinct label text is
-        classified once for the source's lifetime (the per-refresh hot path)."""
+                      labels: str = "metrics", skip: Callable[[tuple, object], bool] | None = None,
+                      ) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """An instant query's series grouped by device (``group_classified``, ``skip`` as there),
+        and ``up`` by instance. Compact answers are split without a JSON decode and each distinct
+        label text is classified once for the source's lifetime (the per-refresh hot path)."""
         body = self.client.query_body(query, deadline)
         per_device = self._neuron_per_device
         grouped = split_grouped(body, self._classified.setdefault(labels, LabelCache()),
-                                neuron_per_device=per_device)
+                                neuron_per_device=per_device, skip=skip)
         if grouped is None:
             grouped = group_classified(decoded_rows(parse_envelope(body)),
-                                       neuron_per_device=per_device)
+                                       neuron_per_device=per_device, skip=skip)
         return grouped
 
     def query_range(self, query: str, start: float, end: float, step_s: float,
@@ -233,11 +235,13 @@ class PrometheusSource(Source):
         # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
         # would only add a request, so read everything in one
         full = not self._changed.ready or now - self._static_at >= self.static_every_s
+        self._changed.begin()
         try:
             groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._changed.forget()  # after a failure, read everything again
             return self._fail(now, exc)
+        same = self._changed.same  # GPUs whose reading is the one in the cache
         self._changed.remember(groups)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
@@ -248,8 +252,10 @@ class PrometheusSource(Source):
         if new and now - self._static_at >= 5.0:
             self._refresh_static(now, deadline)  # new devices: learn their names and limits now
             self._static_tried.update(new)  # (some exporters export no static facts at all)
+            if same:  # the GPUs kept as they were take the new facts at the next refresh
+                self._changed.forget()
         self._apply_static(groups)
-        return self._merge(now, groups, up)
+        return self._merge(now, groups, up, same)
 
     def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Every series the refresh reads, in one query."""
@@ -258,9 +264,14 @@ class PrometheusSource(Source):
     def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Sample times first, then the metrics of only the GPUs scraped since the last refresh
         (``delta.ChangedOnly``)."""
-        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes")
+        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes",
+                                        skip=self._changed.unchanged)
+        if not self._in_cache(self._changed.same):  # cannot happen; if it did, read it all
+            self._changed.forget()
+            return self._read_full(deadline)
         since = self._changed.moved_since(groups)
         if since is False:  # a GPU without its sample time: cannot tell, read everything
+            self._changed.begin()  # (none is kept as it was)
             return self._read_full(deadline)
         if since is not None:
             fresh, _ = self.query_grouped(build_changed_query(since), deadline)
@@ -341,13 +352,29 @@ class PrometheusSource(Source):
             del self._cache[key]
             self._counters.pop(key, None)
 
-    def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float]) -> Snapshot:
+    def _in_cache(self, same: Mapping[tuple, float]) -> bool:
+        """Whether every GPU in ``same`` has its reading of that sample time in the cache."""
+        cache, keys = self._cache, self._cache_keys
+        for group_key, sample_ts in same.items():
+            cached = cache.get(keys.get(group_key, ""))
+            if cached is None or cached.seen_at != sample_ts or cached.raw is None:
+                return False
+        return True
+
+    def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float],
+               same: Mapping[tuple, float] | None = None) -> Snapshot:
+        """``groups``: the devices read this refresh; ``same``: GPUs (key -> sample time) whose
+        reading is the cached one, only older (``delta.ChangedOnly.unchanged``)."""
         read: dict[str, DeviceSnapshot] = {}  # this refresh's reading of each device it saw
-        cache = self._cache
-        for acc in groups.values():
+        cache, cache_keys = self._cache, self._cache_keys
+        for group_key, sample_ts in (same or {}).items():
+            key = cache_keys[group_key]
+            read[key] = with_age(cache[key].device, max(0.0, now - sample_ts))
+        for group_key, acc in groups.items():
             key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
             if key in read:  # two series sets collide (e.g. instance fallback); keep both apart
                 key = f"{key}#{acc.ident}"
+            cache_keys[group_key] = key
             ident = (acc.index, acc.name, acc.mig_profile, acc.vendor, acc.uuid)
             sample_ts = acc.sample_ts
             before = cache.get(key)
@@ -369,6 +396,8 @@ class PrometheusSource(Source):
                                  raw=acc.values, ident=ident)
             read[key] = device
         self._forget(now)
+        if len(cache_keys) > 2 * len(cache) + 64:  # devices gone from the fleet
+            self._cache_keys = {g: k for g, k in cache_keys.items() if k in cache}
         down_instances = {inst for inst, value in up.items() if value == 0}
         errors: list[str] = []
         devices: list[DeviceSnapshot] = []
