@@ -147,12 +147,7 @@ class FleetScreen(PaneScreen):
     def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
         self._drawn += 1
-        if self._drawn % FULL_COLLECT_EVERY == 0:
-            gc.unfreeze()
-            gc.collect()
-        else:
-            gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
-        gc.freeze()
+        freeze_survivors(self._drawn)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(fleet))
 
@@ -294,6 +289,17 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
             detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
+
+
+def freeze_survivors(drawn: int) -> None:
+    """After a pane drew its ``drawn``-th view of a fleet: freeze what survives (see
+    FULL_COLLECT_EVERY); every FULL_COLLECT_EVERY views, one full collection first."""
+    if drawn % FULL_COLLECT_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+    else:
+        gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
+    gc.freeze()
 
 
 def node_usd_per_hour(app) -> float | None:

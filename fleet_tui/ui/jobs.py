@@ -16,6 +16,7 @@ are known, and shown as notifications."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 
@@ -28,7 +29,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from fleet_tui.ui.fleet import node_usd_per_hour
+from fleet_tui.ui.fleet import freeze_survivors, node_usd_per_hour
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
@@ -72,6 +73,7 @@ class JobsScreen(PaneScreen):
         self.report_job: str | None = None
         self._views = None  # core FleetViews
         self._tick = None  # the newest (snapshot, analyses) to show: what _build reads
+        self._drawn = 0  # views drawn (fleet.freeze_survivors)
         self._labels = None  # core DeviceLabels
         self._labels_at = -LABELS_EVERY_S
         self._labels_error: str | None = None
@@ -87,6 +89,9 @@ class JobsScreen(PaneScreen):
         table = self.query_one("#jobs-table", DataTable)
         for key, label in COLUMNS:
             table.add_column(label, key=key)
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
 
     def on_screen_resume(self) -> None:
         if self.app.monitor is not None:
@@ -147,6 +152,8 @@ class JobsScreen(PaneScreen):
 
     def _draw_new(self, jobs) -> None:
         self._draw(jobs)
+        self._drawn += 1
+        freeze_survivors(self._drawn)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(jobs))
 
