@@ -483,9 +483,9 @@ class FleetViews:
         self.instance_prices = instance_prices
         self._converted: dict[str, tuple[Any, tuple[dict[str, Any], ...]]] = {}
         # key -> (reading, its diagnoses, its $/h, the FleetDevice made of them, its offender key,
-        # the reading without its age)
+        # the reading without its age once compared)
         self._devices: dict[str, tuple[DeviceSnapshot, tuple, float | None, FleetDevice, tuple,
-                                       tuple]] = {}
+                                       tuple | None]] = {}
         self.latest: FleetView | None = None
 
     def __call__(self, tick: Any) -> FleetView:
@@ -509,16 +509,15 @@ class FleetViews:
             diagnoses, price = converted.get(key, ()), prices.get(d.node)
             kept = before.get(key)
             if kept is None or kept[1] is not diagnoses or kept[2] != price:
-                reading = _reading(d)
-            elif kept[0] is d:
-                reading = kept[5]
-            else:
-                reading = _reading(d)
-                if reading != kept[5]:
+                kept = None  # a new analysis or price (every device with a new reading)
+            elif kept[0] is not d:  # the same reading, only older? (the age is not compared)
+                if kept[5] is None:  # its reading as a tuple, made once
+                    kept = (*kept[:5], _reading(kept[0]))
+                if _reading(d) != kept[5]:
                     kept = None
-            if kept is None or kept[1] is not diagnoses or kept[2] != price:
+            if kept is None:
                 fd = fleet_device(d, diagnoses, price)
-                kept = (d, diagnoses, price, fd, fd.offender_key(), reading)
+                kept = (d, diagnoses, price, fd, fd.offender_key(), None)
             # else: the same reading, maybe older: the same FleetDevice (its age is in ``ages``)
             made[key] = kept
             ages[key] = d.age_s
