@@ -6,8 +6,8 @@ The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet.FleetViews``, 
 per-device analyses, windowed by the fleet policy; the engine analyses in its own thread too); this
 pane lays them out and updates the node table's changed cells in place (``FleetTable``).
 
-Threads: the worker gets the tick, which is immutable, and hands back an immutable ``FleetView``
-and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
+Threads: the worker reads the newest tick (immutable) from the pane and hands back an immutable
+``FleetView`` and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
 devices) is used by one worker at a time under a lock (an exclusive worker that was superseded may
 still be running: a thread cannot be stopped), and a superseded worker draws nothing. Each drawn
 view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
