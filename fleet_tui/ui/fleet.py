@@ -7,10 +7,10 @@ per-device analyses, windowed by the fleet policy; the engine analyses in its ow
 pane lays them out and updates the node table's changed cells in place (``FleetTable``).
 
 Threads: the worker reads the newest tick (immutable) from the pane and hands back an immutable
-``FleetView`` and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
-devices) is used by one worker at a time under a lock (an exclusive worker that was superseded may
-still be running: a thread cannot be stopped), and a superseded worker draws nothing. Each drawn
-view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
+``FleetView`` and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the
+last view's devices) is used by one worker at a time under a lock (an exclusive worker that was
+superseded may still be running: a thread cannot be stopped), and a superseded worker draws nothing.
+Each drawn view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
 """
 
 from __future__ import annotations
