@@ -417,7 +417,7 @@ class FleetView:
         if offender_keys is None:
             offender_keys = [fd.offender_key() for fd in fleet_devices]
         if ages is None:
-            ages = {d.key: d.age_s for d in snapshot.devices}
+            ages = {d.key: snapshot.age_of(d) for d in snapshot.devices}
         rank = offender_keys.__getitem__  # devices are handled by position: no pairs to allocate
         by_node: dict[str, list[int]] = {}
         for i, fd in enumerate(fleet_devices):
@@ -504,6 +504,7 @@ class FleetViews:
         prices = node_prices(snapshot.devices, self.instance_prices)
         before, made, ages = self._devices, {}, {}
         fleet_devices, offender_keys = [], []
+        handed_on = snapshot.device_ages  # readings as first read, only older: their ages now
         for d in snapshot.devices:
             key = d.key
             diagnoses, price = converted.get(key, ()), prices.get(d.node)
@@ -520,7 +521,7 @@ class FleetViews:
                 kept = (d, diagnoses, price, fd, fd.offender_key(), None)
             # else: the same reading, maybe older: the same FleetDevice (its age is in ``ages``)
             made[key] = kept
-            ages[key] = d.age_s
+            ages[key] = handed_on.get(key, d.age_s)
             fleet_devices.append(kept[3])
             offender_keys.append(kept[4])
         self._devices = made

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from fleet_tui.core.monitor.serialize import snapshot_to_dict
 from fleet_tui.core.monitor.sources.prometheus import PROBE_LABEL, PrometheusSource
 
 NODES = {"node-a": "10.0.0.1:9400", "node-b": "10.0.0.2:9400"}
@@ -77,17 +78,24 @@ def test_changed_only_refresh_equals_a_full_read_and_skips_the_unmoved_gpus():
         return groups, up
 
     src.query_grouped = counting
-    assert src.sample_blocking().devices == full.sample_blocking().devices  # a full read first
+    snap = src.sample_blocking()
+    assert snap.devices == full.sample_blocking().devices  # a full read first
     for step in range(1, 6):
         fleet.now += 2.0
         if step % 2:  # node b scraped again with a new reading; node a's reading only ages
             fleet.scraped["node-b"] = fleet.now - 0.5
             fleet.util["node-b"] += 1
+        last = snap if step > 1 else None
         snap, reference = src.sample_blocking(), full.sample_blocking()
         assert not snap.errors and len(snap.devices) == 4
-        assert snap.devices == reference.devices  # values, names and ages alike
-        ages = {d.node: d.age_s for d in snap.devices}
+        # values, names and ages alike, as recordings and `monitor --json` write them
+        assert snapshot_to_dict(snap)["devices"] == snapshot_to_dict(reference)["devices"]
+        ages = {d.node: snap.age_of(d) for d in snap.devices}
         assert ages["node-a"] == fleet.now - 995.0
+        if last is not None:  # node a's readings handed on as they are, not copied
+            assert [d for d in snap.devices if d.node == "node-a"] == \
+                [d for d in last.devices if d.node == "node-a"]
+            assert all(a is b for a, b in zip(snap.devices[:2], last.devices[:2]))
     # only the GPUs whose sample time moved became per-GPU objects; the first probe read after
     # a full read compares its own label classifications, so every GPU goes through once
     assert probe_groups == [4, 0, 2, 0, 2]

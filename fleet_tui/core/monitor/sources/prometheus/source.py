@@ -366,14 +366,20 @@ class PrometheusSource(Source):
         """``groups``: the devices read this refresh; ``same``: GPUs (key -> sample time) whose
         reading is the cached one, only older (``delta.ChangedOnly.unchanged``)."""
         read: dict[str, DeviceSnapshot] = {}  # this refresh's reading of each device it saw
+        # the readings handed on as they are (cache key -> their age now): no copy per refresh
+        # only to update the age (the snapshot's device_ages)
+        older: dict[str, float] = {}
+        collided = False
         cache, cache_keys = self._cache, self._cache_keys
         for group_key, sample_ts in (same or {}).items():
             key = cache_keys[group_key]
-            read[key] = with_age(cache[key].device, max(0.0, now - sample_ts))
+            read[key] = cache[key].device
+            older[key] = max(0.0, now - sample_ts)
         for group_key, acc in groups.items():
             key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
             if key in read:  # two series sets collide (e.g. instance fallback); keep both apart
                 key = f"{key}#{acc.ident}"
+                collided = True
             cache_keys[group_key] = key
             ident = (acc.index, acc.name, acc.mig_profile, acc.vendor, acc.uuid)
             sample_ts = acc.sample_ts
@@ -384,7 +390,8 @@ class PrometheusSource(Source):
                 # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
                 # so most devices on most refreshes): only the reading's age moved; the cache
                 # entry stays (fewer objects kept per refresh, less for the garbage collector)
-                read[key] = with_age(before.device, max(0.0, now - sample_ts))
+                read[key] = before.device
+                older[key] = max(0.0, now - sample_ts)
                 if before.instance != acc.instance:
                     cache[key] = replace(before, instance=acc.instance)
                 continue
@@ -403,10 +410,22 @@ class PrometheusSource(Source):
         devices: list[DeviceSnapshot] = []
         stale_nodes: dict[str, float] = {}
         threshold = self.stale_threshold_s
+        device_ages: dict[str, float] = {}
+        # device_ages is by DeviceSnapshot.key: where two devices share one (kept apart in the
+        # cache as key#ident, then or earlier), every reading is a copy with its age instead
+        collided = collided or any("#" in key for key in cache)
         for key, cached in self._cache.items():
             fresh = read.get(key)
             gone = fresh is None
-            if not gone and (fresh.age_s or 0.0) <= threshold:
+            age = older.get(key) if not gone else None
+            if age is not None and age <= threshold:
+                if collided:
+                    fresh = with_age(fresh, age)
+                else:
+                    device_ages[key] = age  # the reading as first read, only older
+                devices.append(fresh)
+                continue
+            if not gone and age is None and (fresh.age_s or 0.0) <= threshold:
                 devices.append(fresh)  # read this refresh, with its age
                 continue
             exporter_down = cached.instance in down_instances
@@ -433,7 +452,8 @@ class PrometheusSource(Source):
             message = (f"Prometheus {self.url} answered but has no DCGM, Gaudi or Neuron metrics "
                        "(is dcgm-exporter scraped?)")
         return Snapshot(timestamp=now, source=self.spec, source_kind="fleet",
-                        devices=tuple(devices), message=message, errors=tuple(errors))
+                        devices=tuple(devices), message=message, errors=tuple(errors),
+                        device_ages=device_ages)
 
     def history_blocking(self, seconds: float, step_s: float = 15.0) -> list[Snapshot]:
         """Range query of the per-refresh query -> one Snapshot per step (oldest first); device
