@@ -148,8 +148,9 @@ class Snapshot:
     errors: tuple[str, ...] = field(default=())  # non-fatal problems this tick (a node down, ...)
     # device key -> age in this snapshot, for the readings handed on unchanged from an earlier
     # snapshot (a fleet source: ~7/8 of 4,096 GPUs scraped every 15 s and refreshed every 2 s,
-    # where a copy per reading per refresh only to update its age cost ~20 ms)
-    device_ages: Mapping[str, float] = field(default_factory=dict, repr=False)
+    # where a copy per reading per refresh only to update its age cost ~20 ms); not compared or
+    # hashed (a snapshot stays hashable)
+    device_ages: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     def age_of(self, device: DeviceSnapshot) -> float | None:
         """``device``'s reading age in this snapshot (``DeviceSnapshot.age_s`` unless handed on)."""
