@@ -19,6 +19,7 @@ class CannedFleet:
         self.now = 1000.0
         self.scraped = {"node-a": 995.0, "node-b": 998.0}
         self.util = {"node-a": 40, "node-b": 70}
+        self.fb_free_mib = 80000  # a static fact
 
     @staticmethod
     def _ids(node: str, gpu: int) -> dict[str, str]:
@@ -46,7 +47,7 @@ class CannedFleet:
     def answer(self, query: str) -> bytes:
         if "modelName" in query:  # the static facts
             result = [self._series({"__name__": "DCGM_FI_DEV_FB_FREE", **self._ids(n, g),
-                                    "modelName": "NVIDIA H100"}, 80000)
+                                    "modelName": "NVIDIA H100"}, self.fb_free_mib)
                       for n in NODES for g in range(2)]
         elif " and on (" in query:  # the GPUs scraped after a time
             since = float(query.rsplit("> ", 1)[1].rstrip(")"))
@@ -99,3 +100,30 @@ def test_changed_only_refresh_equals_a_full_read_and_skips_the_unmoved_gpus():
     # only the GPUs whose sample time moved became per-GPU objects; the first probe read after
     # a full read compares its own label classifications, so every GPU goes through once
     assert probe_groups == [4, 0, 2, 0, 2]
+
+
+def test_static_facts_refresh_reads_it_all_again_only_when_facts_moved():
+    fleet = CannedFleet()
+    src = canned_source(fleet, static_every_s=10.0)
+    queries: list[str] = []
+    answer = fleet.answer
+
+    def logging(query, deadline=None):
+        queries.append("static" if "modelName" in query else "changed" if " and on (" in query
+                       else "full" if "max by (__name__" in query else "probes")
+        return answer(query)
+
+    src.client.query_body = logging
+    src.sample_blocking()
+    assert queries == ["full", "static"]
+    for _ in range(6):  # 12 s: one static refresh, the same facts
+        fleet.now += 2.0
+        src.sample_blocking()
+    assert "full" not in queries[2:] and queries.count("static") == 2
+    fleet.now += 12.0  # a fact moved: the next refresh reads it all
+    fleet.fb_free_mib = 79000
+    queries.clear()
+    src.sample_blocking()
+    fleet.now += 2.0
+    src.sample_blocking()
+    assert queries == ["probes", "static", "full"]
