@@ -135,11 +135,11 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise UserError(f"--node {args.node}: {exc.args[0]}") from None
         if args.json:
-            print_json(node.to_dict())
+            print_json(view.node_dict(node.node))
             return 0
         _print_header(view)
         print_table(["gpu", "name", "state", "util", "sm", "mem", "power", "diagnosis", "$/h",
-                     "waste $/h"], [_device_row(d) for d in node.devices])
+                     "waste $/h"], [_device_row(d, view.age_of(d)) for d in node.devices])
         for d in node.devices:
             if d.diagnoses and d.primary not in ("healthy_compute", "idle"):
                 print(f"  gpu {d.index}: {d.primary}: {d.diagnoses[0].get('action', '')}")
@@ -185,9 +185,9 @@ def _print_header(view) -> None:
         print(f"  ! {err}", file=sys.stdout)
 
 
-def _device_row(d) -> list[str]:
+def _device_row(d, age_s: float | None) -> list[str]:
     mem = "N/A" if d.mem_used_pct is None else f"{d.mem_used_pct:.0f}%"
-    state = d.state if d.age_s is None or d.state == "ok" else f"{d.state} ({d.age_s:.0f}s)"
+    state = d.state if age_s is None or d.state == "ok" else f"{d.state} ({age_s:.0f}s)"
     conf = "" if d.confidence is None else f" ({d.confidence:.0%})"
     return [str(d.index), d.name[:24], state, _pct(d.gpu_util_pct), _pct(d.sm_active_pct), mem,
             "N/A" if d.power_w is None else f"{d.power_w:.0f}W", d.primary + conf,

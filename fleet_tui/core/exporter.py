@@ -146,8 +146,9 @@ class FleetCollector:
                 waste.add_metric(labels, d.waste_usd_per_hour)
             idle.add_metric(labels, 1.0 if d.idle else 0.0)
             stale.add_metric(labels, 0.0 if d.state == "ok" else 1.0)
-            if d.age_s is not None:
-                age.add_metric(labels, d.age_s)
+            age_s = view.age_of(d)
+            if age_s is not None:
+                age.add_metric(labels, age_s)
         yield from (diag, conf, primary, eff, cost, idle_cost, waste, idle, stale, age)
 
         n_eff = g("node_efficiency_score", "Price-weighted efficiency of the node, 0-100", ("node",))

@@ -88,7 +88,6 @@ class FleetDevice:
     uuid: str
     vendor: str
     state: str  # ok | lost | unavailable
-    age_s: float | None
     gpu_util_pct: float | None
     sm_active_pct: float | None
     tensor_active_pct: float | None
@@ -132,11 +131,12 @@ class FleetDevice:
                 self.efficiency_pct if self.efficiency_pct is not None else -1.0,
                 self.node, self.index)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, age_s: float | None = None) -> dict[str, Any]:
+        """``age_s``: the age of the reading in the view (``FleetView.age_of``)."""
         return {
             "key": self.key, "node": self.node, "index": self.index, "name": self.name,
             "uuid": self.uuid, "vendor": self.vendor, "state": self.state, "error": self.error,
-            "age_s": _r(self.age_s, 1),
+            "age_s": _r(age_s, 1),
             "gpu_util_pct": _r(self.gpu_util_pct), "sm_active_pct": _r(self.sm_active_pct),
             "tensor_active_pct": _r(self.tensor_active_pct),
             "mem_used_bytes": self.mem_used_bytes, "mem_total_bytes": self.mem_total_bytes,
@@ -187,7 +187,7 @@ def fleet_device(d: DeviceSnapshot, diagnoses: Sequence[dict[str, Any]],
         waste = usd_per_hour * (1.0 if d.state != "ok" else 1.0 - (efficiency or 0.0) / 100.0)
     return FleetDevice(
         key=d.key, node=d.node, index=d.index, name=d.name, uuid=d.uuid, vendor=d.vendor,
-        state=d.state, age_s=d.age_s, gpu_util_pct=d.gpu_util_pct, sm_active_pct=d.sm_active_pct,
+        state=d.state, gpu_util_pct=d.gpu_util_pct, sm_active_pct=d.sm_active_pct,
         tensor_active_pct=d.tensor_active_pct, mem_used_bytes=d.mem_used_bytes,
         mem_total_bytes=d.mem_total_bytes, power_w=d.power_w, power_limit_w=d.power_limit_w,
         temp_c=d.temp_c, primary=primary, severity=severity, confidence=confidence,
@@ -237,7 +237,9 @@ class NodeRollup:
                  else sum(d.waste_frac for d in self.devices))
         return (worst[0], -waste, -self.idle_devices, self.node)
 
-    def to_dict(self, *, with_devices: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, with_devices: bool = True,
+                ages: Mapping[str, float | None] | None = None) -> dict[str, Any]:
+        """``ages``: each device's reading age by key (``FleetView.ages``)."""
         out = {
             "node": self.node, "devices": self.device_count,
             "mean_gpu_util_pct": _r(self.mean_gpu_util_pct),
@@ -253,13 +255,15 @@ class NodeRollup:
             "efficiency_pct": _r(self.efficiency_pct, 1), "errors": list(self.errors),
         }
         if with_devices:
-            out["device_list"] = [d.to_dict() for d in self.devices]
+            ages = ages or {}
+            out["device_list"] = [d.to_dict(ages.get(d.key)) for d in self.devices]
         return out
 
 
 def _node_rollup(node: str, devices: list[FleetDevice], worst: FleetDevice | None,
-                 errors: Sequence[str]) -> NodeRollup:
-    """``devices``: the node's devices by index; ``worst``: its worst offender."""
+                 errors: tuple[str, ...]) -> NodeRollup:
+    """``devices``: the node's devices by index; ``worst``: its worst offender; ``errors``: the
+    snapshot's errors about this node."""
     ok = [d for d in devices if d.state == "ok"]
     priced = [d.usd_per_hour for d in devices if d.usd_per_hour is not None]
     price = sum(priced) if priced else None
@@ -277,7 +281,7 @@ def _node_rollup(node: str, devices: list[FleetDevice], worst: FleetDevice | Non
         stale_devices=sum(d.state != "ok" for d in devices),
         usd_per_hour=price, idle_usd_per_hour=sum(d.idle_usd_per_hour for d in devices),
         waste_usd_per_hour=waste, efficiency_pct=eff,
-        errors=tuple(e for e in errors if e.startswith(f"{node}:")))
+        errors=errors)
 
 
 def _weighted_efficiency(devices: Sequence[FleetDevice]) -> float | None:
@@ -328,6 +332,10 @@ class FleetView:
     errors: tuple[str, ...] = ()
     message: str | None = None
     _by_node: dict[str, NodeRollup] = field(default_factory=dict, compare=False, repr=False)
+    # each device's reading age in this view, by key: kept apart from the devices, so a device
+    # whose reading only grew older is the same FleetDevice (and its node the same NodeRollup)
+    # from view to view (FleetViews)
+    ages: Mapping[str, float | None] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def device_count(self) -> int:
@@ -336,6 +344,10 @@ class FleetView:
     @property
     def node_count(self) -> int:
         return len(self.nodes)
+
+    def age_of(self, device: FleetDevice) -> float | None:
+        """Seconds between ``device``'s reading (its scrape) and this view; None = just read."""
+        return self.ages.get(device.key)
 
     def node(self, name: str) -> NodeRollup:
         """Drill-down; KeyError names the nearest node names."""
@@ -347,6 +359,10 @@ class FleetView:
             near = difflib.get_close_matches(name, list(self._by_node), n=3)
             hint = f" (did you mean {', '.join(near)}?)" if near else ""
             raise KeyError(f"no node {name!r} in the fleet{hint}") from None
+
+    def node_dict(self, name: str) -> dict[str, Any]:
+        """One node as JSON data (``fleet --node NAME --json``), its devices with their ages."""
+        return self.node(name).to_dict(ages=self.ages)
 
     def grid(self) -> list[tuple[str, tuple[FleetDevice, ...]]]:
         """Rows of the nodes × devices grid, worst node first."""
@@ -366,7 +382,7 @@ class FleetView:
                 "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
                 "idle_devices": self.idle_devices, "stale_devices": self.stale_devices,
             },
-            "nodes": [n.to_dict(with_devices=devices) for n in self.nodes],
+            "nodes": [n.to_dict(with_devices=devices, ages=self.ages) for n in self.nodes],
             "offenders": [d.key for d in self.offenders],
         }
 
@@ -390,21 +406,38 @@ class FleetView:
 
     @classmethod
     def from_devices(cls, snapshot: Snapshot, fleet_devices: Sequence[FleetDevice],
-                     offender_keys: Sequence[tuple] | None = None) -> "FleetView":
+                     offender_keys: Sequence[tuple] | None = None, *,
+                     ages: Mapping[str, float | None] | None = None,
+                     last: "FleetView | None" = None) -> "FleetView":
         """The roll-ups of ``snapshot``'s devices already made ``FleetDevice``s (in its order);
-        ``offender_keys``: their ``offender_key()``s where the caller kept them."""
+        ``offender_keys``: their ``offender_key()``s where the caller kept them; ``ages``: the
+        readings' ages by key where the caller made them (else read from ``snapshot``); ``last``:
+        a previous view whose node roll-ups are reused where a node has the same devices (the
+        same objects) and errors: at 4,096 GPUs scraped every 15 s, ~7/8 of the nodes."""
         if offender_keys is None:
             offender_keys = [fd.offender_key() for fd in fleet_devices]
+        if ages is None:
+            ages = {d.key: snapshot.age_of(d) for d in snapshot.devices}
         rank = offender_keys.__getitem__  # devices are handled by position: no pairs to allocate
         by_node: dict[str, list[int]] = {}
         for i, fd in enumerate(fleet_devices):
             by_node.setdefault(fd.node, []).append(i)
+        before = last._by_node if last is not None else {}
+        errors = snapshot.errors
         nodes = []
         for node, where in by_node.items():
-            where.sort(key=lambda i: (fleet_devices[i].index, fleet_devices[i].uuid))
-            nodes.append(_node_rollup(node, [fleet_devices[i] for i in where],
-                                      fleet_devices[min(where, key=rank)] if where else None,
-                                      snapshot.errors))
+            if len(where) > 1:
+                where.sort(key=lambda i: (fleet_devices[i].index, fleet_devices[i].uuid))
+            devices = [fleet_devices[i] for i in where]
+            node_errors = tuple(e for e in errors if e.startswith(f"{node}:")) if errors else ()
+            kept = before.get(node)
+            if (kept is not None and kept.errors == node_errors
+                    and len(kept.devices) == len(devices)
+                    and all(a is b for a, b in zip(kept.devices, devices))):
+                nodes.append(kept)  # the same readings, diagnoses and prices: the same roll-up
+                continue
+            nodes.append(_node_rollup(node, devices, fleet_devices[min(where, key=rank)],
+                                      node_errors))
         nodes.sort(key=NodeRollup.offender_key)
         in_node_order = [i for n in nodes for i in by_node[n.node]]
         devices = [fleet_devices[i] for i in in_node_order]
@@ -425,7 +458,7 @@ class FleetView:
             idle_devices=sum(d.idle for d in devices),
             stale_devices=sum(d.state != "ok" for d in devices),
             errors=snapshot.errors, message=snapshot.message,
-            _by_node={n.node: n for n in nodes},
+            _by_node={n.node: n for n in nodes}, ages=ages,
         )
 
 
@@ -440,16 +473,19 @@ class FleetViews:
 
     A fleet device's analysis is kept while its window is unchanged (``FleetWindowPolicy``), so
     its JSON-ready diagnoses are converted once per analysis, not once per refresh; a device whose
-    reading, diagnoses and price are those of the last view keeps its ``FleetDevice`` (a copy when
-    only the reading's age moved): at 4,096 GPUs scraped every 15 s, ~7/8 of them each refresh.
+    reading (but for its age), diagnoses and price are those of the last view keeps its
+    ``FleetDevice``, and a node all of whose devices were kept keeps its ``NodeRollup``: at 4,096
+    GPUs scraped every 15 s, ~7/8 of them each refresh. The ages are the view's ``ages``.
 
     Not for two threads at once (the panes build views in one exclusive worker at a time)."""
 
     def __init__(self, instance_prices: Prices = None):
         self.instance_prices = instance_prices
         self._converted: dict[str, tuple[Any, tuple[dict[str, Any], ...]]] = {}
-        # key -> (reading, its diagnoses, its $/h, the FleetDevice made of them, its offender key)
-        self._devices: dict[str, tuple[DeviceSnapshot, tuple, float | None, FleetDevice, tuple]] = {}
+        # key -> (reading, its diagnoses, its $/h, the FleetDevice made of them, its offender key,
+        # the reading without its age once compared)
+        self._devices: dict[str, tuple[DeviceSnapshot, tuple, float | None, FleetDevice, tuple,
+                                       tuple | None]] = {}
         self.latest: FleetView | None = None
 
     def __call__(self, tick: Any) -> FleetView:
@@ -466,36 +502,36 @@ class FleetViews:
         if len(cache) > 2 * len(analyses) + 64:  # devices gone from the fleet
             self._converted = {k: v for k, v in cache.items() if k in analyses}
         prices = node_prices(snapshot.devices, self.instance_prices)
-        before, made = self._devices, {}
+        before, made, ages = self._devices, {}, {}
         fleet_devices, offender_keys = [], []
+        handed_on = snapshot.device_ages  # readings as first read, only older: their ages now
         for d in snapshot.devices:
             key = d.key
             diagnoses, price = converted.get(key, ()), prices.get(d.node)
             kept = before.get(key)
-            if (kept is None or kept[1] is not diagnoses or kept[2] != price
-                    or (kept[0] is not d and _reading(kept[0]) != _reading(d))):
+            if kept is None or kept[1] is not diagnoses or kept[2] != price:
+                kept = None  # a new analysis or price (every device with a new reading)
+            elif kept[0] is not d:  # the same reading, only older? (the age is not compared)
+                if kept[5] is None:  # its reading as a tuple, made once
+                    kept = (*kept[:5], _reading(kept[0]))
+                if _reading(d) != kept[5]:
+                    kept = None
+            if kept is None:
                 fd = fleet_device(d, diagnoses, price)
-                kept = (d, diagnoses, price, fd, fd.offender_key())
-            else:  # the same reading (kept as it was: no new objects), maybe older
-                fd = kept[3] if kept[3].age_s == d.age_s else _aged(kept[3], d.age_s)
+                kept = (d, diagnoses, price, fd, fd.offender_key(), None)
+            # else: the same reading, maybe older: the same FleetDevice (its age is in ``ages``)
             made[key] = kept
-            fleet_devices.append(fd)
-            offender_keys.append(kept[4])  # (the age is not part of it)
+            ages[key] = handed_on.get(key, d.age_s)
+            fleet_devices.append(kept[3])
+            offender_keys.append(kept[4])
         self._devices = made
-        self.latest = FleetView.from_devices(snapshot, fleet_devices, offender_keys)
+        self.latest = FleetView.from_devices(snapshot, fleet_devices, offender_keys, ages=ages,
+                                             last=self.latest)
         return self.latest
 
 
-# A reading without its age, and a FleetDevice with only its age changed (FleetViews' reuse).
+# A reading without its age (FleetViews' reuse).
 _reading = attrgetter(*(f.name for f in fields(DeviceSnapshot) if f.name != "age_s"))
-_FLEET_FIELDS = tuple(f.name for f in fields(FleetDevice))
-_AGE_AT = _FLEET_FIELDS.index("age_s")
-_fleet_values = attrgetter(*_FLEET_FIELDS)
-
-
-def _aged(fd: FleetDevice, age_s: float | None) -> FleetDevice:
-    values = _fleet_values(fd)
-    return FleetDevice(*values[:_AGE_AT], age_s, *values[_AGE_AT + 1:])
 
 
 def instance_price_usd_per_hour(instance_type: str, *, pricing: str = "on-demand",

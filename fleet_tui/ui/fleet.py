@@ -4,18 +4,19 @@ worst first, the worst devices, and a drill-down into one node.
 The roll-ups are the core's ``FleetView`` (``fleet_tui.core.fleet.FleetViews``, the same path as
 ``fleet`` and ``export``), built in a thread worker from the engine's latest tick (its snapshot and
 per-device analyses, windowed by the fleet policy; the engine analyses in its own thread too); this
-pane lays them out and updates the node table in place by key.
+pane lays them out and updates the node table's changed cells in place (``FleetTable``).
 
-Threads: the worker gets the tick, which is immutable, and hands back an immutable ``FleetView``
-and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the last view's
-devices) is used by one worker at a time under a lock (an exclusive worker that was superseded may
-still be running: a thread cannot be stopped), and a superseded worker draws nothing. Each drawn
-view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
+Threads: the worker reads the newest tick (immutable) from the pane and hands back an immutable
+``FleetView`` and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the
+last view's devices) is used by one worker at a time under a lock (an exclusive worker that was
+superseded may still be running: a thread cannot be stopped), and a superseded worker draws nothing.
+Each drawn view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 from textual import on, work
@@ -29,10 +30,18 @@ from textual.worker import get_current_worker
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
-from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.fleet_table import FleetTable
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
+# Full garbage collections at fleet scale: the core keeps ~40 objects per device (readings in
+# history and windows, analyses), ~300,000 at 4,096 GPUs and growing with history, and a full
+# collection walks them all with the GIL held: 130-250 ms, every 2-3 refreshes, the UI's longest
+# block (bench/fleet_app_loop.py, loaded, load avg ~1.2). After each drawn view the survivors are
+# frozen (``gc.freeze``: out of the collector's sight; reference counting still frees them), so
+# collections see only what the refreshes since made. What died in reference cycles meanwhile is
+# reclaimed by one full collection every FULL_COLLECT_EVERY views (2 min at the 2 s refresh).
+FULL_COLLECT_EVERY = 60
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
@@ -71,7 +80,8 @@ class FleetScreen(PaneScreen):
         self.drill_node: str | None = None
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._views_lock = threading.Lock()  # one worker at a time uses self._views
-        self._node_order: list[str] = []  # node table rows as last drawn, worst first
+        self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
+        self._drawn = 0  # views drawn (FULL_COLLECT_EVERY)
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
@@ -80,7 +90,7 @@ class FleetScreen(PaneScreen):
         with Horizontal(id="fleet-main"):
             with Vertical(id="fleet-left"):
                 yield VerticalScroll(Static("", id="fleet-grid-text"), id="fleet-grid")
-                yield Table(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
+                yield FleetTable(id="fleet-nodes", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static("", id="fleet-side-text"), id="fleet-side")
 
     def on_mount(self) -> None:
@@ -93,6 +103,9 @@ class FleetScreen(PaneScreen):
 
     def on_resize(self, event) -> None:
         self.query_one("#fleet-side").set_class(event.size.width < 110, "-narrow")
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
 
     def on_screen_resume(self) -> None:
         if self.app.monitor is not None:
@@ -107,32 +120,38 @@ class FleetScreen(PaneScreen):
             from fleet_tui.core.fleet import FleetViews
 
             self._views = FleetViews(node_usd_per_hour(self.app))
-        self._build(view.snapshot, analyses)
+        self._tick = (view.snapshot, analyses)
+        self._build()
 
-    # a description, or Textual builds one from repr() of the arguments: the whole snapshot, on
-    # the event loop (4,096 GPUs: ~95 ms CPU a redraw, loaded, load avg 5.7)
+    # No arguments: a finished Textual worker is freed only by the cyclic garbage collector (its
+    # task's context refers back to it), and with the tick as an argument it kept the whole
+    # snapshot (4,096 devices) alive until a full collection: ~100-250 ms with the GIL held, the
+    # UI's longest block at 4,096 GPUs (bench/fleet_app_loop.py). The worker reads the newest
+    # tick from the pane instead. A description, or Textual builds one from repr().
     @work(thread=True, exclusive=True, group="fleet-view", exit_on_error=False,
           description="the fleet view")
-    def _build(self, snapshot, analyses) -> None:
+    def _build(self) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()
         with self._views_lock:
-            if worker.is_cancelled:  # a newer tick's worker took over
+            if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
                 return
-            fleet = self._views.view(snapshot, analyses)
-        rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
+            fleet = self._views.view(*self._tick)
+        rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
-                 offenders_markup(fleet.offenders))
+                 offenders_markup(fleet.offenders, fleet.ages))
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, fleet, rows, texts)
 
-    def _draw_new(self, fleet, rows: dict[str, tuple[str, ...]], texts: tuple) -> None:
+    def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
+        self._drawn += 1
+        freeze_survivors(self._drawn)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(fleet))
 
-    def _draw(self, fleet, rows: dict[str, tuple[str, ...]] | None = None,
+    def _draw(self, fleet, rows: list[tuple[str, ...]] | None = None,
               texts: tuple | None = None) -> None:
         """Lay out ``fleet``; ``rows`` and ``texts`` (drill node, summary, grid, offenders) as
         the worker made them, off the loop."""
@@ -148,7 +167,7 @@ class FleetScreen(PaneScreen):
         else:
             self.query_one("#fleet-side").border_title = "Worst devices"
             self._set_text("#fleet-side-text", texts[3] if texts[3] is not None
-                           else offenders_markup(fleet.offenders))
+                           else offenders_markup(fleet.offenders, fleet.ages))
 
     def _set_text(self, selector: str, markup: str) -> None:
         """Update a Static only when its text changed (an update re-parses the markup and
@@ -157,30 +176,11 @@ class FleetScreen(PaneScreen):
             self._shown[selector] = markup
             self.query_one(selector, Static).update(markup)
 
-    def _draw_nodes(self, fleet, rows: dict[str, tuple[str, ...]] | None = None) -> None:
-        table = self.query_one("#fleet-nodes", DataTable)
+    def _draw_nodes(self, fleet, rows: list[tuple[str, ...]] | None = None) -> None:
+        """The node table, worst first: row N shows the N-th worst node (``FleetTable``)."""
         if rows is None:
-            rows = {n.node or "(this host)": node_row(n) for n in fleet.nodes}
-        existing = [str(k.value) for k in table.rows]
-        if len(existing) != len(rows) or not all(key in rows for key in existing):
-            cursor = table.cursor_row  # nodes came or went: rebuild once
-            table.clear()
-            for key, values in rows.items():
-                table.add_row(*values, key=key)
-            if rows:
-                table.move_cursor(row=min(cursor, len(rows) - 1))
-            self._node_order = list(rows)
-            return
-        columns = [key for key, _ in NODE_COLUMNS]
-        for key, values in rows.items():  # same nodes: update changed cells in place
-            for column, value in zip(columns, values):
-                if table.get_cell(key, column) != value:
-                    table.update_cell(key, column, value)
-        order = list(rows)
-        if order != self._node_order:  # worst first moved: re-sort the rows, no rebuild
-            position = {values[0]: i for i, values in enumerate(rows.values())}
-            table.sort("node", key=lambda node: position.get(node, len(position)))
-            self._node_order = order
+            rows = [node_row(n) for n in fleet.nodes]
+        self.query_one("#fleet-nodes", FleetTable).show_rows(rows)
 
     def _draw_drill(self, fleet) -> None:
         side = self.query_one("#fleet-side")
@@ -194,7 +194,7 @@ class FleetScreen(PaneScreen):
                  f"SM {pct(node.mean_sm_active_pct)} · idle {node.idle_devices}"]
         lines += [escape(e) for e in node.errors]
         lines.append("")
-        lines.append(offenders_markup(node.devices, with_node=False))
+        lines.append(offenders_markup(node.devices, fleet.ages, with_node=False))
         self._set_text("#fleet-side-text", "\n".join(lines))
 
     # ----- actions -----
@@ -202,7 +202,7 @@ class FleetScreen(PaneScreen):
         table = self.query_one("#fleet-nodes", DataTable)
         if self.view is None or table.row_count == 0:
             return
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        key = table.get_row_at(table.cursor_row)[0]  # the node column
         self.drill_node = "" if key == "(this host)" else key
         self.query_one("#fleet-side").remove_class("-narrow")
         self._draw(self.view)
@@ -271,7 +271,8 @@ def grid_markup(fleet, highlight: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def offenders_markup(devices, with_node: bool = True) -> str:
+def offenders_markup(devices, ages, with_node: bool = True) -> str:
+    """``ages``: the readings' ages by device key (``FleetView.ages``)."""
     lines = []
     for d in list(devices)[:OFFENDERS if with_node else None]:
         style = SEVERITY_STYLE.get(d.severity, "$text")
@@ -283,10 +284,22 @@ def offenders_markup(devices, with_node: bool = True) -> str:
         if d.waste_usd_per_hour:
             detail += f", waste {usd(d.waste_usd_per_hour)}/h"
         if d.state != "ok":
-            age = f" {d.age_s:.0f} s old" if d.age_s is not None else ""
+            age_s = ages.get(d.key)
+            age = f" {age_s:.0f} s old" if age_s is not None else ""
             detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
+
+
+def freeze_survivors(drawn: int) -> None:
+    """After a pane drew its ``drawn``-th view of a fleet: freeze what survives (see
+    FULL_COLLECT_EVERY); every FULL_COLLECT_EVERY views, one full collection first."""
+    if drawn % FULL_COLLECT_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+    else:
+        gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
+    gc.freeze()
 
 
 def node_usd_per_hour(app) -> float | None:

@@ -16,6 +16,7 @@ are known, and shown as notifications."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 
@@ -28,7 +29,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from fleet_tui.ui.fleet import node_usd_per_hour
+from fleet_tui.ui.fleet import freeze_survivors, node_usd_per_hour
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
@@ -71,6 +72,8 @@ class JobsScreen(PaneScreen):
         self.jobs = None  # the latest core JobsView
         self.report_job: str | None = None
         self._views = None  # core FleetViews
+        self._tick = None  # the newest (snapshot, analyses) to show: what _build reads
+        self._drawn = 0  # views drawn (fleet.freeze_survivors)
         self._labels = None  # core DeviceLabels
         self._labels_at = -LABELS_EVERY_S
         self._labels_error: str | None = None
@@ -87,6 +90,9 @@ class JobsScreen(PaneScreen):
         for key, label in COLUMNS:
             table.add_column(label, key=key)
 
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
+
     def on_screen_resume(self) -> None:
         if self.app.monitor is not None:
             self.app.monitor.redraw_now()
@@ -99,18 +105,20 @@ class JobsScreen(PaneScreen):
             from fleet_tui.core.fleet import FleetViews
 
             self._views = FleetViews(node_usd_per_hour(self.app))
-        self._build(view.snapshot, analyses)
+        self._tick = (view.snapshot, analyses)
+        self._build()
 
-    # a description, or Textual builds one from repr() of the arguments: the whole snapshot, on
-    # the event loop (4,096 GPUs: ~95 ms CPU a redraw, loaded, load avg 5.7)
+    # No arguments (as the fleet pane's worker): a finished worker is freed only by the cyclic
+    # garbage collector, and with the tick as an argument it kept the whole snapshot alive until a
+    # full collection. A description, or Textual builds one from repr().
     @work(thread=True, exclusive=True, group="jobs-view", exit_on_error=False,
           description="the jobs view")
-    def _build(self, snapshot, analyses) -> None:
+    def _build(self) -> None:
         worker = get_current_worker()
         with self._lock:
-            if worker.is_cancelled:  # a newer tick's worker took over
+            if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
                 return
-            jobs, alerts = self._jobs_of(snapshot, analyses)
+            jobs, alerts = self._jobs_of(*self._tick)
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, jobs)
         for alert in alerts:  # events: shown even when a newer view superseded this one
@@ -144,6 +152,8 @@ class JobsScreen(PaneScreen):
 
     def _draw_new(self, jobs) -> None:
         self._draw(jobs)
+        self._drawn += 1
+        freeze_survivors(self._drawn)
         self.view_ready.set()
         self.post_message(self.ViewDrawn(jobs))
 

@@ -84,10 +84,21 @@ def test_fleet_views_reuse_unchanged_devices_with_their_new_age():
         view = views(tick)
         fresh = FleetView.from_snapshot(snap, tick.analyses, {"*": 30.0})
         assert view.to_dict() == fresh.to_dict()
-        assert [d.age_s for d in view.offenders] == [d.age_s for d in fresh.offenders]
+        assert [view.age_of(d) for d in view.offenders] == \
+            [fresh.age_of(d) for d in fresh.offenders] == [d.age_s for d in
+                                                           sorted(snap.devices, key=_order(view))]
         if previous is not None:  # the repeated readings kept their device, but not its age
             kept = {d.key: d for d in previous.offenders}
+            repeated = (snap.timestamp - 100.0) % 6 != 0  # node "a": scraped every third refresh
+            assert (view.node("a") is previous.node("a")) == repeated
             for d in view.offenders:
-                if d.node == "a" and d.age_s != kept[d.key].age_s:
-                    assert d.primary == kept[d.key].primary
+                if d.node == "a" and repeated:
+                    assert d is kept[d.key]
+                    assert view.age_of(d) == previous.age_of(d) + 2.0
+            assert view.node("b") is not previous.node("b")  # a new reading every refresh
         previous = view
+
+
+def _order(view):
+    rank = {d.key: i for i, d in enumerate(view.offenders)}
+    return lambda d: rank[d.key]

@@ -28,9 +28,10 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
         assert view.device_count == 20
         table = screen.query_one("#fleet-nodes", DataTable)
         assert table.row_count == 5
-        # worst node first, as the core ranked them (rows re-sorted in place as the ranking moves)
+        # worst node first, as the core ranked them (row N shows the N-th worst node: cells
+        # rewritten in place as the ranking moves)
         def shown():
-            return [str(row.key.value) for row in table.ordered_rows]
+            return [table.get_row_at(i)[0] for i in range(table.row_count)]
 
         assert shown() == [n.node for n in view.nodes]
         view = await next_view(screen)  # a later view: rows follow its ranking
@@ -51,3 +52,35 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
         await pilot.press("3")
         await wait_for(pilot, lambda: "Fleet pane" in str(app.screen.query_one("#mon-message").render()),
                        "monitor's pointer to the fleet pane")
+
+
+async def test_fleet_table_rewrites_changed_cells_in_place():
+    from textual.app import App
+
+    from fleet_tui.ui.widgets.fleet_table import FleetTable
+
+    class One(App):
+        def compose(self):
+            yield FleetTable(id="t")
+
+    app = One()
+    async with app.run_test(size=(60, 10)) as pilot:
+        table = app.query_one(FleetTable)
+        table.add_column("node", key="node")
+        table.add_column("util", key="util")
+        table.show_rows([("n1", "10%"), ("n2", "20%"), ("n3", "30%")])
+        await pilot.pause()
+
+        def lines():
+            return [table.render_line(y).text.strip() for y in range(1, 4)]
+
+        assert lines()[0].startswith("n1")  # drawn once: its renders are cached
+        table.show_rows([("n2", "25%"), ("n1", "10%"), ("n3", "30%")])  # n2 moved up
+        await pilot.pause()
+        assert [table.get_row_at(i) for i in range(3)] == [["n2", "25%"], ["n1", "10%"],
+                                                           ["n3", "30%"]]
+        assert [line.split() for line in lines()] == [["n2", "25%"], ["n1", "10%"],
+                                                      ["n3", "30%"]]
+        table.show_rows([("n3", "30%"), ("n1", "10%")])  # a node left: rebuilt
+        await pilot.pause()
+        assert table.row_count == 2 and table.get_row_at(0) == ["n3", "30%"]

@@ -104,8 +104,9 @@ def host_to_dict(h: HostSnapshot) -> dict[str, Any]:
 
 
 def snapshot_to_dict(s: Snapshot) -> dict[str, Any]:
-    """A JSON-ready dict of one snapshot (no NaN: sources report N/A as None)."""
-    return {
+    """A JSON-ready dict of one snapshot (no NaN: sources report N/A as None); each device's
+    ``age_s`` is its age in this snapshot (``Snapshot.age_of``)."""
+    out = {
         "timestamp": s.timestamp,
         "source": s.source,
         "source_kind": s.source_kind,
@@ -115,6 +116,10 @@ def snapshot_to_dict(s: Snapshot) -> dict[str, Any]:
         "host": host_to_dict(s.host) if s.host is not None else None,
         "devices": [device_to_dict(d) for d in s.devices],
     }
+    if s.device_ages:
+        for device, d in zip(out["devices"], s.devices):
+            device["age_s"] = s.age_of(d)
+    return out
 
 
 def _pick(data: dict[str, Any], allowed: set[str]) -> dict[str, Any]:

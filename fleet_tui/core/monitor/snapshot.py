@@ -8,6 +8,7 @@ a reading came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -105,7 +106,9 @@ class DeviceSnapshot:
     processes: tuple[ProcessInfo, ...] = ()
     phase: str | None = None  # ground-truth label when replaying a labelled trace
     extra: tuple[tuple[str, float], ...] = ()  # vendor extras (e.g. per-NeuronCore utilization)
-    # fleet sources: seconds between the reading (its scrape) and the snapshot; None = just read
+    # fleet sources: seconds between the reading (its scrape) and the snapshot; None = just read.
+    # A reading that only grew older may be handed on as the same object, its age as first read:
+    # the snapshot's ``age_of(device)`` is the age in that snapshot.
     age_s: float | None = None
 
     @property
@@ -143,3 +146,12 @@ class Snapshot:
     node: str = ""
     message: str | None = None  # e.g. "no accelerator found: NVML library not found"
     errors: tuple[str, ...] = field(default=())  # non-fatal problems this tick (a node down, ...)
+    # device key -> age in this snapshot, for the readings handed on unchanged from an earlier
+    # snapshot (a fleet source: ~7/8 of 4,096 GPUs scraped every 15 s and refreshed every 2 s,
+    # where a copy per reading per refresh only to update its age cost ~20 ms); not compared or
+    # hashed (a snapshot stays hashable)
+    device_ages: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+
+    def age_of(self, device: DeviceSnapshot) -> float | None:
+        """``device``'s reading age in this snapshot (``DeviceSnapshot.age_s`` unless handed on)."""
+        return self.device_ages.get(device.key, device.age_s)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, classify_series,
@@ -86,14 +86,16 @@ def iter_classified(parts: list[str], labels: LabelCache,
 
 def split_grouped(body: bytes, labels: LabelCache, *,
                   neuron_per_device: dict[str, int] | None = None,
+                  skip: Callable[[tuple, object], bool] | None = None,
                   ) -> tuple[dict[tuple, Acc], dict[str, float]] | None:
-    """A compact answer grouped by device (``group_classified``) straight from the splits; None:
-    decode the body as JSON."""
+    """A compact answer grouped by device (``group_classified``, ``skip`` as there) straight from
+    the splits; None: decode the body as JSON."""
     parts = _vector_parts(body)
     if parts is None:
         return None
     try:
-        return group_classified(iter_classified(parts, labels), neuron_per_device=neuron_per_device)
+        return group_classified(iter_classified(parts, labels), neuron_per_device=neuron_per_device,
+                                skip=skip)
     except NotCompact:
         return None
 

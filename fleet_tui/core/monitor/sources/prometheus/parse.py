@@ -13,7 +13,7 @@ try:  # a declared dependency; the standard library only where it cannot import
 except ImportError:  # pragma: no cover - orjson ships wheels for every supported platform
     json_loads = json.loads
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fleet_tui.core.monitor.sources.prometheus.metrics import (AMD_FIELDS, AMD_SPECIAL,
@@ -80,6 +80,9 @@ class Acc:
     mig_profile: str = ""
     values: dict | None = None
     sample_ts: float | None = None
+    # the sample-time probe's classification and text (``delta.ChangedOnly`` compares them)
+    probe_entry: tuple | None = None
+    probe_raw: object = None
 
 
 def _int_label(labels: Mapping[str, str], *keys: str) -> int | None:
@@ -152,14 +155,16 @@ def classify_series(labels: Mapping[str, str]) -> tuple | None:
 
 def group_classified(rows: Iterable[tuple[tuple | None, object]], *,
                      neuron_per_device: dict[str, int] | None = None,
+                     skip: Callable[[tuple, object], bool] | None = None,
                      ) -> tuple[dict[tuple, Acc], dict[str, float]]:
-    """(classify_series(labels), raw value) pairs -> values grouped by device, ``up`` by instance."""
+    """(classify_series(labels), raw value) pairs -> values grouped by device, ``up`` by instance.
+    ``skip(entry, raw)``: True for a series to leave out (a sample time that did not move)."""
     devices: dict[tuple, Acc] = {}
     up: dict[str, float] = {}
     per_device = {} if neuron_per_device is None else neuron_per_device
     get = devices.get
     for entry, raw in rows:
-        if entry is None:
+        if entry is None or (skip is not None and skip(entry, raw)):
             continue
         kind = entry[0]
         if kind == "dev":
@@ -175,6 +180,7 @@ def group_classified(rows: Iterable[tuple[tuple | None, object]], *,
                 acc.values[entry[2]] = raw
             else:
                 acc.sample_ts = parse_value(raw)
+                acc.probe_entry, acc.probe_raw = entry, raw
         elif kind == "up":
             value = parse_value(raw)
             if value is not None:

@@ -36,9 +36,11 @@ def _literal(text: str) -> str:
 
 
 # Most devices on most refreshes are the same reading as before, only older (bench/bench_fleet.py:
-# ~3,500 of 4,096 GPUs scraped every 15 s): a copy with a new age. ``age_s`` is the last field, so
-# the copy passes the other values positionally, read through one attrgetter: 8.6 us against
-# 13.6 us with keywords and more with ``dataclasses.replace``, which looks the fields up per call.
+# ~3,500 of 4,096 GPUs scraped every 15 s): handed on as they are, their ages in the snapshot's
+# ``device_ages``. A copy with a new age only where that cannot be (the last data while Prometheus
+# is unreachable, two devices sharing a key). ``age_s`` is the last field, so the copy passes the
+# other values positionally, read through one attrgetter: 8.6 us against 13.6 us with keywords and
+# more with ``dataclasses.replace``, which looks the fields up per call.
 _KEPT_FIELDS = tuple(f.name for f in fields(DeviceSnapshot) if f.name != "age_s")
 _kept_values = attrgetter(*_KEPT_FIELDS)
 assert fields(DeviceSnapshot)[-1].name == "age_s" and all(f.init for f in fields(DeviceSnapshot))
@@ -118,6 +120,7 @@ class PrometheusSource(Source):
         self._clock = clock
         self._lock = threading.Lock()
         self._cache: dict[str, _Cached] = {}
+        self._cache_keys: dict[tuple, str] = {}  # a device's group key -> its key in the cache
         self._counters: dict[str, dict[str, tuple[float, float]]] = {}
         self._failures = 0
         self._next_try = 0.0
@@ -164,17 +167,18 @@ class PrometheusSource(Source):
         return parse_envelope(self.client.query_body(query))
 
     def query_grouped(self, query: str, deadline: Deadline | None = None, *,
-                      labels: str = "metrics") -> tuple[dict[tuple, Acc], dict[str, float]]:
-        """An instant query's series grouped by device (``group_classified``), and ``up`` by
-        instance. Compact answers are split without a JSON decode and each distinct label text is
-        classified once for the source's lifetime (the per-refresh hot path)."""
+                      labels: str = "metrics", skip: Callable[[tuple, object], bool] | None = None,
+                      ) -> tuple[dict[tuple, Acc], dict[str, float]]:
+        """An instant query's series grouped by device (``group_classified``, ``skip`` as there),
+        and ``up`` by instance. Compact answers are split without a JSON decode and each distinct
+        label text is classified once for the source's lifetime (the per-refresh hot path)."""
         body = self.client.query_body(query, deadline)
         per_device = self._neuron_per_device
         grouped = split_grouped(body, self._classified.setdefault(labels, LabelCache()),
-                                neuron_per_device=per_device)
+                                neuron_per_device=per_device, skip=skip)
         if grouped is None:
             grouped = group_classified(decoded_rows(parse_envelope(body)),
-                                       neuron_per_device=per_device)
+                                       neuron_per_device=per_device, skip=skip)
         return grouped
 
     def query_range(self, query: str, start: float, end: float, step_s: float,
@@ -232,24 +236,32 @@ class PrometheusSource(Source):
         deadline = self._deadline()  # the queries, the targets and the static facts together
         # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
         # would only add a request, so read everything in one
-        full = not self._changed.ready or now - self._static_at >= self.static_every_s
+        full = not self._changed.ready
+        self._changed.begin()
         try:
             groups, up = self._read_full(deadline) if full else self._read_changed(deadline)
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._changed.forget()  # after a failure, read everything again
             return self._fail(now, exc)
+        same = self._changed.same  # GPUs whose reading is the one in the cache
         self._changed.remember(groups)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
         self._last_ok = now
         self._refresh_scrape_interval(now, deadline)
         if now - self._static_at >= self.static_every_s:
-            self._refresh_static(now, deadline)
+            if self._refresh_static(now, deadline) and same:
+                # facts moved (a limit, an ECC count): the GPUs kept as they were take them at
+                # the next refresh, a full read (before, every static refresh was one: at 4,096
+                # GPUs ~400 ms CPU every 60 s, though facts rarely move)
+                self._changed.forget()
         new = [k for k in groups if k not in self._static_values and k not in self._static_tried]
         if new and now - self._static_at >= 5.0:
             self._refresh_static(now, deadline)  # new devices: learn their names and limits now
             self._static_tried.update(new)  # (some exporters export no static facts at all)
+            if same:  # the GPUs kept as they were take the new facts at the next refresh
+                self._changed.forget()
         self._apply_static(groups)
-        return self._merge(now, groups, up)
+        return self._merge(now, groups, up, same)
 
     def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Every series the refresh reads, in one query."""
@@ -258,24 +270,31 @@ class PrometheusSource(Source):
     def _read_changed(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Sample times first, then the metrics of only the GPUs scraped since the last refresh
         (``delta.ChangedOnly``)."""
-        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes")
+        groups, up = self.query_grouped(self.probe_query, deadline, labels="probes",
+                                        skip=self._changed.unchanged)
+        if not self._in_cache(self._changed.same):  # cannot happen; if it did, read it all
+            self._changed.forget()
+            return self._read_full(deadline)
         since = self._changed.moved_since(groups)
         if since is False:  # a GPU without its sample time: cannot tell, read everything
+            self._changed.begin()  # (none is kept as it was)
             return self._read_full(deadline)
         if since is not None:
             fresh, _ = self.query_grouped(build_changed_query(since), deadline)
             self._changed.take(groups, fresh)
         return groups, up
 
-    def _refresh_static(self, now: float, deadline: Deadline | None = None) -> None:
-        """Re-read slow-changing facts; a failure keeps the old ones and is reported."""
+    def _refresh_static(self, now: float, deadline: Deadline | None = None) -> bool:
+        """Re-read slow-changing facts; a failure keeps the old ones and is reported. True when
+        a device's facts changed."""
         self._static_at = now
         try:
             groups, _ = self.query_grouped(self.static_query, deadline, labels="static")
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._static_error = f"Prometheus {self.url}: device facts not read ({exc})"
-            return
+            return False
         self._static_error = None
+        before = self._static_values, self._static_names
         # replaced wholesale, so devices gone from the fleet do not accumulate
         self._static_values, self._static_names, self._static_tried = {}, {}, set()
         for key, acc in groups.items():
@@ -283,6 +302,7 @@ class PrometheusSource(Source):
             values.pop("DCGM_FI_DEV_FB_USED", None)  # carried the name; its value is dynamic
             self._static_values[key] = values
             self._static_names[key] = (acc.name, acc.mig_profile)
+        return (self._static_values, self._static_names) != before
 
     def _apply_static(self, groups: dict[tuple, Acc]) -> None:
         for key, acc in groups.items():
@@ -341,13 +361,35 @@ class PrometheusSource(Source):
             del self._cache[key]
             self._counters.pop(key, None)
 
-    def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float]) -> Snapshot:
+    def _in_cache(self, same: Mapping[tuple, float]) -> bool:
+        """Whether every GPU in ``same`` has its reading of that sample time in the cache."""
+        cache, keys = self._cache, self._cache_keys
+        for group_key, sample_ts in same.items():
+            cached = cache.get(keys.get(group_key, ""))
+            if cached is None or cached.seen_at != sample_ts or cached.raw is None:
+                return False
+        return True
+
+    def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float],
+               same: Mapping[tuple, float] | None = None) -> Snapshot:
+        """``groups``: the devices read this refresh; ``same``: GPUs (key -> sample time) whose
+        reading is the cached one, only older (``delta.ChangedOnly.unchanged``)."""
         read: dict[str, DeviceSnapshot] = {}  # this refresh's reading of each device it saw
-        cache = self._cache
-        for acc in groups.values():
+        # the readings handed on as they are (cache key -> their age now): no copy per refresh
+        # only to update the age (the snapshot's device_ages)
+        older: dict[str, float] = {}
+        collided = False
+        cache, cache_keys = self._cache, self._cache_keys
+        for group_key, sample_ts in (same or {}).items():
+            key = cache_keys[group_key]
+            read[key] = cache[key].device
+            older[key] = max(0.0, now - sample_ts)
+        for group_key, acc in groups.items():
             key = f"{acc.node}/{acc.uuid or acc.index}"  # == DeviceSnapshot.key
             if key in read:  # two series sets collide (e.g. instance fallback); keep both apart
                 key = f"{key}#{acc.ident}"
+                collided = True
+            cache_keys[group_key] = key
             ident = (acc.index, acc.name, acc.mig_profile, acc.vendor, acc.uuid)
             sample_ts = acc.sample_ts
             before = cache.get(key)
@@ -357,7 +399,8 @@ class PrometheusSource(Source):
                 # the same scrape as last refresh (dcgm-exporter collects every 30 s by default,
                 # so most devices on most refreshes): only the reading's age moved; the cache
                 # entry stays (fewer objects kept per refresh, less for the garbage collector)
-                read[key] = with_age(before.device, max(0.0, now - sample_ts))
+                read[key] = before.device
+                older[key] = max(0.0, now - sample_ts)
                 if before.instance != acc.instance:
                     cache[key] = replace(before, instance=acc.instance)
                 continue
@@ -369,15 +412,29 @@ class PrometheusSource(Source):
                                  raw=acc.values, ident=ident)
             read[key] = device
         self._forget(now)
+        if len(cache_keys) > 2 * len(cache) + 64:  # devices gone from the fleet
+            self._cache_keys = {g: k for g, k in cache_keys.items() if k in cache}
         down_instances = {inst for inst, value in up.items() if value == 0}
         errors: list[str] = []
         devices: list[DeviceSnapshot] = []
         stale_nodes: dict[str, float] = {}
         threshold = self.stale_threshold_s
+        device_ages: dict[str, float] = {}
+        # device_ages is by DeviceSnapshot.key: where two devices share one (kept apart in the
+        # cache as key#ident, then or earlier), every reading is a copy with its age instead
+        collided = collided or any("#" in key for key in cache)
         for key, cached in self._cache.items():
             fresh = read.get(key)
             gone = fresh is None
-            if not gone and (fresh.age_s or 0.0) <= threshold:
+            age = older.get(key) if not gone else None
+            if age is not None and age <= threshold:
+                if collided:
+                    fresh = with_age(fresh, age)
+                else:
+                    device_ages[key] = age  # the reading as first read, only older
+                devices.append(fresh)
+                continue
+            if not gone and age is None and (fresh.age_s or 0.0) <= threshold:
                 devices.append(fresh)  # read this refresh, with its age
                 continue
             exporter_down = cached.instance in down_instances
@@ -404,7 +461,8 @@ class PrometheusSource(Source):
             message = (f"Prometheus {self.url} answered but has no DCGM, Gaudi or Neuron metrics "
                        "(is dcgm-exporter scraped?)")
         return Snapshot(timestamp=now, source=self.spec, source_kind="fleet",
-                        devices=tuple(devices), message=message, errors=tuple(errors))
+                        devices=tuple(devices), message=message, errors=tuple(errors),
+                        device_ages=device_ages)
 
     def history_blocking(self, seconds: float, step_s: float = 15.0) -> list[Snapshot]:
         """Range query of the per-refresh query -> one Snapshot per step (oldest first); device
