@@ -335,3 +335,52 @@ async def test_set_cell_draws_what_a_table_built_with_the_new_value_draws():
             await pilot.pause()
             assert _cells(live.render_lines(live.size.region)) == _cells(
                 fresh.render_lines(fresh.size.region)), (row, value)
+
+
+async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid_out_again():
+    """The diagnoses panel (``reserve=True``) changes its number of rows every few ticks: within
+    the reserved height only the rows that changed are repainted, with no layout, and what it
+    shows is still what a Static with the same text shows."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    from fleet_tui.ui.widgets.text import LiveText, update_text
+
+    class TextApp(App):
+        CSS = "Static { width: 24; }"
+
+        def compose(self):
+            yield Static(id="plain")
+            yield LiveText(id="live")
+
+    texts = ["[b]first[/b]\none\ntwo\nthree\nfour",
+             "[b]first[/b]\none\ntwo changed\nthree\nfour\nfive\nsix",
+             "[b]first[/b]\none\ntwo changed",
+             "[b]first[/b]\n[$error]a sentence long enough to wrap over a few rows here[/]\nend"]
+    app = TextApp()
+    async with app.run_test(size=(40, 40)) as pilot:
+        plain, live = app.query_one("#plain", Static), app.query_one("#live", LiveText)
+        update_text(live, texts[0], reserve=True)
+        await pilot.pause()
+        height = live.size.height
+        for text in texts[1:]:
+            calls = []
+            original = live.refresh
+            live.refresh = lambda *regions, **kw: (calls.append((regions, kw)), original(*regions, **kw))[1]
+            update_text(live, text, reserve=True)
+            live.refresh = original
+            plain.update(text)
+            await pilot.pause()
+            await pilot.pause()
+            assert live.size.height == height, text  # the reserved height held it
+            assert calls and all(regions and not kw.get("layout") for regions, kw in calls), text
+            rows = plain.size.height
+            ours = live.render_lines(live.size.region)
+            assert _cells(ours[:rows]) == _cells(plain.render_lines(plain.size.region)), text
+            assert all(not strip.text.strip() for strip in ours[rows:]), text
+        dirty = []
+        original = live.refresh
+        live.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+        update_text(live, texts[3].replace("end", "end\nmore"), reserve=True)  # one row added
+        live.refresh = original
+        assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(5, 1)]]
