@@ -14,6 +14,7 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 
 from __future__ import annotations
 
+import gc
 import time
 
 from textual.app import ComposeResult
@@ -157,8 +158,17 @@ class MonitorScreen(PaneScreen):
                         "--source sim:8, --source replay:demo or on a GPU host.")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
+    startup_frozen = False  # gc.freeze() done (once a process)
+
     def redraw(self, view) -> None:
         """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
+        if not MonitorScreen.startup_frozen:
+            # The first tick comes after the catalog has loaded: what exists now lives as long as
+            # the app. Python's full collections walked it all again every ~30 s, ~50 ms each
+            # (1.6-1.8 ms a second, an eighth of the pane's CPU at 1 s on sim:8; measured with
+            # gc.callbacks, bench/bench_monitor_cpu.py --gc). Frozen, they skip it.
+            MonitorScreen.startup_frozen = True
+            gc.freeze()
         with self.app.batch_update():
             self._redraw(view)
 
