@@ -384,3 +384,36 @@ async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid
         update_text(live, texts[3].replace("end", "end\nmore"), reserve=True)  # one row added
         live.refresh = original
         assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(5, 1)]]
+
+
+async def test_process_rows_are_updated_in_place_by_key():
+    """``ProcessTable.show_rows`` adds, removes and changes rows by key and only touches the
+    cells that changed; the table then holds exactly the rows it was last given."""
+    from textual.app import App
+
+    from fleet_tui.ui.monitor import ProcessTable
+
+    class Tables(App):
+        def compose(self):
+            yield ProcessTable(id="procs")
+
+    app = Tables()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(ProcessTable)
+        for column in ProcessTable.COLUMNS:
+            table.add_column(column, key=column)
+        changed = []
+        original = table.set_cell
+        table.set_cell = lambda key, column, value: (changed.append((key, column)),
+                                                     original(key, column, value))[1]
+        steps = [{"a": ("1", "#0", "1.0 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
+                 {"a": ("1", "#0", "1.5 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
+                 {"b": ("2", "#1", "2.0 GiB", "u", "y"), "c": ("3", "#2", "3.0 GiB", "v", "z")}]
+        for rows in steps:
+            changed.clear()
+            table.show_rows(rows)
+            await pilot.pause()
+            held = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
+            assert held == rows
+            if rows is steps[1]:
+                assert changed == [("a", "mem")]
