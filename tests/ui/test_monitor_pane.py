@@ -22,6 +22,22 @@ async def test_cards_per_device_and_simulated_label(make_app):
         assert procs.row_count > 0  # the simulator's busy devices hold processes
 
 
+async def test_cards_graph_the_newest_points_of_the_history(make_app):
+    # a card asks for as many points as its graph has cells, not the whole session's history
+    app = make_app(source="sim:2", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.latest is not None and len(
+            app.monitor.latest.history(app.monitor.latest.snapshot.devices[0].key,
+                                       "gpu_util_pct") or ()) >= 6, "six samples")
+        view = app.monitor.latest
+        for dev in view.snapshot.devices:
+            for metric in ("gpu_util_pct", "mem_used_bytes", "power_w"):
+                whole = list(view.history(dev.key, metric))
+                for last in (1, 3, len(whole), len(whole) + 5):
+                    assert view.history(dev.key, metric, last=last) == whole[-last:]
+        assert view.history("no-such-device", "gpu_util_pct", last=3) in (None, [])
+
+
 async def test_pause_interval_and_focus(make_app):
     app = make_app(source="sim:2", interval=1.0)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -246,7 +246,6 @@ class DeviceCard(Vertical):
         for metric, _label, css in HISTORY_GRAPHS:
             if css and not detailed:
                 continue  # hidden graphs cost nothing
-            series = view.history(dev.key, metric)
             graph = self._sparks[metric]
             if clip is not None and not clip.overlaps(
                     graph.virtual_region.translate(self._canvas_origin())):
@@ -255,9 +254,10 @@ class DeviceCard(Vertical):
             if scale != graph.scale:
                 graph.scale = scale
                 graph.refresh()
+            # only as many points as the graph has cells: the rest would be averaged away
+            width = max(graph.content_size.width, 1)
+            series = view.history(dev.key, metric, last=width)
             if series is not None:
-                # only as many points as the graph has cells: the rest would be averaged away
-                width = max(graph.content_size.width, 1)
                 data = list(series[-width:])
                 if data != graph.data:
                     graph.data = data
