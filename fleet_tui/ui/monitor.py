@@ -28,7 +28,7 @@ from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
 from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
-from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.process_table import ProcessTable
 from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
 
 # Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
@@ -49,29 +49,6 @@ class CardsScroll(VerticalScroll):
         super().watch_scroll_y(old_value, new_value)
         if old_value != new_value and isinstance(self.screen, MonitorScreen):
             self.screen.cards_scrolled()
-
-
-class ProcessTable(Table):
-    """The process table; ``Table.set_cell`` repaints only a changed cell's row."""
-
-    COLUMNS = ("pid", "dev", "mem", "user", "cmd")
-    _shown: dict[str, tuple[str, ...]] | None = None  # key -> the row's values as last drawn
-
-    def show_rows(self, rows: dict[str, tuple[str, ...]]) -> None:
-        """Rows by key, updated in place: rows that went are removed, new ones added, and only
-        the cells of changed rows are compared (64 devices: 320 cell reads a tick otherwise)."""
-        shown = self._shown if self._shown is not None else {}
-        for key in shown.keys() - rows.keys():
-            self.remove_row(key)
-        for key, values in rows.items():
-            before = shown.get(key)
-            if before is None:
-                self.add_row(*values, key=key)
-            elif before != values:  # update in place by key; only changed rows repaint
-                for column, value, old in zip(self.COLUMNS, values, before):
-                    if value != old:
-                        self.set_cell(key, column, value)
-        self._shown = dict(rows)
 
 
 WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown

@@ -407,7 +407,7 @@ async def test_process_rows_are_updated_in_place_by_key():
     cells that changed; the table then holds exactly the rows it was last given."""
     from textual.app import App
 
-    from fleet_tui.ui.monitor import ProcessTable
+    from fleet_tui.ui.widgets.process_table import ProcessTable
 
     class Tables(App):
         def compose(self):
