@@ -14,7 +14,8 @@ Goal (issue 13): monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
 process) and reports, per steady tick: CPU of the pane's redraw and of Textual's compositor, the
 widgets and regions refreshed, whether anything was laid out, and (``--cprofile FILE``) a cProfile
 of those ticks. Replaying the same recorded ticks makes before/after comparisons on a loaded
-machine steadier than the tmux runs.
+machine steadier than the tmux runs. ``--gc 8@1`` reports the garbage collector's runs and CPU
+over ``--window`` seconds of a headless run.
 """
 
 from __future__ import annotations
@@ -143,6 +144,40 @@ async def profile_ticks(devices: int, size: tuple[int, int], ticks: int = 40,
             "layout ms": times["layout"] / n * 1e3, **{k: v / n for k, v in counts.items()}}
 
 
+async def gc_cost(devices: int, size: tuple[int, int], interval_s: float,
+                  window_s: float) -> dict[str, float]:
+    """Python's garbage collector while the pane runs headless in real time: collections a
+    second and ms a second per generation, after a warm-up (the app freezes its startup objects
+    at the first tick; a full collection that walks them took ~50 ms)."""
+    import collections
+    import gc
+
+    from fleet_tui.ui.launch import AppConfig, build_app
+
+    spent: collections.Counter = collections.Counter()
+    runs: collections.Counter = collections.Counter()
+    started: list[float] = []
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.process_time())
+        elif started:
+            spent[info["generation"]] += time.process_time() - started.pop()
+            runs[info["generation"]] += 1
+
+    app = build_app(AppConfig(source=f"sim:{devices}", interval_s=interval_s))
+    app.animation_level = "none"
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause(5.0)
+        gc.callbacks.append(callback)
+        try:
+            await pilot.pause(window_s)
+        finally:
+            gc.callbacks.remove(callback)
+    return {f"gen{g} {k}": v / window_s * (1e3 if k == "ms/s" else 1)
+            for g in range(3) for k, v in (("runs/s", runs[g]), ("ms/s", spent[g]))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=15.0, help="seconds measured per run")
@@ -151,6 +186,7 @@ def main() -> None:
     parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25 (default: all six)")
     parser.add_argument("--profile", default="", help="e.g. 8,64: per-tick profile, headless")
     parser.add_argument("--cprofile", default=None, help="with --profile: write a cProfile here")
+    parser.add_argument("--gc", default="", help="e.g. 8@1,8@0.25: garbage collector cost, headless")
     parser.add_argument("--baseline", default=None,
                         help="another checkout (e.g. `git archive REV | tar -x -C DIR`) whose "
                              "monitor is measured in the same rounds, for before/after ratios")
@@ -165,6 +201,15 @@ def main() -> None:
             print(f"sim:{devices:<3} {size[0]}x{size[1]} per tick: "
                   + ", ".join(f"{k} {v:.2f}" for k, v in stats.items())
                   + f"  (loaded, load avg {load:.1f})")
+        return
+    if args.gc:
+        import asyncio
+
+        for devices, interval in (c.split("@") for c in args.gc.split(",")):
+            stats = asyncio.run(gc_cost(int(devices), size, float(interval), args.window))
+            print(f"sim:{devices:<3} every {interval} s, GC: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in stats.items())
+                  + f"  (loaded, load avg {os.getloadavg()[0]:.1f})")
         return
     cases = CASES
     if args.cases:

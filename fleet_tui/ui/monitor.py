@@ -14,6 +14,7 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 
 from __future__ import annotations
 
+import gc
 import time
 
 from textual.app import ComposeResult
@@ -27,7 +28,7 @@ from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
 from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
-from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.process_table import ProcessTable
 from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
 
 # Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
@@ -48,10 +49,6 @@ class CardsScroll(VerticalScroll):
         super().watch_scroll_y(old_value, new_value)
         if old_value != new_value and isinstance(self.screen, MonitorScreen):
             self.screen.cards_scrolled()
-
-
-class ProcessTable(Table):
-    """The process table; ``Table.set_cell`` repaints only a changed cell's row."""
 
 
 WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown
@@ -157,8 +154,17 @@ class MonitorScreen(PaneScreen):
                         "--source sim:8, --source replay:demo or on a GPU host.")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
+    startup_frozen = False  # gc.freeze() done (once a process)
+
     def redraw(self, view) -> None:
         """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
+        if not MonitorScreen.startup_frozen:
+            # The first tick comes after the catalog has loaded: what exists now lives as long as
+            # the app. Python's full collections walked it all again every ~30 s, ~50 ms each
+            # (1.6-1.8 ms a second, an eighth of the pane's CPU at 1 s on sim:8; measured with
+            # gc.callbacks, bench/bench_monitor_cpu.py --gc). Frozen, they skip it.
+            MonitorScreen.startup_frozen = True
+            gc.freeze()
         with self.app.batch_update():
             self._redraw(view)
 
@@ -250,16 +256,7 @@ class MonitorScreen(PaneScreen):
                     str(proc.pid), f"#{dev.index}",
                     human_bytes(proc.used_gpu_bytes) if proc.used_gpu_bytes is not None else "N/A",
                     proc.user or "", (proc.command or "")[:80])
-        existing = {str(k.value) for k in table.rows}
-        for key in existing - rows.keys():
-            table.remove_row(key)
-        columns = ("pid", "dev", "mem", "user", "cmd")
-        for key, values in rows.items():
-            if key in existing:  # update in place by key, no rebuild; only changed rows repaint
-                for column, value in zip(columns, values):
-                    table.set_cell(key, column, value)
-            else:
-                table.add_row(*values, key=key)
+        table.show_rows(rows)
 
     def _draw_diagnoses(self, view) -> None:
         # The findings are judged over a window of several seconds; their sentences' numbers drift
@@ -272,9 +269,12 @@ class MonitorScreen(PaneScreen):
         else:
             limit = MAX_FINDINGS if self.wide else MAX_FINDINGS_COMPACT
             shown, more = findings[:limit], max(len(findings) - limit, 0)
-        # only what is shown counts: the tail of info findings reorders almost every tick
-        signature = (focused, tuple((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                     getattr(d, "severity", None)) for d in shown),
+        # Only what is shown counts, as a set: findings of equal rank swap places from one tick
+        # to the next (sim:8 at 0.25 s: the shown tuple changed on 34 of 60 draws, the set on 14),
+        # and each change re-rendered the panel's wrapped lines. A new order shows within
+        # DIAGNOSES_REFRESH_S, as the numbers in the sentences do.
+        signature = (focused, frozenset((getattr(d, "device_key", None), getattr(d, "kind", None),
+                                         getattr(d, "severity", None)) for d in shown),
                      more, bool(view.snapshot.devices))
         now = time.monotonic()
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:

@@ -22,6 +22,22 @@ async def test_cards_per_device_and_simulated_label(make_app):
         assert procs.row_count > 0  # the simulator's busy devices hold processes
 
 
+async def test_cards_graph_the_newest_points_of_the_history(make_app):
+    # a card asks for as many points as its graph has cells, not the whole session's history
+    app = make_app(source="sim:2", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.latest is not None and len(
+            app.monitor.latest.history(app.monitor.latest.snapshot.devices[0].key,
+                                       "gpu_util_pct") or ()) >= 6, "six samples")
+        view = app.monitor.latest
+        for dev in view.snapshot.devices:
+            for metric in ("gpu_util_pct", "mem_used_bytes", "power_w"):
+                whole = list(view.history(dev.key, metric))
+                for last in (1, 3, len(whole), len(whole) + 5):
+                    assert view.history(dev.key, metric, last=last) == whole[-last:]
+        assert view.history("no-such-device", "gpu_util_pct", last=3) in (None, [])
+
+
 async def test_pause_interval_and_focus(make_app):
     app = make_app(source="sim:2", interval=1.0)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -335,3 +351,85 @@ async def test_set_cell_draws_what_a_table_built_with_the_new_value_draws():
             await pilot.pause()
             assert _cells(live.render_lines(live.size.region)) == _cells(
                 fresh.render_lines(fresh.size.region)), (row, value)
+
+
+async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid_out_again():
+    """The diagnoses panel (``reserve=True``) changes its number of rows every few ticks: within
+    the reserved height only the rows that changed are repainted, with no layout, and what it
+    shows is still what a Static with the same text shows."""
+    from textual.app import App
+    from textual.widgets import Static
+
+    from fleet_tui.ui.widgets.text import LiveText, update_text
+
+    class TextApp(App):
+        CSS = "Static { width: 24; }"
+
+        def compose(self):
+            yield Static(id="plain")
+            yield LiveText(id="live")
+
+    texts = ["[b]first[/b]\none\ntwo\nthree\nfour",
+             "[b]first[/b]\none\ntwo changed\nthree\nfour\nfive\nsix",
+             "[b]first[/b]\none\ntwo changed",
+             "[b]first[/b]\n[$error]a sentence long enough to wrap over a few rows here[/]\nend"]
+    app = TextApp()
+    async with app.run_test(size=(40, 40)) as pilot:
+        plain, live = app.query_one("#plain", Static), app.query_one("#live", LiveText)
+        update_text(live, texts[0], reserve=True)
+        await pilot.pause()
+        height = live.size.height
+        for text in texts[1:]:
+            calls = []
+            original = live.refresh
+            live.refresh = lambda *regions, **kw: (calls.append((regions, kw)), original(*regions, **kw))[1]
+            update_text(live, text, reserve=True)
+            live.refresh = original
+            plain.update(text)
+            await pilot.pause()
+            await pilot.pause()
+            assert live.size.height == height, text  # the reserved height held it
+            assert calls and all(regions and not kw.get("layout") for regions, kw in calls), text
+            rows = plain.size.height
+            ours = live.render_lines(live.size.region)
+            assert _cells(ours[:rows]) == _cells(plain.render_lines(plain.size.region)), text
+            assert all(not strip.text.strip() for strip in ours[rows:]), text
+        dirty = []
+        original = live.refresh
+        live.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+        update_text(live, texts[3].replace("end", "end\nmore"), reserve=True)  # one row added
+        live.refresh = original
+        assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(5, 1)]]
+
+
+async def test_process_rows_are_updated_in_place_by_key():
+    """``ProcessTable.show_rows`` adds, removes and changes rows by key and only touches the
+    cells that changed; the table then holds exactly the rows it was last given."""
+    from textual.app import App
+
+    from fleet_tui.ui.widgets.process_table import ProcessTable
+
+    class Tables(App):
+        def compose(self):
+            yield ProcessTable(id="procs")
+
+    app = Tables()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(ProcessTable)
+        for column in ProcessTable.COLUMNS:
+            table.add_column(column, key=column)
+        changed = []
+        original = table.set_cell
+        table.set_cell = lambda key, column, value: (changed.append((key, column)),
+                                                     original(key, column, value))[1]
+        steps = [{"a": ("1", "#0", "1.0 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
+                 {"a": ("1", "#0", "1.5 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
+                 {"b": ("2", "#1", "2.0 GiB", "u", "y"), "c": ("3", "#2", "3.0 GiB", "v", "z")}]
+        for rows in steps:
+            changed.clear()
+            table.show_rows(rows)
+            await pilot.pause()
+            held = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
+            assert held == rows
+            if rows is steps[1]:
+                assert changed == [("a", "mem")]
