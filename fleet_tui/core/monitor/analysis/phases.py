@@ -42,7 +42,6 @@ MIN_PHASE_S = 3.0
 # hundred MiB/s on an 80-141 GiB GPU); steady memory reads 0.
 MEM_SLOPE_FULL_SCALE = 0.01
 N_FEATURES = 9
-_FEATURES = range(N_FEATURES)
 
 
 def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
@@ -106,7 +105,7 @@ class PhaseDetector:
     timestamp where a new phase began when the sample confirms one, else None."""
 
     __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
-                 "_neg_t", "_start", "_last", "_prev_used", "_extra", "_link", "_quiet")
+                 "_neg_t", "_start", "_last", "_prev_used", "_extra", "_link")
 
     def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
                  k: float = CUSUM_K):
@@ -126,7 +125,6 @@ class PhaseDetector:
         self._pos_t: list[float | None] = [None] * N_FEATURES
         self._neg_t: list[float | None] = [None] * N_FEATURES
         self._start = start
-        self._quiet = True  # every CUSUM sum at zero
 
     @property
     def phase_start(self) -> float | None:
@@ -172,57 +170,50 @@ class PhaseDetector:
     def step(self, ts: float, x: list[float | None], alpha: float) -> float | None:
         """``push_values`` once the sample's ``features_of`` and smoothing factor are known
         (``analysis.blocks`` computes those for a run of samples at once)."""
-        start = self._start
-        if start is None:
-            start = self._start = ts
+        if self._start is None:
+            self._start = ts
         ema, sums, ns = self._ema, self._sum, self._n
-        quiet = self._quiet
+        pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
         change = None
-        k = self.k
-        # one pass per sample: smooth, test, add to the phase mean (``zip``, not indexing, and
-        # the quiet flag: bench_analysis --lines 2.4 -> ~2.1 us a sample)
-        for i, v, e, n, total in zip(_FEATURES, x, ema, ns, sums):
+        armed = ts - self._start >= self.min_phase_s
+        k, h = self.k, self.h
+        for i in range(N_FEATURES):  # one pass per sample: smooth, test, add to the phase mean
+            v = x[i]
             if v is None:
                 continue
+            e = ema[i]
             e = v if e is None else e + alpha * (v - e)
             ema[i] = e
+            n = ns[i]
+            total = sums[i]
             sums[i] = total + e
             ns[i] = n + 1
-            if not n:
-                continue
-            dev = e - total / n  # against the phase mean before this sample
-            if quiet and -k <= dev <= k:
-                continue  # steady: every sum at zero stays there (the common case)
-            pos, neg = self._pos, self._neg
-            p0, n0 = pos[i], neg[i]
-            if -k <= dev <= k and not p0 and not n0:
-                continue  # steady
-            quiet = False
-            pos_t, neg_t, h = self._pos_t, self._neg_t, self.h
-            armed = ts - start >= self.min_phase_s
-            q = p0 + dev - k
-            if q <= 0.0:
-                q, pos_t[i] = 0.0, None
-            elif pos_t[i] is None:
-                pos_t[i] = ts
-            pos[i] = q
-            if armed and q > h and change is None:
-                change = pos_t[i]
-            q = n0 - dev - k
-            if q <= 0.0:
-                q, neg_t[i] = 0.0, None
-            elif neg_t[i] is None:
-                neg_t[i] = ts
-            neg[i] = q
-            if armed and q > h and change is None:
-                change = neg_t[i]
+            if n:
+                dev = e - total / n  # against the phase mean before this sample
+                p0, n0 = pos[i], neg[i]
+                if -k <= dev <= k and not p0 and not n0:
+                    continue  # steady: both sums stay at zero (the common case)
+                q = p0 + dev - k
+                if q <= 0.0:
+                    q, pos_t[i] = 0.0, None
+                elif pos_t[i] is None:
+                    pos_t[i] = ts
+                pos[i] = q
+                if armed and q > h and change is None:
+                    change = pos_t[i]
+                q = n0 - dev - k
+                if q <= 0.0:
+                    q, neg_t[i] = 0.0, None
+                elif neg_t[i] is None:
+                    neg_t[i] = ts
+                neg[i] = q
+                if armed and q > h and change is None:
+                    change = neg_t[i]
         if change is None:
-            if not quiet:
-                self._quiet = not any(self._pos) and not any(self._neg)
             return None
         # the new phase starts where the evidence began, but never less than a minimum phase
         # after the previous start
-        change = max(change, start + self.min_phase_s)
+        change = max(change, self._start + self.min_phase_s)
         if change > ts:
             change = ts
         self._reset(change)
