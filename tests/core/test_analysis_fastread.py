@@ -136,3 +136,26 @@ def test_indented_json_rejects_nan_like_json():
 
     with pytest.raises(ValueError, match="not JSON compliant"):
         indented_json({"a": [float("nan")]})
+
+
+def test_facts_of_a_line_are_its_snapshots(tmp_path):
+    """What a phase reads of its newest sample (``DeviceFacts``, built from the line read here)
+    equals the facts of the ``DeviceSnapshot`` the object path builds, for a line with
+    processes, with NVML extras missing, and from a run (the line kept as bytes)."""
+    from fleet_tui.core.monitor.analysis.runs import read_items
+    from fleet_tui.core.monitor.analysis.window import DeviceFacts
+
+    lines = LINES[:40] + [
+        _edit(40, procs=[{"pid": 7, "used_bytes": 2.0e9}, {"pid": 8}]),
+        _edit(41, pcie_rx_kb_s=None, host_mem_pct=3),
+        _edit(42, procs=[{"pid": 9, "used_bytes": None}], gpm_graphics_util=1.5)] + LINES[43:400]
+    path = _write(tmp_path, lines)
+    snaps = [s.devices[0] for s in TraceReader(path)]
+    reader = RawReadings(path)
+    got = [reader.snapshot_of(r) for _, r in reader]
+    assert got == [DeviceFacts.of(d) for d in snaps]
+    assert got[39].processes and got[40].extra != got[39].extra  # (line 0 is the static line)
+    items = list(read_items(reader))
+    from_runs = [reader.snapshot_of(run.reading(j)) for run in items if not isinstance(run, tuple)
+                 for j in range(len(run))]
+    assert from_runs and set(from_runs) <= set(got)
