@@ -159,3 +159,45 @@ def test_facts_of_a_line_are_its_snapshots(tmp_path):
     from_runs = [reader.snapshot_of(run.reading(j)) for run in items if not isinstance(run, tuple)
                  for j in range(len(run))]
     assert from_runs and set(from_runs) <= set(got)
+
+
+def _analysis_cases():
+    from dataclasses import replace
+
+    from fleet_tui.core.monitor.analysis.diagnosis import Diagnosis
+
+    found = list(analyze_stream(TraceReader(DEMO_TRACE)))
+    found += list(analyze_stream(TraceReader(DEMO_TRACE), window_s=5.0))
+    a = found[0]
+    d = Diagnosis("x", 0.51234, (("a", 1.5), ("b", None), ("c", "é"), ("d", True), ("e", 3)),
+                  "why \u2265", "act", "warning", "risk")
+    odd = [replace(a, diagnoses=()), replace(a, phase=None, diagnoses=(d, d)),
+           replace(a, diagnoses=(replace(d, evidence=()),), missing_signals=("sm", "tensor")),
+           replace(a, diagnoses=(replace(d, evidence=(("a", [1, 2]),)),)),
+           replace(a, diagnoses=(replace(d, evidence=((1, 2.0),)),)),
+           replace(a, diagnoses=(replace(d, evidence=(("a", 1.0), ("a", 2.0))),)),
+           replace(a, start=1e16, end=-0.0)]
+    return found + odd
+
+
+def test_analysis_json_is_indented_json_of_to_dict():
+    from fleet_tui.commands._analyze import analysis_json, indented_json
+
+    for w in _analysis_cases():
+        for pad in ("", "  "):
+            assert analysis_json(w, pad) == indented_json(w.to_dict(), pad)
+
+
+@pytest.mark.parametrize("bad", ["confidence", "evidence", "start"])
+def test_analysis_json_rejects_nan_like_json(bad):
+    from dataclasses import replace
+
+    from fleet_tui.commands._analyze import analysis_json
+    from fleet_tui.core.monitor.analysis.diagnosis import Diagnosis
+
+    a = _analysis_cases()[0]
+    d = Diagnosis("x", float("nan") if bad == "confidence" else 0.5,
+                  (("a", float("nan") if bad == "evidence" else 1.0),), "e", "a")
+    w = replace(a, diagnoses=(d,), start=float("nan") if bad == "start" else a.start)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        analysis_json(w, "  ")
