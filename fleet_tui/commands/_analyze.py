@@ -98,7 +98,7 @@ class _AnalyzeOutput:
         self.count += 1
         self.shares.add(w)
         if self.as_json:
-            text = "  " + indented_json(w.to_dict(), "  ")
+            text = "  " + analysis_json(w, "  ")
             if self.stream:
                 sys.stdout.write(("[\n" if self.count == 1 else ",\n") + text)
             else:
@@ -122,6 +122,79 @@ class _AnalyzeOutput:
             return
         items = [text for _, text in sorted(self.items, key=lambda r: r[0])]
         sys.stdout.write("[\n" + ",\n".join(items) + "\n]\n" if items else "[]\n")
+
+
+def analysis_json(w, pad: str = "") -> str:
+    """``indented_json(w.to_dict(), pad)`` of a ``DeviceAnalysis``, written straight from its
+    fields: the keys of ``DeviceAnalysis.to_dict`` and ``Diagnosis.to_dict`` in their order (a
+    test compares the two on every phase of the demo trace), no dict in between. A value
+    ``_leaf`` does not write (NaN, another type) or a key not a string: ``indented_json`` of
+    the dict itself, so the same text or the same error."""
+    parts = _analysis_parts(w, pad)
+    return indented_json(w.to_dict(), pad) if parts is None else "".join(parts)
+
+
+def _analysis_parts(w, pad: str) -> list[str] | None:
+    p1 = pad + "  "
+    p2 = p1 + "  "
+    p3 = p2 + "  "
+    head = [_leaf(round(w.start, 3)), _leaf(round(w.end, 3)), _leaf(w.phase),
+            _leaf(w.device_index), _leaf(w.device_key), _leaf(w.primary),
+            _strings(w.risks, p2, p1), _leaf(w.samples), _strings(w.missing_signals, p2, p1)]
+    if None in head:
+        return None
+    out = ["{"]
+    for key, text in zip(_ANALYSIS_KEYS, head):
+        out += ["\n" if key == '"start": ' else ",\n", p1, key, text]
+    out += [",\n", p1, '"diagnoses": ']
+    if not w.diagnoses:
+        out.append("[]")
+    else:
+        lead = "[\n" + p2
+        for d in w.diagnoses:
+            vals = [_leaf(d.kind), _leaf(round(d.confidence, 3)), _evidence(d.evidence_dict, p3),
+                    _leaf(d.explanation), _leaf(d.action), _leaf(d.severity), _leaf(d.role)]
+            if None in vals:
+                return None
+            out += [lead, "{"]
+            for key, text in zip(_DIAGNOSIS_KEYS, vals):
+                out += ["\n" if key == '"kind": ' else ",\n", p3, key, text]
+            out += ["\n", p2, "}"]
+            lead = ",\n" + p2
+        out += ["\n", p1, "]"]
+    out += ["\n", pad, "}"]
+    return out
+
+
+_ANALYSIS_KEYS = ('"start": ', '"end": ', '"phase": ', '"device": ', '"device_key": ',
+                  '"primary": ', '"risks": ', '"samples": ', '"missing_signals": ')
+_DIAGNOSIS_KEYS = ('"kind": ', '"confidence": ', '"evidence": ', '"explanation": ', '"action": ',
+                   '"severity": ', '"role": ')
+
+
+def _evidence(ev: dict, pad: str) -> str | None:
+    """A diagnosis' evidence dict as ``indented_json`` writes it at ``pad`` (``None``: a value
+    ``_leaf`` does not write, or a key not a string)."""
+    if not ev:
+        return "{}"
+    inner = pad + "  "
+    out = []
+    for k, v in ev.items():
+        leaf = _leaf(v)
+        if type(k) is not str or leaf is None:
+            return None
+        out.append(encode_basestring_ascii(k) + ": " + leaf)
+    return "{\n" + inner + (",\n" + inner).join(out) + "\n" + pad + "}"
+
+
+def _strings(items, inner: str, outer: str) -> str | None:
+    """A list of strings as ``indented_json`` writes it (``None``: an item not a string)."""
+    if not items:
+        return "[]"
+    if set(map(type, items)) != _STR:
+        return None
+    return ("[\n" + inner + (",\n" + inner).join(map(encode_basestring_ascii, items)) + "\n"
+            + outer + "]")
 
 
 def indented_json(obj, pad: str = "") -> str:

@@ -136,3 +136,68 @@ def test_indented_json_rejects_nan_like_json():
 
     with pytest.raises(ValueError, match="not JSON compliant"):
         indented_json({"a": [float("nan")]})
+
+
+def test_facts_of_a_line_are_its_snapshots(tmp_path):
+    """What a phase reads of its newest sample (``DeviceFacts``, built from the line read here)
+    equals the facts of the ``DeviceSnapshot`` the object path builds, for a line with
+    processes, with NVML extras missing, and from a run (the line kept as bytes)."""
+    from fleet_tui.core.monitor.analysis.runs import read_items
+    from fleet_tui.core.monitor.analysis.window import DeviceFacts
+
+    lines = LINES[:40] + [
+        _edit(40, procs=[{"pid": 7, "used_bytes": 2.0e9}, {"pid": 8}]),
+        _edit(41, pcie_rx_kb_s=None, host_mem_pct=3),
+        _edit(42, procs=[{"pid": 9, "used_bytes": None}], gpm_graphics_util=1.5)] + LINES[43:400]
+    path = _write(tmp_path, lines)
+    snaps = [s.devices[0] for s in TraceReader(path)]
+    reader = RawReadings(path)
+    got = [reader.snapshot_of(r) for _, r in reader]
+    assert got == [DeviceFacts.of(d) for d in snaps]
+    assert got[39].processes and got[40].extra != got[39].extra  # (line 0 is the static line)
+    items = list(read_items(reader))
+    from_runs = [reader.snapshot_of(run.reading(j)) for run in items if not isinstance(run, tuple)
+                 for j in range(len(run))]
+    assert from_runs and set(from_runs) <= set(got)
+
+
+def _analysis_cases():
+    from dataclasses import replace
+
+    from fleet_tui.core.monitor.analysis.diagnosis import Diagnosis
+
+    found = list(analyze_stream(TraceReader(DEMO_TRACE)))
+    found += list(analyze_stream(TraceReader(DEMO_TRACE), window_s=5.0))
+    a = found[0]
+    d = Diagnosis("x", 0.51234, (("a", 1.5), ("b", None), ("c", "é"), ("d", True), ("e", 3)),
+                  "why \u2265", "act", "warning", "risk")
+    odd = [replace(a, diagnoses=()), replace(a, phase=None, diagnoses=(d, d)),
+           replace(a, diagnoses=(replace(d, evidence=()),), missing_signals=("sm", "tensor")),
+           replace(a, diagnoses=(replace(d, evidence=(("a", [1, 2]),)),)),
+           replace(a, diagnoses=(replace(d, evidence=((1, 2.0),)),)),
+           replace(a, diagnoses=(replace(d, evidence=(("a", 1.0), ("a", 2.0))),)),
+           replace(a, start=1e16, end=-0.0)]
+    return found + odd
+
+
+def test_analysis_json_is_indented_json_of_to_dict():
+    from fleet_tui.commands._analyze import analysis_json, indented_json
+
+    for w in _analysis_cases():
+        for pad in ("", "  "):
+            assert analysis_json(w, pad) == indented_json(w.to_dict(), pad)
+
+
+@pytest.mark.parametrize("bad", ["confidence", "evidence", "start"])
+def test_analysis_json_rejects_nan_like_json(bad):
+    from dataclasses import replace
+
+    from fleet_tui.commands._analyze import analysis_json
+    from fleet_tui.core.monitor.analysis.diagnosis import Diagnosis
+
+    a = _analysis_cases()[0]
+    d = Diagnosis("x", float("nan") if bad == "confidence" else 0.5,
+                  (("a", float("nan") if bad == "evidence" else 1.0),), "e", "a")
+    w = replace(a, diagnoses=(d,), start=float("nan") if bad == "start" else a.start)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        analysis_json(w, "  ")

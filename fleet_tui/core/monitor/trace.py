@@ -116,6 +116,34 @@ _READINGS = (
 )
 
 
+def raw_extras(sample: dict[str, Any], static_kwargs: dict[str, Any]) -> tuple:
+    """The ``DeviceSnapshot.extra`` of a ``{"kind": "sample"}`` line: the static line's, then
+    the sample's readings kept as extras."""
+    extra = list(static_kwargs.get("extra", ()))
+    for key, out, scale in _EXTRAS:
+        v = sample.get(key)
+        if v is not None:
+            tv = type(v)
+            if tv is float or tv is int:
+                if v - v == 0:  # not NaN/inf
+                    extra.append((out, v * scale))
+            else:
+                raise BadField(key)
+    return tuple(extra)
+
+
+def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
+    """The ``DeviceSnapshot.processes`` of a ``{"kind": "sample"}`` line."""
+    procs = sample.get("procs")
+    if not procs:
+        return ()
+    if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
+        raise BadField("procs", "a list of objects")
+    return tuple(ProcessInfo(pid=_int(p.get("pid", 0), "procs.pid") or 0, device_index=0,
+                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"))
+                 for p in procs)
+
+
 def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any], *,
                            source: str, base_time: float = 0.0) -> Snapshot:
     """One ``{"kind": "sample"}`` line of the raw capture format as a ``Snapshot``."""
@@ -132,25 +160,8 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
     else:
         pcie_rx = _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
         pcie_tx = _num(sample.get("pcie_tx_kb_s"), _NVML_KB, "pcie_tx_kb_s")
-    extra = list(static_kwargs.get("extra", ()))
-    for key, out, scale in _EXTRAS:
-        v = sample.get(key)
-        if v is not None:
-            tv = type(v)
-            if tv is float or tv is int:
-                if v - v == 0:  # not NaN/inf
-                    extra.append((out, v * scale))
-            else:
-                raise BadField(key)
-    procs = sample.get("procs")
-    if procs:
-        if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
-            raise BadField("procs", "a list of objects")
-        procs = tuple(ProcessInfo(pid=_int(p.get("pid", 0), "procs.pid") or 0, device_index=0,
-                                  used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"))
-                      for p in procs)
-    else:
-        procs = ()
+    extra = raw_extras(sample, static_kwargs)
+    procs = raw_processes(sample)
     phase = sample.get("phase")
     if phase is not None and not isinstance(phase, str):
         raise BadField("phase", "a string")
@@ -176,7 +187,7 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
                 v = int(v)
         kw[out] = v
     kw.update(pcie_rx_bytes_s=pcie_rx, pcie_tx_bytes_s=pcie_tx, unsupported=unsupported,
-              processes=procs, phase=phase, extra=tuple(extra))
+              processes=procs, phase=phase, extra=extra)
     if not gpm:
         kw["gpm_supported"] = False if kw.get("gpm_supported") is None else kw["gpm_supported"]
     cores = sample.get("host_cpu_per_core_pct")

@@ -23,7 +23,7 @@ from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 from fleet_tui.core.monitor.analysis.phases import PhaseDetector
 from fleet_tui.core.monitor.analysis.tallies import MEAN_FIELDS, Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import HostLoad, stats_from
+from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad, stats_from
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 # How far back a change point may be placed (samples newer than this wait before they are summed).
@@ -37,8 +37,8 @@ _NCOL = len(MEAN_FIELDS)
 
 class Reading(NamedTuple):
     """One device's sample as the plain values the phase detector and a ``Span`` read; ``src`` is
-    whatever ``snapshot_of`` turns into the ``DeviceSnapshot`` (only a phase's newest sample is
-    ever turned into one: ``readings.RawReadings`` keeps the parsed line)."""
+    whatever ``snapshot_of`` turns into the ``DeviceSnapshot`` or ``DeviceFacts`` (only a phase's
+    newest sample is ever turned into one: ``readings.RawReadings`` keeps the parsed line)."""
 
     ts: float
     row: tuple  # tallies.read_row
@@ -60,7 +60,8 @@ def reading_of(d: DeviceSnapshot, host: HostLoad | None) -> Reading:
                    d.phase, host, d.power_limit_w, d.mem_total_bytes, d.extra, d, None in row)
 
 
-SnapshotOf = Callable[[Reading], DeviceSnapshot]
+# a reading's DeviceSnapshot, or the facts of it that a phase's statistics read
+SnapshotOf = Callable[[Reading], DeviceSnapshot | DeviceFacts]
 
 
 def _own_snapshot(r: Reading) -> DeviceSnapshot:
@@ -219,7 +220,7 @@ def analyze_readings(readings: Iterable[tuple[str, Reading]], *, window_s: float
                      growth_lookback_s: float = GROWTH_LOOKBACK_S,
                      snapshot_of: SnapshotOf = _own_snapshot) -> Iterator[DeviceAnalysis]:
     """``analyze_stream`` over (device key, ``Reading``) pairs; ``snapshot_of`` gives the
-    ``DeviceSnapshot`` of a reading (the newest of each phase or window)."""
+    ``DeviceSnapshot`` (or ``DeviceFacts``) of a reading (the newest of each phase or window)."""
     if window_s is not None and window_s <= 0:
         raise ValueError("window_s must be positive")
     devices: dict[str, DeviceState] = {}

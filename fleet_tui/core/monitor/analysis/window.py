@@ -20,7 +20,7 @@ from fleet_tui.core.monitor.analysis.thresholds import (
     NVLINK_BUSY_FRAC, NVLINK_PEAK_BYTES_S, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
     PCIE_COPY_EXPLAINS_FRAC, PCIE_ENCODING, PCIE_GT_S, PCIE_SATURATED_FRAC, POWER_BITS,
     POWER_LOW_FRAC, SPARSE_DUTY_MAX_PCT, TENSOR_ACTIVE_MIN_PCT, TENSOR_UNUSED_MAX_PCT, THERMAL_BITS)
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo
 
 GrowthPoints = Sequence[tuple[float, float]]  # (timestamp, mem_used_bytes), oldest first
 
@@ -110,6 +110,33 @@ class HostLoad(NamedTuple):
             return None if cpu_pct is None else cls(cpu_pct, 0.0, 0)
         return cls(cpu_pct, float(sum(1 for c in per_core if c >= HOST_SATURATED_PCT)),
                    len(per_core))
+
+
+class DeviceFacts(NamedTuple):
+    """What a window's statistics read of its newest sample besides its readings (``stats_from``;
+    a ``DeviceSnapshot`` has the same attributes). ``analysis.readings`` builds these for a
+    phase's newest sample instead of its whole ``DeviceSnapshot`` (bench_analysis --lines: ~20 of
+    a phase's ~130 us)."""
+
+    index: int
+    name: str
+    state: str
+    power_limit_w: float | None
+    sm_clock_max_mhz: float | None
+    slowdown_temp_c: float | None
+    mem_total_bytes: int | None
+    mig_enabled: bool
+    extra: tuple[tuple[str, float], ...]
+    processes: tuple[ProcessInfo, ...]
+
+    @classmethod
+    def of(cls, d: DeviceSnapshot, extra: tuple[tuple[str, float], ...] | None = None,
+           processes: tuple[ProcessInfo, ...] | None = None) -> DeviceFacts:
+        """``d``'s facts (with ``extra`` and ``processes`` in place of its own where given)."""
+        return cls(d.index, d.name, d.state, d.power_limit_w, d.sm_clock_max_mhz,
+                   d.slowdown_temp_c, d.mem_total_bytes, d.mig_enabled,
+                   d.extra if extra is None else extra,
+                   d.processes if processes is None else processes)
 
 
 def nvlink_peak_bytes_s(name: str) -> float:
@@ -242,12 +269,13 @@ def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], count
     return stats_from(n, means, last, counts, tuple(xids), ecc_last, growth_points, host)
 
 
-def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot, counts: Counts,
-               xids: tuple[int, ...], ecc_last: int | None,
+def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot | DeviceFacts,
+               counts: Counts, xids: tuple[int, ...], ecc_last: int | None,
                growth_points: GrowthPoints, host: HostLoad | None = None) -> WindowStats:
     """``WindowStats`` from the means of the ``MEAN_FIELDS`` columns over ``n`` samples, the newest
-    sample, the tallies, the XID codes seen and the newest uncorrected-ECC count: what a window
-    (``window_stats``) or a streamed phase (``stream``) knows."""
+    sample (or its ``DeviceFacts``), the tallies, the XID codes seen and the newest
+    uncorrected-ECC count: what a window (``window_stats``) or a streamed phase (``stream``)
+    knows."""
     total = 0.0
     for m in means:
         if m is not None:
