@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
 from fleet_tui.ui.widgets.chrome import StatusLine
 from fleet_tui.ui.widgets.device_card import DeviceCard
+from fleet_tui.ui.widgets.process_table import ProcessTable
 from tests.ui.conftest import wait_for
 
 
@@ -16,7 +15,7 @@ async def test_cards_per_device_and_simulated_label(make_app):
         await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 3, "three device cards")
         status = str(app.screen.query_one(StatusLine).render())
         assert "SIMULATED" in status and "LIVE" not in status
-        procs = app.screen.query_one("#procs", DataTable)
+        procs = app.screen.query_one("#procs", ProcessTable)
         await wait_for(pilot, lambda: procs.row_count == sum(
             len(d.processes) for d in app.monitor.latest.snapshot.devices), "process rows")
         assert procs.row_count > 0  # the simulator's busy devices hold processes
@@ -403,11 +402,10 @@ async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid
 
 
 async def test_process_rows_are_updated_in_place_by_key():
-    """``ProcessTable.show_rows`` adds, removes and changes rows by key and only touches the
-    cells that changed; the table then holds exactly the rows it was last given."""
+    """``ProcessTable.show_rows`` adds, removes and changes rows by key; the table then holds
+    exactly the rows it was last given, drawn as a DataTable would (widths grow to fit, one cell
+    of padding), and a changed row repaints only its own line."""
     from textual.app import App
-
-    from fleet_tui.ui.widgets.process_table import ProcessTable
 
     class Tables(App):
         def compose(self):
@@ -416,20 +414,23 @@ async def test_process_rows_are_updated_in_place_by_key():
     app = Tables()
     async with app.run_test(size=(80, 12)) as pilot:
         table = app.query_one(ProcessTable)
-        for column in ProcessTable.COLUMNS:
-            table.add_column(column, key=column)
-        changed = []
-        original = table.set_cell
-        table.set_cell = lambda key, column, value: (changed.append((key, column)),
-                                                     original(key, column, value))[1]
         steps = [{"a": ("1", "#0", "1.0 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
                  {"a": ("1", "#0", "1.5 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
                  {"b": ("2", "#1", "2.0 GiB", "u", "y"), "c": ("3", "#2", "3.0 GiB", "v", "z")}]
         for rows in steps:
-            changed.clear()
+            dirty = []
+            original = table.refresh
+            table.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
             table.show_rows(rows)
+            table.refresh = original
             await pilot.pause()
-            held = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
-            assert held == rows
+            assert table.shown_rows == rows and table.row_count == len(rows)
+            text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+            assert text[0] == " PID  device  GPU memory  user  command"
+            assert text[1:1 + len(rows)] == [
+                f" {v[0]:<3}  {v[1]:<6}  {v[2]:<10}  {v[3]:<4}  {v[4]}".rstrip() for v in rows.values()]
             if rows is steps[1]:
-                assert changed == [("a", "mem")]
+                assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(1, 1)]]
+        table.focus()
+        await pilot.press("down")
+        assert table.cursor == 1
