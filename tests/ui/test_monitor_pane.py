@@ -434,3 +434,75 @@ async def test_process_rows_are_updated_in_place_by_key():
         table.focus()
         await pilot.press("down")
         assert table.cursor == 1
+
+
+async def test_a_card_draws_its_graphs_as_history_graph_does_and_repaints_only_changed_rows():
+    """A card is one widget: text, then a label and a two-row graph per history shown. Its graph
+    rows are what a ``HistoryGraph`` as wide as the card draws; new points repaint the graph only."""
+    from textual.app import App
+
+    from fleet_tui.core.monitor.sources.sim import SimSource
+    from fleet_tui.ui.widgets.device_card import HistoryGraph
+
+    dev = SimSource(2).snapshot_at(30).devices[1]
+    series = {"gpu_util_pct": [float(v % 100) for v in range(0, 300, 7)]}
+
+    class View:
+        def history(self, key, metric, last=None):
+            data = series.get(metric, [])
+            return data[-last:] if last else data
+
+    class Cards(App):
+        CSS = "DeviceCard, HistoryGraph { width: 40; } HistoryGraph { height: 2; }"
+
+        def get_theme_variable_defaults(self):
+            return {"pane-border": "#445566"}  # the app's themes define it
+
+        def compose(self):
+            yield DeviceCard(dev.key)
+            yield HistoryGraph([], summary_function=max)
+
+    app = Cards()
+    async with app.run_test(size=(60, 40)) as pilot:
+        card, graph = app.query_one(DeviceCard), app.query_one(HistoryGraph)
+        card.show(dev, View())
+        await pilot.pause()
+        rows = card.render_lines(card.outer_size.region)  # with its border
+        text = [strip.text.rstrip() for strip in rows]
+        at = next(y for y, line in enumerate(text) if line.startswith("│ util history "))
+        assert len(text) == at + 4 and text[-1].startswith("╰")  # label, two graph rows, border
+        graph.styles.width = card.content_size.width
+        graph.scale = (0.0, 100.0)
+        graph.data = series["gpu_util_pct"][-card.content_size.width:]
+        await pilot.pause()
+        expected = [strip.text for strip in graph.render_lines(graph.size.region)]
+        assert [strip.text[2:-2] for strip in rows[at + 1:at + 3]] == expected
+        dirty = []
+        original = card.refresh
+        card.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+        series["gpu_util_pct"].append(3.0)
+        card.show(dev, View())
+        card.refresh = original
+        assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(at, 2)]]
+
+
+async def test_process_table_window_follows_the_cursor():
+    from textual.app import App
+
+    class Tables(App):
+        def compose(self):
+            yield ProcessTable(id="procs")
+
+    app = Tables()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.styles.height = 4  # a header and three rows
+        table.show_rows({str(i): (str(i), "#0", "1.0 GiB", "u", "x") for i in range(5)})
+        table.focus()
+        await pilot.pause()
+        text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+        assert text[0].endswith("1–3 of 5 ↑↓") and text[1].startswith(" 0 ")
+        for _ in range(4):
+            await pilot.press("down")
+        text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+        assert text[0].endswith("3–5 of 5 ↑↓") and text[3].startswith(" 4 ")
