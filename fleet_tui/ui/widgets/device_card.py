@@ -225,25 +225,24 @@ class DeviceCard(LiveText):
         self._label_cache: dict[tuple, list[Strip]] = {}
         self._graph_styles: dict[float, Style] = {}
         self._graph_colours: tuple | None = None
+        self._text_rows = 0  # rows of the device text, as last built (the graphs follow)
 
     def _graphs_shown(self):
         return [(metric, label) for metric, label, css in HISTORY_GRAPHS
                 if self.detailed or not css]
 
     def _graph_origin_y(self, metric: str) -> int:
-        """The first row of ``metric``'s graph within the card's content."""
-        y = len(self._rows) if self._rows is not None else 0
-        shown = self._graphs_shown()
-        below = sum(1 + self.GRAPH_HEIGHT for _m, _l in shown)
-        y -= below
-        for name, _label in shown:
+        """The first row of ``metric``'s graph within the card's content, as last built."""
+        y = self._text_rows
+        for name, _label in self._graphs_shown():
             if name == metric:
-                return y + 1
+                return y + 1  # below its label
             y += 1 + self.GRAPH_HEIGHT
         return y
 
     def _build_rows(self, width: int) -> list:
         rows = super()._build_rows(width)
+        self._text_rows = len(rows)
         if width <= 0:
             return rows
         style = self.visual_style
@@ -290,13 +289,15 @@ class DeviceCard(LiveText):
         ``virtual_region``); a graph outside it is not updated (the pane draws again on scroll)."""
         lines = device_lines(dev)
         changed = detailed != self.detailed
+        if changed:
+            clip = None  # graphs appear or go: the rows below the text move
         self.detailed = detailed
         self.set_class(detailed, "-detailed")
         width = max(self.content_size.width, 1)  # one point a cell: the rest would be averaged away
         origin = self.virtual_region.offset + Offset(self.styles.gutter.left,
                                                      self.styles.gutter.top)
         for metric, _label in self._graphs_shown():
-            if clip is not None and not clip.overlaps(Region(
+            if clip is not None and self._rows is not None and not clip.overlaps(Region(
                     origin.x, origin.y + self._graph_origin_y(metric), width, self.GRAPH_HEIGHT)):
                 continue
             scale = _graph_scale(metric, dev)
