@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Region
 from textual.markup import escape
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
@@ -101,13 +101,9 @@ class MonitorScreen(PaneScreen):
             with Vertical(id="mon-side"):
                 yield LiveText(id="cost")
                 yield VerticalScroll(LiveText(id="diagnoses-text"), id="diagnoses")
-        yield ProcessTable(id="procs", cursor_type="row", zebra_stripes=True)
+        yield ProcessTable(id="procs")
 
     def on_mount(self) -> None:
-        table = self.query_one("#procs", DataTable)
-        for key, label in (("pid", "PID"), ("dev", "device"), ("mem", "GPU memory"),
-                           ("user", "user"), ("cmd", "command")):
-            table.add_column(label, key=key)
         self.query_one("#diagnoses").border_title = "Diagnoses · Enter on a device: its card"
         self.query_one("#cost").border_title = "Cost"
         self._set_size_class(self.size.width, self.size.height)

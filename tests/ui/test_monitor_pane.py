@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from textual.widgets import DataTable
-
 from fleet_tui.ui.widgets.chrome import StatusLine
 from fleet_tui.ui.widgets.device_card import DeviceCard
+from fleet_tui.ui.widgets.process_table import ProcessTable
 from tests.ui.conftest import wait_for
 
 
@@ -16,7 +15,7 @@ async def test_cards_per_device_and_simulated_label(make_app):
         await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 3, "three device cards")
         status = str(app.screen.query_one(StatusLine).render())
         assert "SIMULATED" in status and "LIVE" not in status
-        procs = app.screen.query_one("#procs", DataTable)
+        procs = app.screen.query_one("#procs", ProcessTable)
         await wait_for(pilot, lambda: procs.row_count == sum(
             len(d.processes) for d in app.monitor.latest.snapshot.devices), "process rows")
         assert procs.row_count > 0  # the simulator's busy devices hold processes
@@ -403,11 +402,10 @@ async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid
 
 
 async def test_process_rows_are_updated_in_place_by_key():
-    """``ProcessTable.show_rows`` adds, removes and changes rows by key and only touches the
-    cells that changed; the table then holds exactly the rows it was last given."""
+    """``ProcessTable.show_rows`` adds, removes and changes rows by key; the table then holds
+    exactly the rows it was last given, drawn as a DataTable would (widths grow to fit, one cell
+    of padding), and a changed row repaints only its own line."""
     from textual.app import App
-
-    from fleet_tui.ui.widgets.process_table import ProcessTable
 
     class Tables(App):
         def compose(self):
@@ -416,20 +414,95 @@ async def test_process_rows_are_updated_in_place_by_key():
     app = Tables()
     async with app.run_test(size=(80, 12)) as pilot:
         table = app.query_one(ProcessTable)
-        for column in ProcessTable.COLUMNS:
-            table.add_column(column, key=column)
-        changed = []
-        original = table.set_cell
-        table.set_cell = lambda key, column, value: (changed.append((key, column)),
-                                                     original(key, column, value))[1]
         steps = [{"a": ("1", "#0", "1.0 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
                  {"a": ("1", "#0", "1.5 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
                  {"b": ("2", "#1", "2.0 GiB", "u", "y"), "c": ("3", "#2", "3.0 GiB", "v", "z")}]
         for rows in steps:
-            changed.clear()
+            dirty = []
+            original = table.refresh
+            table.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
             table.show_rows(rows)
+            table.refresh = original
             await pilot.pause()
-            held = {str(key.value): tuple(table.get_row(key)) for key in table.rows}
-            assert held == rows
+            assert table.shown_rows == rows and table.row_count == len(rows)
+            text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+            assert text[0] == " PID  device  GPU memory  user  command"
+            assert text[1:1 + len(rows)] == [
+                f" {v[0]:<3}  {v[1]:<6}  {v[2]:<10}  {v[3]:<4}  {v[4]}".rstrip() for v in rows.values()]
             if rows is steps[1]:
-                assert changed == [("a", "mem")]
+                assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(1, 1)]]
+        table.focus()
+        await pilot.press("down")
+        assert table.cursor == 1
+
+
+async def test_a_card_draws_its_graphs_as_history_graph_does_and_repaints_only_changed_rows():
+    """A card is one widget: text, then a label and a two-row graph per history shown. Its graph
+    rows are what a ``HistoryGraph`` as wide as the card draws; new points repaint the graph only."""
+    from textual.app import App
+
+    from fleet_tui.core.monitor.sources.sim import SimSource
+    from fleet_tui.ui.widgets.device_card import HistoryGraph
+
+    dev = SimSource(2).snapshot_at(30).devices[1]
+    series = {"gpu_util_pct": [float(v % 100) for v in range(0, 300, 7)]}
+
+    class View:
+        def history(self, key, metric, last=None):
+            data = series.get(metric, [])
+            return data[-last:] if last else data
+
+    class Cards(App):
+        CSS = "DeviceCard, HistoryGraph { width: 40; } HistoryGraph { height: 2; }"
+
+        def get_theme_variable_defaults(self):
+            return {"pane-border": "#445566"}  # the app's themes define it
+
+        def compose(self):
+            yield DeviceCard(dev.key)
+            yield HistoryGraph([], summary_function=max)
+
+    app = Cards()
+    async with app.run_test(size=(60, 40)) as pilot:
+        card, graph = app.query_one(DeviceCard), app.query_one(HistoryGraph)
+        card.show(dev, View())
+        await pilot.pause()
+        rows = card.render_lines(card.outer_size.region)  # with its border
+        text = [strip.text.rstrip() for strip in rows]
+        at = next(y for y, line in enumerate(text) if line.startswith("│ util history "))
+        assert len(text) == at + 4 and text[-1].startswith("╰")  # label, two graph rows, border
+        graph.styles.width = card.content_size.width
+        graph.scale = (0.0, 100.0)
+        graph.data = series["gpu_util_pct"][-card.content_size.width:]
+        await pilot.pause()
+        expected = [strip.text for strip in graph.render_lines(graph.size.region)]
+        assert [strip.text[2:-2] for strip in rows[at + 1:at + 3]] == expected
+        dirty = []
+        original = card.refresh
+        card.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+        series["gpu_util_pct"].append(3.0)
+        card.show(dev, View())
+        card.refresh = original
+        assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(at, 2)]]
+
+
+async def test_process_table_window_follows_the_cursor():
+    from textual.app import App
+
+    class Tables(App):
+        def compose(self):
+            yield ProcessTable(id="procs")
+
+    app = Tables()
+    async with app.run_test(size=(80, 12)) as pilot:
+        table = app.query_one(ProcessTable)
+        table.styles.height = 4  # a header and three rows
+        table.show_rows({str(i): (str(i), "#0", "1.0 GiB", "u", "x") for i in range(5)})
+        table.focus()
+        await pilot.pause()
+        text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+        assert text[0].endswith("1–3 of 5 ↑↓") and text[1].startswith(" 0 ")
+        for _ in range(4):
+            await pilot.press("down")
+        text = [strip.text.rstrip() for strip in table.render_lines(table.size.region)]
+        assert text[0].endswith("3–5 of 5 ↑↓") and text[3].startswith(" 4 ")

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Offset, Region
 from textual.renderables._blend_colors import blend_colors
@@ -198,66 +196,117 @@ def _graph_scale(metric: str, dev: DeviceSnapshot) -> tuple[float | None, float 
     return (None, None)
 
 
-class DeviceCard(Vertical):
+class DeviceCard(LiveText):
+    """One device: its text, then a label and a two-row graph per history shown, drawn by this one
+    widget (a card of a text, labels and graphs as separate widgets put 4-8 widgets through
+    Textual's compositor each tick; bench/bench_monitor_cpu.py --profile). The graphs are drawn as
+    ``HistoryGraph`` draws them (same bars, colours and bucketing); only rows that changed repaint."""
+
+    COMPONENT_CLASSES = {"devicecard--label", "devicecard--graph-min", "devicecard--graph-max"}
     DEFAULT_CSS = """
     DeviceCard { height: auto; border: round $pane-border; background: $surface; padding: 0 1;
                  width: 1fr; }
     DeviceCard.-focused { border: round $primary; }
-    DeviceCard > .card-text { height: auto; }
-    DeviceCard > HistoryGraph { height: 2; margin-top: 0; }
-    DeviceCard > .spark-label { height: 1; color: $text-muted; }
-    DeviceCard > .detail { display: none; }
-    DeviceCard.-detailed > .detail { display: block; }
-    DeviceCard > HistoryGraph > .sparkline--max-color { color: $accent; }
-    DeviceCard > HistoryGraph > .sparkline--min-color { color: $primary; }
+    DeviceCard > .devicecard--label { color: $text-muted; }
+    DeviceCard > .devicecard--graph-max { color: $accent; }
+    DeviceCard > .devicecard--graph-min { color: $primary; }
     """
+    GRAPH_HEIGHT = 2
 
     def __init__(self, key: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.device_key = key
         self.drawn = False  # filled at least once (later ticks skip it while scrolled away)
         self._last_markup = ""
-        self._text = LiveText(classes="card-text")
-        # metric name in the core's history -> sparkline; the extra ones show when focused
-        self._sparks = {metric: HistoryGraph([], summary_function=max, classes=css)
-                        for metric, _label, css in HISTORY_GRAPHS}
+        self.detailed = False
+        self._data: dict[str, list[float]] = {metric: [] for metric, _l, _c in HISTORY_GRAPHS}
+        self._scales: dict[str, tuple[float | None, float | None]] = {}
+        self._graph_cache: dict[str, tuple[tuple, list[Strip]]] = {}  # metric -> (key, strips)
+        self._label_cache: dict[tuple, list[Strip]] = {}
+        self._graph_styles: dict[float, Style] = {}
+        self._graph_colours: tuple | None = None
+        self._text_rows = 0  # rows of the device text, as last built (the graphs follow)
 
-    def compose(self) -> ComposeResult:
-        yield self._text
-        for metric, label, css in HISTORY_GRAPHS:
-            yield Static(label, classes=f"spark-label {css}")
-            yield self._sparks[metric]
+    def _graphs_shown(self):
+        return [(metric, label) for metric, label, css in HISTORY_GRAPHS
+                if self.detailed or not css]
 
-    def _canvas_origin(self) -> Offset:
-        """Where this card's content starts on its scroll canvas (its parts' ``virtual_region``
-        is relative to the card's content)."""
-        gutter = self.styles.gutter
-        return self.virtual_region.offset + Offset(gutter.left, gutter.top)
+    def _graph_origin_y(self, metric: str) -> int:
+        """The first row of ``metric``'s graph within the card's content, as last built."""
+        y = self._text_rows
+        for name, _label in self._graphs_shown():
+            if name == metric:
+                return y + 1  # below its label
+            y += 1 + self.GRAPH_HEIGHT
+        return y
+
+    def _build_rows(self, width: int) -> list:
+        rows = super()._build_rows(width)
+        self._text_rows = len(rows)
+        if width <= 0:
+            return rows
+        style = self.visual_style
+        label_style = self.get_component_styles("devicecard--label").rich_style
+        base = style.rich_style
+        _, background = self.background_colors
+        colours = (base,
+                   (background + self.get_component_styles("devicecard--graph-min").color).rich_color,
+                   (background + self.get_component_styles("devicecard--graph-max").color).rich_color)
+        if colours != self._graph_colours or len(self._graph_styles) > 1024:
+            self._graph_colours, self._graph_styles, self._graph_cache = colours, {}, {}
+            self._label_cache = {}
+        for metric, label in self._graphs_shown():
+            key = (label, width)
+            strips = self._label_cache.get(key)
+            if strips is None:
+                text = label[:width]
+                strips = self._label_cache[key] = [Strip([
+                    Segment(text, base + label_style), Segment(" " * (width - len(text)), Style(bgcolor=base.bgcolor))],
+                    width)]
+            rows.extend(strips)
+            rows.extend(self._graph(metric, width, colours))
+        return rows
+
+    def _graph(self, metric: str, width: int, colours: tuple) -> list[Strip]:
+        data = tuple(self._data.get(metric, ()))
+        scale = self._scales.get(metric, (None, None))
+        key = (data, width, scale)
+        cached = self._graph_cache.get(metric)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        base, low, high = colours
+        spark = SparklineRenderable(data, width=width, height=self.GRAPH_HEIGHT, min_color=low,
+                                    max_color=high, summary_function=max)
+        lines = _graph_lines(spark, data, base, scale, self._graph_styles)
+        lines = lines or [Strip.blank(width, base)] * self.GRAPH_HEIGHT
+        self._graph_cache[metric] = (key, lines)
+        return lines
 
     def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False,
              clip: Region | None = None) -> None:
-        """Draw ``dev``; graphs come from ``view.history(key, metric)`` (the core's history).
-        ``clip``: the part of the cards' scroll canvas in view (as the card's ``virtual_region``);
-        a graph outside it is not updated (the pane draws again when it scrolls)."""
+        """Draw ``dev``; graphs come from ``view.history(key, metric, last=N)`` (the core's
+        history). ``clip``: the part of the cards' scroll canvas in view (as the card's
+        ``virtual_region``); a graph outside it is not updated (the pane draws again on scroll)."""
         lines = device_lines(dev)
-        self._text.set_lines(lines)  # no repaint when unchanged, no relayout unless reshaped
-        self._last_markup = self._text.markup_text
+        changed = detailed != self.detailed
+        if changed:
+            clip = None  # graphs appear or go: the rows below the text move
+        self.detailed = detailed
         self.set_class(detailed, "-detailed")
-        for metric, _label, css in HISTORY_GRAPHS:
-            if css and not detailed:
-                continue  # hidden graphs cost nothing
-            graph = self._sparks[metric]
-            if clip is not None and not clip.overlaps(
-                    graph.virtual_region.translate(self._canvas_origin())):
+        width = max(self.content_size.width, 1)  # one point a cell: the rest would be averaged away
+        origin = self.virtual_region.offset + Offset(self.styles.gutter.left,
+                                                     self.styles.gutter.top)
+        for metric, _label in self._graphs_shown():
+            if clip is not None and self._rows is not None and not clip.overlaps(Region(
+                    origin.x, origin.y + self._graph_origin_y(metric), width, self.GRAPH_HEIGHT)):
                 continue
             scale = _graph_scale(metric, dev)
-            if scale != graph.scale:
-                graph.scale = scale
-                graph.refresh()
-            # only as many points as the graph has cells: the rest would be averaged away
-            width = max(graph.content_size.width, 1)
             series = view.history(dev.key, metric, last=width)
-            if series is not None:
-                data = list(series[-width:])
-                if data != graph.data:
-                    graph.data = data
+            data = self._data[metric] if series is None else list(series[-width:])
+            if data != self._data[metric] or scale != self._scales.get(metric):
+                self._data[metric], self._scales[metric] = data, scale
+                changed = True
+        # no repaint when nothing changed; only rows that changed repaint, no relayout unless the
+        # number of rows changed
+        self.set_lines(lines, force=changed)
+        self._last_markup = self.markup_text

@@ -130,17 +130,21 @@ class LiveText(Static):
             self._rows = None
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
-    def set_lines(self, lines: Sequence[tuple[str, Content]], *, reserve: bool = False) -> None:
+    def set_lines(self, lines: Sequence[tuple[str, Content]], *, reserve: bool = False,
+                  force: bool = False) -> None:
         """Show lines made by ``styled_line``: as ``set_markup`` of their markup, minus parsing."""
         parsed = self._parsed
         if len(parsed) + len(lines) > self._PARSE_CACHE_SIZE:
             parsed.clear()
         for markup, content in lines:
             parsed[markup] = content
-        self.set_markup("\n".join(markup for markup, _content in lines), reserve=reserve)
+        self.set_markup("\n".join(markup for markup, _content in lines), reserve=reserve,
+                        force=force)
 
-    def set_markup(self, markup: str, *, reserve: bool = False) -> None:
-        if markup == self._markup and self._rows is not None:
+    def set_markup(self, markup: str, *, reserve: bool = False, force: bool = False) -> None:
+        """``force``: build the rows again even if the markup is the same (a subclass whose rows
+        hold more than its markup, as a device card's graphs)."""
+        if markup == self._markup and self._rows is not None and not force:
             return
         self._markup = markup
         self._last_markup_text = markup
