@@ -114,13 +114,9 @@ class FleetScreen(PaneScreen):
     # ----- drawing -----
     def redraw(self, view) -> None:
         """Called by MonitorLink (visible pane only): build the FleetView off the loop."""
-        tick = view.tick
-        analyses = getattr(tick, "analyses", None) or {}
         if self._views is None:
-            from fleet_tui.core.fleet import FleetViews
-
-            self._views = FleetViews(node_usd_per_hour(self.app))
-        self._tick = (view.snapshot, analyses)
+            self._views = fleet_views(self.app)
+        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
         self._build()
 
     # No arguments: a finished Textual worker is freed only by the cyclic garbage collector (its
@@ -300,6 +296,13 @@ def freeze_survivors(drawn: int) -> None:
     else:
         gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
     gc.freeze()
+
+
+def fleet_views(app):
+    """The core's ``FleetViews`` for this app's fleet (the node price from ``--instance``)."""
+    from fleet_tui.core.fleet import FleetViews
+
+    return FleetViews(node_usd_per_hour(app))
 
 
 def node_usd_per_hour(app) -> float | None:

@@ -29,7 +29,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from fleet_tui.ui.fleet import freeze_survivors, node_usd_per_hour
+from fleet_tui.ui.fleet import fleet_views, freeze_survivors
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
@@ -100,12 +100,9 @@ class JobsScreen(PaneScreen):
     # ----- data -----
     def redraw(self, view) -> None:
         """Called by MonitorLink (visible pane only): build the jobs off the loop."""
-        analyses = getattr(view.tick, "analyses", None) or {}
         if self._views is None:
-            from fleet_tui.core.fleet import FleetViews
-
-            self._views = FleetViews(node_usd_per_hour(self.app))
-        self._tick = (view.snapshot, analyses)
+            self._views = fleet_views(self.app)
+        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
         self._build()
 
     # No arguments (as the fleet pane's worker): a finished worker is freed only by the cyclic

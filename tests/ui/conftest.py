@@ -60,3 +60,14 @@ async def wait_for(pilot, condition, what: str, steps: int = 200) -> None:
             return
         await pilot.pause(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def widget_app(make):
+    """A bare App holding one widget (``make()``), for Pilot tests of a widget alone."""
+    from textual.app import App
+
+    class One(App):
+        def compose(self):
+            yield make()
+
+    return One()

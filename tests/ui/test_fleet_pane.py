@@ -6,7 +6,7 @@ import asyncio
 
 from textual.widgets import DataTable, Static
 
-from tests.ui.conftest import wait_for
+from tests.ui.conftest import wait_for, widget_app
 from tests.ui.fleet_fake import SimFleetSource
 
 
@@ -55,15 +55,9 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
 
 
 async def test_fleet_table_rewrites_changed_cells_in_place():
-    from textual.app import App
-
     from fleet_tui.ui.widgets.fleet_table import FleetTable
 
-    class One(App):
-        def compose(self):
-            yield FleetTable(id="t")
-
-    app = One()
+    app = widget_app(lambda: FleetTable(id="t"))
     async with app.run_test(size=(60, 10)) as pilot:
         table = app.query_one(FleetTable)
         table.add_column("node", key="node")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fleet_tui.ui.widgets.chrome import StatusLine
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.process_table import ProcessTable
-from tests.ui.conftest import wait_for
+from tests.ui.conftest import wait_for, widget_app
 
 
 async def test_cards_per_device_and_simulated_label(make_app):
@@ -405,13 +405,7 @@ async def test_process_rows_are_updated_in_place_by_key():
     """``ProcessTable.show_rows`` adds, removes and changes rows by key; the table then holds
     exactly the rows it was last given, drawn as a DataTable would (widths grow to fit, one cell
     of padding), and a changed row repaints only its own line."""
-    from textual.app import App
-
-    class Tables(App):
-        def compose(self):
-            yield ProcessTable(id="procs")
-
-    app = Tables()
+    app = widget_app(lambda: ProcessTable(id="procs"))
     async with app.run_test(size=(80, 12)) as pilot:
         table = app.query_one(ProcessTable)
         steps = [{"a": ("1", "#0", "1.0 GiB", "u", "x"), "b": ("2", "#1", "2.0 GiB", "u", "y")},
@@ -487,13 +481,7 @@ async def test_a_card_draws_its_graphs_as_history_graph_does_and_repaints_only_c
 
 
 async def test_process_table_window_follows_the_cursor():
-    from textual.app import App
-
-    class Tables(App):
-        def compose(self):
-            yield ProcessTable(id="procs")
-
-    app = Tables()
+    app = widget_app(lambda: ProcessTable(id="procs"))
     async with app.run_test(size=(80, 12)) as pilot:
         table = app.query_one(ProcessTable)
         table.styles.height = 4  # a header and three rows
