@@ -1,7 +1,7 @@
 """Record a labelled NVML + GPM corpus on a real NVIDIA GPU, in the bundled trace's format.
 
     python scripts/capture_corpus.py OUT.jsonl [--seconds 12] [--gap 4] [--only NAME,...]
-                                     [--device 0] [--interval 0.2] [--list]
+                                     [--device 0] [--interval 0.2] [--take a|b] [--list]
 
 Runs each workload of ``WORKLOADS`` for ``--seconds`` with an idle gap of ``--gap`` seconds between
 them, while a sampler thread records every ``--interval`` s the same fields as
@@ -66,33 +66,35 @@ def _idle(torch: Any, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _matmul(dtype: str, tf32: bool) -> Callable[[Any, float], None]:
+def _matmul(dtype: str, tf32: bool, n: int = 8192, per_sync: int = 4) -> Callable[[Any, float], None]:
     def run(torch: Any, seconds: float) -> None:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        a = torch.randn(8192, 8192, device="cuda", dtype=getattr(torch, dtype))
-        b = torch.randn(8192, 8192, device="cuda", dtype=getattr(torch, dtype))
+        a = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
+        b = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
         go = _until(seconds)
         while go():
-            for _ in range(4):
+            for _ in range(per_sync):
                 a @ b
             torch.cuda.synchronize()
         torch.backends.cuda.matmul.allow_tf32 = False
     return run
 
 
-def _small_kernels(torch: Any, seconds: float) -> None:
-    x = torch.ones(256, device="cuda")
-    go = _until(seconds)
-    while go():
-        for _ in range(1000):
-            x = x * 1.0001 + 0.0001
-        torch.cuda.synchronize()
-
-
-def _copies(to_device: bool) -> Callable[[Any, float], None]:
+def _small_kernels(size: int = 256, per_sync: int = 1000) -> Callable[[Any, float], None]:
     def run(torch: Any, seconds: float) -> None:
-        host = torch.empty(1 << 30, dtype=torch.uint8).pin_memory()
-        dev = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+        x = torch.ones(size, device="cuda")
+        go = _until(seconds)
+        while go():
+            for _ in range(per_sync):
+                x = x * 1.0001 + 0.0001
+            torch.cuda.synchronize()
+    return run
+
+
+def _copies(to_device: bool, block: int = 1 << 30) -> Callable[[Any, float], None]:
+    def run(torch: Any, seconds: float) -> None:
+        host = torch.empty(block, dtype=torch.uint8).pin_memory()
+        dev = torch.empty(block, dtype=torch.uint8, device="cuda")
         go = _until(seconds)
         while go():
             (dev.copy_(host, non_blocking=True) if to_device else host.copy_(dev, non_blocking=True))
@@ -100,16 +102,18 @@ def _copies(to_device: bool) -> Callable[[Any, float], None]:
     return run
 
 
-def _hbm_copies(torch: Any, seconds: float) -> None:
-    a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    go = _until(seconds)
-    while go():
-        b.copy_(a)
-        torch.cuda.synchronize()
+def _hbm_copies(block: int = 2 << 30) -> Callable[[Any, float], None]:
+    def run(torch: Any, seconds: float) -> None:
+        a = torch.empty(block, dtype=torch.uint8, device="cuda")
+        b = torch.empty_like(a)
+        go = _until(seconds)
+        while go():
+            b.copy_(a)
+            torch.cuda.synchronize()
+    return run
 
 
-def _loader(workers: int) -> Callable[[Any, float], None]:
+def _loader(workers: int, item_loop: int = 200_000) -> Callable[[Any, float], None]:
     """A DataLoader whose items cost CPU time (a Python loop standing in for decoding and
     augmentation), feeding a short bf16 step: the GPU waits on the host, less with more workers."""
     def run(torch: Any, seconds: float) -> None:
@@ -121,7 +125,7 @@ def _loader(workers: int) -> Callable[[Any, float], None]:
 
             def __getitem__(self, i: int):
                 s = 0
-                for k in range(200_000):  # ~10-20 ms of Python per item
+                for k in range(item_loop):  # ~10-20 ms of Python per item (200k)
                     s += k * k
                 return torch.full((256,), float(s % 7))
 
@@ -136,54 +140,89 @@ def _loader(workers: int) -> Callable[[Any, float], None]:
     return run
 
 
-def _leak(torch: Any, seconds: float) -> None:
-    """bf16 matmuls that keep 64 MiB more every half second (a tensor list never freed)."""
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    kept = []
-    go = _until(seconds)
-    last = 0.0
-    while go():
-        a @ a
-        torch.cuda.synchronize()
-        if time.monotonic() - last >= 0.5:
-            kept.append(torch.empty(64 << 20, dtype=torch.uint8, device="cuda"))
-            last = time.monotonic()
+def _leak(step_mib: int = 64, every_s: float = 0.5, n: int = 8192) -> Callable[[Any, float], None]:
+    """bf16 matmuls that keep ``step_mib`` MiB more every ``every_s`` s (a list never freed)."""
+    def run(torch: Any, seconds: float) -> None:
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        kept = []
+        go = _until(seconds)
+        last = 0.0
+        while go():
+            a @ a
+            torch.cuda.synchronize()
+            if time.monotonic() - last >= every_s:
+                kept.append(torch.empty(step_mib << 20, dtype=torch.uint8, device="cuda"))
+                last = time.monotonic()
+    return run
 
 
-def _staircase(torch: Any, seconds: float) -> None:
-    """bf16 matmuls with three one-off 512 MiB allocations early on, then flat memory."""
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    kept = []
-    start = time.monotonic()
-    go = _until(seconds)
-    while go():
-        a @ a
-        torch.cuda.synchronize()
-        if len(kept) < 3 and time.monotonic() - start >= 1.0 * len(kept):
-            kept.append(torch.empty(512 << 20, dtype=torch.uint8, device="cuda"))
+def _staircase(steps: int = 3, step_mib: int = 512, spacing_s: float = 1.0,
+               n: int = 8192) -> Callable[[Any, float], None]:
+    """bf16 matmuls with ``steps`` one-off allocations early on, then flat memory."""
+    def run(torch: Any, seconds: float) -> None:
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        kept = []
+        start = time.monotonic()
+        go = _until(seconds)
+        while go():
+            a @ a
+            torch.cuda.synchronize()
+            if len(kept) < steps and time.monotonic() - start >= spacing_s * len(kept):
+                kept.append(torch.empty(step_mib << 20, dtype=torch.uint8, device="cuda"))
+    return run
 
 
-WORKLOADS: dict[str, Workload] = {
-    "idle": Workload(("idle",), _idle, needs_torch=False),
-    "matmul_fp32": Workload(("compute_no_tensor_cores",), _matmul("float32", False)),
-    "matmul_tf32": Workload(("healthy_compute", "power_capped"), _matmul("float32", True)),
-    "matmul_bf16": Workload(("healthy_compute",), _matmul("bfloat16", False)),
-    "small_kernels": Workload(("launch_bound",), _small_kernels),
-    "copy_h2d": Workload(("host_transfer_bound",), _copies(True)),
-    "copy_d2h": Workload(("host_transfer_bound",), _copies(False)),
-    "hbm_copy": Workload(("memory_bandwidth_bound",), _hbm_copies),
-    "loader_w0": Workload(("cpu_bound_host", "input_starved"), _loader(0)),
-    "loader_w2": Workload(("cpu_bound_host", "input_starved"), _loader(2)),
-    "loader_w8": Workload(("input_starved", "cpu_bound_host", "healthy_compute"), _loader(8)),
-    "slow_leak": Workload(("healthy_compute",), _leak, risks=("memory_growth",)),
-    "alloc_staircase": Workload(("healthy_compute",), _staircase, no_risks=("memory_growth",)),
-}
+def _workloads_a() -> dict[str, Workload]:
+    """Take A, the tune take: the sizes the rules were written against."""
+    return {
+        "idle": Workload(("idle",), _idle, needs_torch=False),
+        "matmul_fp32": Workload(("compute_no_tensor_cores",), _matmul("float32", False)),
+        "matmul_tf32": Workload(("healthy_compute", "power_capped"), _matmul("float32", True)),
+        "matmul_bf16": Workload(("healthy_compute",), _matmul("bfloat16", False)),
+        "small_kernels": Workload(("launch_bound",), _small_kernels()),
+        "copy_h2d": Workload(("host_transfer_bound",), _copies(True)),
+        "copy_d2h": Workload(("host_transfer_bound",), _copies(False)),
+        "hbm_copy": Workload(("memory_bandwidth_bound",), _hbm_copies()),
+        "loader_w0": Workload(("cpu_bound_host", "input_starved"), _loader(0)),
+        "loader_w2": Workload(("cpu_bound_host", "input_starved"), _loader(2)),
+        "loader_w8": Workload(("input_starved", "cpu_bound_host", "healthy_compute"), _loader(8)),
+        "slow_leak": Workload(("healthy_compute",), _leak(), risks=("memory_growth",)),
+        "alloc_staircase": Workload(("healthy_compute",), _staircase(), no_risks=("memory_growth",)),
+    }
 
 
-def labels_line(names: list[str]) -> dict[str, Any]:
+def _workloads_b() -> dict[str, Workload]:
+    """Take B, the holdout take: the same behaviours at other sizes, rates and worker counts, so
+    that a score on it is not a score on the shapes the thresholds were read from. Record it at
+    another sampling interval too (the capture script's --interval)."""
+    return {
+        "idle": Workload(("idle",), _idle, needs_torch=False),
+        "matmul_fp32": Workload(("compute_no_tensor_cores",), _matmul("float32", False, 6144, 8)),
+        "matmul_tf32": Workload(("healthy_compute", "power_capped"),
+                                _matmul("float32", True, 6144, 8)),
+        "matmul_fp16": Workload(("healthy_compute",), _matmul("float16", False, 6144, 16)),
+        "small_kernels": Workload(("launch_bound",), _small_kernels(4096, 500)),
+        "copy_h2d": Workload(("host_transfer_bound",), _copies(True, 256 << 20)),
+        "copy_d2h": Workload(("host_transfer_bound",), _copies(False, 256 << 20)),
+        "hbm_copy": Workload(("memory_bandwidth_bound",), _hbm_copies(1 << 30)),
+        "loader_w1": Workload(("cpu_bound_host", "input_starved"), _loader(1, 120_000)),
+        "loader_w4": Workload(("input_starved", "cpu_bound_host", "healthy_compute"),
+                              _loader(4, 120_000)),
+        "slow_leak": Workload(("healthy_compute",), _leak(32, 0.5, 6144), risks=("memory_growth",)),
+        "alloc_staircase": Workload(("healthy_compute",), _staircase(4, 256, 1.5, 6144),
+                                    no_risks=("memory_growth",)),
+    }
+
+
+TAKES: dict[str, Callable[[], dict[str, Workload]]] = {"a": _workloads_a, "b": _workloads_b}
+WORKLOADS: dict[str, Workload] = _workloads_a()
+
+
+def labels_line(names: list[str], workloads: dict[str, Workload] | None = None) -> dict[str, Any]:
     """The ``labels`` line: what each label should be diagnosed as (``idle_gap`` = the gaps)."""
-    out = {n: {"expected": list(WORKLOADS[n].expected), "risks": list(WORKLOADS[n].risks),
-               "no_risks": list(WORKLOADS[n].no_risks)} for n in names}
+    w = WORKLOADS if workloads is None else workloads
+    out = {n: {"expected": list(w[n].expected), "risks": list(w[n].risks),
+               "no_risks": list(w[n].no_risks)} for n in names}
     out["idle_gap"] = {"expected": ["idle"], "risks": [], "no_risks": []}
     return {"kind": "labels", "labels": out}
 
@@ -306,16 +345,18 @@ def _try(fn: Callable, *args: Any) -> Any:
 
 
 def run_plan(sampler: Sampler, names: list[str], torch: Any, *, seconds: float, gap: float,
-             sleep: Callable[[float], None] = time.sleep) -> list[tuple[str, str]]:
+             sleep: Callable[[float], None] = time.sleep,
+             workloads: dict[str, Workload] | None = None) -> list[tuple[str, str]]:
     """Run each workload for ``seconds`` with ``gap`` idle seconds around it, labelling the
     samples; returns (label, outcome) per workload ("ok", "skipped: ...", "failed: ...")."""
-    sampler._write(labels_line(names))
+    workloads = WORKLOADS if workloads is None else workloads
+    sampler._write(labels_line(names, workloads))
     thread = threading.Thread(target=sampler.run, daemon=True)
     thread.start()
     done = []
     try:
         for name in names:
-            w = WORKLOADS[name]
+            w = workloads[name]
             sampler.label = "idle_gap"
             sleep(gap)
             if w.needs_torch and torch is None:
@@ -346,14 +387,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.2)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--only", default=None, help="comma-separated workload names")
+    p.add_argument("--take", choices=sorted(TAKES), default="a",
+                   help="a: the tune take (default); b: the holdout take, other sizes and rates")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     args = p.parse_args(argv)
+    workloads = TAKES[args.take]()
     if args.list:
-        for name, w in WORKLOADS.items():
+        for name, w in workloads.items():
             print(f"{name:16s} expected {', '.join(w.expected)}")
         return 0
-    names = args.only.split(",") if args.only else list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
+    names = args.only.split(",") if args.only else list(workloads)
+    unknown = [n for n in names if n not in workloads]
     if unknown:
         print(f"unknown workload(s): {', '.join(unknown)} (see --list)", file=sys.stderr)
         return 2
@@ -375,12 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         import psutil
     except ImportError:
         psutil = None
-    with Path(args.out).open("w") as fh:
+    with Path(args.out).open("w", buffering=1) as fh:  # line-buffered: a cut-off run keeps its lines
         sampler = Sampler(pynvml, fh, index=args.device, interval=args.interval, psutil=psutil)
         sampler.open()
         for name, outcome in run_plan(sampler, names, torch, seconds=args.seconds,
-                                      gap=args.gap):
-            print(f"{name:16s} {outcome}")
+                                      gap=args.gap, workloads=workloads):
+            print(f"{name:16s} {outcome}", flush=True)
     pynvml.nvmlShutdown()
     print(f"wrote {args.out}; score it: python bench/bench_diagnosis_accuracy.py {args.out}")
     return 0

@@ -11,9 +11,13 @@ and writes everything to ``$OUT`` (or ``./gpu_check_out``):
   gpu_check_summary.json  devices, unsupported metrics, NVML calls/tick and µs per call, tick time,
                           errors, diagnoses per window
   gpu_check.log           what was printed
+  gpu_check_app.svg       with ``--app S``: the app's Monitor pane on this GPU after S seconds
 
 ``--load`` runs bf16 matmuls with PyTorch (only if torch is already installed) during the middle third,
-so GPM's tensor activity and the diagnosis have something to show. Exit status: 0 ok, 2 no GPU/NVML.
+so GPM's tensor activity and the diagnosis have something to show. ``--app S`` then starts the real
+app (``--source nvml``, headless Textual driver, 120x40) for S seconds and checks that the Monitor
+pane shows a card per GPU with live readings. Exit status: 0 ok, 1 the app check failed, 2 no
+GPU/NVML.
 """
 
 from __future__ import annotations
@@ -209,6 +213,50 @@ async def run(args, out: Path, log) -> int:
     return 0
 
 
+def build(source: str = "nvml"):
+    """The app as ``fleet-tui --source SOURCE --interval 0.5`` builds it (outside any event loop:
+    build_app probes the source with asyncio.run, as the CLI does before the app starts)."""
+    from fleet_tui.ui.launch import AppConfig, build_app
+
+    return build_app(AppConfig(source=source, interval_s=0.5, theme="dark"))
+
+
+async def app_check(app, seconds: float, out: Path, log, summary: dict) -> int:
+    """The real app on the real GPU: a card per device, LIVE in the status line, a screenshot."""
+    from fleet_tui.ui.widgets.chrome import StatusLine
+    from fleet_tui.ui.widgets.device_card import DeviceCard
+
+    t0 = time.perf_counter()
+    result: dict = {"ok": False}
+    async with app.run_test(size=(120, 40)) as pilot:
+        end = time.monotonic() + seconds
+        first_card_s = None
+        while time.monotonic() < end:
+            await pilot.pause(0.25)
+            if first_card_s is None and app.screen.query(DeviceCard):
+                first_card_s = round(time.perf_counter() - t0, 2)
+        cards = list(app.screen.query(DeviceCard))
+        status = str(app.screen.query_one(StatusLine).render())
+        latest = app.monitor.latest
+        n_dev = len(latest.snapshot.devices) if latest else 0
+        svg = app.export_screenshot(title="fleet-tui monitor on a real GPU (scripts/gpu_check.py --app)")
+        (out / "gpu_check_app.svg").write_text(svg, encoding="utf-8")
+        card_text = ["\n".join("".join(seg.text for seg in c.render_line(y)).rstrip()
+                                for y in range(c.size.height)) for c in cards]
+        result = {"mode": app.current_mode, "cards": len(cards), "devices": n_dev,
+                  "first_card_s": first_card_s, "status_line": status,
+                  "ok": app.current_mode == "monitor" and n_dev > 0 and len(cards) == n_dev
+                  and "LIVE" in status and "SIMULATED" not in status,
+                  "card_text": card_text}
+    summary["app"] = result
+    log(f"app: mode={result.get('mode')} cards={result.get('cards')} devices={result.get('devices')} "
+        f"first card after {result.get('first_card_s')} s; status: {result.get('status_line')}")
+    for text in result.get("card_text", []):
+        log(text)
+    log("app check: " + ("ok" if result["ok"] else "FAILED"))
+    return 0 if result["ok"] else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=20.0)
@@ -216,6 +264,8 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=5.0, help="analysis window (s)")
     ap.add_argument("--load", action="store_true", help="run bf16 matmuls (needs torch) in the middle third")
     ap.add_argument("--fake", action="store_true", help="dry run against the fake pynvml (no GPU needed)")
+    ap.add_argument("--app", type=float, default=0.0, metavar="S",
+                    help="then run the app on --source nvml for S seconds (real GPU only)")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT") or "gpu_check_out")
     out.mkdir(parents=True, exist_ok=True)
@@ -226,7 +276,20 @@ def main() -> int:
         log_fh.write(msg + "\n")
 
     try:
-        return asyncio.run(run(args, out, log))
+        rc = asyncio.run(run(args, out, log))
+        if rc == 0 and args.app > 0 and not args.fake:
+            summary_path = out / "gpu_check_summary.json"
+            summary = json.loads(summary_path.read_text())
+            try:
+                rc = asyncio.run(app_check(build("nvml"), args.app, out, log, summary))
+            except Exception as exc:  # noqa: BLE001 - the evidence is what failed, kept in the summary
+                import traceback
+
+                log("app check FAILED with an exception:\n" + traceback.format_exc())
+                summary["app"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                rc = 1
+            summary_path.write_text(json.dumps(summary, indent=1, default=str))
+        return rc
     finally:
         log_fh.close()
 

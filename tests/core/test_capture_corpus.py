@@ -102,5 +102,16 @@ def test_runner_labels_each_workload_and_the_gaps(capture, monkeypatch):
 def test_every_workload_expects_known_kinds(capture):
     from fleet_tui.core.monitor.analysis import KINDS
 
-    for name, w in capture.WORKLOADS.items():
-        assert set(w.expected) | set(w.risks) | set(w.no_risks) <= set(KINDS), name
+    for take, build in capture.TAKES.items():
+        for name, w in build().items():
+            assert set(w.expected) | set(w.risks) | set(w.no_risks) <= set(KINDS), (take, name)
+
+
+def test_the_holdout_take_differs_from_the_tune_take_and_lists(capture, capsys):
+    a, b = capture.TAKES["a"](), capture.TAKES["b"]()
+    assert set(a) != set(b)  # other worker counts and dtypes, not only other sizes
+    assert {"idle", "slow_leak", "alloc_staircase", "hbm_copy"} <= set(a) & set(b)
+    assert capture.main(["--take", "b", "--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "loader_w4" in listed and "loader_w8" not in listed
+    assert capture.main(["--take", "b", "--only", "loader_w8"]) == 2  # not in take b
