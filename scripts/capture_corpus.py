@@ -1,7 +1,7 @@
 """Record a labelled NVML + GPM corpus on a real NVIDIA GPU, in the bundled trace's format.
 
     python scripts/capture_corpus.py OUT.jsonl [--seconds 12] [--gap 4] [--only NAME,...]
-                                     [--device 0] [--interval 0.2] [--take a|b] [--list]
+                                     [--device 0] [--interval 0.2] [--take a|b|c] [--list]
 
 Runs each workload of ``WORKLOADS`` for ``--seconds`` with an idle gap of ``--gap`` seconds between
 them, while a sampler thread records every ``--interval`` s the same fields as
@@ -214,7 +214,61 @@ def _workloads_b() -> dict[str, Workload]:
     }
 
 
-TAKES: dict[str, Callable[[], dict[str, Workload]]] = {"a": _workloads_a, "b": _workloads_b}
+def _fill(fraction: float, step_gib: float, every_s: float,
+          compute: bool) -> Callable[[Any, float], None]:
+    """Allocate to ``fraction`` of the device at once (compute: with bf16 matmuls running), or,
+    with ``step_gib``, ``step_gib`` GiB every ``every_s`` s from half the device until ``fraction``
+    of it: a fast leak on an otherwise idle GPU."""
+    def run(torch: Any, seconds: float) -> None:
+        free, total = torch.cuda.mem_get_info()
+        used = total - free
+        kept = []
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) if compute else None
+        target = int(fraction * total)
+        if step_gib:
+            first = max(0, int(0.5 * total) - used)
+            kept.append(torch.empty(first, dtype=torch.uint8, device="cuda"))
+        else:
+            kept.append(torch.empty(max(0, target - used - (256 << 20)), dtype=torch.uint8,
+                                    device="cuda"))
+        go = _until(seconds)
+        last = time.monotonic()
+        while go():
+            if a is not None:
+                a @ a
+                torch.cuda.synchronize()
+            else:
+                time.sleep(0.05)
+            free, _ = torch.cuda.mem_get_info()
+            if step_gib and time.monotonic() - last >= every_s and total - free < target:
+                kept.append(torch.empty(int(step_gib * 2**30), dtype=torch.uint8, device="cuda"))
+                last = time.monotonic()
+    return run
+
+
+def _workloads_c() -> dict[str, Workload]:
+    """Take C, a second holdout take, at the monitor's default 1 s interval (record it with
+    --interval 1): other sizes again, a heavier loader, a leak with a slower cadence, and the
+    capacity kinds (a device filled to 97 %, a fast leak on an idle GPU)."""
+    return {
+        "idle": Workload(("idle",), _idle, needs_torch=False),
+        "matmul_fp32": Workload(("compute_no_tensor_cores",), _matmul("float32", False, 4096, 16)),
+        "matmul_bf16": Workload(("healthy_compute",), _matmul("bfloat16", False, 12288, 2)),
+        "small_kernels": Workload(("launch_bound",), _small_kernels(1024, 2000)),
+        "copy_h2d": Workload(("host_transfer_bound",), _copies(True, 512 << 20)),
+        "hbm_copy": Workload(("memory_bandwidth_bound",), _hbm_copies(4 << 30)),
+        "loader_w3": Workload(("cpu_bound_host", "input_starved"), _loader(3, 300_000)),
+        "slow_leak": Workload(("healthy_compute",), _leak(256, 2.0, 8192), risks=("memory_growth",)),
+        "alloc_staircase": Workload(("healthy_compute",), _staircase(2, 1024, 3.0, 8192),
+                                    no_risks=("memory_growth",)),
+        "mem_full": Workload(("memory_capacity_pressure",), _fill(0.97, 0.0, 0.0, True)),
+        "fast_leak_idle": Workload(("memory_growth", "memory_capacity_pressure"),
+                                   _fill(0.95, 2.0, 0.5, False), risks=("memory_growth",)),
+    }
+
+
+TAKES: dict[str, Callable[[], dict[str, Workload]]] = {"a": _workloads_a, "b": _workloads_b,
+                                                        "c": _workloads_c}
 WORKLOADS: dict[str, Workload] = _workloads_a()
 
 
@@ -388,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--only", default=None, help="comma-separated workload names")
     p.add_argument("--take", choices=sorted(TAKES), default="a",
-                   help="a: the tune take (default); b: the holdout take, other sizes and rates")
+                   help="a: the tune take (default); b, c: holdout takes, other sizes and rates "
+                   "(c: record at --interval 1)")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     args = p.parse_args(argv)
     workloads = TAKES[args.take]()
