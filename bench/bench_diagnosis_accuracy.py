@@ -11,12 +11,17 @@ Two scores per labelled behaviour of each trace:
   time at each end: NVML averages utilization over up to 1 s), analysed as the live engine does
   (the window cut at the detector's change points); right when the primary is expected.
 
+* **risks**: for each label whose ``labels`` line names risks that must (``risks``) or must not
+  (``no_risks``) be reported, right when a required risk is reported in at least one of the
+  label's phases and a forbidden one in none (a leak needs a few seconds of rises to show).
+
 Expectations: a trace written by ``scripts/capture_corpus.py`` carries them in its ``labels`` line;
 the bundled H200 trace's behaviours are mapped in ``H200_EXPECTED`` (its ``sizing:*`` phases are
 real training/inference with mixed signals and no single label, so they are not scored).
 
 Sets: ``--tune`` traces were looked at while writing the rules and thresholds (default: the bundled
-H200 trace); ``--holdout`` traces were not (default: ``tests/fixtures/traces/holdout/*.jsonl``).
+H200 trace and ``tests/fixtures/traces/tune/*.jsonl``); ``--holdout`` traces were not (default:
+``tests/fixtures/traces/holdout/*.jsonl``).
 The two are reported separately; only the holdout figure says how well the rules generalize.
 ``--resample HZ`` adds the tune traces decimated to HZ (what a 1 Hz monitor sees): the same data,
 so a robustness check of the sampling rate, not a held-out score.
@@ -46,16 +51,41 @@ H200_EXPECTED = {
 WINDOW_S, STEP_S, SETTLE_S = 5.0, 1.0, 1.0
 
 
-def expectations(path: str) -> dict[str, tuple[str, ...]]:
-    """label -> acceptable primaries, from the trace's ``labels`` line or the H200 table."""
+def labels_of(path: str) -> dict[str, dict]:
+    """The trace's ``labels`` line (label -> expected, risks, no_risks), or {}."""
     with resolve_trace_path(path).open() as fh:
         for i, line in enumerate(fh):
             if i > 3:
                 break
             data = json.loads(line)
             if data.get("kind") == "labels":
-                return {k: tuple(v["expected"]) for k, v in data["labels"].items()}
+                return data["labels"]
+    return {}
+
+
+def expectations(path: str) -> dict[str, tuple[str, ...]]:
+    """label -> acceptable primaries, from the trace's ``labels`` line or the H200 table."""
+    labels = labels_of(path)
+    if labels:
+        return {k: tuple(v["expected"]) for k, v in labels.items()}
     return dict(H200_EXPECTED)
+
+
+def score_risks(path: str) -> dict[str, tuple[bool, str]]:
+    """label -> (right, what was reported) for the labels with required or forbidden risks."""
+    want = {k: (set(v.get("risks", ())), set(v.get("no_risks", ())))
+            for k, v in labels_of(path).items() if v.get("risks") or v.get("no_risks")}
+    seen: dict[str, set[str]] = defaultdict(set)
+    for a in analyze_stream(iter_trace(path)):
+        if a.phase in want:
+            seen[a.phase] |= set(a.kinds())
+    out = {}
+    for label, (must, must_not) in want.items():
+        got = seen.get(label, set())
+        right = must <= got and not (must_not & got)
+        shown = sorted((must | must_not) & got)
+        out[label] = (right, ", ".join(shown) or "none")
+    return out
 
 
 def score_phases(path: str, expected: dict) -> dict[str, list[int]]:
@@ -117,27 +147,41 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     wr = tot[2] / tot[3] if tot[3] else float("nan")
     print(f"  total: phases {tot[0]}/{tot[1]} right ({pr:.0%}), windows {tot[2]}/{tot[3]} "
           f"right ({wr:.0%})")
+    risk_rows = [(Path(path).name, label, r) for path in paths
+                 for label, r in score_risks(path).items()]
+    if risk_rows:
+        print(f"  risks: {sum(r[0] for _, _, r in risk_rows)}/{len(risk_rows)} labels right")
+        for name, label, (right, shown) in risk_rows:
+            exp = labels_of(next(p for p in paths if Path(p).name == name))[label]
+            rule = " ".join([f"+{x}" for x in exp.get("risks", ())]
+                            + [f"-{x}" for x in exp.get("no_risks", ())])
+            print(f"    {name[:28]:28s} {label[:24]:24s} want {rule:24s} reported: {shown:20s} "
+                  f"{'right' if right else 'WRONG'}")
     return tuple(tot)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tune", nargs="*", default=["demo"])
+    p.add_argument("--tune", nargs="*", default=None)
     p.add_argument("--holdout", nargs="*", default=None)
     p.add_argument("--resample", type=float, default=1.0,
                    help="also score the tune traces decimated to this rate (0: off)")
     args = p.parse_args()
+    tune = args.tune
+    if tune is None:
+        tune = ["demo"] + sorted(str(x) for x in (ROOT / "tests" / "fixtures" / "traces" /
+                                                  "tune").glob("*.jsonl"))
     holdout = args.holdout
     if holdout is None:
         holdout = sorted(str(x) for x in (ROOT / "tests" / "fixtures" / "traces" /
                                           "holdout").glob("*.jsonl"))
-    report("tune (looked at while writing the rules)", args.tune)
+    report("tune (looked at while writing the rules)", tune)
     report("holdout (never used for tuning)", holdout)
     if args.resample:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
-            paths = [decimate(t, args.resample, Path(tmp)) for t in args.tune]
+            paths = [decimate(t, args.resample, Path(tmp)) for t in tune]
             report(f"tune traces at {args.resample:g} Hz (same data: sampling robustness only)",
                    paths)
 

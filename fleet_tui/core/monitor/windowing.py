@@ -143,7 +143,7 @@ class SlidingWindows:
             else:
                 # the window slides with history (which fills in unset device timestamps)
                 newest, held = history.tail(key)
-                if dup or not win.push(newest, held):
+                if dup or not win.push(newest, held, host):
                     win.reset(history.samples(key, seconds))
             if not len(win):
                 continue

@@ -24,11 +24,12 @@ from typing import NamedTuple
 import numpy as np
 
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
-from fleet_tui.core.monitor.analysis.phases import (MEM_SLOPE_FULL_SCALE, SMOOTH_S,
-                                                    SMOOTH_SAMPLES, PhaseDetector)
+from fleet_tui.core.monitor.analysis.phases import (SMOOTH_S, SMOOTH_SAMPLES, PhaseDetector,
+                                                    smoothing_s)
 from fleet_tui.core.monitor.analysis.runs import Run, plain_run
-from fleet_tui.core.monitor.analysis.stream import (EDGE_S, LAG_S, DeviceState, Reading,
-                                                    SnapshotOf, Span, flush, push_reading)
+from fleet_tui.core.monitor.analysis.stream import (LAG_S, TAIL_KEEP_MIN, DeviceState,
+                                                    Reading, SnapshotOf, Span, edge_of, flush,
+                                                    push_reading)
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S, SPARSE_DUTY_MAX_PCT
 
 _accumulate = np.add.accumulate
@@ -117,7 +118,7 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
     # (index, change point) of the samples that start a phase (map calls step from C)
     changes = [jc for jc in enumerate(map(det.step, ts[start:], xs, alphas), start)
                if jc[1] is not None]
-    det.skip_to(ts[-1], float(run.cols[-1, 12]))
+    det.skip_to(ts[-1])
     # per run, not per settle: memory used, and how many samples ran kernels under half the time
     # up to each (an integer prefix sum: exact)
     cols = run.cols
@@ -130,7 +131,12 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
         # the lag settle after sample j-1, then the pending samples before the change point
         lag = bisect_left(ts, ts[j - 1] - LAG_S, s, j) if j > start else s
         moved = max(lag, bisect_left(ts, c, lag, j))
-        _settle(dev, run, at, s, moved, lookback)
+        # the samples in the detector's lag before the change are counted, not summed
+        # (stream.TAIL_KEEP_MIN)
+        smooth = smoothing_s(ts[j] - ts[j - 1] if j else None)
+        tail = max(lag, bisect_left(ts, c - smooth, lag, moved))
+        _settle(dev, run, at, s, tail, lookback)
+        _settle(dev, run, at, tail, moved, lookback, dev.span.n >= TAIL_KEEP_MIN)
         s = moved
         boundary = c if s == j else min(c, ts[s])
         span = dev.span
@@ -138,7 +144,7 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
             boundary = ts[s] if s < j else ts[j]
         if len(span):
             out.append(span.analysis(dev.key, boundary, dev.growth, snapshot_of))
-            dev.span = Span(boundary, EDGE_S)
+            dev.span = Span(boundary, edge_of(boundary, ts[j], smooth))
     if n - 1 >= start:
         end = max(s, bisect_left(ts, ts[n - 1] - LAG_S, s, n))
         _settle(dev, run, at, s, end, lookback)
@@ -155,8 +161,8 @@ class _RunLists(NamedTuple):
 
 
 def _settle(dev: DeviceState, run: Run, at: _RunLists, a: int, b: int,
-            lookback: float) -> None:
-    """``stream.settle`` of samples ``a`` to ``b`` of ``run``."""
+            lookback: float, skip: bool = False) -> None:
+    """``stream.settle`` of samples ``a`` to ``b`` of ``run`` (``skip``: counted, not summed)."""
     if a >= b:
         return
     ts = at.ts
@@ -166,6 +172,9 @@ def _settle(dev: DeviceState, run: Run, at: _RunLists, a: int, b: int,
     while g[0][0] < cutoff:
         g.popleft()
     span = dev.span
+    if skip:
+        span.skip(ts[b - 1], b - a)
+        return
     h = a
     if span.edge_s:
         h = bisect_left(ts, span.start + span.edge_s, a, b)
@@ -197,13 +206,12 @@ def features(det: PhaseDetector, run: Run, start: int
     if not limit or not total:
         return None
     link = det.link_for(extra)
-    last_t, prev_used = det.last_sample()
+    last_t = det.last_sample()
     ts = run.ts[start:]
     rows = run.cols[start:]
     prev_ts = np.concatenate(((np.nan if last_t is None else last_t,), ts[:-1]))
     used = rows[:, 12]
-    prev_mem = np.concatenate(((np.nan if prev_used is None else prev_used,), used[:-1]))
-    x = np.empty((len(ts), 9))
+    x = np.empty((len(ts), 8))  # phases.features_of but the host feature (none in a run)
     x[:, 0] = rows[:, 0] / 100.0  # duty (util present in a run)
     x[:, 1:5] = rows[:, 2:6] / 100.0  # sm, tensor, dram, fp32
     rx = np.where(rows[:, 10] == 0.0, 0.0, rows[:, 10])  # rx or 0.0
@@ -213,13 +221,8 @@ def features(det: PhaseDetector, run: Run, start: int
     power = rows[:, 7] / limit
     x[:, 6] = np.where(power < 1.0, power, 1.0)
     x[:, 7] = used / total
-    dt = ts - prev_ts
-    slope = (used - prev_mem) / dt / total / MEM_SLOPE_FULL_SCALE
-    x[:, 8] = np.where(slope < 1.0, np.where(slope > -1.0, slope, -1.0), 1.0)
     xs = x.tolist()
-    if last_t is None or prev_used is None or not ts[0] > last_t:
-        xs[0][8] = None  # no slope without a previous reading
-    dt = np.where(ts > prev_ts, dt, SMOOTH_S)  # (nan > x is False: the first sample)
+    dt = np.where(ts > prev_ts, ts - prev_ts, SMOOTH_S)  # (nan > x is False: the first sample)
     span = SMOOTH_SAMPLES * dt
     span = np.where(span > SMOOTH_S, span, SMOOTH_S)
     return xs, (dt / (span + dt)).tolist()

@@ -4,8 +4,9 @@ Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device
 
 * Each sample becomes a feature vector on a common 0-1 scale (``features``): kernel duty cycle, SM
   activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, the
-  share of memory used and the memory slope (as a share of ``MEM_SLOPE_FULL_SCALE``). Missing
-  readings are skipped, not zeros.
+  share of memory used and, where the host's per-core CPU is known, whether a host core is saturated (a data loader that starts or
+  stops changes the host, not the GPU's counters, when its kernels are tiny). Missing readings
+  are skipped, not zeros.
 * The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S`` (at
   least ``SMOOTH_SAMPLES`` samples): NVML
   averages utilization over up to a second, and a starved loader alternates busy and idle samples
@@ -38,28 +39,41 @@ SHIFT_MIN = 0.15
 CUSUM_K = SHIFT_MIN / 2
 CUSUM_H = 0.6
 MIN_PHASE_S = 3.0
-# A memory slope of 1 % of the device per second reads as a full-scale feature (a leak of a few
-# hundred MiB/s on an 80-141 GiB GPU); steady memory reads 0.
-MEM_SLOPE_FULL_SCALE = 0.01
+# No memory-slope feature: a leak grows in steps (a rise every second or so, flat between), so
+# its per-sample slope alternates between a spike and zero and the CUSUM drifts on it, raising a
+# change point as soon as each phase is MIN_PHASE_S old (the H100 corpus, take a: a leak in 3 s
+# slices, and its end found 1 s late). Growth is the memory_growth rule's, over its own lookback;
+# the level of memory used is a feature, so an allocation that fills a device still moves it.
 N_FEATURES = 9
 
 
-def features(d: DeviceSnapshot, prev: DeviceSnapshot | None,
-             link_bytes_s: float | None = None) -> list[float | None]:
+def smoothing_s(dt: float | None) -> float:
+    """The smoothing's time constant at a sampling interval of ``dt`` seconds: also how far the
+    change points trail a change (the smoothed features need about that long to move)."""
+    span = SMOOTH_SAMPLES * dt if dt and dt > 0 else 0.0
+    return span if span > SMOOTH_S else SMOOTH_S
+
+
+def host_busy_of(host) -> float | None:
+    """The host feature of one sample's ``window.HostLoad``: 1.0 when a core is saturated, 0.0
+    when none is, None without per-core readings."""
+    if host is None or not host.cores:
+        return None
+    return 1.0 if host.busy_cores >= 1 else 0.0
+
+
+def features(d: DeviceSnapshot, link_bytes_s: float | None = None) -> list[float | None]:
     """One sample on the 0-1 scale the detector compares (None: not measured). ``link_bytes_s``:
     the PCIe link's per-direction rate when the caller knows it (else read from ``d.extra``)."""
     if link_bytes_s is None:
         link_bytes_s = link_of(d.extra)[0]
-    return features_of(read_row(d), d.timestamp, d.power_limit_w, d.mem_total_bytes, link_bytes_s,
-                       None if prev is None else prev.timestamp,
-                       None if prev is None else prev.mem_used_bytes)
+    return features_of(read_row(d), d.power_limit_w, d.mem_total_bytes, link_bytes_s)
 
 
-def features_of(row: tuple, ts: float, limit: float | None, total: int | None,
-                link_bytes_s: float, prev_ts: float | None,
-                prev_used: float | None) -> list[float | None]:
-    """``features`` from plain values: the sample's ``read_row``, its timestamp, power limit and
-    memory size, the link rate, and the previous sample's timestamp and memory used."""
+def features_of(row: tuple, limit: float | None, total: int | None, link_bytes_s: float,
+                host_busy: float | None = None) -> list[float | None]:
+    """``features`` from plain values: the sample's ``read_row``, power limit and memory size,
+    the link rate, and ``host_busy_of`` its host reading."""
     (util, _mem_util, sm, tensor, dram, fp32, _fp16, power_w, _clock, _temp, rx, tx, used,
      _nv_rx, _nv_tx) = row
     duty = util / 100.0 if util is not None else None
@@ -87,17 +101,8 @@ def features_of(row: tuple, ts: float, limit: float | None, total: int | None,
         power = power_w / limit
         if not power < 1.0:
             power = 1.0
-    mem = slope = None
-    if used is not None and total:
-        mem = used / total
-        if prev_used is not None and ts > prev_ts:
-            rate = (used - prev_used) / (ts - prev_ts)
-            slope = rate / total / MEM_SLOPE_FULL_SCALE
-            if not slope < 1.0:
-                slope = 1.0
-            elif not slope > -1.0:  # max(-1.0, slope)
-                slope = -1.0
-    return [duty, sm, tensor, dram, fp32, pcie, power, mem, slope]
+    mem = used / total if used is not None and total else None
+    return [duty, sm, tensor, dram, fp32, pcie, power, mem, host_busy]
 
 
 class PhaseDetector:
@@ -105,12 +110,11 @@ class PhaseDetector:
     timestamp where a new phase began when the sample confirms one, else None."""
 
     __slots__ = ("min_phase_s", "h", "k", "_ema", "_sum", "_n", "_pos", "_neg", "_pos_t",
-                 "_neg_t", "_start", "_last", "_prev_used", "_extra", "_link")
+                 "_neg_t", "_start", "_last", "_extra", "_link")
 
     def __init__(self, *, min_phase_s: float = MIN_PHASE_S, h: float = CUSUM_H,
                  k: float = CUSUM_K):
         self.min_phase_s, self.h, self.k = min_phase_s, h, k
-        self._prev_used: float | None = None  # memory used at the previous sample
         self._last = None  # timestamp of the previous sample
         self._extra: tuple = ()  # the extras the PCIe link rate was read from
         self._link = link_of(())[0]
@@ -136,14 +140,14 @@ class PhaseDetector:
                                 d.extra)
 
     def push_values(self, ts: float, row: tuple, power_limit_w: float | None,
-                    mem_total: int | None, extra: tuple | None = None) -> float | None:
+                    mem_total: int | None, extra: tuple | None = None,
+                    host_busy: float | None = None) -> float | None:
         """``push`` from plain values: the sample's timestamp, ``read_row``, power limit and memory
-        size (and its extras, where the PCIe link rate may change)."""
+        size (and its extras, where the PCIe link rate may change; ``host_busy_of`` its host)."""
         if extra is not None and extra is not self._extra and extra != self._extra:
             self.link_for(extra)  # the link can retrain
         last, self._last = self._last, ts
-        x = features_of(row, ts, power_limit_w, mem_total, self._link, last, self._prev_used)
-        self._prev_used = row[12]  # mem_used_bytes
+        x = features_of(row, power_limit_w, mem_total, self._link, host_busy)
         dt = (ts - last) if last is not None and ts > last else SMOOTH_S
         # at least 3 samples' worth of smoothing whatever the sampling rate (a starved loader
         # sampled at 1 Hz alternates busy and idle samples)
@@ -158,18 +162,19 @@ class PhaseDetector:
             self._extra, self._link = extra, link_of(extra)[0]
         return self._link
 
-    def last_sample(self) -> tuple[float | None, float | None]:
-        """(timestamp, memory used) of the previous sample: what the next one's slope is from."""
-        return self._last, self._prev_used
+    def last_sample(self) -> float | None:
+        """The previous sample's timestamp: the next one's smoothing interval is from it."""
+        return self._last
 
-    def skip_to(self, ts: float, used: float | None) -> None:
-        """Record (timestamp, memory used) of the newest sample when the caller computed the
-        features and smoothing of a run of samples itself and fed them to ``step``."""
-        self._last, self._prev_used = ts, used
+    def skip_to(self, ts: float) -> None:
+        """Record the newest sample's timestamp when the caller computed the features and
+        smoothing of a run of samples itself and fed them to ``step``."""
+        self._last = ts
 
     def step(self, ts: float, x: list[float | None], alpha: float) -> float | None:
         """``push_values`` once the sample's ``features_of`` and smoothing factor are known
-        (``analysis.blocks`` computes those for a run of samples at once)."""
+        (``analysis.blocks`` computes those for a run of samples at once, without the host
+        feature: its rows are one shorter)."""
         if self._start is None:
             self._start = ts
         ema, sums, ns = self._ema, self._sum, self._n
@@ -177,8 +182,7 @@ class PhaseDetector:
         change = None
         armed = ts - self._start >= self.min_phase_s
         k, h = self.k, self.h
-        for i in range(N_FEATURES):  # one pass per sample: smooth, test, add to the phase mean
-            v = x[i]
+        for i, v in enumerate(x):  # one pass per sample: smooth, test, add to the phase mean
             if v is None:
                 continue
             e = ema[i]

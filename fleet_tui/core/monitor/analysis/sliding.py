@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from fleet_tui.core.monitor.analysis.analyze import analyze_rows
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
-from fleet_tui.core.monitor.analysis.phases import PhaseDetector
+from fleet_tui.core.monitor.analysis.phases import PhaseDetector, host_busy_of
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.window import HostLoad
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
@@ -40,9 +40,10 @@ class SlidingWindow:
         self._detector = PhaseDetector()
         self.phase_start: float | None = None
 
-    def push(self, d: DeviceSnapshot, limit: int) -> bool:
+    def push(self, d: DeviceSnapshot, limit: int, host: HostLoad | None = None) -> bool:
         """Append the newest sample; ``limit`` = samples history holds for the device (the window
-        never reaches further back). False (nothing changed) when the window must be rebuilt."""
+        never reaches further back); ``host``: the host's reading at that sample. False (nothing
+        changed) when the window must be rebuilt."""
         s = self._samples
         ts = d.timestamp
         if not self._ordered or (s and ts < s[-1].timestamp):
@@ -54,7 +55,8 @@ class SlidingWindow:
         counts = self._counts
         counts.add(row, d)
         # the row already read (``push`` would read it again)
-        change = self._detector.push_values(ts, row, d.power_limit_w, d.mem_total_bytes, d.extra)
+        change = self._detector.push_values(ts, row, d.power_limit_w, d.mem_total_bytes, d.extra,
+                                            host_busy_of(host))
         if change is not None:
             self.phase_start = change
         cutoff = ts - self.seconds

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.analyze import diagnose
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
-from fleet_tui.core.monitor.analysis.phases import PhaseDetector
+from fleet_tui.core.monitor.analysis.phases import PhaseDetector, host_busy_of, smoothing_s
 from fleet_tui.core.monitor.analysis.tallies import MEAN_FIELDS, Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
 from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad, stats_from
@@ -32,7 +32,22 @@ LAG_S = 10.0
 # averages utilization over up to 1 s, so it still reads the previous behaviour (the same settle
 # time the trace tests skip at each labelled boundary).
 EDGE_S = 1.0
+# ... and so are the samples in the last ``phases.smoothing_s`` before the change point that ends
+# a phase: the detector's smoothing makes its change points trail the change by up to that long,
+# so those samples may already read the next behaviour. Kept when the phase would be left with
+# fewer than TAIL_KEEP_MIN samples past its edge.
+TAIL_KEEP_MIN = 2
 _NCOL = len(MEAN_FIELDS)
+
+
+def edge_of(start: float, alarm: float, lag: float) -> float:
+    """The edge of a phase that starts at ``start`` on an alarm at ``alarm``: EDGE_S from the
+    later of the start and ``alarm - lag``. The CUSUM's estimate of the change can lie well
+    before the alarm when a noisy feature (a leak's stepwise memory slope) drifted; the change
+    itself is no more than the smoothing's lag before the alarm, and the samples after it
+    still straddle it."""
+    late = alarm - lag - start
+    return EDGE_S + late if late > 0.0 else EDGE_S
 
 
 class Reading(NamedTuple):
@@ -73,7 +88,7 @@ class Span:
 
     __slots__ = ("start", "n", "full", "sums", "cnts", "counts", "last", "xids", "ecc_last",
                  "labels", "head", "edge_s", "host_n", "host_cpu", "host_cpu_n", "host_busy",
-                 "host_cores", "newest", "head_n")
+                 "host_cores", "newest", "head_n", "tail_n")
 
     def __init__(self, start: float, edge_s: float = 0.0):
         self.start = start
@@ -81,6 +96,7 @@ class Span:
         # the first edge_s seconds: readings, or functions that make a run's (``add_head``)
         self.head: list[Reading | Callable[[], Iterable[Reading]]] = []
         self.head_n = 0
+        self.tail_n = 0  # samples left out at the end (``skip``)
         self.host_n = self.host_cpu_n = self.host_cores = 0
         self.host_cpu = self.host_busy = 0.0
         self.newest: float | None = None  # timestamp of the newest sample added
@@ -101,6 +117,12 @@ class Span:
             self.head_n += 1
             return
         self._add(r)
+
+    def skip(self, newest: float, m: int = 1) -> None:
+        """Count ``m`` samples, the newest at ``newest``, without adding them to the statistics
+        (the transition before a change point, ``TAIL_KEEP_MIN``)."""
+        self.newest = newest
+        self.tail_n += m
 
     def _add(self, r: Reading) -> None:
         host = r.host
@@ -163,7 +185,7 @@ class Span:
         self.head_n += m
 
     def __len__(self) -> int:
-        return self.n + self.head_n
+        return self.n + self.head_n + self.tail_n
 
     def analysis(self, key: str, end: float, growth: deque,
                  snapshot_of: SnapshotOf = _own_snapshot) -> DeviceAnalysis:
@@ -254,12 +276,18 @@ def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback:
                 dev.window_end += k * window_s
         settle(dev, r, lookback)
         return done
-    change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra)
+    change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra,
+                                      host_busy_of(r.host))
     pending = dev.pending
     if change is not None:
         # samples before the change point close the old phase; the rest start the new one
-        while pending and pending[0].ts < change:
+        lag = smoothing_s(ts - pending[-1].ts if pending else None)
+        tail_from = change - lag
+        while pending and pending[0].ts < tail_from:
             settle(dev, pending.popleft(), lookback)
+        keep = dev.span.n < TAIL_KEEP_MIN
+        while pending and pending[0].ts < change:
+            settle(dev, pending.popleft(), lookback, keep)
         # a change placed before samples already summed (older than LAG_S) moves to the first
         # sample not yet summed: phases stay back to back
         boundary = change if not pending else min(change, pending[0].ts)
@@ -267,7 +295,7 @@ def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback:
             boundary = pending[0].ts if pending else ts
         if len(dev.span):
             done = dev.span.analysis(dev.key, boundary, dev.growth, snapshot_of)
-            dev.span = Span(boundary, EDGE_S)
+            dev.span = Span(boundary, edge_of(boundary, ts, lag))
     pending.append(r)
     cutoff = ts - LAG_S
     while pending[0].ts < cutoff:
@@ -275,7 +303,9 @@ def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback:
     return done
 
 
-def settle(dev: DeviceState, r: Reading, lookback: float) -> None:
+def settle(dev: DeviceState, r: Reading, lookback: float, stats: bool = True) -> None:
+    """Sum a sample into its phase (``stats`` False: only count it, ``TAIL_KEEP_MIN``); its memory
+    reading joins the growth lookback either way."""
     used = r.row[12]  # mem_used_bytes
     if used is not None:
         g = dev.growth
@@ -283,7 +313,10 @@ def settle(dev: DeviceState, r: Reading, lookback: float) -> None:
         cutoff = r.ts - lookback
         while g[0][0] < cutoff:
             g.popleft()
-    dev.span.add(r)
+    if stats:
+        dev.span.add(r)
+    else:
+        dev.span.skip(r.ts)
 
 
 def flush(dev: DeviceState, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:

@@ -74,6 +74,10 @@ GROWTH_FILLING_FRAC = 0.5
 GROWTH_RECENT_S = 10.0
 # Full within 10 minutes: a risk that cannot wait (outranks the bottleneck as primary).
 GROWTH_IMMINENT_S = 600.0
+# ... on the evidence of twice the rises that make growth at all: three one-off 512 MiB allocations
+# in 2 s extrapolate to "full in 6 minutes" on an 80 GiB GPU, which a few steps cannot show. A
+# device that is already filling up (GROWTH_FILLING_FRAC) needs no more rises.
+GROWTH_IMMINENT_MIN_RISES = 2 * GROWTH_MIN_RISES
 # A leak grows in many small steps; one allocation is one big step. Ignore changes under 1 MiB
 # (driver bookkeeping) and reject growth where one step makes up more than half of it.
 GROWTH_NOISE_BYTES = 2**20
@@ -105,6 +109,14 @@ NVLINK_ASSUMED_PEAK_BYTES_S = 300e9
 # at least one core at >= 90% (a loader process with num_workers=0, or its main process, is
 # single-threaded Python: one saturated core is its limit).
 HOST_SATURATED_PCT = 90.0
+# ... "at least one core" over a window: a saturated core in three samples of four on average
+# (per-core readings over a fraction of a second jitter: a pegged loader process reads 60-100%).
+HOST_BUSY_CORES_MIN = 0.75
+# Kernels ran at all: GPM SM activity over the window at or above 0.001 %. An idle GPU reads 0.0
+# (H100) to 2.4e-5 % (H200) on GPM; a loader that runs one small step every few hundred ms reads
+# 0.01-0.1 %. A window with a trickle of kernels, a process on the GPU and a saturated host core
+# is a GPU starved by its host, not an idle one.
+KERNEL_TRICKLE_SM_PCT = 0.001
 # Memory headroom: a GPU that computes (kernels >= 50% of the time) with under half its memory in
 # use can take a larger batch (or a smaller, cheaper GPU).
 HEADROOM_MAX_FRAC = 0.5

@@ -15,8 +15,8 @@ from operator import attrgetter, truediv
 
 from fleet_tui.core.monitor.analysis.tallies import Counts, col_means
 from fleet_tui.core.monitor.analysis.thresholds import (
-    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, HOST_SATURATED_PCT,
-    LAUNCH_MAX_FILL, LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, NVLINK_ASSUMED_PEAK_BYTES_S,
+    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, HOST_BUSY_CORES_MIN,
+    HOST_SATURATED_PCT, KERNEL_TRICKLE_SM_PCT, LAUNCH_MAX_FILL, LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, NVLINK_ASSUMED_PEAK_BYTES_S,
     NVLINK_BUSY_FRAC, NVLINK_PEAK_BYTES_S, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
     PCIE_COPY_EXPLAINS_FRAC, PCIE_ENCODING, PCIE_GT_S, PCIE_SATURATED_FRAC, POWER_BITS,
     POWER_LOW_FRAC, SPARSE_DUTY_MAX_PCT, TENSOR_ACTIVE_MIN_PCT, TENSOR_UNUSED_MAX_PCT, THERMAL_BITS)
@@ -200,11 +200,14 @@ def classify_activity(st: WindowStats) -> Activity:
                     False)
 
 
+def _host_saturated(h: HostLoad | None) -> bool:
+    return h is not None and ((h.cpu_pct or 0.0) >= HOST_SATURATED_PCT
+                              or h.busy_cores >= HOST_BUSY_CORES_MIN)
+
+
 def _host_wait(st: WindowStats, waiting: str | None) -> str | None:
     """A GPU that waits for input while the host's CPUs are saturated waits on the host."""
-    h = st.host
-    if waiting in ("sparse", "bursty") and h is not None and (
-            (h.cpu_pct or 0.0) >= HOST_SATURATED_PCT or h.busy_cores >= 1):
+    if waiting in ("sparse", "bursty") and _host_saturated(st.host):
         return "host_cpu"
     return waiting
 
@@ -220,6 +223,9 @@ def _classify_gpm(st: WindowStats, pf: float) -> Activity:
     active = duty >= ACTIVITY_MIN_PCT or sm >= ACTIVITY_MIN_PCT
     waiting = compute = None
     dram_bound = False
+    if not active and sm >= KERNEL_TRICKLE_SM_PCT and st.procs and _host_saturated(st.host):
+        # a trickle of kernels from a process whose host is pegged: starved, not idle
+        return Activity(True, scale, "active", duty, sm, fill, pf, None, "host_cpu", None, False)
     if active:
         if (st.nvlink_frac or 0.0) >= NVLINK_BUSY_FRAC and sm < BUSY_SM_MIN_PCT:
             waiting = "nvlink"
