@@ -115,9 +115,8 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
                 out.append(done)
         return out, run.tail(n)
     xs, alphas = feats
-    # (index, change point) of the samples that start a phase (map calls step from C)
-    changes = [jc for jc in enumerate(map(det.step, ts[start:], xs, alphas), start)
-               if jc[1] is not None]
+    # (index, change point) of the samples that start a phase
+    changes = det.steps(ts[start:], xs, alphas, start)
     det.skip_to(ts[-1])
     # per run, not per settle: memory used, and how many samples ran kernels under half the time
     # up to each (an integer prefix sum: exact)

@@ -227,6 +227,69 @@ class PhaseDetector:
                 self._sum[i], self._n[i] = v, 1
         return change
 
+    def steps(self, ts: list[float], xs: list[list[float]], alphas: list[float],
+              first: int = 0) -> list[tuple[int, float]]:
+        """``step`` of each sample of a run whose features are all measured (``analysis.blocks``:
+        plain samples), in one call: (``first`` + index, change point) of the samples that start
+        a phase. The same arithmetic in the same order as ``step``, so the same floats; the
+        per-sample call and the missing-value checks are what it saves (~1/3 of the time)."""
+        out = []
+        k, h, min_phase = self.k, self.h, self.min_phase_s
+        m = len(xs[0]) if xs else 0
+        idx = range(m)
+        for j, (t, x, alpha) in enumerate(zip(ts, xs, alphas), first):
+            if self._start is None:
+                self._start = t
+            ema, sums, ns = self._ema, self._sum, self._n
+            pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
+            start = self._start
+            armed = t - start >= min_phase
+            change = None
+            for i in idx:
+                v = x[i]
+                e = ema[i]
+                e = v if e is None else e + alpha * (v - e)
+                ema[i] = e
+                n = ns[i]
+                total = sums[i]
+                sums[i] = total + e
+                ns[i] = n + 1
+                if n:
+                    dev = e - total / n
+                    p0 = pos[i]
+                    n0 = neg[i]
+                    if -k <= dev <= k and not p0 and not n0:
+                        continue
+                    q = p0 + dev - k
+                    if q <= 0.0:
+                        q, pos_t[i] = 0.0, None
+                    elif pos_t[i] is None:
+                        pos_t[i] = t
+                    pos[i] = q
+                    if armed and q > h and change is None:
+                        change = pos_t[i]
+                    q = n0 - dev - k
+                    if q <= 0.0:
+                        q, neg_t[i] = 0.0, None
+                    elif neg_t[i] is None:
+                        neg_t[i] = t
+                    neg[i] = q
+                    if armed and q > h and change is None:
+                        change = neg_t[i]
+            if change is None:
+                continue
+            change = max(change, start + min_phase)
+            if change > t:
+                change = t
+            self._reset(change)
+            sums, ns = self._sum, self._n
+            for i in idx:
+                v = x[i]
+                ema[i] = v
+                sums[i], ns[i] = v, 1
+            out.append((j, change))
+        return out
+
 
 def segment(samples: Sequence[DeviceSnapshot], **kw) -> list[tuple[float, float]]:
     """(start, end) of each phase of one device's samples (oldest first); end is the next phase's
