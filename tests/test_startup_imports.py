@@ -24,7 +24,8 @@ _PROBE = (
     "        rc = main(sys.argv[1:])\n"
     "    except SystemExit as exc:\n"
     "        rc = exc.code\n"
-    "heavy = ('pydantic', 'textual', 'rich', 'tomllib', 'fleet_tui.core.monitor', 'fleet_tui.ui')\n"
+    "heavy = ('pydantic', 'textual', 'rich', 'tomllib', 'fleet_tui.core.monitor', 'fleet_tui.ui',\n"
+    "         'shutil')\n"
     "print(json.dumps({'rc': rc, 'out': out.getvalue(), 'loaded': [m for m in heavy if m in sys.modules]}))\n"
 )
 
@@ -73,3 +74,17 @@ def test_a_run_builds_only_the_commands_it_names():
     assert commands(["--help"]) == every
     assert commands(["sizee"]) == every  # argparse's error lists every choice
     assert commands([]) == set() and commands(None) == every
+
+
+def test_help_is_as_wide_as_the_terminal_says(monkeypatch, capsys):
+    # the parser sizes its help itself (cli._Parser, to keep shutil out of every start)
+    for columns in ("60", "140"):
+        monkeypatch.setenv("COLUMNS", columns)
+        with pytest.raises(SystemExit):
+            cli.main(["size", "--help"])
+        out = capsys.readouterr().out
+        # the flags and their help, which the formatter wraps (the description, group titles and
+        # examples are preformatted)
+        lines = [x for x in out.splitlines() if x.startswith(("  -", " " * 24))]
+        assert max(map(len, lines)) <= int(columns) - 2
+        assert max(map(len, lines)) > int(columns) - 30
