@@ -43,7 +43,7 @@ _NCOL = len(MEAN_FIELDS)
 def edge_of(start: float, alarm: float, lag: float) -> float:
     """The edge of a phase that starts at ``start`` on an alarm at ``alarm``: EDGE_S from the
     later of the start and ``alarm - lag``. The CUSUM's estimate of the change can lie well
-    before the alarm when a noisy feature (a leak's stepwise memory slope) drifted; the change
+    before the alarm when a noisy feature drifted before the change; the change
     itself is no more than the smoothing's lag before the alarm, and the samples after it
     still straddle it."""
     late = alarm - lag - start
