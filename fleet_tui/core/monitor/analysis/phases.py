@@ -172,71 +172,20 @@ class PhaseDetector:
         self._last = ts
 
     def step(self, ts: float, x: list[float | None], alpha: float) -> float | None:
-        """``push_values`` once the sample's ``features_of`` and smoothing factor are known
-        (``analysis.blocks`` computes those for a run of samples at once, without the host
-        feature: its rows are one shorter)."""
-        if self._start is None:
-            self._start = ts
-        ema, sums, ns = self._ema, self._sum, self._n
-        pos, neg, pos_t, neg_t = self._pos, self._neg, self._pos_t, self._neg_t
-        change = None
-        armed = ts - self._start >= self.min_phase_s
-        k, h = self.k, self.h
-        for i, v in enumerate(x):  # one pass per sample: smooth, test, add to the phase mean
-            if v is None:
-                continue
-            e = ema[i]
-            e = v if e is None else e + alpha * (v - e)
-            ema[i] = e
-            n = ns[i]
-            total = sums[i]
-            sums[i] = total + e
-            ns[i] = n + 1
-            if n:
-                dev = e - total / n  # against the phase mean before this sample
-                p0, n0 = pos[i], neg[i]
-                if -k <= dev <= k and not p0 and not n0:
-                    continue  # steady: both sums stay at zero (the common case)
-                q = p0 + dev - k
-                if q <= 0.0:
-                    q, pos_t[i] = 0.0, None
-                elif pos_t[i] is None:
-                    pos_t[i] = ts
-                pos[i] = q
-                if armed and q > h and change is None:
-                    change = pos_t[i]
-                q = n0 - dev - k
-                if q <= 0.0:
-                    q, neg_t[i] = 0.0, None
-                elif neg_t[i] is None:
-                    neg_t[i] = ts
-                neg[i] = q
-                if armed and q > h and change is None:
-                    change = neg_t[i]
-        if change is None:
-            return None
-        # the new phase starts where the evidence began, but never less than a minimum phase
-        # after the previous start
-        change = max(change, self._start + self.min_phase_s)
-        if change > ts:
-            change = ts
-        self._reset(change)
-        for i, v in enumerate(x):  # the new phase's reference starts from this sample's level
-            if v is not None:
-                ema[i] = v
-                self._sum[i], self._n[i] = v, 1
-        return change
+        """``push_values`` once the sample's ``features_of`` and smoothing factor are known: the
+        change point this sample confirms, or None (``steps`` of one sample)."""
+        found = self.steps((ts,), (x,), (alpha,))
+        return found[0][1] if found else None
 
-    def steps(self, ts: list[float], xs: list[list[float]], alphas: list[float],
-              first: int = 0) -> list[tuple[int, float]]:
-        """``step`` of each sample of a run whose features are all measured (``analysis.blocks``:
-        plain samples), in one call: (``first`` + index, change point) of the samples that start
-        a phase. The same arithmetic in the same order as ``step``, so the same floats; the
-        per-sample call and the missing-value checks are what it saves (~1/3 of the time)."""
+    def steps(self, ts: Sequence[float], xs: Sequence[Sequence[float | None]],
+              alphas: Sequence[float], first: int = 0) -> list[tuple[int, float]]:
+        """Each sample in turn (its timestamp, ``features_of`` and smoothing factor; a missing
+        feature is None and skipped): (``first`` + index, change point) of the samples that
+        confirm a change. ``analysis.blocks`` passes a whole run of samples at once, computing
+        their features and factors itself (without the host feature: its rows are one shorter);
+        one call per run instead of per sample is a sixth of ``analyze``'s time."""
         out = []
         k, h, min_phase = self.k, self.h, self.min_phase_s
-        m = len(xs[0]) if xs else 0
-        idx = range(m)
         for j, (t, x, alpha) in enumerate(zip(ts, xs, alphas), first):
             if self._start is None:
                 self._start = t
@@ -245,8 +194,9 @@ class PhaseDetector:
             start = self._start
             armed = t - start >= min_phase
             change = None
-            for i in idx:
-                v = x[i]
+            for i, v in enumerate(x):  # smooth, test, add to the phase mean
+                if v is None:
+                    continue
                 e = ema[i]
                 e = v if e is None else e + alpha * (v - e)
                 ema[i] = e
@@ -255,11 +205,11 @@ class PhaseDetector:
                 sums[i] = total + e
                 ns[i] = n + 1
                 if n:
-                    dev = e - total / n
+                    dev = e - total / n  # against the phase mean before this sample
                     p0 = pos[i]
                     n0 = neg[i]
                     if -k <= dev <= k and not p0 and not n0:
-                        continue
+                        continue  # steady: both sums stay at zero (the common case)
                     q = p0 + dev - k
                     if q <= 0.0:
                         q, pos_t[i] = 0.0, None
@@ -278,15 +228,17 @@ class PhaseDetector:
                         change = neg_t[i]
             if change is None:
                 continue
+            # the new phase starts where the evidence began, but never less than a minimum
+            # phase after the previous start
             change = max(change, start + min_phase)
             if change > t:
                 change = t
             self._reset(change)
             sums, ns = self._sum, self._n
-            for i in idx:
-                v = x[i]
-                ema[i] = v
-                sums[i], ns[i] = v, 1
+            for i, v in enumerate(x):  # the new phase's reference starts from this level
+                if v is not None:
+                    ema[i] = v
+                    sums[i], ns[i] = v, 1
             out.append((j, change))
         return out
 
