@@ -71,26 +71,30 @@ def expectations(path: str) -> dict[str, tuple[str, ...]]:
     return dict(H200_EXPECTED)
 
 
-def score_risks(path: str) -> dict[str, tuple[bool, str]]:
-    """label -> (right, what was reported) for the labels with required or forbidden risks."""
-    want = {k: (set(v.get("risks", ())), set(v.get("no_risks", ())))
-            for k, v in labels_of(path).items() if v.get("risks") or v.get("no_risks")}
+def score_risks(path: str, analyses: list | None = None) -> dict[str, tuple[bool, str, str]]:
+    """label -> (right, the rule as +required -forbidden, what was reported) for the labels
+    with required or forbidden risks; ``analyses``: the trace's phases, if already made."""
+    labels = labels_of(path)
+    want = {k: (v.get("risks", ()), v.get("no_risks", ()))
+            for k, v in labels.items() if v.get("risks") or v.get("no_risks")}
     seen: dict[str, set[str]] = defaultdict(set)
-    for a in analyze_stream(iter_trace(path)):
+    for a in analyze_stream(iter_trace(path)) if analyses is None else analyses:
         if a.phase in want:
             seen[a.phase] |= set(a.kinds())
     out = {}
     for label, (must, must_not) in want.items():
         got = seen.get(label, set())
-        right = must <= got and not (must_not & got)
-        shown = sorted((must | must_not) & got)
-        out[label] = (right, ", ".join(shown) or "none")
+        right = set(must) <= got and not (set(must_not) & got)
+        rule = " ".join([f"+{x}" for x in must] + [f"-{x}" for x in must_not])
+        out[label] = (right, rule, ", ".join(sorted((set(must) | set(must_not)) & got)) or "none")
     return out
 
 
-def score_phases(path: str, expected: dict) -> dict[str, list[int]]:
+def score_phases(path: str, expected: dict, analyses: list | None = None
+                 ) -> dict[str, list[int]]:
+    """label -> [phases, right]; ``analyses``: the trace's phases, if already made."""
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for a in analyze_stream(iter_trace(path)):
+    for a in analyze_stream(iter_trace(path)) if analyses is None else analyses:
         if a.phase in expected:
             out[a.phase][0] += 1
             out[a.phase][1] += a.primary in expected[a.phase]
@@ -133,9 +137,13 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
         print("  (no traces)")
         return tuple(tot)
     print(f"  {'trace':28s} {'label':24s} {'expected':34s} {'phases':>9s} {'windows':>9s}")
+    risk_rows = []
     for path in paths:
         exp = expectations(path)
-        ph, win = score_phases(path, exp), score_windows(path, exp)
+        analyses = list(analyze_stream(iter_trace(path)))  # one analysis: phases and risks
+        ph, win = score_phases(path, exp, analyses), score_windows(path, exp)
+        risk_rows += [(Path(path).name, label, r)
+                      for label, r in score_risks(path, analyses).items()]
         for label in exp:
             if label not in ph and label not in win:
                 continue
@@ -147,14 +155,9 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     wr = tot[2] / tot[3] if tot[3] else float("nan")
     print(f"  total: phases {tot[0]}/{tot[1]} right ({pr:.0%}), windows {tot[2]}/{tot[3]} "
           f"right ({wr:.0%})")
-    risk_rows = [(Path(path).name, label, r) for path in paths
-                 for label, r in score_risks(path).items()]
     if risk_rows:
         print(f"  risks: {sum(r[0] for _, _, r in risk_rows)}/{len(risk_rows)} labels right")
-        for name, label, (right, shown) in risk_rows:
-            exp = labels_of(next(p for p in paths if Path(p).name == name))[label]
-            rule = " ".join([f"+{x}" for x in exp.get("risks", ())]
-                            + [f"-{x}" for x in exp.get("no_risks", ())])
+        for name, label, (right, rule, shown) in risk_rows:
             print(f"    {name[:28]:28s} {label[:24]:24s} want {rule:24s} reported: {shown:20s} "
                   f"{'right' if right else 'WRONG'}")
     return tuple(tot)

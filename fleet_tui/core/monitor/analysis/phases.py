@@ -62,14 +62,6 @@ def host_busy_of(host) -> float | None:
     return 1.0 if host.busy_cores >= 1 else 0.0
 
 
-def features(d: DeviceSnapshot, link_bytes_s: float | None = None) -> list[float | None]:
-    """One sample on the 0-1 scale the detector compares (None: not measured). ``link_bytes_s``:
-    the PCIe link's per-direction rate when the caller knows it (else read from ``d.extra``)."""
-    if link_bytes_s is None:
-        link_bytes_s = link_of(d.extra)[0]
-    return features_of(read_row(d), d.power_limit_w, d.mem_total_bytes, link_bytes_s)
-
-
 def features_of(row: tuple, limit: float | None, total: int | None, link_bytes_s: float,
                 host_busy: float | None = None) -> list[float | None]:
     """``features`` from plain values: the sample's ``read_row``, power limit and memory size,
