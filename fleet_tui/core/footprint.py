@@ -123,7 +123,11 @@ def parallel_split(w: Workload, gpus: int) -> tuple[int, int, int]:
 
 
 def lora_params(arch: ModelArch, w: Workload) -> int:
-    """LoRA adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. arXiv:2106.09685)."""
+    """LoRA adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. arXiv:2106.09685).
+
+    Every attention block gets the attention adapters (a T5 decoder layer has two: PEFT's module
+    names match its cross-attention q/k/v/o too), every feed-forward block the FFN ones (T5's
+    wi_0/wi_1/wo answer to gate/up/down)."""
     h, r = arch.hidden, w.lora_rank
     f = arch.expert_intermediate if arch.is_moe else arch.intermediate
     n_ffn = arch.experts if arch.is_moe else 1  # every expert gets its own adapter
@@ -137,8 +141,9 @@ def lora_params(arch: ModelArch, w: Workload) -> int:
         d_in, d_out, n = dims[t]
         if t == "gate_proj" and not arch.gated_mlp:
             continue
-        total += n * r * (d_in + d_out)
-    return total * arch.layers
+        blocks = arch.attention_blocks if t in ("q_proj", "k_proj", "v_proj", "o_proj") else arch.ffn_blocks
+        total += blocks * n * r * (d_in + d_out)
+    return total
 
 
 def weight_bytes(w: Workload, pc: ParamCounts) -> float:

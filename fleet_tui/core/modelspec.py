@@ -10,6 +10,14 @@ attention (``kv_heads`` < ``heads``), an explicit ``head_dim`` (Gemma-2, Qwen3),
 shared experts, multi-head latent attention with dense first layers (DeepSeek-V2/V3: a compressed
 KV latent, low-rank projections) and hybrid linear/full attention (only ``full_attention_layers``
 keep a KV cache).
+
+Encoder-decoder transformers of the T5 family (T5, T5 v1.1, mT5, T0, mT0, Flan-T5; Raffel et al.,
+arXiv:1910.10683) are a second shape: ``layers`` encoder blocks (self-attention + FFN) read the
+source, ``decoder_layers`` decoder blocks (causal self-attention + cross-attention over the encoder
+output + FFN) write the target. Both share one embedding; v1.1/mT5 add an untied output head. Each
+stack's first self-attention holds a relative-position bias of ``relative_attention_buckets`` ×
+heads values. Only the decoder keeps a KV cache: its self-attention one grows with the generated
+tokens, its cross-attention one is fixed by the source length.
 """
 
 from __future__ import annotations
@@ -77,6 +85,9 @@ class ModelArch(Record):
     # context; the others are linear attention with a fixed-size state (None: every layer)
     full_attention_layers: PositiveInt | None = None
     linear_state_values: NonNegativeInt = 0  # fixed state per sequence per linear-attention layer
+    # encoder-decoder (T5 family): ``layers`` are then the encoder blocks and these the decoder ones
+    decoder_layers: NonNegativeInt = 0
+    relative_attention_buckets: NonNegativeInt = 0  # T5 relative-position bias (per stack, per head)
 
     def __post_init__(self) -> None:
         if self.heads % self.kv_heads:
@@ -89,6 +100,10 @@ class ModelArch(Record):
             raise ValueError("sliding_window_layers needs sliding_window")
         if max(self.first_dense_layers, self.full_attention_layers or 0) > self.layers:
             raise ValueError("first_dense_layers and full_attention_layers cannot exceed layers")
+        if self.decoder_layers and (self.is_moe or self.kv_lora_rank or self.sliding_window_layers
+                                    or self.full_attention_layers or self.total_params):
+            raise ValueError("an encoder-decoder shape (decoder_layers) has dense blocks with full "
+                             "attention: no experts, latent attention, sliding windows or total_params")
 
     @property
     def dim_per_head(self) -> int:
@@ -115,9 +130,27 @@ class ModelArch(Record):
         return self.kv_heads * self.dim_per_head
 
     @property
+    def is_encoder_decoder(self) -> bool:
+        return self.decoder_layers > 0
+
+    @property
     def kv_layers(self) -> int:
-        """Layers whose KV cache grows with the context (hybrid models: the full-attention ones)."""
+        """Layers whose KV cache grows with the context (hybrid models: the full-attention ones;
+        encoder-decoder: the decoder's, whose cross-attention K/V per source token are as wide as
+        its self-attention K/V per generated token)."""
+        if self.decoder_layers:
+            return self.decoder_layers
         return (self.full_attention_layers or self.layers) - self.sliding_window_layers
+
+    @property
+    def attention_blocks(self) -> int:
+        """Attention sub-layers (q/k/v/o sets): one per layer; a T5 decoder layer has two (self, cross)."""
+        return self.layers + 2 * self.decoder_layers
+
+    @property
+    def ffn_blocks(self) -> int:
+        """Feed-forward sub-layers: one per layer of every stack."""
+        return self.layers + self.decoder_layers
 
     @property
     def expert_intermediate(self) -> int:
@@ -147,7 +180,10 @@ class ParamCounts:
     attention_per_layer: int
     mlp_per_layer: int  # all experts for MoE
     mlp_active_per_layer: int
-    norms: int
+    norms: int  # norm weights (and T5's relative-position biases): neither matmuls nor embeddings
+    # encoder-decoder: matmul parameters of the encoder blocks, which only source tokens pass
+    # through (0 for a decoder-only model)
+    encoder_matmul: int = 0
 
     @property
     def decoder(self) -> int:
@@ -164,6 +200,11 @@ class ParamCounts:
         """Matmul weights touched per token: 2 × this = forward FLOPs per token (without attention)."""
         return self.active - self.embedding - self.lm_head - self.norms + (self.lm_head or self.embedding)
 
+    @property
+    def matmul_per_target_token(self) -> int:
+        """Matmul weights a decoder token passes (encoder-decoder: the decoder blocks + head)."""
+        return self.matmul_active - self.encoder_matmul
+
 
 _PARAM_COUNTS = caches.memo("modelspec.param_counts", 1024)
 
@@ -176,6 +217,8 @@ def param_counts(arch: ModelArch) -> ParamCounts:
 def _param_counts(arch: ModelArch) -> ParamCounts:
     h, L = arch.hidden, arch.layers
     attn = h * arch.q_dim + 2 * h * arch.kv_dim + arch.q_dim * h
+    if arch.decoder_layers:
+        return _encoder_decoder_counts(arch, attn)
     if arch.kv_lora_rank:  # MLA: low-rank q and kv projections, values of v_head_dim
         r, v = arch.kv_lora_rank, arch.v_head_dim or arch.dim_per_head
         q = arch.q_lora_rank * (h + arch.q_dim) if arch.q_lora_rank else h * arch.q_dim
@@ -210,6 +253,22 @@ def _param_counts(arch: ModelArch) -> ParamCounts:
     total = L * (attn + mlp) + norms + emb + head
     active = L * (attn + mlp_active) + norms + emb + head
     return ParamCounts(total, active, emb, head, attn, mlp, mlp_active, norms)
+
+
+def _encoder_decoder_counts(arch: ModelArch, attn: int) -> ParamCounts:
+    """T5-family counts (transformers' T5ForConditionalGeneration): an encoder block is self-attention
+    + FFN with a norm before each (2 norms), a decoder block self-attention + cross-attention + FFN
+    (3 norms, the cross-attention as wide as the self-attention); each stack has a final norm and one
+    relative-position bias (buckets × heads) in its first block; no biases anywhere. The per-layer
+    figures are a decoder block's (the largest), which is what gathering or offloading a layer moves."""
+    h = arch.hidden
+    mlp = arch.mlp_matrices * h * arch.intermediate
+    enc, dec = arch.layers * (attn + mlp), arch.decoder_layers * (2 * attn + mlp)
+    norms = (2 * arch.layers + 3 * arch.decoder_layers + 2) * h + 2 * arch.relative_attention_buckets * arch.heads
+    emb = arch.vocab * h
+    head = 0 if arch.tied_embeddings else arch.vocab * h
+    total = enc + dec + norms + emb + head
+    return ParamCounts(total, total, emb, head, 2 * attn, mlp, mlp, norms, encoder_matmul=enc)
 
 
 def param_count(arch: ModelArch) -> int:
@@ -329,7 +388,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
     heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
     vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size")
+    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
     for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
                    ("vocab_size", vocab), ("intermediate_size", inter)):
         if v is not None and not _whole(v):
@@ -337,6 +396,9 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
                                     ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
     model_type = str(cfg.get("model_type", "")).lower()
+    if cfg.get("is_encoder_decoder") and model_type not in ENCODER_DECODER_TYPES:
+        raise _user_error(f"{p}: model_type {model_type or '(none)'} is an encoder-decoder model; of those "
+                          f"only the T5 family ({', '.join(ENCODER_DECODER_TYPES)}) is modelled")
     gated = model_type not in ("gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi")
     if inter is None and hidden is not None and not gated:
         inter = 4 * int(hidden)  # GPT-2 style configs leave n_inner null = 4 × hidden
@@ -369,6 +431,9 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         window = None
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     extra = _mla_and_hybrid(cfg, int(layers))
+    if model_type in ENCODER_DECODER_TYPES:
+        extra.update(_t5_fields(cfg, int(layers), p))
+        gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
     try:
         arch = validate(ModelArch, dict(
             id=name.split("/")[-1].lower() or "model-config",
@@ -377,7 +442,8 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
             head_dim=extra.pop("head_dim", cfg.get("head_dim")), vocab=vocab,
             # transformers' default is model-specific: Gemma and GPT-2 tie, Llama/Mistral/Qwen2 do not
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith(("gemma", "gpt2")))),
+            tied_embeddings=bool(cfg.get("tie_word_embeddings",
+                                         model_type.startswith(("gemma", "gpt2")) or model_type in ENCODER_DECODER_TYPES)),
             experts=int(experts) if per_tok else 0,
             experts_per_token=int(per_tok) if experts else 0,
             moe_intermediate=moe_inter if experts else None,
@@ -389,7 +455,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             post_norms=model_type.startswith(("gemma2", "gemma3")),
             logit_softcap=cfg.get("final_logit_softcapping"),
             attn_softcap=cfg.get("attn_logit_softcapping"),
-            attention="eager" if cfg.get("_attn_implementation") == "eager" else "sdpa",
+            attention="eager" if cfg.get("_attn_implementation") == "eager" or extra.get("decoder_layers") else "sdpa",
             source=str(p), **extra,
         ))
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
@@ -399,6 +465,22 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         raise _user_error(f"{p}: {bad}") from None
     check_param_bounds(arch, str(p))
     return arch
+
+
+#: Encoder-decoder model types read as the T5 shape (transformers' T5Config keys; T0/mT0/Flan-T5
+#: checkpoints declare t5 or mt5).
+ENCODER_DECODER_TYPES = ("t5", "mt5")
+
+
+def _t5_fields(cfg: dict, layers: int, p: Path) -> dict:
+    """ModelArch fields of a T5Config: ``num_decoder_layers`` defaults to ``num_layers``, heads are
+    ``num_heads`` of ``d_kv`` channels (independent of ``d_model``), and transformers runs T5's
+    attention eagerly (its relative-position bias is added to materialized scores)."""
+    dec = cfg.get("num_decoder_layers") or layers
+    if not _whole(dec):
+        raise _user_error(f"{p}: num_decoder_layers {dec!r}: not a positive whole number")
+    return dict(decoder_layers=int(dec), head_dim=cfg.get("d_kv"),
+                relative_attention_buckets=int(cfg.get("relative_attention_num_buckets") or 32))
 
 
 def _mla_and_hybrid(cfg: dict, layers: int) -> dict:

@@ -15,13 +15,13 @@ from fleet_tui.core.workload import Workload
 
 def adafactor_state_elems(arch: ModelArch, pc: ParamCounts) -> int:
     """Factored second moment: rows + columns per weight matrix (vectors keep a full moment)."""
-    h, L = arch.hidden, arch.layers
+    h = arch.hidden
     f = arch.expert_intermediate if arch.is_moe else arch.intermediate
     n_ffn = (arch.experts if arch.is_moe else 1)
     attn = (h + arch.q_dim) * 2 + (h + arch.kv_dim) * 2
     mlp = n_ffn * arch.mlp_matrices * (h + f)
     emb = (arch.vocab + h) * (1 if arch.tied_embeddings else 2)
-    return L * (attn + mlp) + emb + pc.norms
+    return arch.attention_blocks * attn + arch.ffn_blocks * mlp + emb + pc.norms
 
 
 def eager_mask_bytes(arch: ModelArch, batch: int, seq: int, act: int) -> float:
