@@ -57,7 +57,7 @@ EXTRA_MODELS = {
 }
 ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "deepseek-r1", "DeepSeek-R1": "deepseek-r1",
            "DeepSeek-V3/R1 architecture (671B MoE)": "deepseek-r1", "Mistral-7B": "mistral-7b",
-           "Qwen2.5-VL-72B": "qwen2.5-72b"}
+           "Qwen2.5-VL-72B": "qwen2.5-72b", "bigscience/T0_3B": "t0-3b", "bigscience/mt0-xxl": "mt0-xxl"}
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
 LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean")
@@ -324,23 +324,27 @@ _NOT_IN_TORCH = ("driver_reserve", "cuda_context", "runtime_kernels")
 GB = 1e9
 GIB = float(1 << 30)
 #: PEFT README examples: fp32 weights (no torch_dtype), twitter_complaints prompts (batch 8 of ~256
-#: tokens assumed: the README does not say)
+#: tokens assumed: the README does not say) unless the row states its settings (the T5 rows do)
 PEFT_BATCH, PEFT_SEQ = 8, 256
+#: the rows' short LoRA module names (q,k,v,o,gate,up,down) as the tool's targets
+_LORA_TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj", "up": "up_proj",
+                 "down": "down_proj"}
 
 
 def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]:
     name = r["model"]
     arch = FT_MODELS.get(name) or model(name)
     if arch is None:
-        return None, f"{name}: encoder-decoder (T5 family), not a decoder-only shape" \
-            if name.startswith("bigscience/") else f"model {name} has no shape"
+        return None, f"model {name} has no shape"
     fw = r["framework"]
     kind = {"full": "finetune", "lora": "lora", "qlora": "qlora"}[r["method"]]
     gpus = int(r.get("gpu_count") or 1)
     kw: dict = dict(kind=kind, model=arch, batch=int(r.get("batch_size") or 1),
                     seq_len=seq or r.get("seq_len"), gpus=gpus)
     if r.get("lora_targets"):
-        kw["lora_targets"] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+        kw["lora_targets"] = tuple(_LORA_TARGETS[t.strip()] for t in str(r["lora_targets"]).split(","))
+    if r.get("target_len"):
+        kw["target_len"] = int(r["target_len"])
     if r.get("lora_rank"):
         kw["lora_rank"] = int(r["lora_rank"])
     if fw == "torchtune":
@@ -370,7 +374,8 @@ def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]
             kw.update(framework="unsloth", offload=("activations",), chunked_loss=True)
     elif fw.startswith("hf peft") or fw.startswith("qlora"):
         if fw.startswith("hf peft"):
-            kw.update(precision="fp32", master_weights="none", batch=PEFT_BATCH, seq_len=PEFT_SEQ)
+            kw.update(precision="fp32", master_weights="none", batch=int(r.get("batch_size") or PEFT_BATCH),
+                      seq_len=seq or r.get("seq_len") or PEFT_SEQ)
             if "deepspeed" in fw:
                 kw["offload"] = ("optimizer", "params")
         else:

@@ -36,6 +36,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                    "data-parallel GPUs), default 1")
     g.add_argument("--seq-len", metavar="S", help="tokens per sequence: a training step, or one "
                    "inference forward pass returning logits at every position")
+    g.add_argument("--target-len", metavar="T", help="encoder-decoder (T5-family) models: decoder tokens per "
+                   "sequence (default --seq-len, which is then the encoder's source)")
     g.add_argument("--prompt-len", metavar="P", help="generation: prompt tokens (with --gen-len)")
     g.add_argument("--gen-len", metavar="G", help="generation: new tokens per sequence")
     g.add_argument("--optimizer", choices=OPTIMIZERS, default=None, metavar="OPT",

@@ -205,7 +205,7 @@ def _to_dict(res, thr, speed_acc, acc, run, catalog=None) -> dict:
     wd = {
         "model": arch.id, "model_name": arch.name or arch.id, "params": pc.total,
         "active_params": pc.active, "kind": w.kind, "precision": w.precision, "batch": w.batch,
-        "seq_len": w.seq_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
+        "seq_len": w.seq_len, "target_len": w.target_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
         "sharding": w.sharding,
         "layout": _layout_label(w, res.gpus),
     }
@@ -269,7 +269,9 @@ def _render(d: dict) -> str:
 
     w = d["workload"]
     shape = ""
-    if w["seq_len"]:
+    if w["seq_len"] and w.get("target_len"):
+        shape = f", batch {w['batch']} × ({w['seq_len']} source + {w['target_len']} target) tokens"
+    elif w["seq_len"]:
         shape = f", batch {w['batch']} × {w['seq_len']} tokens"
     elif w["prompt_len"]:
         shape = f", batch {w['batch']}, prompt {w['prompt_len']} + {w['gen_len']} generated tokens"

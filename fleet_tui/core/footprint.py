@@ -122,6 +122,15 @@ def parallel_split(w: Workload, gpus: int) -> tuple[int, int, int]:
     return lay.dp, lay.tp, lay.weight_shards
 
 
+def stack_lengths(w: Workload, seq: int) -> tuple[int, int]:
+    """(source, target) tokens per sequence of a training step or forward pass over ``seq`` tokens:
+    an encoder-decoder model's encoder reads ``seq`` and its decoder writes ``target_len`` (default
+    ``seq``); a decoder-only model has no source."""
+    if w.arch.is_encoder_decoder:
+        return seq, w.target_len or seq
+    return 0, seq
+
+
 def lora_params(arch: ModelArch, w: Workload) -> int:
     """LoRA adapter parameters: r·(d_in + d_out) per adapted matrix (Hu et al. arXiv:2106.09685).
 

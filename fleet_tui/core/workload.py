@@ -14,6 +14,9 @@ Semantics (the CLI documents the same):
   logits at every position; with ``prompt_len``/``gen_len``: generation; with neither: the model
   loaded and ready.
 * ``batch`` is the global batch; data-parallel and FSDP runs split it across ``gpus``.
+* encoder-decoder models (T5 family): ``seq_len`` is the source the encoder reads and
+  ``target_len`` (default ``seq_len``) the target the decoder writes; in generation ``prompt_len``
+  is the source and ``gen_len`` the tokens the decoder generates.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ DEFAULT_ENGINE = "vllm"
 DEFAULT_TRAIN_SEQ_LEN = 2048
 
 
-_HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "seq_len", "prompt_len", "gen_len",
+_HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "seq_len", "target_len", "prompt_len",
+                                     "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
                                      "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
@@ -75,6 +79,7 @@ class Workload(Record):
     precision: WeightPrecision = "bf16"
     batch: PositiveInt = 1
     seq_len: PositiveInt | None = None  # training step shape, or one forward pass for inference
+    target_len: PositiveInt | None = None  # encoder-decoder: decoder tokens per sequence (default seq_len)
     prompt_len: PositiveInt | None = None  # generation: prompt tokens
     gen_len: PositiveInt | None = None  # generation: new tokens
     optimizer: Optimizer = "adamw"
@@ -107,6 +112,10 @@ class Workload(Record):
     def __post_init__(self) -> None:
         if self.model is None and self.params is None:
             raise ValueError("give a model or a parameter count")
+        if self.target_len is not None and not (self.model is not None and self.model.is_encoder_decoder
+                                                and self.seq_len is not None):
+            raise ValueError("target_len is the decoder length of an encoder-decoder model's training step "
+                             "or forward pass (with seq_len)")
         if self.gen_len is not None and self.prompt_len is None:
             raise ValueError("gen_len needs prompt_len (generation = a prompt plus new tokens)")
         bad = [t for t in self.lora_targets if t not in LORA_TARGETS]
@@ -264,6 +273,7 @@ def parse_workload(fields, catalog=None) -> Workload:
     model, params = _resolve_model(d, catalog)
     batch = parse_count(d.get("batch"), "batch", 1, MAX_BATCH) or 1
     seq = parse_count(d.get("seq_len"), "seq_len")
+    target = parse_count(d.get("target_len"), "target_len")
     prompt = parse_count(d.get("prompt_len"), "prompt_len")
     gen = parse_count(d.get("gen_len"), "gen_len")
     gpus = parse_count(d.get("gpus"), "gpus", 1, MAX_GPUS) or 1
@@ -299,7 +309,7 @@ def parse_workload(fields, catalog=None) -> Workload:
                          "qlora (4-bit base + LoRA) or a 16-bit precision")
 
     kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
-                    seq_len=seq, prompt_len=prompt, gen_len=gen, gpus=gpus)
+                    seq_len=seq, target_len=target, prompt_len=prompt, gen_len=gen, gpus=gpus)
     if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
         kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
     for field, allowed in (("optimizer", OPTIMIZERS), ("master_weights", MASTER_WEIGHTS),
@@ -328,6 +338,7 @@ def parse_workload(fields, catalog=None) -> Workload:
         raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
                          "this model has none")
     kw.update(_stack_fields(d, kind, kw))
+    _encoder_decoder_fields(d, kw)
     if gpus > 1 and "sharding" not in kw and kw.get("framework") == "torchtune":
         kw["sharding"] = "fsdp"  # torchtune's distributed recipes shard everything with FSDP2
     _layout_fields(d, kw, gpus, training)
@@ -411,6 +422,40 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
                              f"{', '.join(OFFLOAD_TARGETS)} (comma-separated, combinable)")
         out["offload"] = tuple(t for t in OFFLOAD_TARGETS if t in names)
     return out
+#: Serving engines that run T5-family encoder-decoder models: TensorRT-LLM (its enc_dec examples build
+#: T5, Flan-T5 and BART engines) and Hugging Face; vLLM and SGLang serve decoder-only models.
+ENCODER_DECODER_ENGINES = ("hf", "trtllm")
+#: Training stacks with T5 support: Transformers + PEFT; torchtune's and Unsloth's model builders are
+#: decoder-only.
+ENCODER_DECODER_FRAMEWORKS = ("hf",)
+
+
+def _encoder_decoder_fields(d: dict, kw: dict) -> None:
+    """The encoder-decoder rules: ``target_len`` only for such a model (and not with generation,
+    whose decoder length is ``gen_len``), the engines and stacks that run it, and ``hf`` as the
+    default engine (vLLM, the default for decoder-only models, does not serve T5)."""
+    model = kw.get("model")
+    name = escape_braces(model.name or model.id) if model is not None else "this model"
+    if model is None or not model.is_encoder_decoder:
+        if kw.get("target_len") is not None:
+            raise FieldError("target_len", f"{{target_len}} is the decoder length of an encoder-decoder (T5-family) "
+                             f"model; {name} is decoder-only: give its tokens as {{seq_len}}")
+        return
+    if kw.get("target_len") is not None and kw.get("seq_len") is None:
+        raise FieldError("target_len", "{target_len} goes with {seq_len} (the source the encoder reads); in "
+                         "generation the decoder length is {gen_len}")
+    engine = kw.get("engine")
+    if engine is not None and engine not in ENCODER_DECODER_ENGINES:
+        raise FieldError("engine", f"{{engine}} {engine} does not serve encoder-decoder models like {name}; "
+                         f"use one of {', '.join(ENCODER_DECODER_ENGINES)}")
+    if engine is None and kw["kind"] == "inference":
+        kw["engine"] = "hf"
+    framework = kw.get("framework")
+    if framework is not None and framework not in ENCODER_DECODER_FRAMEWORKS:
+        raise FieldError("framework", f"{{framework}} {framework} has no encoder-decoder models; {name} trains "
+                         f"with {', '.join(ENCODER_DECODER_FRAMEWORKS)} (Transformers + PEFT)")
+
+
 def _layout_fields(d: dict, kw: dict, gpus: int, training: bool) -> None:
     """``tp``/``pp``/``dp``/``zero``/``micro_batch`` into ``kw`` (checked against ``gpus``)."""
     tp = parse_count(d.get("tp"), "tp", 1, MAX_GPUS)

@@ -5,10 +5,21 @@ Saved activations are counted tensor by tensor for a Llama-style block under SDP
 (no sequence² score matrix: those kernels keep only the log-sum-exp; Korthikanti et al. 2022,
 arXiv:2205.05198, with selective recompute). Eager attention adds the score matrices it stores.
 Validated as part of the memory estimate (see :mod:`fleet_tui.core.sizing`).
+
+A T5 block (encoder-decoder models) is counted the same way from transformers' T5 modules, which
+differ from a Llama block in what they keep: eager attention (fp32 softmax output, dropout mask and
+dropped-out probabilities per score), dropout masks after every sub-layer and inside the FFN,
+RMSNorm without a separate cast, ReLU or the tanh-approximated GELU (``gelu_new``: its input, tanh
+output, 0.5·x and 1 + tanh are saved), and in the decoder a cross-attention whose keys and values are
+projected from the encoder output per source token. Summed over both stacks by
+:func:`stack_activations`.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from fleet_tui.core.footprint import activation_bytes, stack_lengths
 from fleet_tui.core.modelspec import ModelArch, ParamCounts
 from fleet_tui.core.workload import Workload
 
@@ -65,11 +76,7 @@ def train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> flo
         # keeps gate, act, up (frozen linears save nothing); each LoRA module keeps an fp32 copy of
         # its input (PEFT up-casts adapters to fp32 by default).
         base = 8 * h + 4 * q + 4 * kv + (4 + 2 * gate) * f
-        cast = {"q_proj": 4 * h, "k_proj": 4 * h, "v_proj": 4 * h, "o_proj": 4 * q,
-                "gate_proj": 4 * h * gate, "up_proj": 4 * h, "down_proj": 4 * f}
-        # torchtune keeps adapters in bf16: the input copy is 16-bit (half of PEFT's fp32 copy)
-        scale = 0.5 if w.framework == "torchtune" else 1.0
-        return base + scale * sum(cast[t] for t in set(w.lora_targets)) + moe_extra + post
+        return base + sum(lora_input_bytes(arch, w).values()) + moe_extra + post
     if w.precision == "fp32":
         return 24 * h + 12 * q + 8 * kv + (8 + 8 * gate) * f + 2 * moe_extra + post
     if w.master_weights == "fp32":
@@ -79,6 +86,110 @@ def train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> flo
         return 26 * h + 6 * q + 4 * kv + (4 + 4 * gate) * f + moe_extra + post
     # pure 16-bit: norms keep an fp32 copy (4h) + normalized 16-bit (2h) + output (2h)
     return 16 * h + 6 * q + 4 * kv + (4 + 4 * gate) * f + moe_extra + post
+
+
+def lora_input_bytes(arch: ModelArch, w: Workload) -> dict[str, float]:
+    """Bytes per token each adapted module keeps: an fp32 copy of its input (PEFT up-casts adapters
+    to fp32 by default; torchtune keeps them in bf16, half of that)."""
+    h, gate = arch.hidden, 1 if arch.gated_mlp else 0
+    f = arch.experts_per_token * arch.expert_intermediate if arch.is_moe else arch.intermediate
+    cast = {"q_proj": 4 * h, "k_proj": 4 * h, "v_proj": 4 * h, "o_proj": 4 * arch.q_dim,
+            "gate_proj": 4 * h * gate, "up_proj": 4 * h, "down_proj": 4 * f}
+    scale = 0.5 if w.framework == "torchtune" else 1.0
+    return {t: scale * cast[t] for t in set(w.lora_targets)}
+
+
+def residual_bytes(w: Workload) -> int:
+    """Bytes of one value of the residual stream: the weights' dtype, fp32 under AMP (fp32 master
+    weights, autocast matmuls) and in fp32; else the 16-bit compute dtype."""
+    amp = w.master_weights == "fp32" and w.precision != "fp32" and not w.is_adapter
+    return 4 if (amp or w.precision == "fp32") else activation_bytes(w)
+
+
+class T5BlockBytes(NamedTuple):
+    """What one T5 block saves for backward (no recompute)."""
+
+    per_token: float  # per token of the block's own stream
+    per_source_token: float  # decoder: the cross-attention's keys and values, per encoder token
+
+
+def t5_block_act_per_token(arch: ModelArch, w: Workload, ctx: int, cross_ctx: int = 0) -> T5BlockBytes:
+    """Bytes a T5 encoder block (``cross_ctx`` 0) or decoder block saves, tensor by tensor.
+
+    ``a`` is the matmul output width (fp32 4 B, else 2), ``r`` the residual stream's (fp32 weights,
+    also under AMP: 4 B). Per attention over ``n`` keys: the norm input (r·h), q and k for the scores,
+    the fp32 softmax output, a 1-byte dropout mask and the dropped-out probabilities per score
+    (heads·n·(5 + a)), v, the sub-layer's dropout mask (h). The FFN: norm input, ReLU output (a·f)
+    or gelu_new's four tensors plus the gated product's two (6a·f), the dropout mask (f), the
+    sub-layer mask (h). Trainable weights add their linears' inputs (the normed input, attention
+    output, FFN hidden; AMP's 16-bit casts of them); adapters add :func:`lora_input_bytes`.
+    """
+    h, q, kv, f, heads = arch.hidden, arch.q_dim, arch.kv_dim, arch.intermediate, arch.heads
+    amp = w.master_weights == "fp32" and w.precision != "fp32" and not w.is_adapter
+    a, r = (4 if w.precision == "fp32" else 2), residual_bytes(w)
+    train = not w.is_adapter
+    cast = 2 if amp else 0  # AMP: each linear's input cast to 16-bit is saved with it
+
+    def attention(keys: int) -> float:
+        return r * h + a * (q + 2 * kv) + heads * keys * (5 + a) + h \
+            + (r * h + a * q + cast * (3 * h + q) if train else 0)
+
+    act = 6 * a * f if arch.gated_mlp else a * f
+    ffn = r * h + act + f + h + ((r * h + a * f + cast * (arch.mlp_matrices - 1) * h + cast * f) if train else 0)
+    lora = lora_input_bytes(arch, w) if w.is_adapter else {}
+    attn_lora = sum(v for t, v in lora.items() if t in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    ffn_lora = sum(lora.values()) - attn_lora
+    per_token = attention(ctx) + ffn + attn_lora + ffn_lora
+    per_source = 0.0
+    if cross_ctx:
+        # cross-attention: q (and o) per decoder token; k, v (and their adapters' inputs) per source token
+        kv_lora = lora.get("k_proj", 0.0) + lora.get("v_proj", 0.0)
+        per_token += attention(cross_ctx) - a * 2 * kv + attn_lora - kv_lora - (cast * 2 * h if train else 0)
+        per_source = a * 2 * kv + kv_lora + (cast * 2 * h if train else 0)
+    return T5BlockBytes(per_token, per_source)
+
+
+def attention_mask_bytes(arch: ModelArch, w: Workload, batch: int, src: int, tgt: int) -> float:
+    """Masks built once per forward and shared by the layers: :func:`eager_mask_bytes`, or for an
+    encoder-decoder model T5's position bias plus mask, broadcast to batch × heads × queries × keys
+    once per stack's self-attention and once for the cross-attention (in the weights' dtype).
+    ``src``, ``tgt``: :func:`~fleet_tui.core.footprint.stack_lengths` (an encoder pass alone: tgt 0)."""
+    if not arch.is_encoder_decoder:
+        return eager_mask_bytes(arch, batch, tgt, activation_bytes(w))
+    return batch * arch.heads * (src * src + tgt * tgt + tgt * src) * residual_bytes(w)
+
+
+class StackActivations(NamedTuple):
+    """Saved activations of one micro-batch over every layer (one tensor rank, before fused-kernel
+    factors), and what recompute and the loss need of them."""
+
+    saved: float  # bytes every layer saves for backward without recompute
+    layer_inputs: float  # values of every layer's input: what activation checkpointing keeps
+    widest_layer: float  # bytes one layer saves (recompute: live once more in backward)
+    masks: float  # attention masks / position biases built once and shared by the layers
+    head_tokens: int  # tokens whose logits the loss takes
+
+
+def stack_activations(arch: ModelArch, w: Workload, micro: int, seq: int) -> StackActivations:
+    """:class:`StackActivations` of ``micro`` sequences of ``seq`` tokens: a decoder-only model's
+    layers over ``seq``; an encoder-decoder's encoder over the source and decoder over the target
+    (each decoder layer also keeps its cross-attention keys and values over the source, and the
+    encoder output stays alive for all of them)."""
+    src, tgt = stack_lengths(w, seq)
+    if not arch.is_encoder_decoder:
+        per = train_act_per_token_layer(arch, w, seq)
+        tokens = micro * seq
+        return StackActivations(arch.layers * tokens * per, arch.layers * tokens * arch.hidden, tokens * per,
+                                eager_mask_bytes(arch, micro, seq, activation_bytes(w)), tokens)
+    enc = t5_block_act_per_token(arch, w, src)
+    dec = t5_block_act_per_token(arch, w, tgt, cross_ctx=src)
+    enc_layer = micro * src * enc.per_token
+    dec_layer = micro * (tgt * dec.per_token + src * dec.per_source_token)
+    h = arch.hidden
+    inputs = micro * (arch.layers * src * h + arch.decoder_layers * tgt * h + src * h)
+    masks = attention_mask_bytes(arch, w, micro, src, tgt)
+    saved = arch.layers * enc_layer + arch.decoder_layers * dec_layer + micro * src * h * residual_bytes(w)
+    return StackActivations(saved, inputs, max(enc_layer, dec_layer), masks, micro * tgt)
 
 
 def attention_note(arch: ModelArch) -> str:

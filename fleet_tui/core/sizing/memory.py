@@ -56,10 +56,10 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, sequence_state_bytes,
-                                      lora_params, parallel_layout, weight_bytes)
+                                      lora_params, parallel_layout, stack_lengths, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
-from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_note, eager_mask_bytes,
-                                               train_act_per_token_layer)
+from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_mask_bytes, attention_note,
+                                               residual_bytes, stack_activations)
 from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
                                           loss_bytes_per_vocab_token)
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
@@ -176,30 +176,35 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             phases.append(_Phase("prompt forward (prefill)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_prompt,
                 "activations": forward_transient(arch, prompt_tok, act, tp, w.prompt_len)
-                + eager_mask_bytes(arch, b_gpu, w.prompt_len, act),
+                + attention_mask_bytes(arch, w, b_gpu, *((w.prompt_len, 0) if arch.is_encoder_decoder
+                                                          else (0, w.prompt_len))),
                 "logits": last_logits, "workspace": ws}))
             phases.append(_Phase("end of generation", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_end,
                 # dynamic cache: torch.cat re-allocates one layer's K and V per step
-                "activations": kv_end / arch.layers + b_gpu * h * act * 4,
+                "activations": kv_end / (arch.decoder_layers or arch.layers) + b_gpu * h * act * 4,
                 "logits": last_logits, "workspace": ws}))
             assumptions.append("generation memory as Hugging Face generate with a dynamic KV cache; "
                                "serving engines pre-allocate a KV pool instead (see kv capacity)")
         elif w.seq_len is not None:
-            tokens = b_gpu * w.seq_len
-            kv = (b_gpu * w.seq_len * kv_bytes_per_token(arch, w, tp, w.seq_len)
+            # encoder-decoder: the encoder reads the source, the decoder's cross-attention caches its
+            # K/V and the target's self-attention K/V, logits over the target
+            src, tgt = stack_lengths(w, w.seq_len)
+            tokens = b_gpu * tgt
+            widest = max(src, tgt)
+            masks = attention_mask_bytes(arch, w, b_gpu, src, tgt)
+            kv = (b_gpu * (src + tgt) * kv_bytes_per_token(arch, w, tp, w.seq_len)
                   + b_gpu * sequence_state_bytes(arch, w, tp)) / pp
             # soft-capping (Gemma-2) divides, tanh's and multiplies: two logits-sized tensors live
             capped = 2 if arch.logit_softcap else 1
             logits = tokens * (capped * V * act / tp + h * act)
             phases.append(_Phase("forward pass (output logits)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv,
-                "activations": eager_mask_bytes(arch, b_gpu, w.seq_len, act),
-                "logits": logits, "workspace": ws}))
+                "activations": masks, "logits": logits, "workspace": ws}))
             phases.append(_Phase("forward pass (widest layer)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv,
-                "activations": forward_transient(arch, tokens, act, tp, w.seq_len)
-                + eager_mask_bytes(arch, b_gpu, w.seq_len, act), "workspace": ws}))
+                "activations": forward_transient(arch, b_gpu * widest, act, tp, widest) + masks,
+                "workspace": ws}))
             assumptions.append("one forward pass returning logits at every position (16-bit), "
                                "KV cache kept (use_cache=True)")
         else:
@@ -257,24 +262,27 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         # in flight over its layers / pp layers (1F1B, Narayanan et al. arXiv:2104.04473)
         micro = min(b_gpu, lay.micro_batch)
         in_flight = min(math.ceil(b_gpu / micro), pp) / pp
-        tokens = micro * seq_len
         amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
-        per_layer = train_act_per_token_layer(arch, w, seq_len) / tp
-        res_bytes = 4 if (amp or w.precision == "fp32") else act
+        stacks = stack_activations(arch, w, micro, seq_len)
+        tokens = stacks.head_tokens  # through the output head (encoder-decoder: the target)
+        if arch.is_encoder_decoder:
+            src, tgt = stack_lengths(w, seq_len)
+            assumptions.append(f"encoder-decoder: encoder over {src} source tokens, decoder over {tgt} target "
+                               "tokens per sequence, loss on the target"
+                               + ("" if w.target_len else " (no {target_len} given: as long as the source)"))
+        fused = compile_factor(w) / tp
         head_in = tokens * h * (10 if amp else 8) / tp  # final norm + output-head input
-        per_layer *= compile_factor(w)
         if w.grad_checkpointing or w.selective_checkpointing:
-            kept = arch.layers * in_flight * tokens * h * res_bytes / tp
+            kept = in_flight * stacks.layer_inputs * residual_bytes(w) / tp
             if w.selective_checkpointing and not w.grad_checkpointing:
                 # every other layer checkpointed (torchtune ac_mode=selective, ac_option=2)
-                kept = kept / 2 + arch.layers * in_flight / 2 * tokens * per_layer
+                kept = kept / 2 + in_flight / 2 * stacks.saved * fused
             acts = kept + head_in
             # backward recomputes one layer at a time: its activations live once more
-            recompute = per_layer * tokens
+            recompute = stacks.widest_layer * fused
             slack_frac = cal.ALLOCATOR_SLACK_RECOMPUTE
         else:
-            acts = (arch.layers * in_flight * tokens * per_layer + head_in
-                    + eager_mask_bytes(arch, micro, seq_len, act))
+            acts = in_flight * stacks.saved * fused + head_in + stacks.masks
             recompute = 0.0
             slack_frac = cal.ALLOCATOR_SLACK_TRAINING
         # soft-capped logits (Gemma-2): tanh keeps its 16-bit output (+2 B), and backward forms a
@@ -292,7 +300,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         stack = apply_stack(w, StackTerms(weights=weights, grads=grads, opt=opt, acts=acts,
                                           layer_weights=(pc.attention_per_layer + pc.mlp_per_layer)
                                           * cal.WEIGHT_BYTES.get(w.precision, 2.0) / tp,
-                                          layer_acts=tokens * per_layer, largest_grad=(pc.lm_head or pc.embedding)
+                                          layer_acts=stacks.widest_layer * fused, largest_grad=(pc.lm_head or pc.embedding)
                                           * (4.0 if amp else float(act)) / (tp * shard)))
         weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts
         assumptions.extend(stack.notes)
