@@ -388,12 +388,13 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
         missing = rate_note if rate is None else f"no published memory bandwidth for {acc.id}"
         return ServingSpeed(e.id, b, None, None, None, None, pool.tokens, replicas, "memory", tuple(notes),
                             unknown=missing)
-    n_mat = pc.matmul_active
+    # encoder-decoder: the encoder reads the prompt, the decoder (and head) makes each output token
+    n_prompt, n_mat = pc.encoder_matmul or pc.matmul_active, pc.matmul_per_target_token
     moe = e.moe_prefill_efficiency if arch.is_moe else 1.0
     # attention (FlashAttention, FlashMLA, XQA) multiplies in 16-bit whatever the weights' precision
     attn_rate = gemm_rate(e, acc, "bf16")[0] or gemm_rate(e, acc, "fp16")[0] or rate
     pre_attn = attn_flops_per_token(w, prompt / 2 + 1) * 2
-    prefill_s_per_req = prompt * (2 * n_mat / (rate * moe) + pre_attn / attn_rate) / tp
+    prefill_s_per_req = prompt * (2 * n_prompt / (rate * moe) + pre_attn / attn_rate) / tp
     ctx = prompt + gen / 2
     kv_read = b * (ctx * kv_bytes_per_token(arch, w, tp, int(ctx)) + sequence_state_bytes(arch, w, tp))
     act = activation_bytes(w)

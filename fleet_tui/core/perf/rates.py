@@ -1,5 +1,11 @@
 """Rates of a device and FLOPs/bytes of a workload that the speed estimates divide by each other.
 
+FLOPs per token are 2 × the matmul parameters a token passes + attention. An encoder-decoder (T5)
+model splits that by stack: a source token passes the encoder (bidirectional attention over the
+source), a target token the decoder and output head (causal self-attention over the target and
+cross-attention over the source); a step's FLOPs are the sum, its tokens source + target
+(:func:`forward_terms`). Decoding streams only the decoder's weights.
+
 Achievable compute = dense datasheet peak × large-GEMM efficiency of the architecture
 (:data:`calibration.MATMUL_EFFICIENCY`, H200 measured 0.67 of peak at its 700 W cap); fp8 and
 weight-only int8/int4 apply the factors documented in :mod:`fleet_tui.core.calibration`. A figure
@@ -12,7 +18,7 @@ import math
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import weight_bytes
+from fleet_tui.core.footprint import stack_lengths, weight_bytes
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -86,7 +92,25 @@ def attn_flops_per_token(w: Workload, context: float, absorbed: bool = False) ->
     return float(flops)
 
 
-#: Shape assumed for speed when an inference workload gives neither a sequence nor a prompt length
+def encoder_attn_flops_per_token(w: Workload, source: float) -> float:
+    """Forward attention FLOPs per source token in a T5 encoder: bidirectional, the whole square."""
+    return float(w.arch.layers * 4 * source * w.arch.q_dim)
+
+
+def forward_terms(w: Workload, seq: int) -> tuple[float, float, int]:
+    """(matmul parameters, attention FLOPs) per token, averaged over the tokens of one sequence of a
+    training step or forward pass over ``seq`` tokens, and those tokens per sequence. Decoder-only:
+    every token passes every matmul. Encoder-decoder: ``seq`` source tokens pass the encoder and
+    ``target_len`` target tokens the decoder, so the sequence counts source + target tokens."""
+    pc = param_counts(w.arch)
+    src, tgt = stack_lengths(w, seq)
+    if not src:
+        return float(pc.matmul_active), attn_flops_per_token(w, seq), seq
+    # decoder: causal self-attention over the target plus cross-attention over the whole source
+    dec_attn = attn_flops_per_token(w, tgt) + w.arch.decoder_layers * 4 * src * w.arch.q_dim
+    n = src + tgt
+    return ((src * pc.encoder_matmul + tgt * pc.matmul_per_target_token) / n,
+            (src * encoder_attn_flops_per_token(w, src) + tgt * dec_attn) / n, n)
 
 
 def scaling_efficiency(sharding: str, gpus: int) -> float:
@@ -96,11 +120,14 @@ def scaling_efficiency(sharding: str, gpus: int) -> float:
     return cal.SCALING_PER_DOUBLING[sharding] ** math.log2(gpus)
 
 
-def weight_stream_bytes(w: Workload, batch: int, pc: ParamCounts | None = None) -> float:
-    """Weight bytes one decode step reads: dense all; MoE the experts the batch routes to."""
+def weight_stream_bytes(w: Workload, batch: int, pc: ParamCounts | None = None, decode: bool = True) -> float:
+    """Weight bytes one step reads: dense all; MoE the experts the batch routes to; an
+    encoder-decoder's decode step only the decoder and head (``decode``)."""
     a = w.arch
     pc = pc or param_counts(a)
     total = weight_bytes(w if not w.is_training else w.derive(kind="inference"), pc)
+    if a.is_encoder_decoder and decode:
+        return total * (1 - pc.encoder_matmul / pc.total)
     if not a.is_moe:
         return total
     # expected distinct experts per layer touched by `batch` tokens routing to k of E each

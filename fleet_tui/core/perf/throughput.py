@@ -16,7 +16,8 @@ from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf.engines import (decode_efficiency, decode_step_s, engine_profile, engine_statement, gemm_rate,
                                          tp_allreduce_s)
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
-                                       bandwidth, peak_flops, scaling_efficiency, weight_stream_bytes)
+                                       bandwidth, encoder_attn_flops_per_token, forward_terms, peak_flops,
+                                       scaling_efficiency, weight_stream_bytes)
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
@@ -100,11 +101,15 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Thr
 
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
-    a, pc, n_mat = w.arch, d.params, d.params.matmul_active
+    a, pc = w.arch, d.params
     rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
-    tokens = w.batch * seq
-    attn = attn_flops_per_token(w, seq)  # causal mean: 2·seq·heads·head_dim per layer
+    # causal mean attention: 2·seq·heads·head_dim per layer (encoder-decoder: per source + target token)
+    n_mat, attn, per_seq = forward_terms(w, seq)
+    tokens = w.batch * per_seq
+    if a.is_encoder_decoder:
+        notes.append(f"encoder-decoder: a step's tokens are source + target ({per_seq} per sequence); a source "
+                     "token passes the encoder, a target token the decoder and head (2 FLOPs per weight each)")
     if w.is_adapter:
         lora = lora_params(a, w)
         fwd_passes = 2 if w.grad_checkpointing else 1
@@ -154,18 +159,23 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
 
 def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
-    a, pc, n_mat = w.arch, d.params, d.params.matmul_active
+    a, pc = w.arch, d.params
     rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
     # inference: prefill (compute-bound, floor: streaming the weights once)
     if w.seq_len is None and w.prompt_len is None:
         notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "
                      f"prompts and {DEFAULT_GEN_TOKENS} generated tokens")
     ctx_prefill = w.seq_len or w.prompt_len or DEFAULT_PROMPT_TOKENS
-    prefill_flops_tok = 2 * n_mat + attn_flops_per_token(w, ctx_prefill)
     b = w.batch
-    prefill_tokens = b * ctx_prefill
+    if a.is_encoder_decoder and not w.seq_len:  # the prompt is the encoder's: it alone reads it
+        prefill_flops_tok = 2 * pc.encoder_matmul + encoder_attn_flops_per_token(w, ctx_prefill)
+        prefill_tokens = b * ctx_prefill
+    else:  # a forward pass (encoder-decoder: over source + target tokens)
+        mat, attn, per_seq = forward_terms(w, ctx_prefill)
+        prefill_flops_tok = 2 * mat + attn
+        prefill_tokens = b * per_seq
     tp_div = d.layout.tp * scale
-    t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
+    t_mem = (weight_stream_bytes(w, max(1, prefill_tokens), pc, decode=False) / (bw * cal.DECODE_BANDWIDTH_EFFICIENCY)
              if bw is not None else None)
     prefill_s = prefill_tok_s = ttft = t_cmp = None
     eng = engine_profile(w)
@@ -195,7 +205,9 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     per_gpu_b = math.ceil(b / lay.dp)  # sequences of one replica
     tp = lay.tp
     replicas = lay.dp
-    d_cmp = (per_gpu_b * (2 * n_mat + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
+    # a generated token passes the decoder (encoder-decoder: not the encoder); its self- and
+    # cross-attention span the same prompt + generated context as a decoder-only model's
+    d_cmp = (per_gpu_b * (2 * pc.matmul_per_target_token + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
              if decode_rate is not None else None)
     tpot = decode_tok_s = None
     bound_dec = "memory"
