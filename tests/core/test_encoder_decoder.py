@@ -61,3 +61,140 @@ def test_other_encoder_decoder_configs_are_refused_by_name(tmp_path):
                    ' "decoder_layers": 12, "encoder_attention_heads": 16, "vocab_size": 50265}')
     with pytest.raises(UserError, match="bart.*only the T5 family"):
         load_model_config(cfg)
+
+
+# --- memory ---------------------------------------------------------------------------------------
+
+def _w(cat, mid="flan-t5-xl", **kw):
+    return Workload(model=cat.model(mid), **kw)
+
+
+def _peak(w) -> int:
+    from fleet_tui.core.sizing import estimate_memory
+
+    return estimate_memory(w).total_bytes
+
+
+@pytest.mark.parametrize("kind", ["finetune", "lora"])
+def test_training_memory_grows_with_the_source_and_with_the_target(cat, kind):
+    base = dict(kind=kind, batch=8, grad_checkpointing=False)
+    sources = [_peak(_w(cat, seq_len=s, target_len=64, **base)) for s in (128, 256, 512, 1024)]
+    targets = [_peak(_w(cat, seq_len=256, target_len=t, **base)) for t in (16, 64, 256, 512)]
+    assert sources == sorted(sources) and len(set(sources)) == 4
+    assert targets == sorted(targets) and len(set(targets)) == 4
+
+
+def test_generation_kv_cache_is_the_decoder_s_self_and_cross_attention(cat):
+    from fleet_tui.core.sizing import estimate_memory
+
+    arch = cat.model("flan-t5-xl")
+    per_token = 2 * arch.decoder_layers * arch.kv_dim * 2  # K and V, every decoder layer, bf16
+    # long generations peak at the end: the cross-attention K/V of the source + the self-attention
+    # K/V of every generated token
+    for prompt, gen in ((64, 2048), (128, 4096)):
+        mem = estimate_memory(_w(cat, kind="inference", batch=4, prompt_len=prompt, gen_len=gen))
+        assert mem.phase == "end of generation"
+        assert mem.breakdown["kv_cache"] == pytest.approx(4 * (prompt + gen) * per_token, rel=1e-9)
+    # long sources peak in the encoder pass, with the cross-attention K/V already cached
+    mem = estimate_memory(_w(cat, kind="inference", batch=4, prompt_len=2048, gen_len=16))
+    assert mem.phase == "prompt forward (prefill)"
+    assert mem.breakdown["kv_cache"] == pytest.approx(4 * 2048 * per_token, rel=1e-9)
+
+
+def test_lora_needs_less_than_full_fine_tuning_and_checkpointing_less_than_none(cat):
+    shape = dict(batch=8, seq_len=512, target_len=128)
+    full, lora = _peak(_w(cat, kind="finetune", **shape)), _peak(_w(cat, kind="lora", **shape))
+    assert lora < full
+    assert _peak(_w(cat, kind="finetune", grad_checkpointing=True, **shape)) < full
+    assert _peak(_w(cat, kind="lora", offload=("optimizer", "params"), **shape)) < lora
+
+
+def test_encoder_decoder_memory_states_its_lengths(cat):
+    from fleet_tui.core.sizing import estimate_memory
+
+    notes = " ".join(estimate_memory(_w(cat, kind="lora", seq_len=512)).assumptions)
+    assert "encoder over 512 source tokens, decoder over 512 target tokens" in notes
+    assert "no {target_len} given" in notes
+
+
+# --- speed ----------------------------------------------------------------------------------------
+
+def test_training_speed_counts_source_and_target_tokens_and_the_decoder_costs_more_per_token(cat):
+    from fleet_tui.core.perf import estimate_throughput
+
+    h100 = cat.accelerator("H100")
+    # the same 544 tokens per sequence, split the other way round
+    short_target = estimate_throughput(_w(cat, kind="finetune", batch=8, seq_len=512, target_len=32), h100)
+    long_target = estimate_throughput(_w(cat, kind="finetune", batch=8, seq_len=32, target_len=512), h100)
+    assert short_target.tokens_per_s > 0 and long_target.tokens_per_s > 0
+    # a target token passes the decoder (self + cross attention + FFN) and the head: more FLOPs
+    # than a source token, so a step with more target tokens takes longer
+    assert long_target.step_s > short_target.step_s
+
+
+def test_generation_has_prefill_and_decode_speeds(cat):
+    from fleet_tui.core.perf import estimate_throughput
+
+    t = estimate_throughput(_w(cat, kind="inference", engine="hf", batch=8, prompt_len=512, gen_len=128),
+                            cat.accelerator("H100"))
+    assert t.phase == "decode" and t.decode_tokens_per_s > 0 and t.prefill_tokens_per_s > t.decode_tokens_per_s
+
+
+# --- front ends -----------------------------------------------------------------------------------
+
+def _size(capsys, *argv):
+    from fleet_tui.cli import main
+
+    rc = main(["size", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_sizes_a_t5_model_with_source_and_target(capsys):
+    import json
+
+    rc, out, err = _size(capsys, "--model", "t0-3b", "--workload", "lora", "--seq-len", "64", "--target-len", "4",
+                         "--batch", "8", "--gpu", "A100-80GB", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["workload"]["target_len"] == 4 and d["fits"] is True
+    assert d["throughput"]["phase"] == "training" and d["throughput"]["tokens_per_s"] > 0
+    rc, out, err = _size(capsys, "--model", "flan-t5-xl", "--prompt-len", "512", "--gen-len", "64", "--gpu", "H100")
+    assert rc == 0, err
+    assert "Flan-T5-XL (2.85B parameters): inference" in out and "engine: hf" in out
+
+
+@pytest.mark.parametrize("argv, flag, says", [
+    (("--model", "flan-t5-xl", "--engine", "vllm", "--prompt-len", "512", "--gen-len", "64"), "--engine",
+     "does not serve encoder-decoder"),
+    (("--model", "flan-t5-xl", "--workload", "lora", "--framework", "unsloth", "--seq-len", "512"), "--framework",
+     "no encoder-decoder models"),
+    (("--model", "llama-3.1-8b", "--seq-len", "512", "--target-len", "64"), "--target-len", "decoder-only"),
+    (("--model", "flan-t5-xl", "--prompt-len", "512", "--gen-len", "64", "--target-len", "8"), "--target-len",
+     "--gen-len"),
+])
+def test_cli_refuses_what_an_encoder_decoder_cannot_do_naming_the_flag(capsys, argv, flag, says):
+    rc, out, err = _size(capsys, *argv)
+    assert rc == 2 and flag in err and says in err
+
+
+def test_core_refuses_target_len_for_a_decoder_only_model(cat):
+    with pytest.raises(ValueError, match="target_len"):
+        Workload(kind="lora", model=cat.model("llama-3.1-8b"), seq_len=512, target_len=64)
+    with pytest.raises(FieldError, match="target_len"):
+        from fleet_tui.core.workload import parse_workload
+        parse_workload({"model": "llama-3.1-8b", "seq_len": 512, "target_len": 64}, cat)
+
+
+# --- the published measurements -------------------------------------------------------------------
+
+def test_the_peft_t5_rows_are_expressed_and_the_full_fine_tune_oom_is_predicted(cat):
+    from tests.core.test_validation import vr
+
+    rows = {r.id: r for r in vr.finetune_results() if r.id.startswith(("peft-readme-t0", "peft-readme-mt0"))}
+    assert {"peft-readme-t0-3b-full", "peft-readme-t0-3b-lora", "peft-readme-t0-3b-lora-ds-offload",
+            "peft-readme-mt0-xxl-lora", "peft-readme-mt0-xxl-lora-ds-offload"} <= set(rows)
+    assert all(r.predicted is not None for r in rows.values() if r.id != "peft-readme-mt0-xxl-full-oom")
+    bounds = {row["id"]: (est, bound) for row, est, bound in vr.finetune_bounds()}
+    est, bound = bounds["peft-readme-mt0-xxl-full-oom"]
+    assert est > bound  # 'OOM GPU' on an A100 80GB
