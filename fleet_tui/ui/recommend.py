@@ -355,8 +355,9 @@ def show_rightsizing(app) -> None:
     if screen is not None:
         screen.show_side("Right-sizing")
         screen.query_one("#rec-side-text", Static).update("[$text-muted]right-sizing…[/]")
-    app.run_worker(lambda: _rightsize_in_thread(app, db), thread=True, group="rightsize",
-                   exclusive=True, exit_on_error=False, name="right-size")
+    recorder = getattr(link, "recorder", None)
+    app.run_worker(lambda: _rightsize_in_thread(app, db, recorder), thread=True,
+                   group="rightsize", exclusive=True, exit_on_error=False, name="right-size")
 
 
 def rightsize_lines(report) -> list[str]:
@@ -393,8 +394,10 @@ def rightsize_lines(report) -> list[str]:
     return lines
 
 
-def _rightsize_in_thread(app, db) -> None:
+def _rightsize_in_thread(app, db, recorder=None) -> None:
     try:
+        if recorder is not None:  # the session history writes in batches: the newest first
+            recorder.flush()
         lines = rightsize_lines(rightsize(db, app.catalog, since_s=None, instance=app.instance_type))
     except UserError as exc:
         lines = [f"[$warning]{escape(error_text(exc))}[/]"]

@@ -60,3 +60,32 @@ def test_session_recorder_writes_at_most_once_a_second(tmp_path):
                for i in range(9)]
     recorder.close()
     assert recorder.ticks_written == 3  # t = 0, 1, 2 s
+
+
+def test_session_recorder_batches_a_flush_every_few_seconds(tmp_path):
+    """The engine hands every tick to ``accept`` on its loop; a thread hop and a commit happen
+    only when a batch of ``SESSION_FLUSH_S`` is due, and the batch lands whole (devices' first
+    and last seen from the batch's first and last tick)."""
+    from fleet_tui.core.monitor.recorder import read_rows
+    from fleet_tui.core.monitor.session import SESSION_FLUSH_S, SessionRecorder
+    from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+
+    recorder = SessionRecorder(tmp_path / "s.db")
+    due = []
+    for i in range(40):  # 10 s at 0.25 s
+        ts = 1000.0 + 0.25 * i
+        tick = Snapshot(timestamp=ts, source="sim:2", source_kind="simulated", devices=tuple(
+            DeviceSnapshot(index=k, name="GPU", uuid=f"GPU-{k}", timestamp=ts, power_w=100.0 + i)
+            for k in range(2)))
+        if recorder.accept(tick):
+            due.append(tick.timestamp)
+            recorder.flush()
+    assert due == [1000.0 + SESSION_FLUSH_S]  # one flush: ticks of 0..5 s, one a second
+    rows, devices = read_rows(tmp_path / "s.db")
+    assert len(rows) == 2 * 6 and len(devices) == 2
+    assert recorder.ticks_written == 6
+    assert recorder.flush() == 2 * 4  # 6..9 s were taken, not yet written
+    rows, devices = read_rows(tmp_path / "s.db")
+    recorder.close()
+    assert len(rows) == 2 * 10
+    assert {(d["first_ts"], d["last_ts"]) for d in devices.values()} == {(1000.0, 1009.0)}

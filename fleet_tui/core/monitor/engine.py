@@ -335,8 +335,9 @@ class MonitorEngine:
                                            time.perf_counter() - t0)
         else:
             tick = self.process(snapshot, sample_s)
-        if self.recorder is not None:
-            await asyncio.to_thread(self.recorder.write, snapshot, tick.primaries)
+        recorder = self.recorder
+        if recorder is not None and recorder.accept(snapshot, tick.primaries):
+            await asyncio.to_thread(recorder.flush)  # SQLite: off the loop, only when due
         await self._publish(tick)
         return tick
 

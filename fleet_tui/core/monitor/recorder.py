@@ -166,6 +166,9 @@ class Recorder:
                 raise UserError(f"--db {str(path)!r}: {_write_problem(exc)}; nothing recorded") from None
             raise UserError(f"--db {str(path)!r}: not a fleet-tui history database ({exc})") from None
         self.ticks_written = 0
+        self._pending: list[tuple[Snapshot, Mapping[str, str] | None]] = []
+        self._pending_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._first_ts: float | None = None  # this run's first and last committed tick
         self._last_ts: float | None = None
 
@@ -185,11 +188,40 @@ class Recorder:
 
     def write(self, snapshot: Snapshot, primaries: Mapping[str, str] | None = None) -> int:
         """Write one tick in one transaction; returns the number of device rows written."""
+        return self._write_ticks([(snapshot, primaries)])
+
+    # The engine hands each tick to ``accept`` on its event loop (cheap, no I/O) and runs ``flush``
+    # in a thread only when ``accept`` says so. This recorder commits every tick (a crash loses at
+    # most the tick being written); the app's session history batches (session.py).
+    def accept(self, snapshot: Snapshot, primaries: Mapping[str, str] | None = None) -> bool:
+        """Take a tick to write; True when ``flush`` should run now."""
+        with self._pending_lock:
+            self._pending.append((snapshot, primaries))
+        return True
+
+    def flush(self) -> int:
+        """Write the ticks taken since the last flush in one transaction; device rows written.
+        Any thread may call it (a reader that wants the newest rows on disk)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return 0
+        with self._flush_lock:  # batches land in the order they were taken
+            return self._write_ticks(pending)
+
+    def _write_ticks(self, ticks: list[tuple[Snapshot, Mapping[str, str] | None]]) -> int:
         rows = []
-        for d in snapshot.devices:
-            ts = d.timestamp or snapshot.timestamp
-            rows.append((ts, d.key, (primaries or {}).get(d.key),
-                         *(_num(getattr(d, c)) for c in METRIC_COLUMNS)))
+        devices: dict[str, list] = {}  # key -> [device, source, first ts, last ts] in this batch
+        for snapshot, primaries in ticks:
+            for d in snapshot.devices:
+                ts = d.timestamp or snapshot.timestamp
+                rows.append((ts, d.key, (primaries or {}).get(d.key),
+                             *(_num(getattr(d, c)) for c in METRIC_COLUMNS)))
+                seen = devices.get(d.key)
+                if seen is None:
+                    devices[d.key] = [d, snapshot.source, ts, ts]
+                else:
+                    seen[0], seen[1], seen[3] = d, snapshot.source, ts
         placeholders = ",".join("?" * (3 + len(METRIC_COLUMNS)))
         with self._lock:
             try:
@@ -198,13 +230,12 @@ class Recorder:
                     self._conn.executemany(
                         f"INSERT INTO samples (ts, device_key, primary_kind, "
                         f"{', '.join(METRIC_COLUMNS)}) VALUES ({placeholders})", rows)
-                for d in snapshot.devices:
-                    ts = d.timestamp or snapshot.timestamp
-                    self._conn.execute(
-                        "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(device_key) DO "
-                        "UPDATE SET last_ts=excluded.last_ts, device_index=excluded.device_index,"
-                        " name=excluded.name", (d.key, d.index, d.name, d.uuid, d.node,
-                                                snapshot.source, ts, ts))
+                self._conn.executemany(
+                    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(device_key) DO "
+                    "UPDATE SET last_ts=excluded.last_ts, device_index=excluded.device_index,"
+                    " name=excluded.name",
+                    [(d.key, d.index, d.name, d.uuid, d.node, source, first, last)
+                     for d, source, first, last in devices.values()])
                 self._conn.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 self._rollback()
@@ -212,11 +243,10 @@ class Recorder:
             except BaseException:
                 self._rollback()
                 raise
-        self.ticks_written += 1
+        self.ticks_written += len(ticks)
         if self._first_ts is None:
-            self._first_ts = snapshot.timestamp
-        self._last_ts = snapshot.timestamp
-        now = snapshot.timestamp
+            self._first_ts = ticks[0][0].timestamp
+        self._last_ts = now = ticks[-1][0].timestamp
         if self._last_maintain is None:
             self._last_maintain = now
         elif now - self._last_maintain >= self.maintain_every_s:

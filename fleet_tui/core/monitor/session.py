@@ -45,19 +45,36 @@ def session_retention(device_count: int, interval_s: float,
 # Right-sizing reads percentiles over minutes; one sample a second is plenty. Writing every 0.25 s
 # tick cost 1.4 ms a tick at 64 devices (SQLite inserts), ~0.6 % of a core on its own.
 SESSION_MIN_PERIOD_S = 1.0
+# The samples of this many seconds go to SQLite in one transaction, from one worker thread hop: a
+# hop and a commit per tick cost ~0.5-1 ms each (bench/bench_monitor_cpu.py). Nothing is lost that
+# matters: the file is removed on exit, and right-sizing reads minutes.
+SESSION_FLUSH_S = 5.0
 
 
 class SessionRecorder(Recorder):
-    """The app's session history: writes at most one tick per ``SESSION_MIN_PERIOD_S``."""
+    """The app's session history: keeps at most one tick per ``SESSION_MIN_PERIOD_S`` and writes
+    them ``SESSION_FLUSH_S`` at a time."""
 
-    _last_written: float | None = None
+    _last_taken: float | None = None
+
+    def _take(self, snapshot, primaries) -> bool | None:
+        """None: not taken (too soon after the last); else whether a flush is due."""
+        now = snapshot.timestamp
+        if self._last_taken is not None and 0 <= now - self._last_taken < SESSION_MIN_PERIOD_S:
+            return None
+        self._last_taken = now
+        with self._pending_lock:
+            self._pending.append((snapshot, primaries))
+            first = self._pending[0][0].timestamp
+        return not 0 <= now - first < SESSION_FLUSH_S
+
+    def accept(self, snapshot, primaries=None) -> bool:
+        return bool(self._take(snapshot, primaries))
 
     def write(self, snapshot, primaries=None) -> int:
-        now = snapshot.timestamp
-        if self._last_written is not None and 0 <= now - self._last_written < SESSION_MIN_PERIOD_S:
-            return 0
-        self._last_written = now
-        return super().write(snapshot, primaries)
+        """Write now (what was taken before included), unless a tick was taken less than
+        ``SESSION_MIN_PERIOD_S`` ago."""
+        return 0 if self._take(snapshot, primaries) is None else self.flush()
 
 
 def create_session_dir(parent: str | Path | None = None) -> Path:
