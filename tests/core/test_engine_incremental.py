@@ -16,13 +16,15 @@ import random
 import pytest
 
 from fleet_tui.core.monitor.alerts import AlertEvaluator, AlertRule
-from fleet_tui.core.monitor.analysis import (Diagnosis, DeviceAnalysis, HostLoad, SlidingWindow,
-                                             analyze_device_window, analyze_trace)
+from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, Diagnosis, DeviceAnalysis,
+                                             HostLoad, SlidingWindow, analyze_device_window,
+                                             analyze_trace)
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.history import History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.sources.sim import SimSource
 from fleet_tui.core.monitor.trace import load_trace
+from fleet_tui.core.monitor.windowing import WindowPolicy
 
 WINDOW_S = 5.0
 
@@ -38,14 +40,26 @@ def _without_growth(a: DeviceAnalysis) -> tuple:
             tuple(d for d in a.diagnoses if d.kind != "memory_growth"))
 
 
-def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
-    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0, **kw)
+def _replay_and_compare(snaps, *, interval=0.25, changes=None, every=0.0, **kw) -> int:
+    """``every``: the policy's ``analyze_every_s`` (0: every tick is analysed, as compared
+    here; with a cadence, a reused analysis is compared with the window of the tick that made it)."""
+    policy = WindowPolicy(seconds=WINDOW_S, analyze_every_s=every,
+                          growth_lookback_s=kw.pop("growth_lookback_s", GROWTH_LOOKBACK_S * 5))
+    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0,
+                        policy=policy, **kw)
     compared = 0
+    made: dict[str, tuple[float, tuple]] = {}  # key -> (timestamp analysed, expected then)
     for i, snap in enumerate(snaps):
         if changes and i in changes:
             eng.set_interval(changes[i])
         tick = eng.process(snap)
         for d in snap.devices:
+            if every and made.get(d.key, (None,))[0] is not None:
+                at, then = made[d.key]
+                if tick.analyses[d.key].end == then[2] and 0 <= d.timestamp - at < every:
+                    assert _without_growth(tick.analyses[d.key]) == then, (i, d.key)
+                    compared += 1
+                    continue
             # the window: history's last window_s seconds, cut at the current phase's start
             start = tick.analyses[d.key].start
             window = list(eng.history.samples(d.key, eng.window_s))
@@ -54,12 +68,31 @@ def _replay_and_compare(snaps, *, interval=0.25, changes=None, **kw) -> int:
             expected = analyze_device_window(window, growth_points=[],
                                              host=HostLoad.of(snap.host))
             assert _without_growth(tick.analyses[d.key]) == _without_growth(expected), (i, d.key)
+            made[d.key] = (d.timestamp, _without_growth(expected))
             compared += 1
     return compared
 
 
 def test_engine_windows_equal_analysing_history_from_scratch(trace):
     assert _replay_and_compare(trace) == len(trace)
+
+
+def test_engine_reanalyses_at_most_every_second_and_at_once_on_a_change(trace):
+    """The default cadence (``analyze_every_s`` 1 s): a tick within a second of the last analysis
+    reuses it unchanged; every other tick equals the analysis from scratch. An XID, an ECC error,
+    a new throttle reason or a new phase is analysed on the tick it shows."""
+    assert _replay_and_compare(trace, every=1.0) == len(trace)
+    eng = MonitorEngine(None, interval=0.25, min_interval_s=0.1, usd_per_hour=10.0,
+                        policy=WindowPolicy(seconds=WINDOW_S))
+    snaps = trace[:12]
+    ends = [eng.process(s).analyses[s.devices[0].key].end for s in snaps]
+    assert len(set(ends)) == 3  # 12 ticks of 0.25 s: analysed at 0, 1 and 2 s
+    d = snaps[-1].devices[0]
+    alarm = dataclasses.replace(d, timestamp=d.timestamp + 0.25, xid_errors=(79,))
+    tick = eng.process(dataclasses.replace(snaps[-1], timestamp=alarm.timestamp,
+                                           devices=(alarm,)))
+    assert tick.analyses[d.key].end == alarm.timestamp
+    assert "xid" in {x.kind for x in tick.analyses[d.key].diagnoses}
 
 
 def test_engine_windows_do_not_straddle_two_labelled_behaviours(trace):
