@@ -33,8 +33,8 @@ from fleet_tui.core import caches
 from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
                                     OFFLOAD_TARGETS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS)
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.modelspec import (MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params,
-                                      load_model_config)
+from fleet_tui.core.modelconfig import load_model_config
+from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
 from fleet_tui.core.records import FORBID_EXTRA, Record, validate
 
 WorkloadKind = Literal[KINDS]

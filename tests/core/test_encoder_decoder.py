@@ -8,7 +8,8 @@ import pytest
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.footprint import lora_params
-from fleet_tui.core.modelspec import load_model_config, param_count, param_counts
+from fleet_tui.core.modelconfig import load_model_config
+from fleet_tui.core.modelspec import param_count, param_counts
 from fleet_tui.core.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
