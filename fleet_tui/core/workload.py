@@ -442,9 +442,9 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
 #: Serving engines that run T5-family encoder-decoder models: TensorRT-LLM (its enc_dec examples build
 #: T5, Flan-T5 and BART engines) and Hugging Face; vLLM and SGLang serve decoder-only models.
 ENCODER_DECODER_ENGINES = ("hf", "trtllm")
-#: Training stacks with T5 support: Transformers + PEFT; torchtune's and Unsloth's model builders are
-#: decoder-only.
-ENCODER_DECODER_FRAMEWORKS = ("hf",)
+#: Training stacks with T5 support: Transformers + PEFT (alone or under DeepSpeed); torchtune's and
+#: Unsloth's model builders are decoder-only.
+ENCODER_DECODER_FRAMEWORKS = ("hf", "deepspeed")
 
 
 def _encoder_decoder_fields(d: dict, kw: dict) -> None:
