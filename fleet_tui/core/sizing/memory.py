@@ -74,15 +74,14 @@ COMPONENT_ORDER = (
 )
 COMPONENT_HELP = {
     "weights": "model parameters as stored (quantized formats include their scales)",
-    "weight_copies": "weight copies: AMP autocast cache, FSDP gathered layers, ZeRO-3 gathered parameters, "
-                     "QLoRA dequant",
+    "weight_copies": "weight copies: AMP autocast cache, FSDP/ZeRO-3 gathered weights, QLoRA dequant",
     "gradients": "parameter gradients (trainable parameters only)",
     "optimizer_states": "optimizer moments (AdamW m and v, 8-bit states, momentum, factored v)",
     "activations": "tensors kept for backward (training) or live layer transients (inference)",
     "logits": "vocabulary-sized outputs; training adds the fp32 loss path",
     "kv_cache": "attention keys and values of every layer (GQA-aware; MoE experts do not add KV)",
     "workspace": "cuBLAS workspace and other kernel scratch",
-    "comm_buffers": "NCCL buffers, DDP gradient buckets (more than one GPU), ZeRO-3's gradient reduce bucket",
+    "comm_buffers": "NCCL buffers, DDP/ZeRO gradient buckets",
     "allocator_slack": "PyTorch caching allocator: freed blocks kept reserved (fragmentation)",
     "runtime_kernels": "kernel images and library handles loaded while running",
     "cuda_context": "the process' CUDA context",
