@@ -377,7 +377,9 @@ def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]
             kw.update(precision="fp32", master_weights="none", batch=int(r.get("batch_size") or PEFT_BATCH),
                       seq_len=seq or r.get("seq_len") or PEFT_SEQ)
             if "deepspeed" in fw:
-                kw["offload"] = ("optimizer", "params")
+                # PEFT's DeepSpeed guide: ZeRO-3, offload_optimizer_device and offload_param_device cpu,
+                # no stage3_* knobs (DeepSpeed's defaults; sizing/zero3.py)
+                kw.update(framework="deepspeed", offload=("optimizer", "params"))
         else:
             kw.update(grad_checkpointing=True, optimizer="paged_adamw8bit", seq_len=512, batch=1)
     else:

@@ -81,8 +81,9 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                         "--enable-expert-parallel, SGLang DP attention + EP, TensorRT-LLM attention DP)")
     t = parser.add_argument_group("training stack")
     t.add_argument("--framework", choices=FRAMEWORKS, default=None,
-                   help="hf (default: Transformers + PEFT, AMP) or torchtune (pure bf16, chunked loss, "
-                        "activation checkpointing, FSDP2 on several GPUs)")
+                   help="hf (default: Transformers + PEFT, AMP), torchtune (pure bf16, chunked loss, "
+                        "activation checkpointing, FSDP2 on several GPUs), unsloth, or deepspeed "
+                        "(Transformers + PEFT under DeepSpeed ZeRO-3 at its default knobs; with --offload)")
     t.add_argument("--chunked-loss", action="store_true", default=None,
                    help="cross-entropy over chunks: no full-sequence fp32 logits")
     t.add_argument("--optimizer-in-backward", action="store_true", default=None,

@@ -221,14 +221,18 @@ def _cmd_models(args: argparse.Namespace) -> int:
     rows = []
     for m in cat.models.values():
         params = _params(m)
-        rows.append({"id": m.id, "name": m.name, "family": m.family, "layers": m.layers, "hidden": m.hidden,
+        # encoder-decoder: both stacks (filter and sort on their sum; shown as "encoder+decoder")
+        layers = m.layers + (m.decoder_layers or 0)
+        rows.append({"id": m.id, "name": m.name, "family": m.family, "layers": layers,
+                     "layers_text": f"{m.layers}+{m.decoder_layers}" if m.decoder_layers else str(m.layers),
+                     "hidden": m.hidden,
                      "intermediate": m.intermediate, "heads": m.heads, "kv_heads": m.kv_heads, "vocab": m.vocab,
                      "experts": m.experts, "experts_per_token": m.experts_per_token, "params": params,
                      "params_b": params / 1e9 if params else None})
     kept = filter_rows(rows, conds)
     kept, total = _sorted_page(args, kept, args.sort.lower(), _MODEL_FIELDS)
     headers = ["id", "family", "params_B", "layers", "hidden", "heads", "kv_heads", "vocab", "experts"]
-    table = [[r["id"], r["family"], _fmt(r["params_b"], 1), r["layers"], r["hidden"], r["heads"], r["kv_heads"],
+    table = [[r["id"], r["family"], _fmt(r["params_b"], 1), r["layers_text"], r["hidden"], r["heads"], r["kv_heads"],
               r["vocab"], f"{r['experts_per_token']}/{r['experts']}" if r["experts"] else "-"] for r in kept]
     records = [{**cat.models[r["id"]].model_dump(mode="json"), "params": r["params"]} for r in kept]
     _emit(args, headers, table, records, total)

@@ -26,7 +26,7 @@ _EXPORTS = {
     "parse_filter": "fleet_tui.core.catalog.query",
     "Accelerator": "fleet_tui.core.specs",
     "ModelArch": "fleet_tui.core.modelspec",
-    "load_model_config": "fleet_tui.core.modelspec",
+    "load_model_config": "fleet_tui.core.modelconfig",
     # sizing and speed
     "Workload": "fleet_tui.core.workload",
     "estimate_memory": "fleet_tui.core.sizing",

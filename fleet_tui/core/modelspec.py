@@ -1,4 +1,5 @@
-"""Model architectures: the published shape of a transformer, from models.toml or a config.json.
+"""Model architectures: the published shape of a transformer, from models.toml or a config.json
+(read by :mod:`fleet_tui.core.modelconfig`).
 
 Owned by the sizing code; the catalog loader validates ``catalogs/models.toml`` entries with
 ``ModelArch``. Parameter counts are derived from the shape (:func:`param_count`), never typed in.
@@ -22,16 +23,12 @@ tokens, its cross-attention one is fixed by the source length.
 
 from __future__ import annotations
 
-import json
-import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from fleet_tui.core import caches
-from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.records import FORBID_EXTRA, Record, validate
+from fleet_tui.core.errors import FieldError, escape_braces
+from fleet_tui.core.records import FORBID_EXTRA, Record
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,11 +293,6 @@ MAX_PARAMS = 100_000_000_000_000
 MIN_DERIVED_PARAMS = MIN_PARAMS  # the name arch_for_params' callers know
 PARAMS_RANGE_TEXT = "between 100M and 100T parameters"
 
-#: A config.json is a few KB; read at most this much, so ``/dev/zero`` or a wrong multi-GB file
-#: fails at once instead of filling memory.
-MAX_CONFIG_BYTES = 4 * 2**20
-
-
 def arch_for_params(params: int) -> ModelArch:
     """A Llama-3-like shape for a bare parameter count (no model given), exactly ``params`` parameters.
 
@@ -320,192 +312,6 @@ def arch_for_params(params: int) -> ModelArch:
                      family="synthetic", layers=max(2, hidden // 128), hidden=hidden,
                      intermediate=7 * hidden // 2, heads=heads, kv_heads=heads // 4, head_dim=64,
                      vocab=vocab, total_params=params, source="derived from --params")
-
-
-# --- Hugging Face config.json ------------------------------------------------------------------
-
-def _user_error(msg: str) -> UserError:
-    return UserError(msg)
-
-
-def _first(cfg: dict, *keys: str):
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    return None
-
-
-def _whole(v) -> bool:
-    return (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (
-        isinstance(v, float) and math.isfinite(v) and v > 0 and v.is_integer())
-
-
-def load_model_config(path: str | os.PathLike) -> ModelArch:
-    """Read a local Hugging Face ``config.json`` (offline) into a :class:`ModelArch`.
-
-    Understands the key names of Llama, Mistral, Qwen2/Qwen2-MoE/Qwen3(-MoE), Gemma/Gemma-2,
-    Mixtral and GPT-NeoX/GPT-2-style configs (``n_layer``/``n_embd``...), and multimodal wrappers
-    that nest the language model under ``text_config``. Raises ``UserError`` naming the file and
-    the missing or bad keys.
-    """
-    p = Path(path).expanduser()
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        with p.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
-                         "Hugging Face config.json or the folder holding one)") from None
-    except OSError as exc:
-        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: cannot read it "
-                         f"({escape_braces(str(exc.strerror))})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise _user_error(f"{p}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; a Hugging Face "
-                          "config.json is a few KB (is this the model's weights, or a device?)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise _user_error(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                          f"{exc.start}); give the model's config.json") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _user_error(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise _user_error(f"{p}: not a config.json (nested too deeply)") from None
-    if not isinstance(cfg, dict):
-        raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
-    if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers
-        inner = dict(cfg["text_config"])
-        for k in ("tie_word_embeddings", "_name_or_path"):
-            if k in cfg and k not in inner:
-                inner[k] = cfg[k]
-        cfg = inner
-
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
-    for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
-                   ("vocab_size", vocab), ("intermediate_size", inter)):
-        if v is not None and not _whole(v):
-            raise _user_error(f"{p}: {key} {v!r}: not a positive whole number")
-    missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
-                                    ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
-    model_type = str(cfg.get("model_type", "")).lower()
-    if cfg.get("is_encoder_decoder") and model_type not in ENCODER_DECODER_TYPES:
-        raise _user_error(f"{p}: model_type {model_type or '(none)'} is an encoder-decoder model; of those "
-                          f"only the T5 family ({', '.join(ENCODER_DECODER_TYPES)}) is modelled")
-    gated = model_type not in ("gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi")
-    if inter is None and hidden is not None and not gated:
-        inter = 4 * int(hidden)  # GPT-2 style configs leave n_inner null = 4 × hidden
-    if inter is None:
-        missing.append("intermediate_size")
-    if missing:
-        raise _user_error(f"{p}: missing key(s) {', '.join(missing)} (a Hugging Face decoder config "
-                          "needs num_hidden_layers, hidden_size, num_attention_heads, "
-                          "intermediate_size and vocab_size)")
-    kv = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
-    if kv is None:
-        kv = 1 if cfg.get("multi_query") else heads
-    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
-    per_tok = _first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k") or 0
-    moe_inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
-    shared = _first(cfg, "n_shared_experts", "num_shared_experts") or 0
-    if experts and not shared and cfg.get("shared_expert_intermediate_size"):
-        shared = 1  # Qwen2-MoE: one shared expert of its own width
-        inter = cfg["shared_expert_intermediate_size"]
-    window = cfg.get("sliding_window")
-    window_layers = 0
-    if window and cfg.get("use_sliding_window", True) is not False:
-        if model_type.startswith("gemma2") or model_type.startswith("gemma3"):
-            window_layers = int(layers) // 2 if model_type.startswith("gemma2") else int(layers) * 5 // 6
-        elif model_type.startswith("qwen2"):
-            window_layers = 0  # Qwen2 ships sliding_window but use_sliding_window false by default
-        else:
-            window_layers = int(layers)
-    if not window_layers:
-        window = None
-    name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
-    extra = _mla_and_hybrid(cfg, int(layers))
-    if model_type in ENCODER_DECODER_TYPES:
-        extra.update(_t5_fields(cfg, int(layers), p))
-        gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
-    try:
-        arch = validate(ModelArch, dict(
-            id=name.split("/")[-1].lower() or "model-config",
-            name=name,
-            family=model_type,
-            layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
-            head_dim=extra.pop("head_dim", cfg.get("head_dim")), vocab=vocab,
-            # transformers' default is model-specific: Gemma and GPT-2 tie, Llama/Mistral/Qwen2 do not
-            tied_embeddings=bool(cfg.get("tie_word_embeddings",
-                                         model_type.startswith(("gemma", "gpt2")) or model_type in ENCODER_DECODER_TYPES)),
-            experts=int(experts) if per_tok else 0,
-            experts_per_token=int(per_tok) if experts else 0,
-            moe_intermediate=moe_inter if experts else None,
-            shared_experts=int(shared) if experts else 0,
-            max_position=_first(cfg, "max_position_embeddings", "n_positions", "seq_length"),
-            attention_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
-            gated_mlp=gated,
-            sliding_window=window, sliding_window_layers=window_layers,
-            post_norms=model_type.startswith(("gemma2", "gemma3")),
-            logit_softcap=cfg.get("final_logit_softcapping"),
-            attn_softcap=cfg.get("attn_logit_softcapping"),
-            attention="eager" if cfg.get("_attn_implementation") == "eager" or extra.get("decoder_layers") else "sdpa",
-            source=str(p), **extra,
-        ))
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        if not hasattr(exc, "errors"):
-            raise
-        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
-        raise _user_error(f"{p}: {bad}") from None
-    check_param_bounds(arch, str(p))
-    return arch
-
-
-#: Encoder-decoder model types read as the T5 shape (transformers' T5Config keys; T0/mT0/Flan-T5
-#: checkpoints declare t5 or mt5).
-ENCODER_DECODER_TYPES = ("t5", "mt5")
-
-
-def _t5_fields(cfg: dict, layers: int, p: Path) -> dict:
-    """ModelArch fields of a T5Config: ``num_decoder_layers`` defaults to ``num_layers``, heads are
-    ``num_heads`` of ``d_kv`` channels (independent of ``d_model``), and transformers runs T5's
-    attention eagerly (its relative-position bias is added to materialized scores)."""
-    dec = cfg.get("num_decoder_layers") or layers
-    if not _whole(dec):
-        raise _user_error(f"{p}: num_decoder_layers {dec!r}: not a positive whole number")
-    return dict(decoder_layers=int(dec), head_dim=cfg.get("d_kv"),
-                relative_attention_buckets=int(cfg.get("relative_attention_num_buckets") or 32))
-
-
-def _mla_and_hybrid(cfg: dict, layers: int) -> dict:
-    """ModelArch fields of multi-head latent attention (DeepSeek-V2/V3 keys) and hybrid attention
-    (``layer_types`` lists, or Qwen3-Next's ``full_attention_interval``)."""
-    out: dict = {}
-    if cfg.get("kv_lora_rank"):
-        rope = int(cfg.get("qk_rope_head_dim") or 0)
-        out = dict(kv_lora_rank=cfg["kv_lora_rank"], q_lora_rank=cfg.get("q_lora_rank") or 0,
-                   qk_rope_head_dim=rope, v_head_dim=cfg.get("v_head_dim"),
-                   head_dim=int(cfg.get("qk_nope_head_dim") or 0) + rope or None,
-                   first_dense_layers=int(cfg.get("first_k_dense_replace") or 0))
-        if cfg.get("n_shared_experts") and cfg.get("moe_intermediate_size"):
-            out["shared_intermediate"] = cfg["moe_intermediate_size"]
-    if cfg.get("linear_num_value_heads"):  # Gated DeltaNet: a k x v state per value head + conv window
-        kd, vd = int(cfg.get("linear_key_head_dim") or 0), int(cfg.get("linear_value_head_dim") or 0)
-        vh, kh = int(cfg["linear_num_value_heads"]), int(cfg.get("linear_num_key_heads") or 0)
-        conv = int(cfg.get("linear_conv_kernel_dim") or 0) * (2 * kh * kd + vh * vd)
-        out["linear_state_values"] = vh * kd * vd + conv
-    kinds = cfg.get("layer_types")
-    if isinstance(kinds, list) and any(str(k).startswith("linear") for k in kinds):
-        out["full_attention_layers"] = sum(1 for k in kinds if k == "full_attention") or None
-    elif _whole(cfg.get("full_attention_interval")):
-        out["full_attention_layers"] = layers // int(cfg["full_attention_interval"]) or None
-    return out
 
 
 def check_param_bounds(arch: ModelArch, shown: str) -> None:

@@ -33,8 +33,8 @@ from fleet_tui.core import caches
 from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
                                     OFFLOAD_TARGETS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS)
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.modelspec import (MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params,
-                                      load_model_config)
+from fleet_tui.core.modelconfig import load_model_config
+from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
 from fleet_tui.core.records import FORBID_EXTRA, Record, validate
 
 WorkloadKind = Literal[KINDS]
@@ -48,9 +48,11 @@ KVCacheDtype = Literal[KV_CACHE_DTYPES]
 Framework = Literal[FRAMEWORKS]
 OffloadTarget = Literal[OFFLOAD_TARGETS]
 
-#: Serving engine assumed when none is given (continuous batching, paged KV cache, CUDA graphs):
-#: the decode model before engines were named described exactly this class.
+#: Serving engine assumed when none is given for a decoder-only model (continuous batching, paged
+#: KV cache, CUDA graphs): the decode model before engines were named described exactly this class.
 DEFAULT_ENGINE = "vllm"
+#: ... and for an encoder-decoder (T5-family) model, which vLLM and SGLang do not serve.
+DEFAULT_ENCODER_DECODER_ENGINE = "hf"
 
 #: Sequence length assumed for a training workload given without one (memory and speed alike).
 DEFAULT_TRAIN_SEQ_LEN = 2048
@@ -91,7 +93,7 @@ class Workload(Record):
     sharding: Sharding = "data"
     serving: Serving = "interactive"
     # --- serving engine (inference): see fleet_tui.core.perf.engines ---
-    engine: Engine = DEFAULT_ENGINE
+    engine: Engine | None = None  # None: chosen by the model's shape (see default_engine)
     kv_cache_dtype: KVCacheDtype = "auto"  # auto = the compute dtype (16-bit for quantized weights)
     gpu_memory_utilization: UnitFraction | None = None  # None: the engine's default
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
@@ -112,6 +114,13 @@ class Workload(Record):
     def __post_init__(self) -> None:
         if self.model is None and self.params is None:
             raise ValueError("give a model or a parameter count")
+        if self.engine is None:
+            # a derived default, set once while the instance is built (frozen afterwards)
+            object.__setattr__(self, "engine", default_engine(self.model))
+        elif (self.model is not None and self.model.is_encoder_decoder
+              and self.engine not in ENCODER_DECODER_ENGINES):
+            raise ValueError(f"engine {self.engine} does not serve encoder-decoder models; "
+                             f"use one of {', '.join(ENCODER_DECODER_ENGINES)}")
         if self.target_len is not None and not (self.model is not None and self.model.is_encoder_decoder
                                                 and self.seq_len is not None):
             raise ValueError("target_len is the decoder length of an encoder-decoder model's training step "
@@ -174,6 +183,14 @@ class Workload(Record):
         data["model"] = self.model
         data.update(changes)
         return validate(Workload, data)
+
+
+def default_engine(model: ModelArch | None) -> str:
+    """The serving engine a workload gets when none is named: vLLM for decoder-only models,
+    Hugging Face for encoder-decoder ones (the one rule the API, the CLI and the builder share)."""
+    if model is not None and model.is_encoder_decoder:
+        return DEFAULT_ENCODER_DECODER_ENGINE
+    return DEFAULT_ENGINE
 
 
 _ARCH_FOR_PARAMS = caches.memo("workload.arch_for_params", 256)
@@ -425,15 +442,15 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
 #: Serving engines that run T5-family encoder-decoder models: TensorRT-LLM (its enc_dec examples build
 #: T5, Flan-T5 and BART engines) and Hugging Face; vLLM and SGLang serve decoder-only models.
 ENCODER_DECODER_ENGINES = ("hf", "trtllm")
-#: Training stacks with T5 support: Transformers + PEFT; torchtune's and Unsloth's model builders are
-#: decoder-only.
-ENCODER_DECODER_FRAMEWORKS = ("hf",)
+#: Training stacks with T5 support: Transformers + PEFT (alone or under DeepSpeed); torchtune's and
+#: Unsloth's model builders are decoder-only.
+ENCODER_DECODER_FRAMEWORKS = ("hf", "deepspeed")
 
 
 def _encoder_decoder_fields(d: dict, kw: dict) -> None:
     """The encoder-decoder rules: ``target_len`` only for such a model (and not with generation,
-    whose decoder length is ``gen_len``), the engines and stacks that run it, and ``hf`` as the
-    default engine (vLLM, the default for decoder-only models, does not serve T5)."""
+    whose decoder length is ``gen_len``), the engines and stacks that run it. The default engine
+    (``hf`` for such a model) is :func:`default_engine`'s, applied by :class:`Workload` itself."""
     model = kw.get("model")
     name = escape_braces(model.name or model.id) if model is not None else "this model"
     if model is None or not model.is_encoder_decoder:
@@ -448,8 +465,6 @@ def _encoder_decoder_fields(d: dict, kw: dict) -> None:
     if engine is not None and engine not in ENCODER_DECODER_ENGINES:
         raise FieldError("engine", f"{{engine}} {engine} does not serve encoder-decoder models like {name}; "
                          f"use one of {', '.join(ENCODER_DECODER_ENGINES)}")
-    if engine is None and kw["kind"] == "inference":
-        kw["engine"] = "hf"
     framework = kw.get("framework")
     if framework is not None and framework not in ENCODER_DECODER_FRAMEWORKS:
         raise FieldError("framework", f"{{framework}} {framework} has no encoder-decoder models; {name} trains "

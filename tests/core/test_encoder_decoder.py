@@ -8,7 +8,8 @@ import pytest
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.footprint import lora_params
-from fleet_tui.core.modelspec import load_model_config, param_count, param_counts
+from fleet_tui.core.modelconfig import load_model_config
+from fleet_tui.core.modelspec import param_count, param_counts
 from fleet_tui.core.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,6 +186,22 @@ def test_core_refuses_target_len_for_a_decoder_only_model(cat):
         from fleet_tui.core.workload import parse_workload
         parse_workload({"model": "llama-3.1-8b", "seq_len": 512, "target_len": 64}, cat)
 
+
+
+def test_the_default_engine_follows_the_model_shape_in_the_api_and_the_parser_alike(cat):
+    from fleet_tui.core.sizing import kv_capacity
+    from fleet_tui.core.workload import parse_workload
+
+    built = Workload(kind="inference", model=cat.model("flan-t5-xl"), prompt_len=512, gen_len=64)
+    parsed = parse_workload({"model": "flan-t5-xl", "prompt_len": 512, "gen_len": 64}, cat)
+    assert built.engine == parsed.engine == "hf"  # vLLM does not serve T5
+    assert built.derive(batch=4).engine == "hf"
+    assert Workload(kind="inference", model=cat.model("llama-3.1-8b"), prompt_len=512, gen_len=64).engine == "vllm"
+    assert Workload(kind="inference", params=7_000_000_000, prompt_len=512, gen_len=64).engine == "vllm"
+    with pytest.raises(ValueError, match="engine vllm does not serve encoder-decoder"):
+        Workload(kind="inference", model=cat.model("flan-t5-xl"), engine="vllm", prompt_len=512, gen_len=64)
+    # hf keeps no KV pool: the capacity shown is a serving engine's that runs T5 (not vLLM's)
+    assert kv_capacity(built, cat.accelerator("A100-80GB")).tokens > 0
 
 # --- the published measurements -------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ else:  # pragma: no cover - Python 3.10
 import pytest
 
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.modelspec import (ModelArch, active_param_count, arch_for_params, load_model_config,
-                                      param_count, param_counts)
+from fleet_tui.core.modelconfig import load_model_config
+from fleet_tui.core.modelspec import ModelArch, active_param_count, arch_for_params, param_count, param_counts
 from fleet_tui.core.workload import parse_params
 
 ROOT = Path(__file__).resolve().parents[2]

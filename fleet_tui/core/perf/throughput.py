@@ -26,7 +26,8 @@ ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
 #: training stack named in the speed line per ``--framework`` (the speed model is the same roofline;
 #: only hf was measured, tests/fixtures/h200)
 TRAINING_STACKS = {"hf": ENGINE_TRAINING, "torchtune": "torchtune (PyTorch, bf16, FSDP2 on several GPUs)",
-                   "unsloth": "Unsloth (fused Triton kernels)"}
+                   "unsloth": "Unsloth (fused Triton kernels)",
+                   "deepspeed": "PyTorch + Hugging Face Transformers under DeepSpeed ZeRO"}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]

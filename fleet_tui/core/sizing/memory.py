@@ -23,7 +23,8 @@ largest of a few *phases*, each a sum of named components (all per GPU):
   activation checkpointing only each layer's input is kept.
 
 Sharding: ``data`` replicates everything and splits the global batch; ``fsdp`` (ZeRO-3) also divides
-weights, gradients and optimizer states by the GPU count and adds the gathered weights of two layers;
+weights, gradients and optimizer states by the GPU count and adds the gathered weights of two layers
+(``--framework deepspeed``: DeepSpeed ZeRO-3's live-parameter budget and gradient bucket, :mod:`.zero3`);
 ``tensor`` divides weights, activations, logits (vocab-parallel) and KV heads (at least one per GPU).
 More than one GPU adds NCCL buffers (and DDP's gradient buckets for ``data`` training).
 
@@ -62,6 +63,7 @@ from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_
                                                residual_bytes, stack_activations)
 from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
                                           loss_bytes_per_vocab_token)
+from fleet_tui.core.sizing.zero3 import zero3_footprint
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 
@@ -72,14 +74,14 @@ COMPONENT_ORDER = (
 )
 COMPONENT_HELP = {
     "weights": "model parameters as stored (quantized formats include their scales)",
-    "weight_copies": "16-bit weight copies: AMP autocast cache, FSDP gathered layers, QLoRA dequant",
+    "weight_copies": "weight copies: AMP autocast cache, FSDP/ZeRO-3 gathered weights, QLoRA dequant",
     "gradients": "parameter gradients (trainable parameters only)",
     "optimizer_states": "optimizer moments (AdamW m and v, 8-bit states, momentum, factored v)",
     "activations": "tensors kept for backward (training) or live layer transients (inference)",
     "logits": "vocabulary-sized outputs; training adds the fp32 loss path",
     "kv_cache": "attention keys and values of every layer (GQA-aware; MoE experts do not add KV)",
     "workspace": "cuBLAS workspace and other kernel scratch",
-    "comm_buffers": "NCCL buffers and DDP gradient buckets (more than one GPU)",
+    "comm_buffers": "NCCL buffers, DDP/ZeRO gradient buckets",
     "allocator_slack": "PyTorch caching allocator: freed blocks kept reserved (fragmentation)",
     "runtime_kernels": "kernel images and library handles loaded while running",
     "cuda_context": "the process' CUDA context",
@@ -162,6 +164,15 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else 2
         fsdp_gather = (2 * layer_params * gathered / tp
                        + (pc.embedding if w.is_training else 0) * 2 / (shard * split))
+    zero3 = None
+    if w.framework == "deepspeed" and w.is_training and (shard > 1 or "params" in w.offload):
+        # DeepSpeed's coordinator, not FSDP's two layers: its live-parameter budget (see .zero3)
+        gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else (4.0 if w.precision == "fp32" else 2.0)
+        adapters_b = lora_params(arch, w) * adapter_bytes(w) if w.is_adapter else 0.0
+        zero3 = zero3_footprint(w, pc, tp, gathered, adapter_bytes(w) if w.is_adapter else gathered,
+                                pc.norms * gathered + adapters_b)
+        fsdp_gather = zero3.gathered_bytes
+        assumptions.append(zero3.note)
     phases: list[_Phase] = []
 
     if not w.is_training:
@@ -301,7 +312,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                           layer_weights=(pc.attention_per_layer + pc.mlp_per_layer)
                                           * cal.WEIGHT_BYTES.get(w.precision, 2.0) / tp,
                                           layer_acts=stacks.widest_layer * fused, largest_grad=(pc.lm_head or pc.embedding)
-                                          * (4.0 if amp else float(act)) / (tp * shard)))
+                                          * (4.0 if amp else float(act)) / (tp * shard),
+                                          persistent=zero3.persistent_bytes if zero3 else 0.0))
         weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts
         assumptions.extend(stack.notes)
         ddp = grads if (lay.zero < 2 and dp > 1 and not w.is_adapter) else 0.0
@@ -318,7 +330,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                 "activations": acts * 0.5 + 2 * recompute}))
         if not w.optimizer_in_backward:
             phases.append(_Phase("optimizer step", {**base, "gradients": grads, "weight_copies": 0.0}))
-        comm += ddp
+        comm += ddp + (zero3.reduce_bucket_bytes if zero3 else 0.0)
         persistent_keys = ("weights", "optimizer_states", "gradients")
         if w.grad_checkpointing:
             assumptions.append("activation checkpointing: each decoder layer's input kept, the layer "

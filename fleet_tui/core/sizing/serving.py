@@ -48,7 +48,10 @@ def kv_capacity(workload: Workload, accelerator: Accelerator, gpus: int | None =
     Data-parallel replicas add up; tensor parallel splits KV heads across GPUs.
     """
     n = int(gpus or workload.gpus)
-    w = workload if workload.engine != "hf" else workload.derive(engine="vllm")
+    # hf keeps no KV pool: show the pool of a serving engine that runs the model (vLLM; TensorRT-LLM
+    # for an encoder-decoder model, which vLLM does not serve)
+    pool_engine = "trtllm" if workload.arch.is_encoder_decoder else "vllm"
+    w = workload if workload.engine != "hf" else workload.derive(engine=pool_engine)
     dp, tp, _ = parallel_split(w if w.sharding != "fsdp" else w.derive(sharding="data"), n)
     seq = serving_sequence_tokens(w)
     pool = kv_pool(w, accelerator, n, seq)

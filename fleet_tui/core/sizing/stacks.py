@@ -17,7 +17,9 @@ activation checkpointing on, FSDP2 across several GPUs. The switches apply to ei
   activation offload), two layers' worth stay on the GPU; ``optimizer`` — optimizer states and the
   update on the CPU (DeepSpeed ZeRO-Offload, torchtune ``fsdp_cpu_offload`` with a fused CPU step),
   gradients stream to the CPU bucket by bucket; ``params`` — parameters live in CPU memory and two
-  layers at a time are on the GPU (FSDP ``CPUOffload(offload_params=True)``, ZeRO-Infinity).
+  layers at a time are on the GPU (FSDP ``CPUOffload(offload_params=True)``); under
+  ``--framework deepspeed`` (ZeRO-3 ``offload_param``) only the persistent small parameters stay and
+  the gathered ones follow DeepSpeed's live-parameter budget (:mod:`.zero3`).
 * ``compile``: ``torch.compile`` fuses the norms, rotary, SwiGLU and residual adds, so their
   intermediates are not saved: :data:`COMPILE_ACTIVATION_FACTOR` of the eager per-layer activations.
 * ``selective_checkpointing``: every other layer checkpointed (torchtune ``ac_mode: selective``,
@@ -32,6 +34,7 @@ that never stores the logits.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from fleet_tui.core import calibration as cal
@@ -87,6 +90,7 @@ class StackTerms:
     layer_weights: float = 0.0  # one decoder layer's weights on this GPU
     layer_acts: float = 0.0  # one decoder layer's saved activations on this GPU
     largest_grad: float = 0.0  # the biggest single gradient tensor on this GPU
+    persistent: float = 0.0  # DeepSpeed: parameters never partitioned (left when params are offloaded)
     notes: tuple[str, ...] = ()
 
 
@@ -106,7 +110,10 @@ def apply_stack(w: Workload, t: StackTerms) -> StackTerms:
         opt = 0.0
         grads = min(grads, t.largest_grad)
         notes.append("optimizer states and step on the CPU; gradients streamed to CPU memory")
-    if "params" in w.offload:
+    if "params" in w.offload and w.framework == "deepspeed":
+        weights = min(weights, t.persistent)  # what is gathered is counted by .zero3
+        notes.append("parameters in CPU memory (ZeRO-3 offload_param), gathered to the GPU as modules run")
+    elif "params" in w.offload:
         weights = min(weights, OFFLOAD_LAYERS_ON_GPU * t.layer_weights)
         notes.append("parameters in CPU memory, two layers at a time on the GPU")
     if "activations" in w.offload:
@@ -115,4 +122,4 @@ def apply_stack(w: Workload, t: StackTerms) -> StackTerms:
     if w.compile:
         notes.append(f"torch.compile: fused elementwise ops save {1 - COMPILE_ACTIVATION_FACTOR:.0%} "
                      "fewer activations")
-    return StackTerms(weights, grads, opt, acts, t.layer_weights, t.layer_acts, t.largest_grad, tuple(notes))
+    return dataclasses.replace(t, weights=weights, grads=grads, opt=opt, acts=acts, notes=tuple(notes))
