@@ -63,16 +63,16 @@ def test_finetune_memory_holdout_median_within_10_percent(results):
     assert median <= 0.10, f"holdout median {median:.1%}"
 
 
-@pytest.mark.xfail(strict=True, reason="3 holdout rows; since the hybrid-attention row became expressible "
-                   "(+49 %: the tool leaves ~1.9 GiB/GPU more for the pool than vLLM did) the median is 20 %")
-def test_kv_capacity_holdout_median_within_15_percent(results):
-    _, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
-    assert median <= 0.15, f"holdout median {median:.1%}"
+def test_kv_capacity_holdout_median_within_10_percent(results):
+    """Issue 9's bar for vLLM KV capacity (memory: <= 10 % median error), on 9 holdout rows."""
+    n, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
+    assert n >= 9
+    assert median <= 0.10, f"holdout median {median:.1%}"
 
 
 def test_kv_capacity_holdout_does_not_get_worse(results):
     _, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
-    assert median <= 0.21, f"holdout median {median:.1%} (20.3 % with the hybrid row, 10.3 % without it)"
+    assert median <= 0.06, f"holdout median {median:.1%} (3.7 % after the profile-run model, 26 rows)"
 
 
 def test_serving_throughput_holdout_median_within_15_percent(results):
