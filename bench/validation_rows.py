@@ -43,7 +43,7 @@ EXTRA_MODELS = {
         source="https://huggingface.co/deepseek-ai/DeepSeek-R1-Distill-Qwen-14B/blob/main/config.json"),
     "deepseek-coder-6.7b-instruct": ModelArch(
         id="deepseek-coder-6.7b-instruct", name="deepseek-coder-6.7b-instruct", layers=32, hidden=4096,
-        intermediate=11008, heads=32, kv_heads=32, vocab=32256,
+        intermediate=11008, heads=32, kv_heads=32, vocab=32256, max_position=16384,
         source="https://huggingface.co/deepseek-ai/deepseek-coder-6.7b-instruct/blob/main/config.json"),
     # hybrid attention: the shape of Qwen3.5-27B as THUDM/slime's Megatron arguments give it
     # (scripts/models/qwen3.5-27B.sh: 64 layers, hidden 5120, FFN 17408, 24 heads, 4 query groups of
@@ -236,6 +236,8 @@ def predict_kv(r: dict) -> Result:
     util = util if isinstance(util, (int, float)) else None
     chunk = r.get("max_num_batched_tokens")
     max_len = r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None
+    if max_len is None and r["engine"] == "vllm" and "V0" in str(r.get("engine_version")):
+        max_len = arch.max_position  # vLLM's default max_model_len: the model's context
     if chunk is None and max_len and r["engine"] == "vllm" and "V0" in str(r.get("engine_version")):
         # vLLM V0 profiles one max_model_len sequence; from the autumn-2024 releases on, its
         # EngineArgs turn chunked prefill on (512-token chunks) when max_model_len > 32K
@@ -246,7 +248,8 @@ def predict_kv(r: dict) -> Result:
     w = Workload(kind="inference", model=arch, precision=precision_of(r.get("weight_precision", ""), r["model"]),
                  gpus=tp, sharding="tensor" if tp > 1 else "data", engine=r["engine"],
                  kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")), gpu_memory_utilization=util,
-                 max_num_batched_tokens=min(int(chunk), 10_000_000) if chunk else None)
+                 max_num_batched_tokens=min(int(chunk), 10_000_000) if chunk else None,
+                 max_num_seqs=r.get("max_num_seqs"))
     pool = kv_pool(w, acc, tp, max_len or 4096)
     if r.get("kv_tokens"):
         pred = float(pool.tokens)

@@ -62,7 +62,8 @@ _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "se
                                      "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
-                                     "max_num_batched_tokens", "expert_parallel", "framework", "chunked_loss",
+                                     "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "framework",
+                                     "chunked_loss",
                                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing",
                                      "tp", "pp", "zero", "micro_batch")
 
@@ -97,6 +98,7 @@ class Workload(Record):
     kv_cache_dtype: KVCacheDtype = "auto"  # auto = the compute dtype (16-bit for quantized weights)
     gpu_memory_utilization: UnitFraction | None = None  # None: the engine's default
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
+    max_num_seqs: PositiveInt | None = None  # None: the engine's default cap on sequences in flight
     expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
     # --- training stack: see fleet_tui.core.sizing.stacks ---
     framework: Framework = "hf"
@@ -376,7 +378,7 @@ def _serving_fields(d: dict, training: bool) -> dict:
     """The serving engine and its knobs (inference only)."""
     kw: dict = {}
     given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
-                         "expert_parallel") if d.get(f) not in (None, "", False)]
+                         "max_num_seqs", "expert_parallel") if d.get(f) not in (None, "", False)]
     if training and given:
         raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
                          "inference")
@@ -399,10 +401,13 @@ def _serving_fields(d: dict, training: bool) -> dict:
     chunk = parse_count(d.get("max_num_batched_tokens"), "max_num_batched_tokens", 16, MAX_TOKENS)
     if chunk is not None:
         kw["max_num_batched_tokens"] = chunk
+    seqs = parse_count(d.get("max_num_seqs"), "max_num_seqs", 1, MAX_TOKENS)
+    if seqs is not None:
+        kw["max_num_seqs"] = seqs
     if d.get("expert_parallel"):
         kw["expert_parallel"] = True
     if kw.get("engine") == "hf":
-        for f in ("gpu_memory_utilization", "max_num_batched_tokens", "expert_parallel"):
+        for f in ("gpu_memory_utilization", "max_num_batched_tokens", "max_num_seqs", "expert_parallel"):
             if f in kw:
                 raise FieldError(f, f"{{{f}}} is a knob of vllm, sglang and trtllm; {{engine}} hf has none")
     return kw

@@ -64,9 +64,10 @@ import math
 from dataclasses import dataclass, field
 
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, parallel_split,
-                                      sequence_state_bytes, weight_bytes)
+from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, parallel_split, sequence_state_bytes,
+                                      weight_bytes)
 from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.perf.profile_run import profile_peak_bytes
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -86,8 +87,8 @@ class EngineProfile:
     reserve_full_sequence: bool  # KV reserved for input+output at admission (no eviction)
     cuda_graph_bytes: int  # memory CUDA graphs capture per GPU
     #: extra memory per GPU the engine keeps outside the KV pool once tensor parallel (worker
-    #: processes' own CUDA contexts and allocator pools, custom all-reduce IPC buffers, logits
-    #: gathered for the sampler); fitted on the tune TP rows of kv_capacity.toml
+    #: processes' own CUDA contexts and allocator pools, custom all-reduce IPC buffers); fitted on
+    #: the tune TP rows of kv_capacity.toml (bench/fit_kv.py)
     tp_reserve_bytes: int
     #: fraction of the dense datasheet peak the engine's GEMMs reach, by architecture prefix and
     #: precision family ("16" = bf16/fp16, "8" = fp8, "4" = fp4)
@@ -116,17 +117,19 @@ ENGINES: dict[str, EngineProfile] = {
     "vllm": EngineProfile(
         id="vllm", label="vLLM (continuous batching, paged KV cache, CUDA graphs)", batching="continuous",
         memory_rule="total", memory_utilization=0.90, batched_tokens=8192, max_seqs=256,
-        reserve_full_sequence=False, cuda_graph_bytes=0, tp_reserve_bytes=int(4.9 * cal.GiB),
+        reserve_full_sequence=False, cuda_graph_bytes=0, tp_reserve_bytes=int(3.8 * cal.GiB),
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=2.0e-3, seq_overhead_s=1e-5,
         sources=("vLLM EngineArgs defaults: gpu_memory_utilization 0.9, max_num_seqs 256, chunked-prefill "
                  "max_num_batched_tokens 8192 (docs.vllm.ai, engine arguments)",
-                 "tensor parallel: 405B TP8 (i6746) keeps ~3.7 GiB/GPU and Qwen3-235B TP4 (i21348) ~6 GiB/GPU "
-                 "more outside the pool than the TP1 budget explains: 4.9 GiB per GPU (the issue's '~10 GiB "
-                 "too generous' included the comm buffers and activations counted separately)",
-                 "vLLM (V0) captures CUDA graphs after sizing the KV pool: graphs are not in its budget",
-                 "vLLM worker profile run: KV = utilization x total - weights - peak activations - non-torch "
-                 "(kv_capacity.toml tune rows, logged 'Memory profiling results')")),
+                 "tensor parallel on NVLink: 3.8 GiB per GPU outside the pool beyond NCCL's buffers, fitted "
+                 "with profile_run.SAMPLER_COPIES by bench/fit_kv.py on the tune rows of kv_capacity.toml "
+                 "(was 4.9 GiB from two rows, 405B TP8 and Qwen3-235B TP4; the vllm 0.19 Llama/Qwen TP2-4 "
+                 "rows keep ~2.1 GiB, the 2023-24 releases more)",
+                 "vLLM (V0, V1 through 0.19) captures CUDA graphs after sizing the KV pool: not in its budget",
+                 "vLLM worker profile run: KV = utilization x total - weights - non-torch - the profile's "
+                 "peak, the wider of the forward over max_num_batched_tokens and the sampler over "
+                 "max_num_seqs (fleet_tui/core/perf/profile_run.py)")),
     "trtllm": EngineProfile(
         id="trtllm", label="TensorRT-LLM (in-flight batching, paged KV cache, CUDA graphs)",
         batching="continuous", memory_rule="free", memory_utilization=0.90, batched_tokens=8192,
@@ -256,10 +259,10 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
     # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
     fabric = (tp > 1 or expert_parallel(w, gpus)) and link_kind(acc) == "fabric"
     non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if fabric else 0)
-    # the profile run reads PyTorch's *allocated* peak (torch.cuda.max_memory_allocated), so the
-    # caching allocator's slack is not charged (it is in the H200 NVML figures, not here)
-    activation = (forward_transient(arch, chunk, act, tp)
-                  + SAMPLER_COPIES * min(e.max_seqs, 256) * arch.vocab * 4 / tp + cal.CUBLAS_WORKSPACE_BYTES)
+    # seqs: the engines' own caps above 256 (TensorRT-LLM, SGLang: 1024) are admission limits, not
+    # what their start-up profile samples
+    seqs = w.max_num_seqs or min(e.max_seqs, 256)
+    activation = profile_peak_bytes(arch, act, chunk, seqs, tp)
     total = acc.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION
     parts = {"weights": weights, "non_torch": non_torch, "activation_peak": activation,
              "cuda_graphs": float(e.cuda_graph_bytes)}
@@ -329,9 +332,6 @@ def decode_step_s(memory_s: float, compute_s: float) -> float:
     """Time of one decode step's streaming and math (before fixed overheads and collectives)."""
     return (memory_s ** ROOF_P + compute_s ** ROOF_P) ** (1 / ROOF_P)
 
-#: fp32 logits, probabilities and log-probabilities of the sampled sequences (vLLM's sampler)
-SAMPLER_COPIES = 3
-
 
 @dataclass(frozen=True, slots=True)
 class ServingSpeed:
@@ -375,7 +375,8 @@ def serving_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     if pool.bytes_per_token:  # a hybrid model's fixed linear-attention state, in tokens' worth of pool
         held += sequence_state_bytes(arch, w, tp) / pool.bytes_per_token
     fits = int(pool.tokens // max(1.0, held)) if e.memory_rule != "dynamic" else (concurrency or w.batch)
-    cap = min(e.max_seqs, concurrency) if concurrency else e.max_seqs
+    max_seqs = w.max_num_seqs or e.max_seqs
+    cap = min(max_seqs, concurrency) if concurrency else max_seqs
     b = max(0, min(fits, cap))
     rate, rate_note = gemm_rate(e, acc, w.precision if w.kind != "qlora" else "bf16")
     if rate_note:

@@ -20,16 +20,6 @@ class KVCapacity:
     sequence_tokens: int = 0
 
 
-#: vLLM's default share of device memory an engine may take (gpu_memory_utilization).
-SERVING_MEMORY_UTILIZATION = 0.9
-#: Tokens in one profiling/prefill chunk of a serving engine (vLLM max_num_batched_tokens class).
-SERVING_CHUNK_TOKENS = 8192
-#: Sequences sampled at once (vLLM max_num_seqs default 256): their fp32 logits, with the sampler's
-#: probability and log-probability copies (3 vocab-sized fp32 tensors per sequence).
-SERVING_MAX_SEQS = 256
-SERVING_SAMPLER_COPIES = 3
-
-
 def serving_sequence_tokens(w: Workload) -> int:
     if w.prompt_len is not None:
         return w.prompt_len + (w.gen_len or 0)
