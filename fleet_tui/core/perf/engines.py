@@ -67,7 +67,7 @@ from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, parallel_split, sequence_state_bytes,
                                       weight_bytes)
 from fleet_tui.core.modelspec import param_counts
-from fleet_tui.core.perf.profile_run import profile_peak_bytes
+from fleet_tui.core.perf.profile_run import profile_peak_bytes, static_buffers_bytes
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -86,6 +86,9 @@ class EngineProfile:
     max_seqs: int  # default cap on sequences in flight
     reserve_full_sequence: bool  # KV reserved for input+output at admission (no eviction)
     cuda_graph_bytes: int  # memory CUDA graphs capture per GPU
+    #: sizes its pool after a profile run whose forward is freed before the sampler runs (vLLM:
+    #: perf/profile_run.py); otherwise its activation and logits buffers coexist
+    profiles_peak: bool
     #: extra memory per GPU the engine keeps outside the KV pool once tensor parallel (worker
     #: processes' own CUDA contexts and allocator pools, custom all-reduce IPC buffers); fitted on
     #: the tune TP rows of kv_capacity.toml (bench/fit_kv.py)
@@ -117,7 +120,7 @@ ENGINES: dict[str, EngineProfile] = {
     "vllm": EngineProfile(
         id="vllm", label="vLLM (continuous batching, paged KV cache, CUDA graphs)", batching="continuous",
         memory_rule="total", memory_utilization=0.90, batched_tokens=8192, max_seqs=256,
-        reserve_full_sequence=False, cuda_graph_bytes=0, tp_reserve_bytes=int(3.8 * cal.GiB),
+        reserve_full_sequence=False, cuda_graph_bytes=0, profiles_peak=True, tp_reserve_bytes=int(3.8 * cal.GiB),
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=2.0e-3, seq_overhead_s=1e-5,
         sources=("vLLM EngineArgs defaults: gpu_memory_utilization 0.9, max_num_seqs 256, chunked-prefill "
@@ -133,7 +136,7 @@ ENGINES: dict[str, EngineProfile] = {
     "trtllm": EngineProfile(
         id="trtllm", label="TensorRT-LLM (in-flight batching, paged KV cache, CUDA graphs)",
         batching="continuous", memory_rule="free", memory_utilization=0.90, batched_tokens=8192,
-        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), tp_reserve_bytes=0,
+        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False, tp_reserve_bytes=0,
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=1.0e-3, seq_overhead_s=1e-5,
         sources=("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9; scheduler policy "
@@ -141,7 +144,7 @@ ENGINES: dict[str, EngineProfile] = {
     "sglang": EngineProfile(
         id="sglang", label="SGLang (continuous batching, radix KV cache, CUDA graphs)", batching="continuous",
         memory_rule="total", memory_utilization=0.88, batched_tokens=8192, max_seqs=1024,
-        reserve_full_sequence=False, cuda_graph_bytes=int(0.5 * cal.GiB), tp_reserve_bytes=0,
+        reserve_full_sequence=False, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False, tp_reserve_bytes=0,
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=2.0e-3, seq_overhead_s=1e-5,
         sources=("SGLang server args: mem_fraction_static ~0.88 on 80 GB GPUs (set from GPU memory), "
@@ -149,7 +152,7 @@ ENGINES: dict[str, EngineProfile] = {
     "hf": EngineProfile(
         id="hf", label="Hugging Face generate (static batch, dynamic cache, eager launches)", batching="static",
         memory_rule="dynamic", memory_utilization=1.0, batched_tokens=0, max_seqs=1 << 30,
-        reserve_full_sequence=True, cuda_graph_bytes=0, tp_reserve_bytes=0,
+        reserve_full_sequence=True, cuda_graph_bytes=0, profiles_peak=False, tp_reserve_bytes=0,
         gemm_efficiency={k: {p: e * 0.74 for p, e in v.items()} for k, v in _GEMM_DEFAULT.items()},
         moe_prefill_efficiency=0.5, decode_bandwidth_efficiency=0.12, step_overhead_s=0.0,
         seq_overhead_s=0.0,
@@ -262,7 +265,7 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
     # seqs: the engines' own caps above 256 (TensorRT-LLM, SGLang: 1024) are admission limits, not
     # what their start-up profile samples
     seqs = w.max_num_seqs or min(e.max_seqs, 256)
-    activation = profile_peak_bytes(arch, act, chunk, seqs, tp)
+    activation = (profile_peak_bytes if e.profiles_peak else static_buffers_bytes)(arch, act, chunk, seqs, tp)
     total = acc.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION
     parts = {"weights": weights, "non_torch": non_torch, "activation_peak": activation,
              "cuda_graphs": float(e.cuda_graph_bytes)}

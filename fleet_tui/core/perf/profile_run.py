@@ -19,6 +19,10 @@ before the sampler runs.
   tensor parallelism: llm-d-planner's vllm 0.19 sweep logs the same activation peak at TP 1, 2 and 4
   (1.89 GiB for Llama-3.1-8B, 2.21 GiB for Qwen2.5-7B, 1024 sequences).
 
+Engines that allocate their activation workspace and logits buffers statically (TensorRT-LLM) or
+per request (Hugging Face) hold both at once: :func:`static_buffers_bytes`, the charge the serving
+fit was made with, not re-derived in this pass.
+
 CUDA graphs are captured after the pool is sized through vllm 0.19 (its log: "In v0.19, CUDA graph
 memory profiling will be enabled by default"), so they are not in this budget.
 """
@@ -46,3 +50,14 @@ def profile_peak_bytes(arch: ModelArch, act_bytes: int, chunk_tokens: int, seqs:
     ``chunk_tokens`` and the sampler over ``seqs`` sequences, plus cuBLAS's workspace."""
     forward = forward_transient(arch, chunk_tokens, act_bytes, tp)
     return max(forward, sampler_peak_bytes(arch, seqs)) + cal.CUBLAS_WORKSPACE_BYTES
+
+
+#: fp32 logits, probabilities and log-probabilities per sequence in engines whose buffers coexist
+#: with the forward's (the serving fit's charge, kept: bench/fit_serving.py)
+STATIC_LOGIT_COPIES = 3
+
+
+def static_buffers_bytes(arch: ModelArch, act_bytes: int, chunk_tokens: int, seqs: int, tp: int) -> float:
+    """Activation workspace plus logits buffers of an engine that holds both at once, per tensor rank."""
+    return (forward_transient(arch, chunk_tokens, act_bytes, tp) + STATIC_LOGIT_COPIES * seqs * arch.vocab * 4 / tp
+            + cal.CUBLAS_WORKSPACE_BYTES)
