@@ -64,15 +64,15 @@ def test_finetune_memory_holdout_median_within_10_percent(results):
 
 
 def test_kv_capacity_holdout_median_within_10_percent(results):
-    """Issue 9's bar for vLLM KV capacity (memory: <= 10 % median error), on 9 holdout rows."""
+    """Issue 9's bar for vLLM KV capacity (memory: <= 10 % median error), on 8 holdout rows."""
     n, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
-    assert n >= 9
+    assert n >= 8
     assert median <= 0.10, f"holdout median {median:.1%}"
 
 
 def test_kv_capacity_holdout_does_not_get_worse(results):
     _, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
-    assert median <= 0.06, f"holdout median {median:.1%} (3.7 % after the profile-run model, 26 rows)"
+    assert median <= 0.06, f"holdout median {median:.1%} (5.5 % after the profile-run model, 26 rows)"
 
 
 def test_serving_throughput_holdout_median_within_15_percent(results):
