@@ -80,6 +80,8 @@ def make_source(spec: str, interval_s: float):
             text = str(exc)
             raise UserError(redact(text if text.startswith("--source")
                                   else f"--source {spec}: {text}")) from None
+    if parsed.kind == "sim":  # simulated time runs at the monitor's interval, as in `monitor`
+        return open_source(spec, interval_s=interval_s)
     return open_source(spec)
 
 

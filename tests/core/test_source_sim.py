@@ -50,3 +50,12 @@ async def test_devices_cycle_through_every_behaviour_with_matching_signals():
     growth = [s.devices[0].mem_used_bytes for s in snaps if s.devices[0].phase == "memory_growth"]
     assert growth == sorted(growth) and growth[-1] > growth[0]
     assert seen["healthy_compute"].processes and seen["healthy_compute"].processes[0].user == "sim"
+
+
+async def test_simulated_time_follows_a_changed_interval_without_a_jump():
+    src = SimSource(n=1, interval_s=1.0, start_time=100.0)
+    first = [s.timestamp for s in await _run(src, 3)]
+    src.set_interval(0.25)
+    after = [s.timestamp for s in await _run(src, 3)]
+    assert first == [100.0, 101.0, 102.0]
+    assert after == [103.0, 103.25, 103.5]

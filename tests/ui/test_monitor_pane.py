@@ -57,6 +57,19 @@ async def test_pause_interval_and_focus(make_app):
         await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 2, "all cards back")
 
 
+async def test_simulated_time_runs_at_the_apps_interval(make_app):
+    """--source sim:N --interval 0.25: readings 0.25 s apart in simulated time, as in `monitor`
+    (the app's simulator once ran at its default 1 s a reading whatever the interval, so its
+    clock ran four times faster than the wall's and every 5 s window held 5 readings, not 20)."""
+    app = make_app(source="sim:1", interval=0.25)
+    stamps = []
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.monitor.engine is not None, "engine")
+        app.monitor.engine.subscribe(lambda tick: stamps.append(tick.snapshot.timestamp))
+        await wait_for(pilot, lambda: len(stamps) >= 3, "three readings")
+    assert [round(b - a, 6) for a, b in zip(stamps, stamps[1:])][:2] == [0.25, 0.25]
+
+
 async def test_hidden_pane_does_not_draw_and_catches_up(make_app):
     app = make_app(source="sim:2", interval=0.25)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -227,6 +227,9 @@ class MonitorEngine:
         check_interval(seconds, self.min_interval_s)
         self.interval_s = float(seconds)
         self.history.set_interval(self.interval_s)
+        follow = getattr(self.source, "set_interval", None)  # a simulator's clock
+        if follow is not None:
+            follow(self.interval_s)
         self._wake.set()  # re-plan the current sleep
 
     def set_focus(self, device_key: str | None) -> None:

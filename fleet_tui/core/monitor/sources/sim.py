@@ -99,6 +99,14 @@ class SimSource(Source):
         self._tick += 1
         return snap
 
+    def set_interval(self, seconds: float) -> None:
+        """Simulated time follows the monitor's interval: the engine calls this when the user
+        changes it, and time goes on from the next reading without a jump."""
+        if self._start_time is not None:
+            next_ts = self._start_time + self._tick * self.interval_s
+            self._start_time = next_ts - self._tick * seconds
+        self.interval_s = float(seconds)
+
     def behaviour_of(self, index: int, tick: int) -> str:
         slot = tick // self.phase_ticks + index + self.seed
         return BEHAVIOURS[slot % len(BEHAVIOURS)]
