@@ -292,6 +292,71 @@ async def test_live_text_shows_what_a_static_shows_and_repaints_only_changed_lin
             plain.render_lines(plain.size.region))
 
 
+async def test_a_line_that_keeps_its_shape_is_drawn_as_textual_draws_it():
+    """LiveText reuses the cuts and styles of a line whose shape (span positions and styles,
+    length, width) is unchanged and slices the new text into them: a ticking number must still
+    draw exactly what a Static draws, selection offsets included, without Textual's to_strip."""
+    import random
+
+    from textual.app import App
+    from textual.content import _FormattedLine
+    from textual.widgets import Static
+
+    from fleet_tui.ui.widgets.text import LiveText, update_text
+
+    class TextApp(App):
+        CSS = "Static { width: 40; padding: 0 1; }"
+
+        def compose(self):
+            yield Static(id="plain")
+            yield LiveText(id="live")
+
+    rng = random.Random(3)
+
+    def text(step: int) -> str:
+        util, mem, temp = rng.randrange(10, 99), rng.randrange(10, 79), rng.randrange(30, 89)
+        util = 100 if step == 15 else util  # a new shape: one character longer
+        return (f"[b]#0 H100[/b]  [$text-muted]phase: {'abc'[step % 3]}[/]\n"
+                f"[$text-muted]util  [/][$success]{'█' * (util // 25)}{'░' * (4 - util // 25)}[/]"
+                f" {util}%\n"
+                f" {mem} GiB  [$warning]{temp} °C[/] [reverse]ok[/]")
+
+    app = TextApp()
+    calls = []
+    original = _FormattedLine.to_strip
+
+    def counting(self, style):
+        calls.append(1)
+        return original(self, style)
+
+    async with app.run_test(size=(50, 10)) as pilot:
+        plain, live = app.query_one("#plain", Static), app.query_one("#live", LiveText)
+        update_text(live, text(0))  # laid out once; later texts keep the number of rows
+        await pilot.pause()
+        await pilot.pause()
+        _FormattedLine.to_strip = counting
+        try:
+            for step in range(1, 31):
+                markup = text(step)
+                calls.clear()
+                update_text(live, markup)  # renders the changed lines now (mounted, same width)
+                ours = live.render_lines(live.size.region)
+                ours_calls = len(calls)
+                plain.update(markup)
+                await pilot.pause()
+                await pilot.pause()
+                stock = plain.render_lines(plain.size.region)
+                assert _cells(ours) == _cells(stock), markup
+                assert [s.cell_length for s in ours] == [s.cell_length for s in stock]
+                if step == 15:
+                    assert ours_calls == 1  # the longer line: a new shape, rendered by Textual
+                else:  # the same shapes as the first text: sliced, no line through to_strip
+                    assert ours_calls == 0, step
+        finally:
+            _FormattedLine.to_strip = original
+        assert live._runs
+
+
 def test_styled_lines_are_what_their_markup_parses_to():
     """Cards, the device table and the host line hand LiveText Content they built themselves
     (parsing was most of a changed line's cost); it must be what their markup parses to."""

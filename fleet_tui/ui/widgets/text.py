@@ -13,6 +13,7 @@ from itertools import islice
 from textual.content import Content, Span
 from textual.geometry import Region
 from textual.markup import escape
+from rich.segment import Segment
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
@@ -103,6 +104,8 @@ class LiveText(Static):
         super().__init__("", **kwargs)
         self._markup = ""
         self._parsed: dict[str, Content] = {}
+        # the cuts and styles of a rendered line, by its shape (see _render_line)
+        self._runs: dict[tuple, tuple[tuple[int, int, str | None, object], ...]] = {}
         self._line_strips: dict[tuple[int, str], list] = {}  # (line no, markup) -> its strips
         self._strips_width = -1
         self._rows: list | None = None  # strips of every row at _strips_width
@@ -127,6 +130,7 @@ class LiveText(Static):
     def refresh(self, *regions, repaint: bool = True, layout: bool = False, recompose: bool = False):
         if repaint and not regions:  # styles, theme or size changed: render every line again
             self._line_strips = {}
+            self._runs = {}
             self._rows = None
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
@@ -239,6 +243,21 @@ class LiveText(Static):
         # cost): Content formats it as one line either way, so ask for that directly.
         fits = (content.cell_length <= width and not line_pad and align != "justify"
                 and "\t" not in content.plain)
+        # A line that changed only its text (a number ticked), not its shape (span positions and
+        # styles, length, width), is cut and styled as it was last time: the rendered segments'
+        # styles (with their text-selection offsets) are reused and only the text is sliced anew.
+        # Textual's to_strip built those styles again per segment, ~70 % of rendering a line.
+        shape = None
+        spans = content.spans
+        if fits and align in ("left", "start") and not any(
+                "@click" in str(span.style) for span in spans):
+            shape = (index, width, len(content.plain), content.cell_length, style, tuple(spans))
+            kept = self._runs.get(shape)
+            if kept is not None:
+                runs, cells = kept
+                plain = content.plain
+                return [Strip([Segment(plain[start:end] if text is None else text, seg_style)
+                               for start, end, text, seg_style in runs], cells)]
         lines = content._wrap_and_format(
             width,
             align=align,
@@ -251,11 +270,36 @@ class LiveText(Static):
         for line in lines:
             line.y = index
         strips = [Strip(*line.to_strip(style)) for line in lines]
+        if shape is not None and len(strips) == 1:
+            self._keep_runs(shape, content.plain, strips[0])
         # as Visual.to_strips does; only segments with a click action change, so a line without
         # one is left as it is
         if link_style is not None and self.auto_links and not self.screen._selecting:
             strips = [strip._apply_link_style(link_style) for strip in strips]
         return strips or [Strip.blank(0)]
+
+    _RUNS_KEPT = 512  # line shapes kept per widget
+
+    def _keep_runs(self, shape: tuple, plain: str, strip: Strip) -> None:
+        """Where ``strip`` (the rendered line ``plain``) cuts its text, and each piece's style;
+        pieces past the text (padding) keep their own text. Kept only when the pieces are the
+        text itself, in order (so slicing another text of the same shape renders it exactly)."""
+        runs, offset, length = [], 0, len(plain)
+        for segment in strip:
+            text = segment.text
+            end = offset + len(text)
+            if offset < length:
+                if end > length or plain[offset:end] != text or segment.control:
+                    return
+                runs.append((offset, end, None, segment.style))
+            else:
+                runs.append((offset, end, text, segment.style))
+            offset = end
+        if offset < length:
+            return
+        if len(self._runs) >= self._RUNS_KEPT:
+            self._runs.clear()
+        self._runs[shape] = (tuple(runs), strip.cell_length)
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return max(len(self._build_rows(width)), 1) if width > 0 else 1
