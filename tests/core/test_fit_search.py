@@ -40,6 +40,20 @@ def test_70b_qlora_on_2_l40s_fits_with_fsdp_on_these_2(cat):
     assert "--sharding fsdp" in first.render(lambda f: "--" + f.replace("_", "-"))
 
 
+def test_checkpointing_is_paired_even_when_an_offload_fits_alone(cat):
+    """70B QLoRA on 2x L40S at the CLI's defaults (batch 1, 2,048 tokens): offloading every saved
+    activation over PCIe fits alone, but the advice must also name checkpointing with a layout on
+    the same two devices (it once stopped at the offload and then jumped to 4 devices)."""
+    acc = cat.accelerator("L40S")
+    w = Workload(kind="qlora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=1, gpus=2)
+    fixes = check_fit(w, acc, 2).suggestions
+    verified(fixes, acc)
+    assert fixes[0].change == "offload_activations"
+    pair = next(s for s in fixes if s.change == "checkpointing+layout")
+    assert pair.gpus == 2 and pair.workload.grad_checkpointing
+    assert fixes.index(pair) < min(i for i, s in enumerate(fixes) if s.gpus != 2)
+
+
 def test_8b_full_finetune_on_2_a100_fits_with_fsdp_on_2(cat):
     acc = cat.accelerator("A100-80GB")
     w = Workload(kind="finetune", model=cat.model("llama-3.1-8b"), seq_len=2048, batch=8, gpus=2,

@@ -10,8 +10,8 @@ states, pure 16-bit weights, LoRA/QLoRA, quantized weights or KV cache, the fewe
 same kind with the layout that fits them, shorter sequences, a smaller batch — each verified by
 re-running :func:`.memory.estimate_memory`, and ordered by what it costs the user
 (:data:`COST_TIERS`: same hardware and same maths first, then changed maths, then dollars, then a
-smaller problem). When nothing on the user's devices fits alone for training, checkpointing is
-paired with the others. A suggestion names the
+smaller problem). When checkpointing alone does not make a training run fit, it is paired with
+the others. A suggestion names the
 inputs it changes as ``{field}`` placeholders (argparse dests): the CLI shows them as flags, the
 builder as its form labels.
 """
@@ -273,7 +273,7 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
                   node_devices: int | None = None) -> list[FitSuggestion]:
     """Up to ``limit`` changes that make ``w`` fit on ``gpus`` × ``acc``, each verified by
     re-estimating, cheapest for the user first (:data:`COST_TIERS`): the first fitting option of
-    each kind; checkpointing paired with the others when nothing on these devices fits alone; and
+    each kind; checkpointing paired with the others when it does not fit alone; and
     the fewest devices of the same kind with the layout that fits them."""
     cap = capacity_bytes(acc)
     node = node_devices or DEFAULT_NODE_DEVICES
@@ -295,9 +295,10 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
 
     for change, desc, w2, n in _candidates(w, gpus, acc, node):
         consider(change, desc, w2, n)
-    same_hw = [f for f in found if COST_TIERS.get(f.change, 9) <= 1]
-    if w.is_training and not same_hw:
-        # nothing on these devices fits alone: pair checkpointing with the others
+    if w.is_training and "checkpointing" not in seen:
+        # checkpointing alone is not enough (or is on already): pair it with the others. Also
+        # when something else fits alone: 70B QLoRA on 2x L40S fits alone only by offloading
+        # every saved activation over PCIe, and with checkpointing and TP2 on the same two.
         base = w.derive(grad_checkpointing=True) if not w.grad_checkpointing else w
         prefix = "" if w.grad_checkpointing else "turn on activation checkpointing ({grad_checkpointing}) and "
         for change, desc, w2, n in _candidates(base, gpus, acc, node):
