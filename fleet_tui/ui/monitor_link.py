@@ -238,6 +238,8 @@ class MonitorLink:
             screen = self.app.screen
         except ScreenStackError:  # the app is shutting down
             return
+        if not screen.is_attached or not screen.display:
+            return  # exiting, or the screen is being taken down: its widgets may be gone
         redraw = getattr(screen, "redraw", None)
         if view is not None and redraw is not None:  # only the visible pane draws
             redraw(view)

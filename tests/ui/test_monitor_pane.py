@@ -106,6 +106,21 @@ async def test_replay_is_labelled_as_replay(make_app):
         assert "H200" in app.screen.query_one(DeviceCard)._last_markup
 
 
+async def test_no_draw_once_the_app_is_exiting(make_app):
+    """A draw queued by the last tick can fire while the app takes its screens down (run_test's
+    exit in CI: ``query_one('#cards')`` found no cards); once exiting, nothing is drawn."""
+    app = make_app(source="sim:1", interval=0.25)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 1, "a card")
+        screen, drawn = app.screen, []
+        screen.redraw = lambda view: drawn.append(view)
+        app.monitor._draw()
+        assert len(drawn) == 1
+        app.exit()
+        app.monitor._draw()
+        assert len(drawn) == 1
+
+
 async def test_rightsizing_from_this_sessions_history(make_app):
     import os
 
