@@ -202,12 +202,10 @@ class Recorder:
     def flush(self) -> int:
         """Write the ticks taken since the last flush in one transaction; device rows written.
         Any thread may call it (a reader that wants the newest rows on disk)."""
-        with self._pending_lock:
-            pending, self._pending = self._pending, []
-        if not pending:
-            return 0
-        with self._flush_lock:  # batches land in the order they were taken
-            return self._write_ticks(pending)
+        with self._flush_lock:  # one flush at a time: batches land in the order they were taken
+            with self._pending_lock:  # held only to swap: accept() never waits on a write
+                pending, self._pending = self._pending, []
+            return self._write_ticks(pending) if pending else 0
 
     def _write_ticks(self, ticks: list[tuple[Snapshot, Mapping[str, str] | None]]) -> int:
         rows = []

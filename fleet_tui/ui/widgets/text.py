@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
+from rich.segment import Segment
 from textual.content import Content, Span
 from textual.geometry import Region
 from textual.markup import escape
-from rich.segment import Segment
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
@@ -104,8 +104,8 @@ class LiveText(Static):
         super().__init__("", **kwargs)
         self._markup = ""
         self._parsed: dict[str, Content] = {}
-        # the cuts and styles of a rendered line, by its shape (see _render_line)
-        self._runs: dict[tuple, tuple[tuple[int, int, str | None, object], ...]] = {}
+        # shape -> ((start, end, text or None, style) per segment, cell length): see _render_line
+        self._runs: dict[tuple, tuple[tuple[tuple[int, int, str | None, object], ...], int]] = {}
         self._line_strips: dict[tuple[int, str], list] = {}  # (line no, markup) -> its strips
         self._strips_width = -1
         self._rows: list | None = None  # strips of every row at _strips_width
