@@ -16,6 +16,8 @@ def add_demand_args(p, title: str) -> None:
 
 def demand_from_args(args, workload):
     """The checked Demand, or None when no --rate/--tokens-per-s is given."""
+    if all(getattr(args, f, None) is None for f in ("rate", "tokens_per_s", "ttft_ms", "tpot_ms")):
+        return None  # no plan asked for: the capacity module (~4 ms to import) is not needed
     from fleet_tui.core.perf.capacity import demand
 
     return demand(getattr(args, "rate", None), getattr(args, "tokens_per_s", None),

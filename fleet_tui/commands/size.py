@@ -75,7 +75,6 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.commands._workload_args import workload_from_args
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.perf import training_run
     from fleet_tui.core.sizing import precision_support, size_workload
     from fleet_tui.core.workload import parse_params
 
@@ -111,6 +110,8 @@ def handler(args: argparse.Namespace) -> int:
             thr = estimate_throughput(workload, speed_acc, workload.gpus)
     run = None
     if tokens is not None and speed_acc is not None and not misfit:
+        from fleet_tui.core.perf.run import training_run
+
         run = training_run(workload, speed_acc, workload.gpus, tokens)
     data = _to_dict(res, thr, speed_acc, acc, run, catalog)
     data["serving_plan"] = _plan(args, workload, catalog, speed_acc)

@@ -9,15 +9,14 @@ Inferentia and Qualcomm AI 100 are inference only.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.records import FORBID_EXTRA, Record
+from fleet_tui.core.records import FORBID_EXTRA, Record, record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Family(Record):
     """One accelerator family: what it is for, its precisions and software stack."""
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from operator import attrgetter
 from typing import Any
 
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.windowing import FleetWindowPolicy
+from fleet_tui.core.records import record
 
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
 STALE_KIND = "stale"  # fleet-level state: the source has no fresh reading for this device
@@ -79,7 +80,7 @@ def _r(x: float | None, digits: int = 2) -> float | None:
     return None if x is None or math.isnan(x) else round(x, digits)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetDevice:
     key: str
     node: str
@@ -197,7 +198,7 @@ def fleet_device(d: DeviceSnapshot, diagnoses: Sequence[dict[str, Any]],
         waste_usd_per_hour=waste, error=d.error)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NodeRollup:
     node: str
     devices: tuple[FleetDevice, ...]  # by device index (the grid row)
@@ -315,7 +316,7 @@ def node_prices(devices: Iterable[DeviceSnapshot], instance_prices: Prices) -> d
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetView:
     timestamp: float
     source: str

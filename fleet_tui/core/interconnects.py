@@ -17,12 +17,11 @@ These are assumptions, not data: the output names them.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.records import FORBID_EXTRA, Record
+from fleet_tui.core.records import FORBID_EXTRA, Record, record
 
 #: Chips one TPU slice joins on ICI (v5e/v6e pods are 256 chips; v4/v5p slices can be larger).
 TPU_ICI_DOMAIN = 256
@@ -32,7 +31,7 @@ UNKNOWN_INTRA_GBS = 32.0
 UNKNOWN_INTER_GBPS = 10.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class DeviceLink(Record):
     """A device's own link inside a node (``[[device]]``)."""
 
@@ -44,7 +43,7 @@ class DeviceLink(Record):
     checked: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class InstanceNetwork(Record):
     """An instance type's network between nodes and, when it differs, its link inside one."""
 
@@ -59,7 +58,7 @@ class InstanceNetwork(Record):
     checked: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class CloudTier(Record):
     """A marketplace cloud's reliability tier."""
 
@@ -71,7 +70,7 @@ class CloudTier(Record):
     checked: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fabric:
     """The links one offer's collectives cross (hashable: a cache key of the speed estimate)."""
 
@@ -94,7 +93,7 @@ class Fabric:
         return f"{intra} inside a node (up to {self.node_devices} devices); {inter} between nodes"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interconnects:
     """The whole interconnects table, by accelerator, (cloud, instance type) and cloud."""
 

@@ -23,15 +23,14 @@ tokens, its cross-attention one is fixed by the source length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from fleet_tui.core import caches
 from fleet_tui.core.errors import FieldError, escape_braces
-from fleet_tui.core.records import FORBID_EXTRA, Record
+from fleet_tui.core.records import FORBID_EXTRA, Record, record
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ModelArch(Record):
     """One model's shape. Field types are checked by :func:`fleet_tui.core.records.validate` when
     read from a file; the cross-field rules run on every construction."""
@@ -166,7 +165,7 @@ class ModelArch(Record):
         return param_counts(self).active
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParamCounts:
     """Parameter counts of a model, split the way memory and FLOPs need them."""
 

@@ -45,10 +45,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 
 PricingOption = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
 PRICING_OPTIONS: tuple[str, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
@@ -100,7 +100,7 @@ def _check_number(value: float, what: str, *, allow_zero: bool = True) -> float:
 # Schedules
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Schedule:
     """How many hours a month the instance runs (and is billed, except for reservations)."""
 
@@ -159,7 +159,7 @@ class Schedule:
 # Spot
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpotAssumptions:
     """Interruption model for spot capacity; ``None`` rate means the cloud's default."""
 
@@ -300,7 +300,7 @@ def training_run_cost(usd_per_hour: float, seconds: float) -> float:
 # A priced instance
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Quote:
     """One instance under one pricing option and schedule."""
 

@@ -27,7 +27,6 @@ JSON (``ScenarioResult.to_dict()``)::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,7 +38,7 @@ from fleet_tui.core.errors import CatalogError, UserError
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.migration import report_between
 from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
-from fleet_tui.core.records import validate
+from fleet_tui.core.records import record, validate
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
 from fleet_tui.core.workload import (MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, Workload,
@@ -93,7 +92,7 @@ class ScenarioSetSpec(BaseModel):
     scenarios: tuple[str, ...] = Field(min_length=1)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scenarios:
     scenarios: dict[str, ScenarioSpec]  # id -> spec, file order
     sets: dict[str, ScenarioSetSpec]
@@ -306,7 +305,7 @@ def build_workload(spec: ScenarioSpec, catalog):
 # Running
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScenarioResult:
     spec: ScenarioSpec
     workload: Any
@@ -339,7 +338,7 @@ class ScenarioResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetResult:
     spec: ScenarioSetSpec
     results: tuple[ScenarioResult, ...]

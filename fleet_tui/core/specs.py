@@ -14,17 +14,17 @@ Two different facts live here and must not be confused:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
-from fleet_tui.core.records import FORBID_EXTRA, Record
+from fleet_tui.core.records import FORBID_EXTRA, Record, record
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 SoftwareStack = Literal["CUDA", "ROCm", "Neuron", "SynapseAI", "XLA", "other"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ArchitecturePrecisions:
     """Precisions an architecture executes natively (``runs``) and is documented not to (``lacks``).
 
@@ -105,7 +105,7 @@ def architecture_precisions(architecture: str | None) -> ArchitecturePrecisions 
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Accelerator(Record):
     """One device's published figures. Field types are checked by
     :func:`fleet_tui.core.records.validate` when read from a file (a catalog read from the compiled

@@ -35,7 +35,7 @@ from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES,
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
-from fleet_tui.core.records import FORBID_EXTRA, Record, validate
+from fleet_tui.core.records import FORBID_EXTRA, Record, record, validate
 
 WorkloadKind = Literal[KINDS]
 WeightPrecision = Literal[PRECISIONS]
@@ -68,7 +68,7 @@ _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "se
                                      "tp", "pp", "zero", "micro_batch")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Workload(Record):
     """One workload. Built by :func:`parse_workload` (which checks every input itself) or by engine
     code; :meth:`with_` and :func:`fleet_tui.core.records.validate` check field types too. The

@@ -8,8 +8,6 @@ dropped), so typing never waits for sizing. The workload built here is published
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,6 +15,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Checkbox, Input, Select, Static
 
+from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
@@ -42,7 +41,7 @@ def label(field: str) -> str:
     return LABELS.get(field, field).split(" (")[0]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuilderChoice:
     """What the builder adds around the workload for the Recommendations pane."""
 
@@ -53,7 +52,7 @@ class BuilderChoice:
     rate_rps: float | None = None  # serving demand: shows the capacity plan
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuilderResult:
     workload: object | None
     choice: BuilderChoice

@@ -7,7 +7,6 @@ bounded page (``PAGE_ROWS``) because Textual's DataTable measures every cell it 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -16,6 +15,7 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Input, Select, Static
 
+from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Field
 from fleet_tui.ui.widgets.gauges import usd
@@ -36,7 +36,7 @@ COLUMNS = (("cloud", "cloud"), ("instance", "instance"), ("acc", "accelerator"),
            ("vcpu", "vCPU"), ("ram", "RAM GiB"), ("flags", "flags"))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CatalogPage:
     """One query's result, already formatted in the worker thread (the loop only adds rows)."""
 

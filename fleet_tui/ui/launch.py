@@ -8,14 +8,14 @@ message and exit status 2 rather than a broken screen.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AppConfig:
     """What the app starts with. The CLI builds it from its flags; tests and scripts build it
     directly. Values are as the user gave them: ``build_app`` checks them."""

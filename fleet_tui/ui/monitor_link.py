@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from textual.app import ScreenStackError
 
 from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import Snapshot
+from fleet_tui.core.records import record
 
 # At most two redraws a second: faster ticks (0.25 s) coalesce to the latest one. At four a
 # second, drawing was ~2/3 of the app's CPU at 0.25 s (bench/bench_monitor_cpu.py); the engine
@@ -28,7 +29,7 @@ MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MonitorView:
     """What the monitor and fleet panes draw: one tick of the engine, read-only."""
 

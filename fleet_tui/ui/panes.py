@@ -11,12 +11,13 @@ pane it shows.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
 from textual.screen import Screen
 
+from fleet_tui.core.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class PaneInfo:
     mode: str  # the App mode (and the screen's MODE)
     key: str  # the key that switches to it

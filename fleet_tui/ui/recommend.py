@@ -8,7 +8,6 @@ publishes a new workload; this pane formats the result and writes files atomical
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual import on, work
@@ -26,6 +25,7 @@ from fleet_tui.core.monitor.rightsize import rightsize
 from fleet_tui.core.perf.capacity import demand as serving_demand
 from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
+from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
@@ -42,7 +42,7 @@ COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month"
 PLAN_COLUMNS = COLUMNS[:4] + (("per_million", "$/1M tok"), ("replicas", "replicas"), ("slo", "SLO")) + COLUMNS[4:]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankingResult:
     recommendation: object | None
     rows: tuple[tuple[str, ...], ...] = ()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from fleet_tui.core.records import record
+
+
 
 KIND_LABELS = {
     "live": "LIVE",
@@ -13,7 +15,7 @@ KIND_LABELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceStatus:
     """The monitor source as the status line shows it (so a replay is never mistaken for live)."""
 
@@ -31,7 +33,7 @@ class SourceStatus:
         return KIND_LABELS.get(self.kind, self.kind.upper())
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CatalogStatus:
     state: str = "loading"  # loading | ready | error
     message: str = ""

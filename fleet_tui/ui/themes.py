@@ -9,7 +9,6 @@ so a file is all a new look needs. A user file with the same ``name`` replaces t
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
 from pathlib import Path
 
 try:
@@ -21,6 +20,7 @@ from textual.theme import Theme
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.paths import bundled_themes_dir, user_themes_dir
+from fleet_tui.core.records import record
 
 DEFAULT_THEME = "fleet-dark"
 
@@ -29,7 +29,7 @@ _FIELDS = {"name", "primary", "secondary", "warning", "error", "success", "accen
            "variables", "ansi"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoadedTheme:
     theme: Theme
     path: Path

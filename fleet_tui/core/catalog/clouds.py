@@ -13,11 +13,13 @@ Spot interruption rates per cloud live with the rest of the spot arithmetic in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 
+from fleet_tui.core.records import record
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class ReservedDiscount:
     """A published standard commitment discount, used to ESTIMATE reserved prices where the source
     has none: ``reserved = on-demand x (1 - discount)``."""
@@ -31,7 +33,7 @@ def _frozen(d: Mapping | None = None) -> Mapping:
     return MappingProxyType(dict(d or {}))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Cloud:
     """One cloud. The SkyPilot fields are import quirks; a cloud without quirks leaves them out."""
 

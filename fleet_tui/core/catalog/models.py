@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 
 Pricing = Literal["on-demand", "spot", "reserved-1y", "reserved-3y"]
 PRICING_OPTIONS: tuple[str, ...] = ("on-demand", "spot", "reserved-1y", "reserved-3y")
@@ -38,7 +38,7 @@ def check_pricing(pricing: str) -> str:
     return pricing
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Instance:
     """One offer: an instance type in one region of one cloud, with its hourly prices.
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.pricing import cost_per_million_tokens
+from fleet_tui.core.records import record
 
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">", "~")
 _OP_RE = re.compile(r"^\s*([A-Za-z_][\w.-]*)\s*(<=|>=|!=|==|=|<|>|~)\s*(.*?)\s*$")
@@ -69,7 +69,7 @@ FIELD_ALIASES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Condition:
     field: str
     op: str
@@ -79,7 +79,7 @@ class Condition:
         return f"{self.field}{self.op}{self.value}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueryResult:
     rows: list[Instance]
     total: int  # rows matching before ``limit``
@@ -278,7 +278,7 @@ def sort_rows(rows: list[dict[str, Any]], key: str, descending: bool = False) ->
     return present + missing
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetupCost:
     """What ``devices`` of one accelerator cost at the cheapest catalog offer that carries them."""
 

@@ -31,18 +31,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from fleet_tui.core.cluster.slurm import SlurmJob, running_on
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 
 JOB_ID_LABELS = ("hpc_job", "jobId", "jobid", "job_id", "jobUid", "slurm_job_id")
 USER_LABELS = ("hpc_user", "user", "username", "jobUser", "job_user")  # job_user: AMD's exporter
 HEALTHY = "healthy_compute"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceUsage:
     """One device over the observed window, with the labels its metrics carry."""
 
@@ -108,14 +109,14 @@ class DeviceUsage:
             raise UserError(f"{where}: bad device record: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Owner:
     job: str
     user: str
     via: str  # hpc_job | exporter | kubernetes | slurm
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobUsage:
     job: str
     user: str
@@ -155,7 +156,7 @@ class JobUsage:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobsView:
     jobs: tuple[JobUsage, ...]  # worst first
     unattributed: tuple[DeviceUsage, ...]

@@ -30,7 +30,6 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,12 @@ from fleet_tui.core.pricing import (
     spot_cost_multiplier,
     training_run_cost,
 )
+from fleet_tui.core.records import record
 
 TERMS = ("reserved-3y", "reserved-1y")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Prices:
     """USD per instance-hour; ``None`` = not offered."""
 

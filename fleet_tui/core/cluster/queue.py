@@ -44,16 +44,16 @@ import heapq
 import math
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.records import record
 
 POLICIES: tuple[str, ...] = ("fifo", "priority", "fair-share", "backfill", "preemption")
 BACKFILL_DEPTH = 100  # Slurm's bf_max_job_test was 100 for years (slurm.conf(5)); bounded scan
 SLOWDOWN_BOUND_S = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueJob:
     job: str
     user: str
@@ -65,7 +65,7 @@ class QueueJob:
     where: str = ""  # "file:line" of the record, for errors
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobRun:
     job: str
     user: str
@@ -86,7 +86,7 @@ class JobRun:
                 "preempted": self.preempted}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PolicyResult:
     policy: str
     gpus: int

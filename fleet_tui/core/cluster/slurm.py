@@ -24,10 +24,11 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -36,7 +37,7 @@ class SlurmError(UserError):
     """A Slurm command is missing, failed, timed out or printed something unreadable."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SlurmJob:
     job: str
     user: str

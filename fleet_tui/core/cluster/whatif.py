@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from fleet_tui.core.cluster.queue import (
     QueueJob,
@@ -17,13 +16,14 @@ from fleet_tui.core.cluster.queue import (
 )
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.pricing import SpotAssumptions, spot_cost_multiplier
+from fleet_tui.core.records import record
 
 
 def _r(x: float, digits: int = 2) -> float:
     return round(x, digits)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SpotMove:
     """Jobs moved off the cluster to spot instances: they do not queue here, and on spot each
     useful hour costs ``multiplier`` paid hours (pricing's interruption model)."""

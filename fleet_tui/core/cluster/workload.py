@@ -27,13 +27,13 @@ import io
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleet_tui.core.cluster.queue import QueueJob
 from fleet_tui.core.cluster.slurm import slurm_number
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.records import record
 
 FORMATS = ("swf", "sacct-json", "csv")
 CSV_REQUIRED = ("job", "user", "submit_s", "run_s", "gpus")
@@ -43,7 +43,7 @@ class FileError(UserError):
     """A bad input file: the message starts with ``file:line:``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Workload:
     path: str
     format: str

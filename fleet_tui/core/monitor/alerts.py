@@ -28,6 +28,7 @@ from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.records import record
 
 SEVERITIES = ("info", "warning", "critical")
 OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
@@ -70,7 +71,7 @@ def parse_duration(value: Any) -> float:
     return float(m.group(1)) * _UNIT_S[unit]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AlertRule:
     name: str
     severity: str
@@ -102,7 +103,7 @@ class AlertRule:
         return f"{what} for {self.duration_s:g} s"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Alert:
     """One alert event (immutable). ``since`` = when the condition started, ``at`` = when fired."""
 

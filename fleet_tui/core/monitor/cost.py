@@ -18,6 +18,7 @@ from typing import Any
 
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.monitor.analysis import DeviceAnalysis
+from fleet_tui.core.records import record
 
 # Share of a device-hour that counts as useful work, by primary diagnosis. Computing on tensor
 # cores or streaming HBM at its limit is the work the hardware is for (1.0). Plain-FP32 math runs
@@ -32,7 +33,7 @@ USEFUL_WORK = {
 WAITING_KINDS = ("input_starved", "launch_bound", "host_transfer_bound")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InstanceChoice:
     instance_type: str | None
     usd_per_hour: float | None
@@ -43,7 +44,7 @@ class InstanceChoice:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CostState:
     instance_type: str | None
     usd_per_hour: float | None

@@ -29,7 +29,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -42,12 +42,13 @@ from fleet_tui.core.monitor.serialize import snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.monitor.source import Source
 from fleet_tui.core.monitor.windowing import Policy, WindowPolicy
+from fleet_tui.core.records import record
 
 MIN_INTERVAL_S = 0.25
 DEFAULT_HISTORY_S = 600.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     """One diagnosis of one device, shaped for display (the app's diagnoses panel).
 
@@ -76,7 +77,7 @@ class Finding:
         return f"{self.kind.replace('_', ' ')} ({self.confidence:.0%})"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tick:
     """Everything one refresh produced. Immutable; safe to hand to another task or thread."""
 

@@ -20,13 +20,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.snapshot import Snapshot
+from fleet_tui.core.records import record
 
 SCHEMA_VERSION = 1
 RAW_RETENTION_S = 24 * 3600.0
@@ -59,7 +59,7 @@ CREATE INDEX IF NOT EXISTS samples_1m_ts ON samples_1m (ts);
 """
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RecordedRow:
     ts: float
     device_key: str

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,13 @@ from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis.summary import TimeShares
 from fleet_tui.core.monitor.recorder import read_rows
 from fleet_tui.core.pricing import HOURS_PER_MONTH
+from fleet_tui.core.records import record
 
 HEADROOM = 0.10  # 10% on top of the observed p99 (allocator growth, load variation)
 IDLE_UTIL_PCT = 1.0  # a device whose p99 busy share is under this was not used
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Percentiles:
     mean: float | None
     median: float | None
@@ -48,7 +49,7 @@ class Percentiles:
                 "p99": _r(self.p99), "max": _r(self.max)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceUsage:
     device_key: str
     index: int | None
@@ -79,7 +80,7 @@ class DeviceUsage:
                 "mem_total_gib": _r(self.mem_total_gib)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     cloud: str
     instance_type: str
@@ -97,7 +98,7 @@ class Candidate:
                 "savings_usd_per_month": _r(self.savings_usd_per_month)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RightsizeReport:
     since_s: float | None
     window_start: float | None

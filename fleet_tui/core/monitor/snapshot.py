@@ -9,8 +9,10 @@ a reading came from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from fleet_tui.core.records import record
 
 DeviceState = Literal["ok", "lost", "unavailable"]
 SourceKind = Literal["live", "replay", "simulated", "fleet", "none"]
@@ -46,7 +48,7 @@ def clock_event_names(mask: int | None) -> tuple[str, ...]:
     return tuple(name for bit, name in CLOCK_EVENT_NAMES.items() if mask & bit)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProcessInfo:
     pid: int
     device_index: int
@@ -55,7 +57,7 @@ class ProcessInfo:
     command: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceSnapshot:
     index: int
     name: str
@@ -127,7 +129,7 @@ class DeviceSnapshot:
         return clock_event_names(self.clock_event_reasons)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HostSnapshot:
     cpu_pct: float | None = None
     cpu_per_core_pct: tuple[float, ...] = ()
@@ -136,7 +138,7 @@ class HostSnapshot:
     load_avg: tuple[float, float, float] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snapshot:
     timestamp: float
     source: str  # e.g. "nvml", "sim:8", "replay:trace.jsonl", "prometheus:http://..."

@@ -27,13 +27,13 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
                                              HostLoad, SlidingWindow, analyze_device_window)
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.records import record
 
 FLEET_SOURCE_KIND = "fleet"
 
@@ -49,7 +49,7 @@ class Windows(Protocol):
         """Take the new reading (already in ``history``); the analysis of each device."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WindowPolicy:
     """Sliding windows of every reading over the last ``seconds`` (this box, replay, sim)."""
 
@@ -64,7 +64,7 @@ class WindowPolicy:
         return SlidingWindows(self)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FleetWindowPolicy:
     """Distinct scrapes per device, at most ``max_samples`` over ``seconds``, re-analysed on a
     staggered ``stagger_s`` cadence (a fleet)."""

@@ -52,10 +52,8 @@ TPU) use an assumed GEMM efficiency: treat their speeds as rough.
 
 from __future__ import annotations
 
-
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, bandwidth, matmul_efficiency,
                                        peak_flops)
-from fleet_tui.core.perf.run import RunEstimate, training_run
 from fleet_tui.core.perf.throughput import (ENGINE_FORWARD, ENGINE_SERVING, ENGINE_TRAINING, Throughput,
                                             estimate_throughput)
 
@@ -64,3 +62,12 @@ __all__ = [
     "RunEstimate", "Throughput", "bandwidth", "estimate_throughput", "matmul_efficiency", "peak_flops",
     "training_run",
 ]
+
+
+def __getattr__(name: str):
+    """``RunEstimate``/``training_run`` on first use: ``size`` without ``--tokens`` never needs them."""
+    if name in ("RunEstimate", "training_run"):
+        from fleet_tui.core.perf import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,16 +30,17 @@ its targets as the user gives them, checked once (``recommend`` and ``size`` tak
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from fleet_tui.core import pricing
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.perf.engines import engine_statement, serving_speed
+from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ServingPlan:
     engine: str
     prompt_tokens: int
@@ -64,7 +65,7 @@ class ServingPlan:
         return {k: getattr(self, k) for k in self.__slots__ if k != "notes"} | {"notes": list(self.notes)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Demand:
     """Serving demand and latency targets: ``rate_rps`` requests/s or ``output_tokens_per_s``
     (exactly one), optional ``ttft_ms`` / ``tpot_ms``. Build it with :func:`demand` (checked)."""
@@ -125,7 +126,7 @@ def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, 
     return Demand(rate, tokens, ttft, tpot)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReplicaCapacity:
     """What one replica of ``gpus`` devices sustains within the latency targets."""
 

@@ -31,12 +31,12 @@ bandwidth that NCCL-class collectives reach (:data:`LINK_EFFICIENCY`) and per-st
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, activation_bytes, lora_params, weight_bytes
 from fleet_tui.core.interconnects import Fabric
 from fleet_tui.core.modelspec import ParamCounts
+from fleet_tui.core.records import record
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 #: Share of a link's one-direction datasheet bandwidth a ring collective reaches (assumed: NCCL's
@@ -52,7 +52,7 @@ LATENCY_UNKNOWN_S = 50e-6
 OVERLAP_FRACTION = 2 / 3
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Link:
     bytes_per_s: float  # one direction, per rank, at LINK_EFFICIENCY
     latency_s: float
@@ -84,7 +84,7 @@ def all_gather_s(size: float, ranks: int, link: Link) -> float:
     return (ranks - 1) / ranks * size / link.bytes_per_s + math.ceil(math.log2(ranks)) * link.latency_s / 2
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParallelStep:
     """One training step of the global batch on a layout."""
 

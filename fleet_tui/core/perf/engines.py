@@ -61,7 +61,7 @@ rows separately). Sources of the engine defaults are on each field.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, parallel_split, sequence_state_bytes,
@@ -69,11 +69,12 @@ from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, para
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf.profile_run import profile_peak_bytes, static_buffers_bytes
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
+from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EngineProfile:
     id: str
     label: str
@@ -222,7 +223,7 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
     return peak * 1e12 * table[precision_family(precision)], note
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KVPool:
     free_bytes: float  # KV pool of one GPU
     bytes_per_token: float  # per GPU (KV heads split over tensor ranks)
@@ -336,7 +337,7 @@ def decode_step_s(memory_s: float, compute_s: float) -> float:
     return (memory_s ** ROOF_P + compute_s ** ROOF_P) ** (1 / ROOF_P)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ServingSpeed:
     engine: str
     concurrency: int  # sequences in flight per replica

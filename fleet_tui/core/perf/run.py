@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fleet_tui.core.perf.throughput import estimate_throughput
+from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunEstimate:
     seconds: float | None  # None when the training speed cannot be estimated (``unknown``)
     gpu_hours: float | None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, NamedTuple
 
 from fleet_tui.core import caches
@@ -18,6 +18,7 @@ from fleet_tui.core.perf.engines import (decode_efficiency, decode_step_s, engin
 from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
                                        bandwidth, encoder_attn_flops_per_token, forward_terms, peak_flops,
                                        scaling_efficiency, weight_stream_bytes)
+from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
@@ -33,7 +34,7 @@ ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 Phase = Literal["prefill", "decode", "training"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Throughput:
     # headline: training tokens/s, prefill tokens/s, or decode output tokens/s; None when a
     # figure it needs is not published (``unknown`` says which)

@@ -8,12 +8,12 @@ the same catalog after a constraint change re-uses it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Hashable, NamedTuple
 
 from fleet_tui.core import caches
 from fleet_tui.core.interconnects import fabric_for, listed, marketplace_tier
 from fleet_tui.core.pricing import PRICING_OPTIONS
+from fleet_tui.core.records import record
 
 # Instance's public price fields (what Instance.price() reads), by pricing option
 PRICE_FIELDS = {
@@ -31,7 +31,7 @@ class CatalogRow(NamedTuple):
     prices: tuple  # list price per PRICING_OPTIONS entry, None when not offered / excluded
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Group:
     """Catalog rows that run on the same devices: one sizing serves them all."""
 
@@ -45,7 +45,7 @@ class Group:
     marketplace: str = ""  # the cloud's marketplace reliability tier ("" for a cloud's own fleet)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CatalogIndex:
     accs: dict  # id or alias -> Accelerator
     specs: dict  # accelerator id -> its spec as JSON (a value key for caches)

@@ -5,16 +5,17 @@ scenario; why the top choice wins is ``fleet_tui.core.ranking.explanation``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule
 from fleet_tui.core.ranking.costs import savings_against, speedup
 from fleet_tui.core.ranking.current import evaluate_setup
 from fleet_tui.core.ranking.offers import STACK_MIGRATION_NOTE, RankedOffer, json_number
+from fleet_tui.core.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MigrationReport:
     """The old analyzer's migration report: current vs target for one workload."""
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from fleet_tui.core.pricing import Schedule
 from fleet_tui.core.ranking.formatting import devices_label
+from fleet_tui.core.records import record
 
 UNIT_MONTH = "USD/month"
 UNIT_RUN = "USD/run"
@@ -24,7 +25,7 @@ STACK_MIGRATION_NOTE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankedOffer:
     """One offer, priced and sized for the workload. ``rank`` 0 is the current setup."""
 
@@ -190,7 +191,7 @@ class RankedOffers(Sequence):
         return f"<{len(self)} ranked offers>"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Recommendation:
     workload: Any
     unit: str

@@ -27,6 +27,7 @@ from fleet_tui.core import calibration as cal
 from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.records import record
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
@@ -34,7 +35,7 @@ from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FitSuggestion:
     template: str  # e.g. "use 8-bit AdamW ({optimizer} adamw8bit)": each {name} is an input field
     workload: Workload

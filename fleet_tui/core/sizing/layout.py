@@ -20,13 +20,13 @@ data-parallel ranks never exceed global batch / micro-batch (the rest are idle, 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from fleet_tui.core import caches
 from fleet_tui.core.footprint import Layout, make_layout, parallel_layout, weight_bytes
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.perf import estimate_throughput
+from fleet_tui.core.records import record
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
 from fleet_tui.core.sizing.memory import estimate_memory
 from fleet_tui.core.specs import Accelerator
@@ -42,7 +42,7 @@ IDLE_LOOKAHEAD = 3
 COMPARED_FITS = 3
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LayoutChoice:
     workload: Workload  # the workload with its layout set (tp, pp, zero, micro_batch)
     gpus: int

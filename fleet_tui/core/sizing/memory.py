@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
@@ -59,11 +58,11 @@ from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, sequence_state_bytes,
                                       lora_params, parallel_layout, stack_lengths, weight_bytes)
 from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.records import record
 from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_mask_bytes, attention_note,
                                                residual_bytes, stack_activations)
 from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
                                           loss_bytes_per_vocab_token)
-from fleet_tui.core.sizing.zero3 import zero3_footprint
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 
@@ -89,7 +88,7 @@ COMPONENT_HELP = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryBreakdown:
     """Peak device memory per GPU, as NVML would report it, split by component (bytes)."""
 
@@ -110,7 +109,7 @@ class MemoryBreakdown:
         return [render_fields(a, label) for a in self.assumptions]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Phase:
     name: str
     parts: dict[str, float]
@@ -167,6 +166,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     zero3 = None
     if w.framework == "deepspeed" and w.is_training and (shard > 1 or "params" in w.offload):
         # DeepSpeed's coordinator, not FSDP's two layers: its live-parameter budget (see .zero3)
+        from fleet_tui.core.sizing.zero3 import zero3_footprint  # only for DeepSpeed: not imported by default
+
         gathered = cal.WEIGHT_BYTES["nf4"] if w.kind == "qlora" else (4.0 if w.precision == "fp32" else 2.0)
         adapters_b = lora_params(arch, w) * adapter_bytes(w) if w.is_adapter else 0.0
         zero3 = zero3_footprint(w, pc, tp, gathered, adapter_bytes(w) if w.is_adapter else gathered,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fleet_tui.core import caches
 from fleet_tui.core.perf import Throughput, estimate_throughput
+from fleet_tui.core.records import record
 from fleet_tui.core.sizing.fit import FitResult, check_fit
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
 from fleet_tui.core.sizing.serving import KVCapacity, kv_capacity
@@ -13,7 +12,7 @@ from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SizingResult:
     workload: Workload
     memory: MemoryBreakdown

@@ -3,15 +3,14 @@ budgeting, :mod:`fleet_tui.core.perf.engines`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fleet_tui.core.footprint import parallel_split
 from fleet_tui.core.perf.engines import kv_pool
+from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KVCapacity:
     tokens: int  # KV-cache tokens the free memory of one replica holds
     concurrent_sequences: int  # sequences of (prompt + generated) tokens that fit at once

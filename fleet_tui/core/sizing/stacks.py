@@ -35,9 +35,9 @@ that never stores the logits.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from fleet_tui.core import calibration as cal
+from fleet_tui.core.records import record
 from fleet_tui.core.workload import Workload
 
 #: Share of the eager per-layer saved activations left with torch.compile: torchtune's
@@ -81,7 +81,7 @@ def loss_bytes_per_vocab_token(w: Workload) -> tuple[float, float]:
     return cal.LOSS_BYTES_PER_VOCAB_TOKEN, cal.LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StackTerms:
     weights: float
     grads: float

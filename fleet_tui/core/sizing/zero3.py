@@ -31,9 +31,8 @@ soon) depends on the module order, which the shape alone does not give.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from fleet_tui.core.modelspec import ModelArch, ParamCounts
+from fleet_tui.core.records import record
 from fleet_tui.core.workload import Workload
 
 #: DeepSpeedZeroConfig defaults (deepspeed/runtime/zero/config.py)
@@ -43,7 +42,7 @@ PARAM_PERSISTENCE_THRESHOLD = 100_000  # stage3_param_persistence_threshold
 REDUCE_BUCKET_SIZE = 500_000_000  # reduce_bucket_size (elements)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Zero3Footprint:
     """Bytes one GPU holds for the parameters under DeepSpeed ZeRO-3."""
 

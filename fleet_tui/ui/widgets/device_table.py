@@ -8,12 +8,11 @@ nothing: only the lines whose text changed are rendered again and repainted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.binding import Binding
 from textual.message import Message
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+from fleet_tui.core.records import record
 from fleet_tui.ui.widgets.gauges import gib
 from fleet_tui.ui.widgets.text import LiveText, styled_line
 
@@ -23,7 +22,7 @@ SEVERITY_STYLE = {"critical": "b $error", "warning": "b $warning", "info": "$pri
                   "ok": "$success"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Column:
     key: str
     label: str

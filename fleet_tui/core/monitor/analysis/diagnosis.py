@@ -9,6 +9,8 @@ from functools import cached_property
 from math import floor, isfinite, log10
 from typing import Any, NamedTuple
 
+from fleet_tui.core.records import record
+
 Evidence = tuple[tuple[str, float | str | None], ...]
 
 
@@ -137,7 +139,7 @@ class RuleDiagnosis(Diagnosis):
         return round3(v) if isinstance(v, float) else v
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceAnalysis:
     """The diagnoses of one device over one window, most important first."""
 

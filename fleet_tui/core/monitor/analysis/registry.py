@@ -13,16 +13,16 @@ ties; it never puts a weak finding above a strong one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules import (activity, alarms, clocks, compute, contention,
                                                    memory)
 from fleet_tui.core.monitor.analysis.window import WindowStats
+from fleet_tui.core.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     """One diagnosis kind. ``role``: "bottleneck", "risk" or "note" (see ``Diagnosis``).
     ``priority`` orders risks and breaks ties (see the module doc)."""

@@ -14,7 +14,7 @@ errors. A line is parsed by msgspec into ``_Sample``, which checks the types as 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
@@ -25,6 +25,7 @@ import numpy as np
 from fleet_tui.core.monitor.analysis.readings import RawReadings
 from fleet_tui.core.monitor.analysis.stream import Reading
 from fleet_tui.core.monitor.analysis.window import HostLoad
+from fleet_tui.core.records import record
 
 BLOCK_BYTES = 256 * 2**10  # (4 MB blocks were ~15 % slower: bench_analysis --lines)
 MIN_RUN = 64
@@ -96,7 +97,7 @@ _reasons = attrgetter("clock_event_reasons")
 _phase = attrgetter("phase")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Run:
     """Consecutive plain samples of one device, as columns."""
 

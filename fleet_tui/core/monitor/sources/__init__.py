@@ -16,11 +16,12 @@ import difflib
 import importlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
+from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact
 
 __all__ = [
@@ -45,7 +46,7 @@ SIM_MAX_DEVICES = 64
 ArgParser = Callable[[str | None], dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceInfo:
     """One ``--source``: how it is written, what it reads, and where its code lives."""
 
@@ -59,7 +60,7 @@ class SourceInfo:
     probe_opener: str | None = None  # what auto calls instead of ``opener`` (None: the opener)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SourceSpec:
     """A parsed ``--source``: the registry name and the keyword arguments its opener receives."""
 

@@ -23,9 +23,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from fleet_tui.core.monitor.sources.prometheus.parse import PrometheusResponseError
+from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact_url
 
 MAX_RESPONSE_BYTES = 512 << 20  # ~20x a 1,024-GPU fleet's answer; more means a runaway query
@@ -38,7 +38,7 @@ def redact(url: str) -> str:
     return redact_url(url)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Deadline:
     """A point in monotonic time shared by every request of one operation."""
 

@@ -10,10 +10,11 @@ import time
 import urllib.error
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from operator import attrgetter
 
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact_url
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
@@ -55,7 +56,7 @@ class BadPrometheusUrl(SourceUnavailable, FieldError):
     """The ``source`` field names no usable Prometheus URL."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Cached:
     device: DeviceSnapshot
     seen_at: float  # wall clock when this device's reading was taken (sample time)
