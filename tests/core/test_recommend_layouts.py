@@ -197,3 +197,47 @@ def test_nothing_that_does_not_fit_gets_a_speed(cat):
     rec = recommend(w, cat, current=("g5.xlarge", 1), top=3)
     assert rec.current is not None and not rec.current.fits
     assert rec.current.tokens_per_s is None
+
+
+def test_a_shared_layout_ladder_is_climbed_safely_by_threads(cat, monkeypatch):
+    """The sizing and ranking workers share one cached ladder. Each candidate here takes 2 ms to
+    come out of the generator, so threads meet inside it: unlocked, that raised "generator already
+    executing" (the tmux test once showed "internal error while ranking"), and two appends could
+    reorder the rungs. Every thread must get the layout one thread alone gets."""
+    import threading
+    import time
+
+    from fleet_tui.core import caches
+    from fleet_tui.core.sizing import layout
+
+    acc = cat.accelerator("L40S")
+    w = wl(cat, kind="qlora", model="llama-3.1-70b", seq_len=2048, batch=4, gpus=4)
+    caches.clear()
+    alone = choose_layout(w, acc, 4)
+    slow_candidates = layout.candidate_changes
+
+    def slow(*args):
+        for change in slow_candidates(*args):
+            time.sleep(0.002)
+            yield change
+
+    monkeypatch.setattr(layout, "candidate_changes", slow)
+    caches.clear()
+    start = threading.Barrier(6)
+    results, errors = [], []
+
+    def climb():
+        start.wait()
+        try:
+            results.append(choose_layout(w, acc, 4))
+        except Exception as exc:  # the race surfaced as a ValueError
+            errors.append(exc)
+
+    threads = [threading.Thread(target=climb) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    caches.clear()
+    assert errors == []
+    assert [(r.workload, r.layout, r.fits) for r in results] == [(alone.workload, alone.layout, alone.fits)] * 6

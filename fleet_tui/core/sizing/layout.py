@@ -19,6 +19,7 @@ data-parallel ranks never exceed global batch / micro-batch (the rest are idle, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from fleet_tui.core import caches
@@ -150,16 +151,28 @@ class _Ladder:
         self.n = n
         self.rungs: list[_Rung] = []
         self.done = False
+        # A ladder is cached and shared: the Workload pane's sizing and the Recommendations
+        # pane's ranking run in worker threads and can climb the same one at once. Two threads
+        # resuming the one generator raise "generator already executing" (seen as "internal error
+        # while ranking" in the tmux test), and two appends could swap the order of rungs.
+        self._lock = threading.Lock()
 
-    def next_rung(self) -> bool:
+    def rung(self, i: int) -> _Rung | None:
+        """The ``i``-th rung, climbing the ladder as far as that (None past the top)."""
+        rungs = self.rungs
+        if i < len(rungs):
+            return rungs[i]
         w = self._w
-        for c in self._gen:
-            lay = make_layout(self.n, c["tp"] or 1, c["pp"] or 1, c["zero"] or 0, c["micro_batch"], w.batch,
-                              w.is_training)
-            self.rungs.append(_Rung(w, c, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
-            return True
-        self.done = True
-        return False
+        with self._lock:
+            while i >= len(rungs) and not self.done:
+                c = next(self._gen, None)
+                if c is None:
+                    self.done = True
+                    break
+                lay = make_layout(self.n, c["tp"] or 1, c["pp"] or 1, c["zero"] or 0, c["micro_batch"], w.batch,
+                                  w.is_training)
+                rungs.append(_Rung(w, c, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
+            return rungs[i] if i < len(rungs) else None
 
     def first_fit(self, cap: int) -> LayoutChoice | None:
         """The first layout within ``cap`` bytes that leaves no device idle (else, after a few
@@ -167,28 +180,25 @@ class _Ladder:
         i = 0
         best: _Rung | None = None
         after_best = 0  # rungs looked at since the first fit that leaves devices idle
-        while True:
-            while i < len(self.rungs):
-                r = self.rungs[i]
-                i += 1
-                if best is not None:
-                    after_best += 1
-                    if after_best > IDLE_LOOKAHEAD:
-                        return best.choice(True)
-                if r.floor <= cap and r.mem <= cap:
-                    if not r.layout.idle:
-                        return r.choice(True)
-                    if best is None or r.layout.idle < best.layout.idle:
-                        best = r
-            if self.done or not self.next_rung():
-                break
+        while (r := self.rung(i)) is not None:
+            i += 1
+            if best is not None:
+                after_best += 1
+                if after_best > IDLE_LOOKAHEAD:
+                    return best.choice(True)
+            if r.floor <= cap and r.mem <= cap:
+                if not r.layout.idle:
+                    return r.choice(True)
+                if best is None or r.layout.idle < best.layout.idle:
+                    best = r
         return None if best is None else best.choice(True)
 
     def closest(self, exact: bool = True) -> LayoutChoice:
         """The layout needing the least memory per device (``exact`` False: the one with the
         smallest floor, its memory estimated alone)."""
-        while not self.done:
-            self.next_rung()
+        i = 0
+        while self.rung(i) is not None:  # the whole ladder (then nothing is added to it)
+            i += 1
         if exact:
             return min(self.rungs, key=lambda r: r.mem).choice(False)
         return min(self.rungs, key=lambda r: r.floor).choice(False)
@@ -223,15 +233,13 @@ def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> 
         return ladder.closest()
     cap = capacity_bytes(acc)
     fitting: list[LayoutChoice] = []
+    busy = 0  # fitting layouts that leave no device idle
     i = 0
-    while True:
-        while i < len(ladder.rungs) and sum(1 for c in fitting if not c.layout.idle) < COMPARED_FITS:
-            r = ladder.rungs[i]
-            i += 1
-            if r.floor <= cap and r.mem <= cap:
-                fitting.append(r.choice(True))
-        if sum(1 for c in fitting if not c.layout.idle) >= COMPARED_FITS or ladder.done or not ladder.next_rung():
-            break
+    while busy < COMPARED_FITS and (r := ladder.rung(i)) is not None:
+        i += 1
+        if r.floor <= cap and r.mem <= cap:
+            fitting.append(r.choice(True))
+            busy += not r.layout.idle
     if not fitting:
         return ladder.closest()
     fewest_idle = min(c.layout.idle for c in fitting)
