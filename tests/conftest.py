@@ -9,10 +9,39 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 
 import pytest
 
 REQUIRED_IN_CI = ("prometheus", "tmux", "slurmctld", "slurmd", "munged")
+
+
+_XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+_BASE = pytest.StashKey[tuple]()  # (the session's XDG base dir, the variables' values before it)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Module- and session-scoped fixtures (a loaded catalog) run before the per-test fixture
+    below, and a test module may define its own fixture of that name: the whole session gets
+    throw-away XDG dirs too, so nothing a test does writes the developer's ``~/.cache/fleet-tui``
+    (three modules once shadowed the fixture and left a compiled catalog there per test)."""
+    base = tempfile.mkdtemp(prefix="fleet-tui-tests-")
+    config.stash[_BASE] = (base, {var: os.environ.get(var) for var in _XDG})
+    for var in _XDG:
+        os.environ[var] = os.path.join(base, var.lower())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = config.stash.get(_BASE, None)
+    if saved is None:
+        return
+    base, before = saved
+    for var, value in before.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -12,13 +12,6 @@ CHAT = ["recommend", "--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-l
         "--batch", "8"]
 
 
-@pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-
-
-
-
 def test_json_contract(capsys):
     code, out, err = run(capsys, *CHAT, "--current", "p5.48xlarge", "--current-region", "us-east-1",
                          "--top", "4", "--explain", "--json")

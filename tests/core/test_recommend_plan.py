@@ -150,13 +150,6 @@ def test_current_setup_gets_its_plan(cat):
 CHAT = ["recommend", "--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-len", "256"]
 
 
-@pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-
-
-
-
 def test_cli_json_carries_the_plan(capsys):
     code, out, err = run(capsys, *CHAT, "--rate", "20", "--ttft-ms", "500", "--tpot-ms", "30",
                          "--cloud", "aws", "--top", "3", "--json", "--explain")

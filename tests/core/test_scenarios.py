@@ -24,11 +24,6 @@ ANALYZER_SCENARIOS = ["inference_small_p5", "fine_tuning_medium_p5", "training_l
                       "research_training_g6e"]
 
 
-@pytest.fixture(autouse=True)
-def _no_user_config(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-
-
 @pytest.fixture(scope="module")
 def catalog():
     return load_catalog(include_user=False)
