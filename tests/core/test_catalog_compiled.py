@@ -188,3 +188,29 @@ def test_a_small_table_is_cached_and_rebuilt_when_its_file_changes(tmp_path):
     load_interconnects.cache_clear()
     assert "testcloud" in load_interconnects(table).clouds and "testcloud" not in first.clouds
     load_interconnects.cache_clear()
+
+
+def test_the_cache_dir_keeps_the_newest_files_only(tmp_path, monkeypatch):
+    """One file per directory list: loads with ever new --catalog-dir lists (a test suite's temp
+    dirs filled a developer's cache with 1,559 of them, 879 MB) keep KEEP_FILES, the newest, and a
+    crashed writer's old temp file goes; a fresh one (a writer at work) stays."""
+    cache = compiled.cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    stale, fresh = cache / ".catalog-0.bin.x.tmp", cache / ".catalog-1.bin.y.tmp"
+    stale.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    old = os.stat(stale).st_mtime - compiled.STALE_TEMP_S - 60
+    os.utime(stale, (old, old))
+    written = []
+    for i in range(compiled.KEEP_FILES + 3):
+        extra = tmp_path / f"dir{i}"
+        extra.mkdir()
+        clear_cache()
+        load_catalog([extra])
+        written.append(compiled.cache_path(loading.catalog_dirs([extra])))
+        os.utime(written[-1], (1_000_000 + i, 1_000_000 + i))  # distinct ages, oldest first
+    assert _cache_files() == sorted(written[-compiled.KEEP_FILES:])
+    assert not stale.exists() and fresh.exists()
+    clear_cache()
+    _no_toml(monkeypatch)  # the newest is still read from its cache file
+    assert load_catalog([tmp_path / f"dir{compiled.KEEP_FILES + 2}"]).instances

@@ -16,6 +16,9 @@ would go unseen, as with any mtime-based cache: `catalog validate` always re-rea
 * A corrupt file (truncated, bit flips, written by other code) fails its CRC-32 or its unpickling:
   the catalog is built from TOML, the file rewritten, and a warning logged once per process.
 * An unwritable cache directory costs the speed only: the catalog is built from TOML every time.
+* Bounded: each directory list has its own file (~0.6 MB for the bundled catalog). A write keeps
+  the :data:`KEEP_FILES` newest files of its kind and removes the rest, and temp files a crashed
+  writer left behind more than an hour ago; a removed file is only rebuilt when next needed.
 
 Offers are stored per accelerator (``marshal``-ed tuples, the fields of :class:`Instance` in order,
 with their position in the catalog) and built only when asked for (:class:`CompiledOffers`), so
@@ -31,6 +34,7 @@ import os
 import pickle
 import struct
 import sys
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -45,6 +49,8 @@ _MAGIC_FAMILY = b"fleet-tui catalog"  # every format's files start so
 _MAGIC = _MAGIC_FAMILY + b" %d\n" % FORMAT
 _HEADER = struct.Struct("<I")  # CRC-32 of the payload
 _warned = False
+KEEP_FILES = 8  # per kind (catalog, interconnects, capabilities): a few --catalog-dir combinations
+STALE_TEMP_S = 3600.0  # a temp file this old is a crashed writer's, not one still being written
 T = TypeVar("T")
 _ROW_FIELDS = tuple(f.name for f in fields(Instance))  # Instance(*row) rebuilds an offer
 
@@ -253,13 +259,44 @@ def _write(path: Path, encode: Callable[[], bytes]) -> bool:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
-        return True
     except OSError:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         return False
+    _prune(path)
+    return True
+
+
+def _prune(written: Path) -> None:
+    """Keep the :data:`KEEP_FILES` newest cache files of ``written``'s kind (``written`` among
+    them); remove the others and stale temp files of that kind. Best effort: another process may
+    be pruning too."""
+    kind = written.name.split("-", 1)[0]
+    now = time.time()
+    kept: list[tuple[float, str]] = []
+    try:
+        with os.scandir(written.parent) as entries:
+            for e in entries:
+                name = e.name
+                try:
+                    if name.startswith(f"{kind}-") and name.endswith(".bin"):
+                        kept.append((e.stat().st_mtime, e.path))
+                    elif (name.startswith(f".{kind}-") and name.endswith(".tmp")
+                          and now - e.stat().st_mtime > STALE_TEMP_S):
+                        os.unlink(e.path)
+                except OSError:
+                    continue
+    except OSError:
+        return
+    kept.sort(reverse=True)
+    for _, old in kept[KEEP_FILES:]:
+        if old != str(written):
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
 
 
 def _warn_once(message: str) -> None:
