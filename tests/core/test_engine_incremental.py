@@ -95,6 +95,48 @@ def test_engine_reanalyses_at_most_every_second_and_at_once_on_a_change(trace):
     assert "xid" in {x.kind for x in tick.analyses[d.key].diagnoses}
 
 
+def _analysed_per_tick(n: int, interval: float, ticks: int, jitter: float = 0.0):
+    """(devices analysed on each tick after the first, ticks between two analyses of a device)."""
+    src = SimSource(n, start_time=1000.0, interval_s=interval, phase_ticks=10_000)
+    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0)
+    counts, last, gaps = [], {}, set()
+    for t in range(ticks):
+        snap = src.snapshot_at(t)
+        if jitter:  # a real clock: ticks land a little early or late
+            ts = snap.timestamp + (jitter if t % 2 else -jitter)
+            snap = dataclasses.replace(snap, timestamp=ts, devices=tuple(
+                dataclasses.replace(d, timestamp=ts) for d in snap.devices))
+        tick = eng.process(snap)
+        fresh = [k for k, a in tick.analyses.items() if a.end == snap.timestamp]
+        for k in fresh:
+            if k in last:
+                gaps.add(t - last[k])
+            last[k] = t
+        if t:
+            counts.append(len(fresh))
+    return counts, gaps
+
+
+def test_analyses_per_second_are_capped_and_spread_over_the_ticks():
+    """A box of 64 devices at 1 s: each device is re-analysed at least every 4 s (16 analyses a
+    second, ``WindowPolicy.analyses_per_s``), about 16 on every tick rather than 64 every fourth
+    (a device whose phase changes is analysed at once, so a few more). 8 devices stay at every
+    tick; at 0.25 s each is analysed at least once a second, about two on each tick."""
+    counts, gaps = _analysed_per_tick(64, 1.0, 40)
+    assert max(gaps) == 4 and 16 <= sum(counts) / len(counts) <= 18 and max(counts) <= 22
+    counts, gaps = _analysed_per_tick(8, 1.0, 10)
+    assert set(counts) == {8} and gaps == {1}
+    counts, gaps = _analysed_per_tick(8, 0.25, 40)
+    assert max(gaps) == 4 and 2 <= sum(counts) / len(counts) <= 2.5 and max(counts) <= 4
+
+
+def test_a_jittery_clock_does_not_skip_an_analysis():
+    """Ticks 0.998 s and 1.002 s apart at a 1 s interval: every tick is still analysed (the
+    period counts as run out within half an interval)."""
+    counts, gaps = _analysed_per_tick(4, 1.0, 12, jitter=0.002)
+    assert set(counts) == {4} and gaps == {1}
+
+
 def test_engine_windows_do_not_straddle_two_labelled_behaviours(trace):
     """The window restarts at a change point: after the detection delay, a window holds one
     behaviour (the labelled phases of the H200 trace; sizing phases are mixed by design)."""

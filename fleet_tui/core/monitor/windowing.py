@@ -5,9 +5,15 @@ differs is the window, so it is a policy object handed to the engine:
 
 - ``WindowPolicy(seconds=5)`` (this box, a replay, the simulator): every reading enters a sliding
   window of the last ``seconds`` (incrementally, by ``analysis.SlidingWindow``); a device is
-  re-analysed at most every ``analyze_every_s`` (1 s), at once when its phase changes or a hardware
-  alarm shows. A diagnosis over a 5 s window gains nothing from being re-run at 4 Hz, and that
-  was most of the engine's CPU at a 0.25 s interval (64 devices: 3.38 -> 1.45 ms a tick).
+  re-analysed once per period, at once when its phase changes or a hardware alarm shows. The
+  period is ``analyze_every_s`` (1 s), and longer on a box with more devices than
+  ``analyses_per_s`` (16): all devices together are analysed at most that many times a second,
+  so 64 devices are each re-analysed every 4 s, spread evenly over the ticks (a per-device
+  offset). A diagnosis over a 5 s window gains nothing from being re-run at 4 Hz, and that was
+  most of the engine's CPU at a 0.25 s interval (64 devices: 3.38 -> 1.45 ms a tick); the budget
+  bounds the rest on large boxes (sim:64 at 1 s: 3.9 -> ~1.6 ms a tick, bench/bench_monitor_cpu.py).
+  A tick counts as due when it is within half an interval of the period, so a real clock's
+  jitter (a tick 0.998 s after the last) does not skip a 1 s analysis.
 - ``FleetWindowPolicy(seconds=120)`` (a fleet): Prometheus data changes only when a scrape lands, so
   a refresh that returns the same reading (same timestamp) adds nothing; windows hold at most
   ``max_samples`` distinct readings (6: 12 s at a 2 s scrape, 90 s at 15 s), which bounds the
@@ -24,6 +30,7 @@ A policy is immutable configuration; ``policy.start()`` gives the engine its per
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +63,7 @@ class WindowPolicy:
     seconds: float = 5.0
     growth_lookback_s: float = GROWTH_LOOKBACK_S * 5
     analyze_every_s: float = 1.0  # 0: every tick
+    analyses_per_s: float = 16.0  # device analyses a second, all devices together (0: no cap)
     backfill: bool = False  # every reading arrives through the engine
     off_loop: bool = False  # ~0.4 ms a tick for 8 devices: a thread hop would cost more
     history_repeats: bool = True  # every tick is a new reading
@@ -100,24 +108,32 @@ class SlidingWindows:
         self.policy = policy
         self._windows: dict[str, SlidingWindow] = {}
         self._memlog: dict[str, deque] = {}
-        # key -> (newest timestamp analysed, the window's phase start, the device's reading then,
-        # the analysis): what a tick within ``analyze_every_s`` reuses
+        # key -> (when its period started, the window's phase start, the device's reading then,
+        # the analysis): what a tick within the device's period reuses
         self._analysed: dict[str, tuple[float, float | None, DeviceSnapshot, DeviceAnalysis]] = {}
+
+    def period(self, devices: int) -> float:
+        """Seconds between two analyses of one device (0: every tick)."""
+        every, per_s = self.policy.analyze_every_s, self.policy.analyses_per_s
+        if every <= 0:
+            return 0.0
+        return max(every, devices / per_s) if per_s > 0 else every
 
     def add(self, snapshot: Snapshot, history: History) -> None:
         """Backfilled readings are in ``history``; windows rebuild from it when they next move."""
         self._windows.clear()
         self._analysed.clear()
 
-    def _reusable(self, key: str, d: DeviceSnapshot, ts: float, win: SlidingWindow
-                  ) -> DeviceAnalysis | None:
-        """The last analysis of ``key`` when it is recent and nothing it rests on changed kind:
-        the same phase, the same device state, no new XID, ECC error or throttle reason."""
+    def _reusable(self, key: str, d: DeviceSnapshot, ts: float, win: SlidingWindow,
+                  due_s: float) -> DeviceAnalysis | None:
+        """The last analysis of ``key`` when its period (``due_s``) has not run out and nothing it
+        rests on changed kind: the same phase, the same device state, no new XID, ECC error or
+        throttle reason."""
         kept = self._analysed.get(key)
         if kept is None:
             return None
         at, phase_start, then, analysis = kept
-        if not 0 <= ts - at < self.policy.analyze_every_s or phase_start != win.phase_start:
+        if not 0 <= ts - at < due_s or phase_start != win.phase_start:
             return None
         if (d.state != then.state or d.xid_errors != then.xid_errors
                 or d.ecc_uncorrected != then.ecc_uncorrected
@@ -158,9 +174,13 @@ class SlidingWindows:
             self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
             self._analysed = {k: v for k, v in self._analysed.items() if k in kept}
         seconds = self.policy.seconds
-        every = self.policy.analyze_every_s
+        n, interval = len(keys), history.interval_s
+        period = self.period(n)
+        ticks = max(1, math.ceil(period / interval - 1e-9))  # the period in whole ticks
+        # due half an interval early: a tick 0.998 s after the last still analyses at 1 s
+        due_s = ticks * interval - interval / 2
         host = HostLoad.of(snapshot.host)
-        for d, key in zip(snapshot.devices, keys):
+        for j, (d, key) in enumerate(zip(snapshot.devices, keys)):
             win = windows.get(key)
             rebuilt = win is None
             if win is None:  # a new device, or after a backfill: start from what history holds
@@ -176,13 +196,16 @@ class SlidingWindows:
                 continue
             growth = self.growth_points(d, snapshot.timestamp, key)  # every reading counts
             ts = d.timestamp or snapshot.timestamp
-            kept = None if rebuilt or every <= 0 else self._reusable(key, d, ts, win)
+            kept = None if rebuilt or period <= 0 else self._reusable(key, d, ts, win, due_s)
             if kept is not None:
                 analyses[key] = kept
                 continue
             analyses[key] = analysis = win.analyze(growth, key, host)
-            if every > 0:
-                self._analysed[key] = (ts, win.phase_start, d, analysis)
+            if period > 0:
+                # a device first analysed has its period start 0 to ticks-1 ticks back, by its
+                # place: devices seen together (all of them, at start) come due n/ticks a tick
+                back = (j * ticks // n) * interval if key not in self._analysed else 0.0
+                self._analysed[key] = (ts - back, win.phase_start, d, analysis)
         return analyses
 
 
