@@ -54,14 +54,31 @@ _HOST_CORES = 8
 _MASK64 = (1 << 64) - 1
 
 
+_SEED64 = 0x9E3779B97F4A7C15
+
+
+def _mix(x: int, v: int) -> int:
+    """One splitmix64 round folding ``v`` into the state ``x``."""
+    x = (x ^ (v & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
+    return x ^ (x >> 31)
+
+
+def _prefix(*key: int) -> int:
+    """The state after folding ``key``: ``_noise(*key, j) == _noise_after(_prefix(*key), j)``."""
+    x = _SEED64
+    for v in key:
+        x = _mix(x, v)
+    return x
+
+
+def _noise_after(prefix: int, j: int) -> float:
+    return (_mix(prefix, j) >> 11) / float(1 << 53)
+
+
 def _noise(*key: int) -> float:
     """Uniform [0, 1) from integers via splitmix64: stateless, so tick k is the same every run."""
-    x = 0x9E3779B97F4A7C15
-    for v in key:
-        x = (x ^ (v & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
-        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK64
-        x ^= x >> 31
-    return (x >> 11) / float(1 << 53)
+    return (_prefix(*key) >> 11) / float(1 << 53)
 
 
 class SimSource(Source):
@@ -87,6 +104,8 @@ class SimSource(Source):
         self.name = f"sim:{n}"
         self._start_time = start_time
         self._tick = 0
+        self._uuids = [f"GPU-5151ca7e-0000-4000-8000-{seed:06x}{i:06x}" for i in range(n)]
+        self._procs: dict[tuple[int, str, int], tuple[ProcessInfo, ...]] = {}  # same job, same tuple
 
     async def open(self) -> None:
         if self._start_time is None:
@@ -129,9 +148,10 @@ class SimSource(Source):
         beh = self.behaviour_of(i, tick)
         progress = (tick % self.phase_ticks) / self.phase_ticks
         s = self.seed
+        key = _prefix(s, i, tick)  # folded once: each value below folds only its own j
 
         def jitter(j: int, spread: float) -> float:  # centred noise, ± spread/2
-            return (_noise(s, i, tick, j) - 0.5) * spread
+            return (_noise_after(key, j) - 0.5) * spread
 
         util = sm = occ = tensor = dram = fp32 = fp16 = 0.0
         power = 75.0 + jitter(1, 4)
@@ -157,7 +177,7 @@ class SimSource(Source):
             util, sm, occ, tensor, dram = 100, 55 + jitter(4, 6), 30, 1, 88 + jitter(5, 6)
             power, temp = 480 + jitter(6, 30), 55 + jitter(7, 2)
         elif beh == "input_starved":
-            busy = _noise(s, i, tick, 9) < 0.3
+            busy = _noise_after(key, 9) < 0.3
             util = 100.0 if busy else 8.0
             sm, tensor, dram = (70.0, 50.0, 20.0) if busy else (4.0, 3.0, 1.0)
             occ = sm / 3
@@ -181,19 +201,23 @@ class SimSource(Source):
         mem_act = min(100.0, dram * 1.1)
         procs: tuple[ProcessInfo, ...] = ()
         if job:
-            procs = (
-                ProcessInfo(
-                    pid=40000 + i,
-                    device_index=i,
-                    used_gpu_bytes=max(0, mem_used - _MEM_BASE),
-                    user="sim",
-                    command=f"python train.py --job {beh} (simulated)",
-                ),
-            )
+            procs = self._procs.get((i, beh, mem_used))
+            if procs is None:
+                if len(self._procs) > 4 * self.n:  # memory growth makes a new one each tick
+                    self._procs.clear()
+                procs = self._procs[(i, beh, mem_used)] = (
+                    ProcessInfo(
+                        pid=40000 + i,
+                        device_index=i,
+                        used_gpu_bytes=max(0, mem_used - _MEM_BASE),
+                        user="sim",
+                        command=f"python train.py --job {beh} (simulated)",
+                    ),
+                )
         return DeviceSnapshot(
             index=i,
             name=_NAME,
-            uuid=f"GPU-5151ca7e-0000-4000-8000-{self.seed:06x}{i:06x}",
+            uuid=self._uuids[i],
             vendor="nvidia",
             timestamp=ts,
             gpu_util_pct=float(util),
