@@ -89,6 +89,8 @@ class MonitorScreen(PaneScreen):
     AUTO_FOCUS = "#devices"  # up/down move through the devices, Enter opens one
     focused_key: str | None = None
     _diag_signature: tuple | None = None
+    _procs_seen: tuple | None = None  # (the table, each device's processes) last drawn
+    _proc_rows: dict = {}  # (device key, index, ProcessInfo) -> (row key, cells) of the last tick
     _diag_drawn_at: float = 0.0
 
     def compose_body(self) -> ComposeResult:
@@ -244,14 +246,29 @@ class MonitorScreen(PaneScreen):
         return message
 
     def _draw_processes(self, snap) -> None:
+        # The same processes as last tick (compared by value; a source that keeps its process
+        # tuples makes it an identity check): nothing to format. Otherwise only a process not
+        # seen last tick (a new one, or its memory moved) is formatted again (64 devices: the
+        # rows cost ~0.4 ms a tick).
         table = self.query_one("#procs", ProcessTable)
+        seen = (table, [(dev.key, dev.index, dev.processes) for dev in snap.devices])
+        if seen == self._procs_seen:
+            return
+        self._procs_seen = seen
+        last, made = self._proc_rows, {}
         rows = {}
         for dev in snap.devices:
             for proc in dev.processes:
-                rows[f"{dev.key}:{proc.pid}"] = (
-                    str(proc.pid), f"#{dev.index}",
-                    human_bytes(proc.used_gpu_bytes) if proc.used_gpu_bytes is not None else "N/A",
-                    proc.user or "", (proc.command or "")[:80])
+                at = (dev.key, dev.index, proc)
+                row = last.get(at)
+                if row is None:
+                    row = (f"{dev.key}:{proc.pid}", (
+                        str(proc.pid), f"#{dev.index}",
+                        human_bytes(proc.used_gpu_bytes) if proc.used_gpu_bytes is not None else "N/A",
+                        proc.user or "", (proc.command or "")[:80]))
+                made[at] = row
+                rows[row[0]] = row[1]
+        self._proc_rows = made
         table.show_rows(rows)
 
     def _draw_diagnoses(self, view) -> None:
