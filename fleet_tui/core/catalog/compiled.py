@@ -275,14 +275,14 @@ def _prune(written: Path) -> None:
     be pruning too."""
     kind = written.name.split("-", 1)[0]
     now = time.time()
-    kept: list[tuple[float, str]] = []
+    found: list[tuple[float, str]] = []  # (mtime, path) of each cache file of this kind
     try:
         with os.scandir(written.parent) as entries:
             for e in entries:
                 name = e.name
                 try:
                     if name.startswith(f"{kind}-") and name.endswith(".bin"):
-                        kept.append((e.stat().st_mtime, e.path))
+                        found.append((e.stat().st_mtime, e.path))
                     elif (name.startswith(f".{kind}-") and name.endswith(".tmp")
                           and now - e.stat().st_mtime > STALE_TEMP_S):
                         os.unlink(e.path)
@@ -290,8 +290,8 @@ def _prune(written: Path) -> None:
                     continue
     except OSError:
         return
-    kept.sort(reverse=True)
-    for _, old in kept[KEEP_FILES:]:
+    found.sort(reverse=True)
+    for _, old in found[KEEP_FILES:]:
         if old != str(written):
             try:
                 os.unlink(old)

@@ -11,7 +11,7 @@ differs is the window, so it is a policy object handed to the engine:
   so 64 devices are each re-analysed every 4 s, spread evenly over the ticks (a per-device
   offset). A diagnosis over a 5 s window gains nothing from being re-run at 4 Hz, and that was
   most of the engine's CPU at a 0.25 s interval (64 devices: 3.38 -> 1.45 ms a tick); the budget
-  bounds the rest on large boxes (sim:64 at 1 s: 3.9 -> ~1.6 ms a tick, bench/bench_monitor_cpu.py).
+  bounds the rest on large boxes (sim:64 at 1 s, headless: 3.9 -> 1.8 ms a tick).
   A tick counts as due when it is within half an interval of the period, so a real clock's
   jitter (a tick 0.998 s after the last) does not skip a 1 s analysis.
 - ``FleetWindowPolicy(seconds=120)`` (a fleet): Prometheus data changes only when a scrape lands, so
