@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "--once prints one reading (like gpustat --json); --headless prints one line "
                     "per interval; --alerts prints only alerts, as JSON lines.")
     mode = m.add_mutually_exclusive_group()
-    mode.add_argument("--once", action="store_true", help="one reading, then exit")
+    mode.add_argument("--once", action="store_true",
+                      help="one reading, then exit; on GPUs with GPM (Hopper and newer) it spans "
+                           "--interval seconds, so SM, tensor and DRAM activity are filled")
     mode.add_argument("--headless", action="store_true",
                       help="one reading per interval until --count or Ctrl-C (the default)")
     mode.add_argument("--alerts", action="store_true",
@@ -275,7 +277,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     try:
         if args.once:
             with one_deadline(source):  # the backfill and the reading share one timeout
-                asyncio.run(engine.run(count=count))
+                asyncio.run(engine.run(count=count, prime=True))
         else:
             asyncio.run(engine.run(count=count))
     finally:

@@ -73,6 +73,37 @@ def test_monitor_once_json_with_top_level_source(capsys):
     assert "cost" in out and "alerts" in out
 
 
+def test_monitor_once_on_nvml_spans_an_interval_so_gpm_activity_is_filled(capsys, monkeypatch):
+    import sys
+    import threading
+    import time
+
+    from tests.fakes.fake_pynvml import FakeNvml
+
+    fake = FakeNvml.h200(devices=1)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+    done = threading.Event()
+
+    def clock() -> None:  # the GPU's counters move on while the command waits
+        while not done.wait(0.02):
+            fake.advance()
+
+    ticker = threading.Thread(target=clock, daemon=True)
+    ticker.start()
+    started = time.monotonic()
+    try:
+        assert main(["monitor", "--once", "--json", "--source", "nvml", "--interval", "0.25"]) == 0
+    finally:
+        done.set()
+        ticker.join()
+    took = time.monotonic() - started
+    dev = json.loads(capsys.readouterr().out)["devices"][0]
+    assert took >= 0.25  # one interval between the two GPM samples
+    for field in ("sm_active_pct", "tensor_active_pct", "dram_active_pct"):
+        assert isinstance(dev[field], float), field
+    assert fake.count("nvmlGpmSampleGet") == 2 and fake.count("nvmlGpmMetricsGet") == 1
+
+
 def test_monitor_headless_json_lines(capsys):
     assert main(["monitor", "--headless", "--source", "sim:3", "--interval", "0.25", "--count", "3",
                  "--json", "--instance", "p5.48xlarge"]) == 0

@@ -47,6 +47,7 @@ async def test_nothing_found_gives_a_no_device_state_naming_every_reason(monkeyp
     monkeypatch.setenv("PATH", str(tmp_path))  # no hl-smi, no neuron-monitor
     src = open_source("auto")
     async with src:
+        assert await src.prime() is False  # nothing to wait for
         snap = await src.sample()
     assert src.chosen == "none"
     assert snap.source_kind == "none" and snap.devices == ()
@@ -62,6 +63,9 @@ async def test_auto_picks_nvml_when_a_gpu_answers(monkeypatch):
     fake = FakeNvml.h200(devices=2)
     monkeypatch.setitem(sys.modules, "pynvml", fake.module)
     async with open_source("auto", xid_events=False) as src:
+        primed = await src.prime()  # monitor --once: the GPM interval's start goes to NVML
+        fake.advance()
         snap = await src.sample()
     assert src.chosen == "nvml" and snap.source == "nvml" and len(snap.devices) == 2
     assert snap.devices[0].name == "NVIDIA H200"
+    assert primed and snap.devices[0].sm_active_pct is not None

@@ -93,6 +93,27 @@ async def test_gpm_needs_two_samples_and_uses_each_interval():
     assert fake.count("nvmlGpmSampleGet") == 3 and fake.count("nvmlGpmMetricsGet") == 2
 
 
+async def test_prime_takes_the_first_gpm_sample_so_the_first_reading_has_an_interval():
+    fake = FakeNvml.h200(devices=2)
+    fake.gpus[1].static = {**fake.gpus[1].static, "gpm_supported": False}  # pre-Hopper beside it
+    async with _source(fake) as src:
+        assert await src.prime() is True
+        fake.advance()
+        first = await src.sample()
+        assert await src.prime() is False  # every GPM device already holds its interval's start
+    assert first.devices[0].sm_active_pct == pytest.approx(fake.gpus[0].rows[1]["gpm_sm_util"])
+    assert first.devices[1].sm_active_pct is None
+    assert fake.count("nvmlGpmSampleGet", 0) == 2 and fake.count("nvmlGpmSampleGet", 1) == 0
+
+
+async def test_prime_on_a_board_without_gpm_asks_for_no_wait():
+    fake = FakeNvml.h200(devices=1)
+    fake.gpus[0].static = {**fake.gpus[0].static, "gpm_supported": False}
+    async with _source(fake) as src:
+        assert await src.prime() is False
+    assert fake.count("nvmlGpmSampleGet") == 0
+
+
 async def test_not_supported_is_learned_once_per_device_and_function():
     fake = FakeNvml.h200(devices=2)
     fake.fail("nvmlDeviceGetPowerUsage", real.NVML_ERROR_NOT_SUPPORTED, device=1)

@@ -354,12 +354,17 @@ class MonitorEngine:
         for past in await history(seconds, step_s=max(1.0, seconds / 10.0)):
             self.backfill(past)
 
-    async def run(self, count: int | None = None) -> None:
-        """Sample until ``stop()`` (or ``count`` ticks). Opens and closes the source."""
+    async def run(self, count: int | None = None, *, prime: bool = False) -> None:
+        """Sample until ``stop()`` (or ``count`` ticks). Opens and closes the source.
+
+        ``prime``: before the first tick, let the source take the first sample of its interval
+        readings and wait one interval, so the first tick has them (``monitor --once``)."""
         await self.source.open()
         done = 0
         try:
             await self._backfill_from_source()
+            if prime and await self.source.prime():
+                await self._sleep_rest(time.monotonic())
             while not self._stop and (count is None or done < count):
                 if self._paused:
                     await self._resume.wait()

@@ -28,6 +28,14 @@ class Source(abc.ABC):
     async def sample(self) -> Snapshot:
         """One reading of every device (and the host where the source has it)."""
 
+    async def prime(self) -> bool:
+        """Take the first of the two samples that interval readings need (GPM's SM, tensor and
+        DRAM activity describe the time between two samples), so the next ``sample`` has them.
+        True when something was primed and the caller should wait an interval; the default
+        source has nothing to prime. A one-shot read calls it; a running monitor needs no prime
+        (each tick is the next one's start)."""
+        return False
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release handles. Safe to call twice."""
 

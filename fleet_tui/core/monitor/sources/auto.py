@@ -84,6 +84,12 @@ class AutoSource(Source):
         assert self._delegate is not None
         return await self._delegate.sample()
 
+    async def prime(self) -> bool:
+        if self._delegate is None:
+            await self.open()
+        assert self._delegate is not None
+        return await self._delegate.prime()
+
     async def close(self) -> None:
         if self._delegate is not None:
             await self._delegate.close()

@@ -97,6 +97,20 @@ def read_gpm(calls: DeviceCalls, d: Device) -> dict[str, Any]:
     return out
 
 
+def prime_gpm(calls: DeviceCalls, d: Device) -> bool:
+    """Take ``d``'s first GPM sample ahead of a reading, so that reading has an interval's metrics.
+    False when GPM is not read on ``d`` or it already holds a sample."""
+    if not d.gpm_supported or "gpm" in d.learned or d.gpm_have_prev:
+        return False
+    nv = calls.nv
+    prev, cur = d.gpm_samples
+    if calls.get(d, "gpm", nv.nvmlGpmSampleGet, cur) is None:
+        return False
+    d.gpm_samples = [cur, prev]
+    d.gpm_have_prev = True
+    return True
+
+
 def free_gpm(nv: Any, d: Device) -> None:
     for s in d.gpm_samples:
         try:

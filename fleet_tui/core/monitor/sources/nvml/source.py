@@ -16,7 +16,7 @@ from fleet_tui.core.monitor.sources.host import HostReader, ProcessResolver
 from fleet_tui.core.monitor.sources.nvml.codes import LOST, GpuLost, init_library, text
 from fleet_tui.core.monitor.sources.nvml.device import Device, DeviceCalls
 from fleet_tui.core.monitor.sources.nvml.events import XidWatcher
-from fleet_tui.core.monitor.sources.nvml.gpm import free_gpm
+from fleet_tui.core.monitor.sources.nvml.gpm import free_gpm, prime_gpm
 from fleet_tui.core.monitor.sources.nvml.reads import DeviceReader
 
 
@@ -65,6 +65,11 @@ class NvmlSource(Source):
         if not self._opened:
             await self.open()
         return await asyncio.to_thread(self.sample_blocking)
+
+    async def prime(self) -> bool:
+        if not self._opened:
+            await self.open()
+        return await asyncio.to_thread(self.prime_blocking)
 
     async def close(self) -> None:
         if self._opened:
@@ -128,6 +133,20 @@ class NvmlSource(Source):
             self._nv.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutting down a half-initialised library
             pass
+
+    def prime_blocking(self) -> bool:
+        """Every GPM device's first sample (``Source.prime``); True when any was taken."""
+        with self._lock:
+            if not self._opened:
+                raise SourceUnavailable("the NVML source is closed")
+            primed = False
+            for d in self._devices:
+                if d.lost is None:
+                    try:
+                        primed = prime_gpm(self._calls, d) or primed
+                    except GpuLost:
+                        d.lost, d.state = LOST, "lost"
+            return primed
 
     # -- one tick -------------------------------------------------------------------------------
 
