@@ -51,8 +51,10 @@ class Tmux:
                               capture_output=True, text=True, timeout=20).stdout
 
     def start(self, argv: list[str], root: Path = ROOT) -> None:
+        # the checkout first; the caller's PYTHONPATH after it (wheels installed to a --target)
+        path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
         env = (f"env -u COLUMNS -u LINES XDG_CONFIG_HOME={shlex.quote(self.dir)}/cfg "
-               f"PYTHONPATH={shlex.quote(str(root))}")
+               f"PYTHONPATH={shlex.quote(path)}")
         command = f"cd {shlex.quote(self.dir)} && exec {env} " + " ".join(map(shlex.quote, argv))
         self("new-session", "-d", "-s", self.name, "-x", "120", "-y", "40", command)
 

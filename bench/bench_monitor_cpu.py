@@ -10,6 +10,10 @@ hits both; the ratio to the floor is the number to compare across machines.
 
 Goal (issue 13): monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
 
+``--cases`` takes SOURCE@INTERVAL items: ``8@1`` or ``sim:8@1`` (simulated GPUs), ``nvml@1`` (the
+GPUs of this machine) and ``nvitop@1`` (nvitop, ``python -m nvitop --interval 1``, on the same GPUs:
+the reference the issue compares with), each measured beside its own floor round.
+
 ``--profile 8,64`` instead replays recorded ticks of the pane headless (no terminal, in this
 process) and reports, per steady tick: CPU of the pane's redraw and of Textual's compositor, the
 widgets and regions refreshed, whether anything was laid out, and (``--cprofile FILE``) a cProfile
@@ -52,14 +56,36 @@ Clock().run()
 CASES = [(1, 1.0), (8, 1.0), (64, 1.0), (1, 0.25), (8, 0.25), (64, 0.25)]
 
 
-def measure(argv: list[str], ready: str, warmup_s: float, window_s: float,
+def case_source(text: str) -> str:
+    """``8`` or ``sim:8`` -> ``sim:8``; ``nvml`` (a real GPU); ``nvitop`` (the reference tool,
+    ``python -m nvitop``, on the same GPUs)."""
+    text = text.strip()
+    if text.isdigit():
+        return f"sim:{text}"
+    if text in ("nvml", "nvitop") or (text.startswith("sim:") and text[4:].isdigit()):
+        return text
+    raise SystemExit(f"--cases: {text!r} is not N, sim:N, nvml or nvitop")
+
+
+def case_argv(source: str, interval: float) -> tuple[list[str], str | tuple[str, ...]]:
+    """The command of a case and the text its screen shows once it is up."""
+    if source == "nvitop":  # its header, nvidia-smi's: "NVITOP 1.x ... Driver Version: ..."
+        return [sys.executable, "-m", "nvitop", "--interval", f"{interval:g}"], ("NVITOP", "Driver")
+    ready = "SIMULATED" if source.startswith("sim:") else "LIVE"
+    return [sys.executable, "-m", "fleet_tui", "--source", source,
+            "--interval", f"{interval:g}"], ready
+
+
+def measure(argv: list[str], ready: str | tuple[str, ...], warmup_s: float, window_s: float,
             size: tuple[int, int]) -> float:
+    """% of a core over ``window_s`` once the screen shows ``ready`` (or any of several)."""
+    marks = (ready,) if isinstance(ready, str) else ready
     tmux = Tmux()
     try:
         tmux.start(argv)
         tmux("resize-window", "-t", tmux.name, "-x", str(size[0]), "-y", str(size[1]))
         deadline = time.monotonic() + 30
-        while ready not in tmux.screen():
+        while not any(m in tmux.screen() for m in marks):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{argv} never showed {ready!r}:\n{tmux.screen()}")
             time.sleep(0.05)
@@ -183,7 +209,7 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=15.0, help="seconds measured per run")
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--size", default="120x40", help="terminal size, e.g. 80x24")
-    parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25 (default: all six)")
+    parser.add_argument("--cases", default="", help="e.g. 8@1,64@0.25,nvml@1,nvitop@1 (default: the six sim cases)")
     parser.add_argument("--profile", default="", help="e.g. 8,64: per-tick profile, headless")
     parser.add_argument("--cprofile", default=None, help="with --profile: write a cProfile here")
     parser.add_argument("--gc", default="", help="e.g. 8@1,8@0.25: garbage collector cost, headless")
@@ -211,23 +237,28 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.2f}" for k, v in stats.items())
                   + f"  (loaded, load avg {os.getloadavg()[0]:.1f})")
         return
-    cases = CASES
+    cases = [(f"sim:{d}", i) for d, i in CASES]
     if args.cases:
-        cases = [(int(d), float(i)) for d, i in (c.split("@") for c in args.cases.split(","))]
+        cases = [(case_source(s), float(i)) for s, i in (c.split("@") for c in args.cases.split(","))]
     floor_argv = [sys.executable, "-c", FLOOR_APP]
     floors: list[float] = []
     rows = []
-    for devices, interval in cases:
+    for source, interval in cases:
         floors.append(measure(floor_argv, ":", args.warmup, args.window, size))
-        argv = [sys.executable, "-m", "fleet_tui", "--source", f"sim:{devices}",
-                "--interval", f"{interval:g}"]
-        cpu = measure(argv, "SIMULATED", args.warmup, args.window, size)
+        argv, ready = case_argv(source, interval)
+        try:
+            cpu = measure(argv, ready, args.warmup, args.window, size)
+        except RuntimeError as exc:  # one case that cannot start does not lose the others
+            print(f"  {source:<7} every {interval:<4g} s: did not start: {exc}", flush=True)
+            continue
         before = None
-        if args.baseline:  # the same app from the other checkout (PYTHONPATH given last wins)
-            before = measure(["env", f"PYTHONPATH={args.baseline}", *argv], "SIMULATED",
+        if args.baseline and source != "nvitop":  # the other checkout's app (its PYTHONPATH first)
+            path = os.pathsep.join(p for p in (args.baseline, os.environ.get("PYTHONPATH", ""))
+                                   if p)
+            before = measure(["env", f"PYTHONPATH={path}", *argv], ready,
                              args.warmup, args.window, size)
-        rows.append((devices, interval, cpu, before))
-        print(f"  sim:{devices:<3} every {interval:<4g} s: {cpu:5.2f} % of a core "
+        rows.append((source, interval, cpu, before))
+        print(f"  {source:<7} every {interval:<4g} s: {cpu:5.2f} % of a core "
               + (f"(baseline {before:.2f} %) " if before is not None else "")
               + f"(floor this round {floors[-1]:.2f} %)", flush=True)
     floor = statistics.median(floors)
@@ -235,10 +266,10 @@ def main() -> None:
           f" (load avg {os.getloadavg()[0]:.1f} at the end)")
     print(f"{'source':<8} {'interval':>8} {'CPU %':>7} {'x floor':>8} {'goal':>6}"
           + (f" {'baseline x floor':>17}" if args.baseline else ""))
-    for devices, interval, cpu, before in rows:
+    for source, interval, cpu, before in rows:
         goal = 3 if interval >= 1 else 8
         ratio = cpu / floor if floor > 0 else float("inf")
-        print(f"sim:{devices:<4} {interval:>7g}s {cpu:>7.2f} {ratio:>7.1f}x {'<=' + str(goal) + 'x':>6}"
+        print(f"{source:<8} {interval:>7g}s {cpu:>7.2f} {ratio:>7.1f}x {'<=' + str(goal) + 'x':>6}"
               + (f" {before / floor if floor > 0 else float('inf'):>16.1f}x"
                  if before is not None else "")
               + f"{'' if ratio <= goal else '  (over)'}")
