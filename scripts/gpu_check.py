@@ -171,10 +171,17 @@ async def run(args, out: Path, log) -> int:
         proc.wait(timeout=60)
     await src.close()
 
-    diagnoses = []
+    diagnoses, phases = [], []
     try:
         from fleet_tui.core.monitor.analysis import analyze_trace
+        from fleet_tui.core.monitor.analysis.stream import analyze_stream
 
+        # phase by phase, as `fleet-tui analyze` and the live monitor cut the trace; then fixed
+        # windows, which can straddle a change (a job starting or ending inside one)
+        for a in analyze_stream(snaps):
+            phases.append(a.to_dict())
+            log(f"phase  {a.start - snaps[0].timestamp:5.1f}-{a.end - snaps[0].timestamp:5.1f}s "
+                f"GPU{a.device_index}: {a.primary}")
         for a in analyze_trace(snaps, window_s=args.window):
             diagnoses.append(a.to_dict())
             d0 = a.primary_diagnosis
@@ -202,6 +209,7 @@ async def run(args, out: Path, log) -> int:
             for d in last.devices
         ],
         "errors": sorted(errors),
+        "phases": phases,
         "diagnoses": diagnoses,
     }
     (out / "gpu_check_summary.json").write_text(json.dumps(summary, indent=1, default=str))
