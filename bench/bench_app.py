@@ -84,6 +84,15 @@ class Tmux:
                     break
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM (``kill``, ``timeout``) into SystemExit, so the ``finally`` that closes a
+    bench's tmux server and its app runs: killed without it, a bench left its app running."""
+    def _exit(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+
+
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -274,4 +283,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     raise SystemExit(main())

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_app import Tmux, cpu_percent_then_quit  # noqa: E402
+from bench.bench_app import Tmux, cpu_percent_then_quit, exit_on_sigterm  # noqa: E402
 
 FLOOR_APP = """
 from datetime import datetime
@@ -277,4 +277,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     main()
