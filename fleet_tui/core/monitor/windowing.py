@@ -38,6 +38,7 @@ from typing import Protocol
 
 from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
                                              HostLoad, SlidingWindow, analyze_device_window)
+from fleet_tui.core.monitor.analysis.phases import smoothing_s
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.records import record
@@ -111,6 +112,8 @@ class SlidingWindows:
         # key -> (when its period started, the window's phase start, the device's reading then,
         # the analysis): what a tick within the device's period reuses
         self._analysed: dict[str, tuple[float, float | None, DeviceSnapshot, DeviceAnalysis]] = {}
+        # key -> (the reading, the analysis) of the device's last tick: what a settling window shows
+        self._shown: dict[str, tuple[DeviceSnapshot, DeviceAnalysis]] = {}
 
     def period(self, devices: int) -> float:
         """Seconds between two analyses of one device (0: every tick)."""
@@ -123,6 +126,7 @@ class SlidingWindows:
         """Backfilled readings are in ``history``; windows rebuild from it when they next move."""
         self._windows.clear()
         self._analysed.clear()
+        self._shown.clear()
 
     def _reusable(self, key: str, d: DeviceSnapshot, ts: float, win: SlidingWindow,
                   due_s: float) -> DeviceAnalysis | None:
@@ -173,6 +177,7 @@ class SlidingWindows:
             self._windows = windows = {k: w for k, w in windows.items() if k in kept}
             self._memlog = {k: v for k, v in self._memlog.items() if k in kept}
             self._analysed = {k: v for k, v in self._analysed.items() if k in kept}
+            self._shown = {k: v for k, v in self._shown.items() if k in kept}
         seconds = self.policy.seconds
         n, interval = len(keys), history.interval_s
         period = self.period(n)
@@ -180,6 +185,9 @@ class SlidingWindows:
         # due half an interval early: a tick 0.998 s after the last still analyses at 1 s
         due_s = ticks * interval - interval / 2
         host = HostLoad.of(snapshot.host)
+        # how long a suspected change may hold the last analysis: the detector's smoothing lag
+        # plus a sample (a large shift is confirmed within about that)
+        hold_s = smoothing_s(interval) + interval
         for j, (d, key) in enumerate(zip(snapshot.devices, keys)):
             win = windows.get(key)
             rebuilt = win is None
@@ -196,11 +204,33 @@ class SlidingWindows:
                 continue
             growth = self.growth_points(d, snapshot.timestamp, key)  # every reading counts
             ts = d.timestamp or snapshot.timestamp
+            shown = self._shown.get(key)
+            if shown is not None and win.settling and not rebuilt:
+                # a change point was just confirmed; its first samples straddle the change:
+                # the last analysis stands until the new phase has a sample past them (a new
+                # device state, XID or ECC error is news at once)
+                then = shown[0]
+                if (d.state == then.state and d.xid_errors == then.xid_errors
+                        and d.ecc_uncorrected == then.ecc_uncorrected):
+                    analyses[key] = shown[1]
+                    continue
             kept = None if rebuilt or period <= 0 else self._reusable(key, d, ts, win, due_s)
             if kept is not None:
                 analyses[key] = kept
+                self._shown[key] = (d, kept)
                 continue
-            analyses[key] = analysis = win.analyze(growth, key, host)
+            analysis = win.analyze(growth, key, host)
+            if (shown is not None and analysis.primary != shown[1].primary and not rebuilt
+                    and win.pending(hold_s) and d.state == shown[0].state
+                    and d.xid_errors == shown[0].xid_errors):
+                # a new kind while the detector weighs a change it has not confirmed: the
+                # window mixes the old behaviour with the first samples of what may be a new
+                # one (7 idle samples and 1 busy read input_starved); the last analysis stands
+                # until the change is confirmed or refuted, at most hold_s
+                analyses[key] = shown[1]
+                continue
+            analyses[key] = analysis
+            self._shown[key] = (d, analysis)
             if period > 0:
                 # a device first analysed has its period start 0 to ticks-1 ticks back, by its
                 # place: devices seen together (all of them, at start) come due n/ticks a tick

@@ -154,6 +154,18 @@ class PhaseDetector:
             self._extra, self._link = extra, link_of(extra)[0]
         return self._link
 
+    def pending_since(self) -> float | None:
+        """When the evidence of a change not yet confirmed began (the earliest feature whose
+        CUSUM is off zero), or None when every feature sits at its phase's level."""
+        first = None
+        for t in self._pos_t:
+            if t is not None and (first is None or t < first):
+                first = t
+        for t in self._neg_t:
+            if t is not None and (first is None or t < first):
+                first = t
+        return first
+
     def last_sample(self) -> float | None:
         """The previous sample's timestamp: the next one's smoothing interval is from it."""
         return self._last
