@@ -11,6 +11,10 @@ Two scores per labelled behaviour of each trace:
   time at each end: NVML averages utilization over up to 1 s), analysed as the live engine does
   (the window cut at the detector's change points); right when the primary is expected.
 
+* **changes**: the live engine's ticks in the first 3 s after a change between two labelled
+  behaviours whose primary neither label expects (a third kind, shown while the window mixes two
+  behaviours); fewer is better.
+
 * **risks**: for each label whose ``labels`` line names risks that must (``risks``) or must not
   (``no_risks``) be reported, right when a required risk is reported in at least one of the
   label's phases and a forbidden one in none (a leak needs a few seconds of rises to show).
@@ -130,6 +134,33 @@ def score_windows(path: str, expected: dict) -> dict[str, list[int]]:
     return out
 
 
+CHANGE_S = 3.0
+
+
+def score_changes(path: str, expected: dict) -> tuple[int, int]:
+    """(ticks, ticks with a third kind): the live engine's ticks in the first ``CHANGE_S``
+    seconds after a change between two labelled behaviours, and those whose primary is expected
+    by neither label (what an expert sees at once: input_starved flashing as a job starts)."""
+    snaps = list(iter_trace(path))
+    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
+                        usd_per_hour=1.0, alert_rules=[])
+    label, since, before = None, None, ()
+    ticks = third = 0
+    for s in snaps:
+        tick = eng.process(s)
+        now = s.devices[0].phase
+        if now != label:
+            if label is not None:
+                since, before = s.timestamp, expected.get(label, ())
+            label = now
+        if since is None or s.timestamp - since > CHANGE_S or not before or now not in expected:
+            continue
+        primary = next(iter(tick.analyses.values())).primary
+        ticks += 1
+        third += primary not in expected[now] and primary not in before
+    return ticks, third
+
+
 def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     tot = [0, 0, 0, 0]
     print(f"== {name} ==")
@@ -137,13 +168,14 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
         print("  (no traces)")
         return tuple(tot)
     print(f"  {'trace':28s} {'label':24s} {'expected':34s} {'phases':>9s} {'windows':>9s}")
-    risk_rows = []
+    risk_rows, change_rows = [], []
     for path in paths:
         exp = expectations(path)
         analyses = list(analyze_stream(iter_trace(path)))  # one analysis: phases and risks
         ph, win = score_phases(path, exp, analyses), score_windows(path, exp)
         risk_rows += [(Path(path).name, label, r)
                       for label, r in score_risks(path, analyses).items()]
+        change_rows.append((Path(path).name, *score_changes(path, exp)))
         for label in exp:
             if label not in ph and label not in win:
                 continue
@@ -155,6 +187,10 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     wr = tot[2] / tot[3] if tot[3] else float("nan")
     print(f"  total: phases {tot[0]}/{tot[1]} right ({pr:.0%}), windows {tot[2]}/{tot[3]} "
           f"right ({wr:.0%})")
+    n, bad = sum(r[1] for r in change_rows), sum(r[2] for r in change_rows)
+    print(f"  changes: live ticks within {CHANGE_S:g} s after a labelled change showing a kind "
+          f"neither label expects: {bad}/{n} ({bad / n if n else 0:.0%}); "
+          + ", ".join(f"{name[:20]} {b}/{t}" for name, t, b in change_rows))
     if risk_rows:
         print(f"  risks: {sum(r[0] for _, _, r in risk_rows)}/{len(risk_rows)} labels right")
         for name, label, (right, rule, shown) in risk_rows:
