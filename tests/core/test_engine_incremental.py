@@ -343,3 +343,22 @@ def test_a_job_starting_and_ending_shows_no_third_diagnosis(interval):
     # and each behaviour shows within a few seconds of its start
     assert all(k == "healthy_compute" for t, k in shown if 16.0 <= t < 24.0)
     assert all(k == "idle" for t, k in shown if t >= 28.0)
+
+
+def test_the_first_sample_of_work_after_idle_ones_is_a_job_starting_not_starvation():
+    """GPM's interval can catch a job's first kernels before NVML's utilization does (take b:
+    util 0 %, SM 19.7 %, then 100 %). One sample of work after idle ones says a job starts; the
+    monitor keeps idle until the change is confirmed, then shows the job."""
+    from fleet_tui.core.monitor.snapshot import Snapshot
+
+    eng = MonitorEngine(None, interval=0.5, min_interval_s=0.1, usd_per_hour=10.0)
+    shown = []
+    for i in range(48):
+        t = 1000.0 + i * 0.5
+        d = _job(t, i > 24, i >= 24)
+        if i == 24:
+            d = dataclasses.replace(d, sm_active_pct=19.7, tensor_active_pct=15.0)
+        tick = eng.process(Snapshot(timestamp=t, source="t", source_kind="live", devices=(d,)))
+        shown.append((i, tick.analyses[d.key].primary))
+    assert {k for _, k in shown} == {"idle", "healthy_compute"}, shown[22:32]
+    assert all(k == "healthy_compute" for i, k in shown if i >= 32)

@@ -14,6 +14,12 @@ from fleet_tui.core.monitor.analysis.window import HostLoad
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
 
+def _worked(row: tuple) -> bool:
+    """A ``read_row`` row shows work: kernels or copies ran (utilization) or SMs were active."""
+    util, sm = row[0], row[2]
+    return bool(util) or bool(sm)
+
+
 class SlidingWindow:
     """One device's samples over the last ``seconds``, kept across ticks by the engine.
 
@@ -56,11 +62,22 @@ class SlidingWindow:
         return edge is not None and bool(self._samples) and self._samples[-1].timestamp < edge
 
     def pending(self, hold_s: float) -> bool:
-        """The detector has seen the start of a change it has not confirmed, at most ``hold_s``
-        ago: the newest samples may belong to a phase that has not begun yet."""
+        """The newest samples may belong to a phase that has not begun yet: the detector has seen
+        the start of a change it has not confirmed, at most ``hold_s`` ago, or the newest sample
+        is the first of the window to show any work (its smoothing hides a first sample; one
+        sample of work after idle ones says a job starts, not that it waits between bursts)."""
+        if not self._samples:
+            return False
         since = self._detector.pending_since()
-        return (since is not None and bool(self._samples)
-                and self._samples[-1].timestamp - since <= hold_s)
+        if since is not None and self._samples[-1].timestamp - since <= hold_s:
+            return True
+        rows = self._rows
+        if len(rows) < 2 or not _worked(rows[-1]):
+            return False
+        for i in range(len(rows) - 1):
+            if _worked(rows[i]):
+                return False
+        return True
 
     def push(self, d: DeviceSnapshot, limit: int, host: HostLoad | None = None) -> bool:
         """Append the newest sample; ``limit`` = samples history holds for the device (the window
