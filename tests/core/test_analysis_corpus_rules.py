@@ -133,7 +133,7 @@ def test_the_live_monitor_shows_no_third_kind_as_behaviours_change():
     """Replayed through the live engine, the ticks in the first 3 s after each labelled change
     show the behaviour before or the one after, not a third (before the window held its last
     analysis through a change in progress: 26 % of them on the tune traces, 35 % on the
-    holdout ones, mostly input_starved; now 0 % and 1 %)."""
+    holdout ones, mostly input_starved; now 0 % and 3 %)."""
     from bench.bench_diagnosis_accuracy import expectations, score_changes
 
     ticks = third = 0

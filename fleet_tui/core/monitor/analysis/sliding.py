@@ -38,8 +38,10 @@ class SlidingWindow:
     averages utilization over up to 1 s; the detector's smoothing trails the change), so, as
     ``fleet-tui analyze`` does (``stream.edge_of``), they are left out once the phase has samples
     past that edge; until it has, ``settling`` is true and the engine keeps showing the last
-    analysis (replayed on the H100/H200 corpus, the window read a third kind, mostly
-    input_starved, in 13-39 % of the ticks within 3 s of a labelled change).
+    analysis. ``pending`` says a change may be starting that the detector has not confirmed (the
+    engine holds an idle GPU's diagnosis through it). Replayed on the H100/H200 corpus, the
+    window read a third kind, mostly input_starved, in 13-39 % of the ticks within 3 s of a
+    labelled change.
     """
 
     __slots__ = ("seconds", "_samples", "_rows", "_counts", "_ordered", "_detector",
