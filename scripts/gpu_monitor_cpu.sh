@@ -14,16 +14,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_cpu_out}; export OUT; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site
-fi
-if ! command -v tmux >/dev/null 2>&1 && [[ -x .tmuxbin/tmux ]]; then
-  export PATH="$PWD/.tmuxbin:$PATH" LD_LIBRARY_PATH="$PWD/.tmuxbin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-PY=${PYTHON:-python3}
+source scripts/device_env.sh
 CASES=${CASES:-nvml@1,nvitop@1,nvml@0.25,nvitop@0.25,sim:64@1}
 WINDOW=${WINDOW:-20}
 exec > >(tee "$OUT/session.log") 2>&1

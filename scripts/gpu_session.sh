@@ -10,13 +10,7 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_session_out}; export OUT; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-PY=${PYTHON:-python3}
+source scripts/device_env.sh
 SECONDS_PER=${SECONDS_PER:-10}
 exec > >(tee "$OUT/session.log") 2>&1
 date -u; uname -r
