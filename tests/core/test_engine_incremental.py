@@ -20,12 +20,11 @@ from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, Diagnosis, Devic
                                              HostLoad, SlidingWindow, analyze_device_window,
                                              analyze_trace)
 from fleet_tui.core.monitor.engine import MonitorEngine
-from fleet_tui.core.monitor.analysis.phases import smoothing_s
 from fleet_tui.core.monitor.history import History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.sources.sim import SimSource
 from fleet_tui.core.monitor.trace import load_trace
-from fleet_tui.core.monitor.windowing import WindowPolicy
+from fleet_tui.core.monitor.windowing import WindowPolicy, hold_s
 
 WINDOW_S = 5.0
 
@@ -45,8 +44,7 @@ def _held(eng: MonitorEngine, key: str) -> bool:
     """The device's window may show its last analysis: settling after a change point, or its
     detector weighing a change it has not confirmed (within the engine's hold)."""
     win = eng.windows._windows[key]
-    interval = eng.history.interval_s
-    return win.settling or win.pending(smoothing_s(interval) + interval)
+    return win.settling or win.pending(hold_s(eng.history.interval_s))
 
 
 def _replay_and_compare(snaps, *, interval=0.25, changes=None, every=0.0, **kw) -> int:

@@ -141,9 +141,7 @@ class SlidingWindows:
         at, phase_start, then, analysis = kept
         if not 0 <= ts - at < due_s or phase_start != win.phase_start:
             return None
-        if (d.state != then.state or d.xid_errors != then.xid_errors
-                or d.ecc_uncorrected != then.ecc_uncorrected
-                or d.clock_event_reasons != then.clock_event_reasons):
+        if not no_news(d, then) or d.clock_event_reasons != then.clock_event_reasons:
             return None
         return analysis
 
@@ -188,9 +186,7 @@ class SlidingWindows:
         # due half an interval early: a tick 0.998 s after the last still analyses at 1 s
         due_s = ticks * interval - interval / 2
         host = HostLoad.of(snapshot.host)
-        # how long a suspected change may hold the last analysis: the detector's smoothing lag
-        # plus a sample (a large shift is confirmed within about that)
-        hold_s = smoothing_s(interval) + interval
+        hold = hold_s(interval)
         for j, (d, key) in enumerate(zip(snapshot.devices, keys)):
             win = windows.get(key)
             rebuilt = win is None
@@ -212,9 +208,7 @@ class SlidingWindows:
                 # a change point was just confirmed; its first samples straddle the change:
                 # the last analysis stands until the new phase has a sample past them (a new
                 # device state, XID or ECC error is news at once)
-                then = shown[0]
-                if (d.state == then.state and d.xid_errors == then.xid_errors
-                        and d.ecc_uncorrected == then.ecc_uncorrected):
+                if no_news(d, shown[0]):
                     analyses[key] = shown[1]
                     continue
             kept = None if rebuilt or period <= 0 else self._reusable(key, d, ts, win, due_s)
@@ -225,9 +219,8 @@ class SlidingWindows:
             analysis = win.analyze(growth, key, host)
             if (shown is not None and analysis.primary != shown[1].primary and not rebuilt
                     and shown[1].primary == "idle"
-                    and ts - self._held_since.setdefault(key, ts) <= hold_s
-                    and win.pending(hold_s) and d.state == shown[0].state
-                    and d.xid_errors == shown[0].xid_errors):
+                    and ts - self._held_since.setdefault(key, ts) <= hold
+                    and win.pending(hold) and no_news(d, shown[0])):
                 # an idle GPU starts to work and the detector has not confirmed the change: the
                 # window dilutes the first samples of work with idle ones (7 idle samples and 1
                 # busy read input_starved); idle stands until the change is confirmed or
@@ -245,6 +238,19 @@ class SlidingWindows:
                 back = (j * ticks // n) * interval if key not in self._analysed else 0.0
                 self._analysed[key] = (ts - back, win.phase_start, d, analysis)
         return analyses
+
+
+def hold_s(interval: float) -> float:
+    """How long a change the detector has not confirmed may hold a device's last analysis: the
+    detector's smoothing lag plus a sample (a large shift is confirmed within about that)."""
+    return smoothing_s(interval) + interval
+
+
+def no_news(d: DeviceSnapshot, then: DeviceSnapshot) -> bool:
+    """Nothing that must show at once happened since ``then``: the same device state, no new XID
+    or uncorrected ECC error."""
+    return (d.state == then.state and d.xid_errors == then.xid_errors
+            and d.ecc_uncorrected == then.ecc_uncorrected)
 
 
 class _Analysed:
