@@ -105,6 +105,14 @@ def score_phases(path: str, expected: dict, analyses: list | None = None
     return out
 
 
+def live_ticks(snaps):
+    """(snapshot, tick) of each reading replayed through the live engine, as the monitor runs."""
+    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
+                        usd_per_hour=1.0, alert_rules=[])
+    for s in snaps:
+        yield s, eng.process(s)
+
+
 def score_windows(path: str, expected: dict) -> dict[str, list[int]]:
     """Windows as the live engine sees them: replay through MonitorEngine at the trace's rate and
     score the analysis at each whole second whose last 5 s lie inside one labelled stretch."""
@@ -116,12 +124,9 @@ def score_windows(path: str, expected: dict) -> dict[str, list[int]]:
             spans[-1][2] = s.timestamp
         else:
             spans.append([label, s.timestamp, s.timestamp])
-    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
-                        usd_per_hour=1.0, alert_rules=[])
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     next_t = snaps[0].timestamp + WINDOW_S if snaps else 0.0
-    for s in snaps:
-        tick = eng.process(s)
+    for s, tick in live_ticks(snaps):
         if s.timestamp + 1e-9 < next_t:
             continue
         next_t += STEP_S
@@ -141,13 +146,9 @@ def score_changes(path: str, expected: dict) -> tuple[int, int]:
     """(ticks, ticks with a third kind): the live engine's ticks in the first ``CHANGE_S``
     seconds after a change between two labelled behaviours, and those whose primary is expected
     by neither label (what an expert sees at once: input_starved flashing as a job starts)."""
-    snaps = list(iter_trace(path))
-    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
-                        usd_per_hour=1.0, alert_rules=[])
     label, since, before = None, None, ()
     ticks = third = 0
-    for s in snaps:
-        tick = eng.process(s)
+    for s, tick in live_ticks(iter_trace(path)):
         now = s.devices[0].phase
         if now != label:
             if label is not None:
