@@ -3,8 +3,11 @@
 1. NvmlSource's own work per device per tick, against the fake pynvml (tests/fakes) that serves the
    recorded H200 values. Time spent inside the fake's functions is measured and subtracted, so what is
    left is our overhead (building snapshots, error handling, GPM bookkeeping, process merge). It is
-   compared with what the same NVML calls cost on the real H200 (tests/fixtures/h200/nvml_latency.json;
-   calls the file does not list are charged the median of the simple getters, and said so).
+   compared with what the same NVML calls cost on the real H200 (tests/fixtures/h200/nvml_latency.json).
+   That file has no GPM calls: they are charged what they cost on the H200 this project was lent
+   (tests/fixtures/h200/nvml_call_cpu_2026-11-26.json: ``nvmlGpmSampleGet`` 49 us of CPU, 15-22x a
+   simple getter there), scaled to nvml_latency.json's machine by the calls both files measured.
+   Calls neither file lists are charged the median of the simple getters, and said so.
    Target (issue 3, section 8): overhead <= 2x the NVML calls.
 2. ``sim:8`` sampled at 1 Hz: process CPU time per tick (measured over many ticks) as % of one core.
 3. The 0.25 s interval: the whole tick (asyncio.to_thread hop + all devices + host stats) at 4 Hz.
@@ -43,16 +46,30 @@ _MEASURED = {
 _SIMPLE_GETTERS = ("utilization_rates", "temperature", "power_usage", "clock_sm", "clock_event_reasons")
 _ASSUMED_US = statistics.median(LATENCY[k]["median_us"] for k in _SIMPLE_GETTERS)
 
+# The GPM calls, measured on the lent H200 (2026-11-26). That VM's calls cost 1.5-3x the same calls
+# in nvml_latency.json, so its figures are scaled by the ratio of the calls both files measured.
+LENT = json.loads((ROOT / "tests" / "fixtures" / "h200" / "nvml_call_cpu_2026-11-26.json").read_text())
+_LENT_GPM = {"nvmlGpmSampleGet": "gpm_sample_get", "nvmlGpmMetricsGet": "gpm_metrics_get_12"}
+_SHARED = [k for k in ("utilization_rates", "memory_info", "power_usage", "temperature",
+                       "compute_processes") if k in LENT and k in LATENCY]
+LENT_SCALE = (sum(LATENCY[k]["median_us"] for k in _SHARED)
+              / sum(LENT[k]["cpu_us"] for k in _SHARED))
 
-def nvml_cost_us(calls: dict[str, float]) -> tuple[float, list[str]]:
+
+def nvml_cost_us(calls: dict[str, float], *, gpm: bool = True) -> tuple[float, list[str]]:
+    """What ``calls`` (NVML function -> calls per device per tick) cost on the H200, in µs, and
+    the calls charged the simple-getter median for want of a figure. ``gpm=False``: the GPM calls
+    at that median too (the figure this bench gave before the GPM calls were measured)."""
     total, assumed = 0.0, []
     for name, n in calls.items():
         key = _MEASURED.get(name)
-        if key is None:
+        if key is not None:
+            total += n * LATENCY[key]["median_us"]
+        elif gpm and name in _LENT_GPM:
+            total += n * LENT[_LENT_GPM[name]]["cpu_us"] * LENT_SCALE
+        else:
             assumed.append(name)
             total += n * _ASSUMED_US
-        else:
-            total += n * LATENCY[key]["median_us"]
     return total, sorted(assumed)
 
 
@@ -86,6 +103,7 @@ def bench_nvml(devices: int, ticks: int, *, processes: bool = True) -> dict:
     own_us = (total_s - in_calls_s) / ticks / devices * 1e6
     nvml_us, assumed = nvml_cost_us(per_fn)
     return {
+        "h200_nvml_us_no_gpm": nvml_cost_us(per_fn, gpm=False)[0],
         "devices": devices,
         "calls_per_device_per_tick": calls_per_dev,
         "own_us_per_device": own_us,
@@ -123,7 +141,13 @@ def main() -> None:
     r = bench_nvml(1, ticks)
     print("  calls per device per tick: " + ", ".join(
         f"{k.removeprefix('nvml')}={v:.2f}" for k, v in sorted(r["per_fn"].items())))
-    print(f"  charged the simple-getter median ({_ASSUMED_US:.1f} us) because nvml_latency.json has no "
+    print(f"  GPM calls charged as measured on the lent H200 (nvml_call_cpu_2026-11-26.json) x "
+          f"{LENT_SCALE:.2f} (nvml_latency.json's machine / the lent one, over {', '.join(_SHARED)}): "
+          + ", ".join(f"{k.removeprefix('nvml')} {LENT[v]['cpu_us'] * LENT_SCALE:.1f} us"
+                      for k, v in _LENT_GPM.items()))
+    print(f"  without them (each GPM call charged {_ASSUMED_US:.1f} us, as before they were measured): "
+          f"~{r['h200_nvml_us_no_gpm']:.1f} us -> ratio {r['own_us_per_device'] / r['h200_nvml_us_no_gpm']:.2f}x")
+    print(f"  charged the simple-getter median ({_ASSUMED_US:.1f} us) because neither file has a "
           f"figure: {', '.join(a.removeprefix('nvml') for a in r['assumed'])}")
 
     print("== sim:8 at 1 Hz ==")
