@@ -20,6 +20,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from fleet_tui.ui.pane import MOUNTING
 from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
@@ -134,7 +135,29 @@ class FleetApp(App[int]):
         watchdog = threading.Timer(self.EXIT_GRACE_S, os._exit, args=(128 + signum,))
         watchdog.daemon = True
         watchdog.start()
-        self.exit(1)
+        self._quit_task = asyncio.ensure_future(self._quit(1))  # kept: the loop holds tasks weakly
+
+    #: Set once q, ctrl+c or a signal asked the app to quit: panes start no more deferred mounts.
+    quitting = False
+    #: How long quitting waits for the widgets a pane is mounting (``PaneScreen.mount_later``).
+    QUIT_WAIT_S = 2.0
+
+    async def action_quit(self) -> None:
+        """q and ctrl+c: exit once the widgets a pane is mounting are mounted. Textual's shutdown
+        removes a screen's widgets while the widgets being mounted still handle their mount
+        messages: quitting just as the Catalog pane mounted its filter row (after its first page
+        shows) ended with NoMatches from a Select's own mount handler, a traceback and exit
+        status 1 (once, in tests/e2e/test_tmux.py on a loaded core)."""
+        await self._quit()
+
+    async def _quit(self, result: int | None = None) -> None:
+        self.quitting = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.QUIT_WAIT_S
+        while loop.time() < deadline and any(
+                w.group == MOUNTING and not w.is_finished for w in self.workers):
+            await asyncio.sleep(0.01)
+        self.exit(result)
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")

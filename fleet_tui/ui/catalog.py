@@ -121,8 +121,9 @@ class CatalogScreen(PaneScreen):
     def _schedule_filters(self) -> None:
         if not (self._filters_ready or self._filters_mounting):
             self._filters_mounting = True
-            # a worker, so whoever waits for the pane's work (tests, scripts) waits for this too
-            self.run_worker(self._mount_filters(), group="catalog-filters", exit_on_error=False)
+            # a worker, so whoever waits for the pane's work (tests, scripts) waits for this too,
+            # and so does quitting (a Select mounted during shutdown raised NoMatches)
+            self.mount_later(self._mount_filters())
 
     async def _mount_filters(self) -> None:
         painted = asyncio.Event()

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.worker import Worker
 
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
+
+
+#: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
+MOUNTING = "pane-mounting"
 
 
 class PaneScreen(Screen):
@@ -27,3 +34,13 @@ class PaneScreen(Screen):
 
     def compose_body(self) -> ComposeResult:
         return iter(())
+
+    def mount_later(self, work: Coroutine) -> Worker | None:
+        """Run ``work``, a coroutine that mounts widgets after the pane is on screen, as a worker
+        that quitting waits for (``FleetApp.action_quit``); once the app is quitting it is not run.
+        Textual's shutdown removes a screen's widgets while the ones being mounted still handle
+        their mount messages: a Select mounted then raised NoMatches from its own mount handler."""
+        if getattr(self.app, "quitting", False):
+            work.close()
+            return None
+        return self.run_worker(work, group=MOUNTING, exit_on_error=False)
