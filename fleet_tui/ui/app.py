@@ -143,21 +143,32 @@ class FleetApp(App[int]):
     QUIT_WAIT_S = 2.0
 
     async def action_quit(self) -> None:
-        """q and ctrl+c: exit once the widgets a pane is mounting are mounted. Textual's shutdown
-        removes a screen's widgets while the widgets being mounted still handle their mount
-        messages: quitting just as the Catalog pane mounted its filter row (after its first page
-        shows) ended with NoMatches from a Select's own mount handler, a traceback and exit
-        status 1 (once, in tests/e2e/test_tmux.py on a loaded core)."""
+        """q and ctrl+c: exit once the pane on screen and the widgets it is mounting are mounted.
+        Textual's shutdown removes a screen's widgets while widgets still being mounted handle
+        their mount messages, and their handlers then fail to find their children (NoMatches: a
+        traceback and exit status 1). It happened on quitting just as the Catalog pane mounted its
+        filter row (once, in tests/e2e/test_tmux.py on a loaded core), and on quitting a few
+        milliseconds after a pane key (the Workload pane's on_mount: the key, on its way through
+        the focused widget, reached the app after ctrl+c, so pane keys do nothing once quitting)."""
         await self._quit()
 
     async def _quit(self, result: int | None = None) -> None:
         self.quitting = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.QUIT_WAIT_S
-        while loop.time() < deadline and any(
-                w.group == MOUNTING and not w.is_finished for w in self.workers):
+        while loop.time() < deadline and self._mounting():
             await asyncio.sleep(0.01)
         self.exit(result)
+
+    def _mounting(self) -> bool:
+        """A pane's deferred mount is pending, or a widget of the screen shown is not mounted yet."""
+        if any(w.group == MOUNTING and not w.is_finished for w in self.workers):
+            return True
+        try:
+            screen = self.screen
+        except Exception:  # no screen (yet, or any more): nothing to wait for
+            return False
+        return not all(node.is_mounted for node in screen.walk_children(with_self=True))
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")
@@ -218,6 +229,8 @@ class FleetApp(App[int]):
         return tuple(pane for pane in PANES if self.pane_available(pane))
 
     async def action_switch_mode(self, mode: str) -> None:
+        if self.quitting:  # a pane key that reaches the app after q or ctrl+c: its screen would
+            return  # mount during shutdown (the Workload pane's on_mount raised NoMatches)
         pane = next((p for p in PANES if p.mode == mode), None)
         if pane is not None and not self.pane_available(pane):
             self.action_pane_unavailable(mode)
@@ -240,7 +253,7 @@ class FleetApp(App[int]):
     def action_help(self) -> None:
         from fleet_tui.ui.help import HelpScreen  # Markdown is heavy: load it on first use
 
-        if isinstance(self.screen, HelpScreen):
+        if isinstance(self.screen, HelpScreen) or self.quitting:
             return
         self.push_screen(HelpScreen(self.help_text()))
 

@@ -66,6 +66,28 @@ async def test_ctrl_c_while_the_catalog_filter_row_mounts_quits_cleanly(make_app
     assert app.return_code == 0 and app.quitting
 
 
+async def test_ctrl_c_right_after_a_pane_key_quits_cleanly(make_app):
+    # From the Monitor pane, a pane key then ctrl+c a few event-loop turns later: the key, on its
+    # way through the focused widget, reached the app after ctrl+c had asked it to exit, and the
+    # Workload pane then mounted during shutdown (NoMatches in its on_mount, exit status 1; on the
+    # old code at 3 turns). Pane keys now do nothing once the app is quitting.
+    import asyncio
+
+    for turns in (2, 3, 4):
+        app = make_app(source="sim:8")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.5)
+            app.simulate_key("2")
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            app.simulate_key("ctrl+c")
+            for _ in range(200):
+                if app.return_code is not None:
+                    break
+                await pilot.pause(0.02)
+        assert app.return_code == 0, turns
+
+
 async def test_a_pane_mounts_nothing_later_once_the_app_is_quitting(make_app):
     import inspect
 
@@ -78,6 +100,11 @@ async def test_a_pane_mounts_nothing_later_once_the_app_is_quitting(make_app):
         work = mount_something()
         assert app.screen.mount_later(work) is None
         assert inspect.getcoroutinestate(work) == inspect.CORO_CLOSED
+        # nor does a pane key or ? open a screen
+        shown = app.screen
+        await app.run_action("switch_mode('builder')")
+        await app.run_action("help")
+        assert app.screen is shown
 
 
 async def test_catalog_same_answer_keeps_the_table_and_cursor(make_app):
