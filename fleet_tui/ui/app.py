@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.reactive import var
 from textual.screen import Screen
@@ -166,7 +166,7 @@ class FleetApp(App[int]):
             return True
         try:
             screen = self.screen
-        except Exception:  # no screen (yet, or any more): nothing to wait for
+        except ScreenStackError:  # no screen (yet, or any more): nothing to wait for
             return False
         return not all(node.is_mounted for node in screen.walk_children(with_self=True))
 
