@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 
 from textual.widgets import DataTable, Input, Select, Static
 
 from fleet_tui.ui.builder import BuilderScreen
 from fleet_tui.ui.catalog import PAGE_ROWS
-from tests.ui.conftest import settle
+from tests.ui.conftest import settle, wait_for
 
 
 async def test_catalog_filters_page_and_detail(make_app):
@@ -59,10 +61,7 @@ async def test_ctrl_c_while_the_catalog_filter_row_mounts_quits_cleanly(make_app
 
     monkeypatch.setattr(Grid, "mount_all", mount_all_then_ctrl_c)
     async with app.run_test(size=(80, 24)) as pilot:
-        for _ in range(200):
-            if app.return_code is not None:
-                break
-            await pilot.pause(0.02)
+        await wait_for(pilot, lambda: app.return_code is not None, "the app to exit")
     assert app.return_code == 0 and app.quitting
 
 
@@ -71,8 +70,6 @@ async def test_ctrl_c_right_after_a_pane_key_quits_cleanly(make_app):
     # way through the focused widget, reached the app after ctrl+c had asked it to exit, and the
     # Workload pane then mounted during shutdown (NoMatches in its on_mount, exit status 1; on the
     # old code at 3 turns). Pane keys now do nothing once the app is quitting.
-    import asyncio
-
     for turns in (2, 3, 4):
         app = make_app(source="sim:8")
         async with app.run_test(size=(80, 24)) as pilot:
@@ -81,16 +78,11 @@ async def test_ctrl_c_right_after_a_pane_key_quits_cleanly(make_app):
             for _ in range(turns):
                 await asyncio.sleep(0)
             app.simulate_key("ctrl+c")
-            for _ in range(200):
-                if app.return_code is not None:
-                    break
-                await pilot.pause(0.02)
+            await wait_for(pilot, lambda: app.return_code is not None, "the app to exit")
         assert app.return_code == 0, turns
 
 
 async def test_a_pane_mounts_nothing_later_once_the_app_is_quitting(make_app):
-    import inspect
-
     app = make_app(overrides=dict(source=None))
     async with app.run_test(size=(80, 24)):
         async def mount_something():
