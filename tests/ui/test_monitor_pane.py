@@ -573,6 +573,53 @@ async def test_a_card_draws_its_graphs_as_history_graph_does_and_repaints_only_c
         assert [[(r.y, r.height) for r in regions] for regions in dirty] == [[(at, 2)]]
 
 
+async def test_a_card_takes_a_new_themes_colours_as_a_new_card_would():
+    """A card keeps its label style and graph colours between draws (each reading walks its
+    ancestors); a theme change must still give it the new theme's, exactly as a card made then."""
+    from textual.app import App
+    from textual.containers import Vertical
+
+    from fleet_tui.core.monitor.sources.sim import SimSource
+
+    dev = SimSource(2).snapshot_at(30).devices[1]
+    series = [float(v % 100) for v in range(0, 300, 7)]
+
+    class View:
+        def history(self, key, metric, last=None):
+            data = series if metric == "gpu_util_pct" else []
+            return data[-last:] if last else data
+
+    class Cards(App):
+        CSS = "DeviceCard { width: 40; }"
+
+        def get_theme_variable_defaults(self):
+            return {"pane-border": "#445566"}  # the app's themes define it
+
+        def compose(self):
+            with Vertical(id="box"):
+                yield DeviceCard(dev.key)
+
+    app = Cards()
+    async with app.run_test(size=(60, 40)) as pilot:
+        card = app.query_one(DeviceCard)
+        card.show(dev, View())
+        await pilot.pause()
+        before = _cells(card.render_lines(card.outer_size.region))
+        app.theme = "textual-light"
+        await pilot.pause()
+        await pilot.pause()
+        series.append(50.0)  # the next tick
+        card.show(dev, View())
+        fresh = DeviceCard("fresh")
+        await app.query_one("#box").mount(fresh)
+        await pilot.pause()  # laid out: its graph is as wide as the card's
+        fresh.show(dev, View())
+        await pilot.pause()
+        after = _cells(card.render_lines(card.outer_size.region))
+        assert after != before
+        assert after == _cells(fresh.render_lines(fresh.outer_size.region))
+
+
 async def test_process_table_window_follows_the_cursor():
     app = widget_app(lambda: ProcessTable(id="procs"))
     async with app.run_test(size=(80, 12)) as pilot:
