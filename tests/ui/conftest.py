@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from textual.worker import WorkerCancelled
 
 from fleet_tui.ui.launch import AppConfig
+
+CATALOG_WAIT_S = 60  # generous: a catalog that never loads fails the test with a message, no hang
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +44,18 @@ def make_app():
 
 
 async def settle(app, pilot) -> None:
-    """Wait for every finished-able worker (catalog, queries, sizing), not the monitor loop."""
+    """Wait for the catalog to load (or fail), then for every finished-able worker (queries,
+    sizing), not the monitor loop.
+
+    The app starts loading its catalog after its first frame: under load, a test could get here
+    before that worker existed, find no worker to wait for and go on with the catalog still
+    loading. ``catalog_settled`` is the app's own signal (the monitor waits on it too)."""
+    settled = getattr(app, "catalog_settled", None)
+    if settled is not None:
+        try:
+            await asyncio.wait_for(settled.wait(), CATALOG_WAIT_S)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"the catalog did not load within {CATALOG_WAIT_S} s") from None
     for _ in range(5):
         workers = [w for w in app.workers if w.group != "monitor"]
         if workers:  # wait_for_complete([]) waits for every worker, the endless monitor loop too

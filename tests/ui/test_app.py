@@ -82,6 +82,20 @@ async def test_status_line_says_no_device_and_catalog_count(make_app):
         assert f"{app.catalog_status.instances:,} offers" in text
 
 
+async def test_settle_waits_for_a_catalog_load_that_starts_late(make_app, monkeypatch):
+    """The catalog load starts after the first frame. On a loaded core ``settle`` once looked before
+    that worker existed, found nothing to wait for, and the test above read "loading"."""
+    from fleet_tui.ui.app import FleetApp
+
+    start = FleetApp.load_catalog
+    monkeypatch.setattr(FleetApp, "load_catalog",
+                        lambda self: self.set_timer(0.5, lambda: start(self)))  # half a second late
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        assert app.catalog_status.state == "ready"
+
+
 async def test_q_quits_cleanly(make_app):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
