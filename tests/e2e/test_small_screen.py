@@ -49,7 +49,7 @@ def test_80x24_every_pane_answers_on_the_first_screen(tmux, tmp_path):  # noqa: 
     _footer_ok(screen)
     tmux.keys("Enter")  # the highlighted device's card
     tmux.wait_for("util history")
-    tmux.escape()
+    tmux.escape(gone="util history")
 
     # Builder: a 70B model on the first accelerator of the menu, from the keyboard only
     tmux.keys("2")
@@ -79,7 +79,7 @@ def test_80x24_every_pane_answers_on_the_first_screen(tmux, tmp_path):  # noqa: 
             tmux.escape()
             tmux.keys("/")  # back to params
             time.sleep(0.5)
-    tmux.escape()
+    tmux.escape(shown="q Quit")  # the field is left: the footer shows the pane's keys again
     _footer_ok(tmux.screen())
 
     # Recommendations: the top offers with their cost per unit
@@ -92,7 +92,7 @@ def test_80x24_every_pane_answers_on_the_first_screen(tmux, tmp_path):  # noqa: 
     tmux.keys("?")
     screen = tmux.wait_for("fleet-tui keys", "Recommendations (this pane)", "Explain")
     time.sleep(0.5)
-    tmux.escape()
+    tmux.escape(gone="fleet-tui keys")
     tmux.wait_for("fitting offers")
     tmux.keys("q")
     screen = tmux.wait_for("FLEET_EXIT=")

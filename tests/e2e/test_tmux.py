@@ -40,11 +40,29 @@ class Tmux:
     def type(self, text: str) -> None:
         self.run("send-keys", "-t", self.name, "-l", text)
 
-    def escape(self) -> None:
-        # Alone, then a pause longer than the terminal's escape delay: ESC followed at once by a
-        # key reads as alt+key.
+    def escape(self, *, shown: str | None = None, gone: str | None = None) -> None:
+        """Escape, alone: ESC followed at once by a key reads as alt+key. A pause longer than the
+        terminal's escape delay is not enough on a busy machine: the app may not have read the ESC
+        when the next key arrives, and reads both as one (a loaded-core run: ESC then q read as
+        alt+q, the help stayed open). ``shown`` / ``gone``: text the screen gains or loses once
+        the app acted on it; the next key waits for that."""
         self.keys("Escape")
         time.sleep(0.3)
+        if shown is not None:
+            self.wait_for(shown)
+        if gone is not None:
+            self.wait_gone(gone)
+
+    def wait_gone(self, text: str, timeout: float = 30.0) -> str:
+        """The screen once ``text`` is no longer on it."""
+        deadline = time.monotonic() + timeout
+        screen = self.screen()
+        while text in screen:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never went; screen was:\n{screen}")
+            time.sleep(0.2)
+            screen = self.screen()
+        return screen
 
     def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
         """The screen once every one of ``texts`` is on it (painting may take a few frames)."""
@@ -99,13 +117,13 @@ def test_real_terminal_session(tmux, tmp_path):
             if attempt == 2:
                 raise
 
-    tmux.escape()
+    tmux.escape(shown="q Quit")  # the field is left: the footer shows the pane's keys again
     tmux.keys("4")
     tmux.wait_for("fitting offers")
 
     tmux.keys("?")
     tmux.wait_for("fleet-tui keys")
-    tmux.escape()
+    tmux.escape(gone="fleet-tui keys")
 
     tmux.keys("q")
     screen = tmux.wait_for("FLEET_EXIT=")
