@@ -8,6 +8,17 @@ from fleet_tui.ui.widgets.process_table import ProcessTable
 from tests.ui.conftest import widget_app
 
 
+def _series_view(series: dict):
+    """A stand-in for the monitor's view whose ``history`` serves ``series`` (metric -> values)."""
+
+    class View:
+        def history(self, key, metric, last=None):
+            data = series.get(metric, [])
+            return data[-last:] if last else data
+
+    return View
+
+
 def _cells(strips) -> list[list[tuple[str, object]]]:
     """Each line as (character, style) per cell, however the segments are split."""
     return [[(ch, seg.style) for seg in strip for ch in seg.text] for strip in strips]
@@ -370,11 +381,7 @@ async def test_a_card_draws_its_graphs_as_history_graph_does_and_repaints_only_c
 
     dev = SimSource(2).snapshot_at(30).devices[1]
     series = {"gpu_util_pct": [float(v % 100) for v in range(0, 300, 7)]}
-
-    class View:
-        def history(self, key, metric, last=None):
-            data = series.get(metric, [])
-            return data[-last:] if last else data
+    View = _series_view(series)
 
     class Cards(App):
         CSS = "DeviceCard, HistoryGraph { width: 40; } HistoryGraph { height: 2; }"
@@ -420,11 +427,7 @@ async def test_a_card_takes_a_new_themes_colours_as_a_new_card_would():
 
     dev = SimSource(2).snapshot_at(30).devices[1]
     series = [float(v % 100) for v in range(0, 300, 7)]
-
-    class View:
-        def history(self, key, metric, last=None):
-            data = series if metric == "gpu_util_pct" else []
-            return data[-last:] if last else data
+    View = _series_view({"gpu_util_pct": series})
 
     class Cards(App):
         CSS = "DeviceCard { width: 40; }"
