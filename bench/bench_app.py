@@ -93,12 +93,25 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
+def _exited(pid: int) -> bool:
+    """The process has ended: no such pid, or a zombie waiting for its parent to reap it. With
+    tmux's server killed the app is reparented to init, which may take seconds to reap it (here
+    ~1.5 s after an exit in 0.27 s): ``kill(pid, 0)`` alone reported such apps as still running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # reaped meanwhile; or no /proc here, and then kill's answer stands
+        return Path("/proc/self/stat").exists()
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _exited(pid):
             return True
         time.sleep(0.05)
     return False

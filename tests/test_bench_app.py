@@ -1,0 +1,39 @@
+"""bench/bench_app.py's check that an app it ran is gone: a zombie (exited, not yet reaped by its
+parent) has ended; a running process has not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.bench_app import _exited
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_running_process_has_not_exited():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert not _exited(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_zombie_has_exited_and_so_has_a_reaped_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while _state(child.pid) != "Z":  # ended, and not reaped: this test is its parent
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.01)
+    assert _exited(child.pid)
+    child.wait()
+    assert _exited(child.pid)
