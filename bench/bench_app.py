@@ -93,7 +93,7 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _exit)
 
 
-def _exited(pid: int) -> bool:
+def process_exited(pid: int) -> bool:
     """The process has ended: no such pid, or a zombie waiting for its parent to reap it. With
     tmux's server killed the app is reparented to init, which may take seconds to reap it (here
     ~1.5 s after an exit in 0.27 s): ``kill(pid, 0)`` alone reported such apps as still running."""
@@ -111,7 +111,7 @@ def _exited(pid: int) -> bool:
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if _exited(pid):
+        if process_exited(pid):
             return True
         time.sleep(0.05)
     return False

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_app import _exited
+from bench.bench_app import process_exited
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -22,7 +22,7 @@ def _state(pid: int) -> str:
 def test_a_running_process_has_not_exited():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        assert not _exited(child.pid)
+        assert not process_exited(child.pid)
     finally:
         child.kill()
         child.wait()
@@ -34,6 +34,6 @@ def test_a_zombie_has_exited_and_so_has_a_reaped_pid():
     while _state(child.pid) != "Z":  # ended, and not reaped: this test is its parent
         assert time.monotonic() < deadline, "the child did not exit"
         time.sleep(0.01)
-    assert _exited(child.pid)
+    assert process_exited(child.pid)
     child.wait()
-    assert _exited(child.pid)
+    assert process_exited(child.pid)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.bench_app import process_exited
 from tests.e2e.test_tmux import ROOT, tmux  # noqa: F401 - the fixture
 
 import pytest
@@ -54,15 +55,7 @@ def test_closed_terminal_removes_the_session(tmux, tmp_path):  # noqa: F811
     pid = int((_sessions(tmpdir)[0] / "pid").read_text())
     tmux.run("kill-pane", "-t", tmux.name)  # the terminal goes away: SIGHUP
     _wait(lambda: not _sessions(tmpdir), "the session folder removed after SIGHUP")
-    _wait(lambda: not _alive(pid), "the app's process to end after SIGHUP")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return not Path(f"/proc/{pid}/stat").exists() or " Z " not in Path(f"/proc/{pid}/stat").read_text()
+    _wait(lambda: process_exited(pid), "the app's process to end after SIGHUP")
 
 
 def test_sigterm_removes_the_session(tmux, tmp_path):  # noqa: F811
