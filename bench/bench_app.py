@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 # recompile every module at every start, ~0.3 s of the first frame).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+from fleet_tui.core.monitor.session import process_running  # noqa: E402
+
 
 class Tmux:
     def __init__(self) -> None:
@@ -96,16 +98,9 @@ def exit_on_sigterm() -> None:
 def process_exited(pid: int) -> bool:
     """The process has ended: no such pid, or a zombie waiting for its parent to reap it. With
     tmux's server killed the app is reparented to init, which may take seconds to reap it (here
-    ~1.5 s after an exit in 0.27 s): ``kill(pid, 0)`` alone reported such apps as still running."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:  # reaped meanwhile; or no /proc here, and then kill's answer stands
-        return Path("/proc/self/stat").exists()
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    ~1.5 s after an exit in 0.27 s): ``kill(pid, 0)`` alone reported such apps as still running.
+    The product's own check (a crashed run's session folder is cleaned by the same rule)."""
+    return not process_running(pid)
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:

@@ -25,6 +25,7 @@ SESSION_PREFIX = "fleet-tui-session-"
 SESSION_CAP_BYTES = 64 * 1024 * 1024
 SAMPLE_BYTES = 240
 _PID_FILE = "pid"
+_STARTED_FILE = "started"  # the process's start time (/proc), against pid reuse
 
 
 def session_retention(device_count: int, interval_s: float,
@@ -78,10 +79,15 @@ class SessionRecorder(Recorder):
 
 
 def create_session_dir(parent: str | Path | None = None) -> Path:
-    """A new session folder holding this process's pid, so a later run can tell a crashed
-    run's folder (pid gone) from a running one's."""
+    """A new session folder holding this process's pid and, where /proc gives it, its start
+    time, so a later run can tell a crashed run's folder (pid gone, or taken by another process
+    since) from a running one's."""
     path = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=parent))
-    (path / _PID_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
+    pid = os.getpid()
+    started = _proc_stat(pid)
+    if started is not None:
+        (path / _STARTED_FILE).write_text(f"{started[1]}\n", encoding="ascii")
+    (path / _PID_FILE).write_text(f"{pid}\n", encoding="ascii")
     return path
 
 
@@ -90,16 +96,39 @@ def remove_session_dir(path: str | Path | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of ``pid`` from /proc/<pid>/stat, or None
+    where it cannot be read (no such process, or no /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    if len(fields) < 20:
+        return None
+    return fields[0], fields[19]  # fields 3 (state) and 22 (starttime) of proc(5)
+
+
+def process_running(pid: int, started: str | None = None) -> bool:
+    """Whether ``pid`` is a running process: not gone, not a zombie (ended, its parent has not
+    reaped it yet: a run killed under a shell that waits, or reparented to an init that reaps
+    late), and, given ``started`` (its /proc start time when it made its folder), not another
+    process that has been given the same pid since."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's live process
-        return True
+    except PermissionError:  # someone else's process: it exists
+        pass
     except OSError:
         return False
-    return True
+    stat = _proc_stat(pid)
+    if stat is None:  # reaped meanwhile; or no /proc here, and then kill's answer stands
+        return not Path("/proc/self/stat").exists()
+    state, start = stat
+    if state in ("Z", "X"):
+        return False
+    return started is None or start == started
 
 
 STALE_WITHOUT_PID_S = 24 * 3600.0  # a folder from before pid files: stale once a day old
@@ -123,7 +152,12 @@ def clean_stale_sessions(parent: str | Path | None = None) -> list[Path]:
         if not path.is_dir() or (uid is not None and info.st_uid != uid):
             continue
         try:
-            stale = not _pid_alive(int((path / _PID_FILE).read_text(encoding="ascii").strip()))
+            pid = int((path / _PID_FILE).read_text(encoding="ascii").strip())
+            try:
+                started = (path / _STARTED_FILE).read_text(encoding="ascii").strip() or None
+            except FileNotFoundError:  # a folder made where /proc was not readable
+                started = None
+            stale = not process_running(pid, started)
         except FileNotFoundError:
             stale = time.time() - info.st_mtime > STALE_WITHOUT_PID_S
         except (OSError, ValueError):
