@@ -48,7 +48,47 @@ NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM
                 ("idle_usd", "idle $/h"), ("waste", "waste $/h"))
 
 
-class FleetScreen(PaneScreen):
+class FleetViewPane(PaneScreen):
+    """A pane drawn from the core's ``FleetViews`` of the engine's newest tick (the fleet and jobs
+    panes): ``redraw`` keeps the tick and starts the pane's ``_build`` thread worker, which reads
+    it under ``_lock`` (a superseded exclusive worker may still run) and hands an immutable view
+    back to the loop; ``view_drawn`` then frees what the refreshes left (``freeze_survivors``),
+    sets ``view_ready`` and posts the pane's message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
+        self._lock = threading.Lock()  # one worker at a time uses the views (and the pane's own)
+        self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
+        self._drawn = 0  # views drawn (FULL_COLLECT_EVERY)
+        self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
+
+    def on_unmount(self) -> None:
+        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
+
+    def on_screen_resume(self) -> None:
+        if self.app.monitor is not None:
+            self.app.monitor.redraw_now()
+
+    def redraw(self, view) -> None:
+        """Called by MonitorLink (visible pane only): build the pane's view off the loop."""
+        if self._views is None:
+            self._views = fleet_views(self.app)
+        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
+        self._build()
+
+    def _build(self) -> None:
+        raise NotImplementedError
+
+    def view_drawn(self, message: Message) -> None:
+        """A view is on screen: freeze what survived, tell the waiting tests, post ``message``."""
+        self._drawn += 1
+        freeze_survivors(self._drawn)
+        self.view_ready.set()
+        self.post_message(message)
+
+
+class FleetScreen(FleetViewPane):
     MODE = "fleet"
     BINDINGS = [
         Binding("enter", "drill", "Drill into node", show=False),
@@ -78,11 +118,6 @@ class FleetScreen(PaneScreen):
         super().__init__()
         self.view = None  # the latest core FleetView
         self.drill_node: str | None = None
-        self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
-        self._views_lock = threading.Lock()  # one worker at a time uses self._views
-        self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
-        self._drawn = 0  # views drawn (FULL_COLLECT_EVERY)
-        self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
     def compose_body(self) -> ComposeResult:
@@ -104,21 +139,7 @@ class FleetScreen(PaneScreen):
     def on_resize(self, event) -> None:
         self.query_one("#fleet-side").set_class(event.size.width < 110, "-narrow")
 
-    def on_unmount(self) -> None:
-        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
-
-    def on_screen_resume(self) -> None:
-        if self.app.monitor is not None:
-            self.app.monitor.redraw_now()
-
     # ----- drawing -----
-    def redraw(self, view) -> None:
-        """Called by MonitorLink (visible pane only): build the FleetView off the loop."""
-        if self._views is None:
-            self._views = fleet_views(self.app)
-        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
-        self._build()
-
     # No arguments: a finished Textual worker is freed only by the cyclic garbage collector (its
     # task's context refers back to it), and with the tick as an argument it kept the whole
     # snapshot (4,096 devices) alive until a full collection: ~100-250 ms with the GIL held, the
@@ -129,7 +150,7 @@ class FleetScreen(PaneScreen):
     def _build(self) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()
-        with self._views_lock:
+        with self._lock:
             if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
                 return
             fleet = self._views.view(*self._tick)
@@ -142,10 +163,7 @@ class FleetScreen(PaneScreen):
 
     def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
-        self._drawn += 1
-        freeze_survivors(self._drawn)
-        self.view_ready.set()
-        self.post_message(self.ViewDrawn(fleet))
+        self.view_drawn(self.ViewDrawn(fleet))
 
     def _draw(self, fleet, rows: list[tuple[str, ...]] | None = None,
               texts: tuple | None = None) -> None:

@@ -15,9 +15,6 @@ are known, and shown as notifications."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import threading
 import time
 
 from textual import on, work
@@ -29,8 +26,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from fleet_tui.ui.fleet import fleet_views, freeze_survivors
-from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.fleet import FleetViewPane
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
 
@@ -42,7 +38,7 @@ COLUMNS = (("job", "job"), ("user", "user"), ("gpus", "gpus"), ("util", "util"),
            ("idle_h", "idle GPU-h"), ("nodes", "nodes"))
 
 
-class JobsScreen(PaneScreen):
+class JobsScreen(FleetViewPane):
     MODE = "jobs"
     BINDINGS = [
         Binding("enter", "report", "Job report", show=False),
@@ -66,14 +62,9 @@ class JobsScreen(PaneScreen):
             self.jobs = jobs
 
     def __init__(self) -> None:
-        super().__init__()
-        self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
-        self._lock = threading.Lock()  # one worker at a time uses the views, labels and alerts
+        super().__init__()  # _lock: one worker at a time also uses the labels and alerts
         self.jobs = None  # the latest core JobsView
         self.report_job: str | None = None
-        self._views = None  # core FleetViews
-        self._tick = None  # the newest (snapshot, analyses) to show: what _build reads
-        self._drawn = 0  # views drawn (fleet.freeze_survivors)
         self._labels = None  # core DeviceLabels
         self._labels_at = -LABELS_EVERY_S
         self._labels_error: str | None = None
@@ -90,21 +81,7 @@ class JobsScreen(PaneScreen):
         for key, label in COLUMNS:
             table.add_column(label, key=key)
 
-    def on_unmount(self) -> None:
-        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
-
-    def on_screen_resume(self) -> None:
-        if self.app.monitor is not None:
-            self.app.monitor.redraw_now()
-
     # ----- data -----
-    def redraw(self, view) -> None:
-        """Called by MonitorLink (visible pane only): build the jobs off the loop."""
-        if self._views is None:
-            self._views = fleet_views(self.app)
-        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
-        self._build()
-
     # No arguments (as the fleet pane's worker): a finished worker is freed only by the cyclic
     # garbage collector, and with the tick as an argument it kept the whole snapshot alive until a
     # full collection. A description, or Textual builds one from repr().
@@ -149,10 +126,7 @@ class JobsScreen(PaneScreen):
 
     def _draw_new(self, jobs) -> None:
         self._draw(jobs)
-        self._drawn += 1
-        freeze_survivors(self._drawn)
-        self.view_ready.set()
-        self.post_message(self.ViewDrawn(jobs))
+        self.view_drawn(self.ViewDrawn(jobs))
 
     def _job_alerts(self):
         """An evaluator of the job rules (``min_devices``) among the alert rules, made once."""
