@@ -17,7 +17,7 @@ from pathlib import Path
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
-from fleet_tui.core.perf.capacity import burst_ttft_s, steady_state
+from fleet_tui.core.perf.capacity import burst_ttft_s, first_token_s, steady_state
 from fleet_tui.core.perf.engines import kv_pool, serving_speed
 from fleet_tui.core.sizing import estimate_memory
 from fleet_tui.core.workload import Workload
@@ -209,7 +209,7 @@ def predict_serving(r: dict) -> Result:
         pred = out_tps * inp / out
     elif metric == "ttft_ms_mean":
         ttft = (burst_ttft_s(w, acc, w.gpus, inp, out, max(1, n_burst // replicas)) if burst
-                else sp.ttft_s + sp.tpot_s)
+                else first_token_s(sp))
         pred = ttft * 1e3
     else:
         pred = sp.loaded_tpot_s * 1e3
