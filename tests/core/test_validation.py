@@ -25,6 +25,7 @@ import importlib.util
 import statistics
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -110,14 +111,11 @@ def test_first_token_under_load_waits_for_the_iteration_in_progress(results):
     median = statistics.median(errors)
     assert median <= 0.35, f"median {median:.1%} over {len(errors)} rows"
 
-    class Speed:  # what first_token_s reads of a ServingSpeed
-        ttft_s, tpot_s, loaded_tpot_s = 0.020, 0.010, 0.016
-        concurrency = 1
+    def speed(concurrency):  # what first_token_s reads of a ServingSpeed
+        return SimpleNamespace(ttft_s=0.020, tpot_s=0.010, loaded_tpot_s=0.016, concurrency=concurrency)
 
-    alone = first_token_s(Speed)
-    Speed.concurrency = 12
-    assert alone == pytest.approx(0.030)  # an idle replica starts it at once
-    assert first_token_s(Speed) == pytest.approx(0.030 + 0.008)
+    assert first_token_s(speed(1)) == pytest.approx(0.030)  # an idle replica starts it at once
+    assert first_token_s(speed(12)) == pytest.approx(0.030 + 0.008)  # half of a 16 ms iteration
 
 
 def test_mi300x_is_estimated_from_amds_current_releases_not_superseded_builds(results):
