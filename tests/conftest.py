@@ -66,3 +66,21 @@ def _no_user_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+@pytest.fixture
+def zombie():
+    """A child process that has exited and is not reaped yet (the test is its parent): its pid
+    exists in state Z. Reaped after the test. Needs Linux /proc."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.01)
+    yield child
+    child.wait()

@@ -93,37 +93,18 @@ def test_session_recorder_batches_a_flush_every_few_seconds(tmp_path):
     assert {(d["first_ts"], d["last_ts"]) for d in devices.values()} == {(1000.0, 1009.0)}
 
 
-def _zombie():
-    """A child that has exited and is not reaped yet (this test is its parent)."""
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 30
-    while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
-        assert time.monotonic() < deadline, "the child did not exit"
-        time.sleep(0.01)
-    return child
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs Linux /proc")
-def test_a_crashed_runs_folder_is_stale_while_its_pid_is_a_zombie_or_taken(tmp_path):
+def test_a_crashed_runs_folder_is_stale_while_its_pid_is_a_zombie_or_taken(tmp_path, zombie):
     """A run killed under a parent that has not reaped it yet leaves a zombie with its pid; a
     pid can also be given to another process since. Both folders are stale; a live run's stays."""
     live = create_session_dir(tmp_path)
     assert (live / "started").read_text().strip()  # this run's start time, from /proc
-    zombie = _zombie()
-    try:
-        dead = tmp_path / "fleet-tui-session-zombie"
-        dead.mkdir()
-        (dead / "pid").write_text(f"{zombie.pid}\n")
-        reused = tmp_path / "fleet-tui-session-reused"
-        reused.mkdir()
-        (reused / "pid").write_text(f"{os.getpid()}\n")  # a live pid ...
-        (reused / "started").write_text("1\n")  # ... that another process had when it started
-        assert sorted(clean_stale_sessions(tmp_path)) == sorted([dead, reused])
-        assert live.exists()
-    finally:
-        zombie.wait()
+    dead = tmp_path / "fleet-tui-session-zombie"
+    dead.mkdir()
+    (dead / "pid").write_text(f"{zombie.pid}\n")
+    reused = tmp_path / "fleet-tui-session-reused"
+    reused.mkdir()
+    (reused / "pid").write_text(f"{os.getpid()}\n")  # a live pid ...
+    (reused / "started").write_text("1\n")  # ... that another process had when it started
+    assert sorted(clean_stale_sessions(tmp_path)) == sorted([dead, reused])
+    assert live.exists()
