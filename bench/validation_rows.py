@@ -17,7 +17,7 @@ from pathlib import Path
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
-from fleet_tui.core.perf.capacity import burst_ttft_s, first_token_s, steady_state
+from fleet_tui.core.perf.capacity import burst_speed, first_token_s, steady_state
 from fleet_tui.core.perf.engines import kv_pool, serving_speed
 from fleet_tui.core.sizing import estimate_memory
 from fleet_tui.core.workload import Workload
@@ -192,13 +192,19 @@ def predict_serving(r: dict) -> Result:
     rate = r.get("request_rate")
     burst = r["scenario"] == "burst_all_at_once" or rate == "inf"
     n_burst = int(conc) if conc else 500  # trtllm 0.14 online table: 'with 500 requests'
-    if isinstance(rate, (int, float)) and kind == "latency":
-        sp = steady_state(w, acc, w.gpus, inp, out, float(rate) / replicas)
+    if burst:  # n requests at once: never more than n in flight, each prefilled once
+        b = burst_speed(w, acc, w.gpus, inp, out, max(1, n_burst // replicas))
+        if b is None:
+            return Result(predicted=None, reason="the engine's speed is unknown here", **base)
+        out_tps, ttft_s, tpot_s = b.output_tokens_per_s * replicas, b.ttft_s, b.itl_s
     else:
-        sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
-    if sp.output_tokens_per_s is None:
-        return Result(predicted=None, reason=sp.unknown, **base)
-    out_tps = sp.output_tokens_per_s * replicas
+        if isinstance(rate, (int, float)) and kind == "latency":
+            sp = steady_state(w, acc, w.gpus, inp, out, float(rate) / replicas)
+        else:
+            sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
+        if sp.output_tokens_per_s is None:
+            return Result(predicted=None, reason=sp.unknown, **base)
+        out_tps, ttft_s, tpot_s = sp.output_tokens_per_s * replicas, first_token_s(sp), sp.loaded_tpot_s
     if isinstance(rate, (int, float)):
         out_tps = min(out_tps, float(rate) * out)
     if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
@@ -208,11 +214,9 @@ def predict_serving(r: dict) -> Result:
     elif metric == "input_tokens_per_s":
         pred = out_tps * inp / out
     elif metric == "ttft_ms_mean":
-        ttft = (burst_ttft_s(w, acc, w.gpus, inp, out, max(1, n_burst // replicas)) if burst
-                else first_token_s(sp))
-        pred = ttft * 1e3
+        pred = ttft_s * 1e3
     else:
-        pred = sp.loaded_tpot_s * 1e3
+        pred = tpot_s * 1e3
     if r.get("scope") == "per_gpu":
         pred /= gpus
     elif r.get("scope") == "per_node":

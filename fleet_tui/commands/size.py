@@ -12,7 +12,10 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 ``gpu_hours``, ``unknown``} (training with ``--tokens``), ``serving_plan`` (with ``--rate`` or
 ``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
 ``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
-``usd_per_month``, ``usd_per_million_tokens``, ``notes`` — plus ``accelerator`` and ``price_source``).
+``usd_per_month``, ``usd_per_million_tokens``, ``notes`` — plus ``accelerator`` and ``price_source``),
+``burst`` (with ``--burst N``: :class:`fleet_tui.core.perf.capacity.BurstSpeed` fields — ``requests``,
+``concurrency``, ``waves``, ``ttft_s``, ``itl_s``, ``output_tokens_per_s``, ``duration_s`` — for the
+whole setup, plus ``accelerator``, ``replicas`` and ``gpus_per_replica``; null when it does not fit).
 The workload names its serving ``engine`` (default vllm) and ``kv_cache_dtype`` for inference, its
 ``framework`` and memory switches for training.
 
@@ -34,6 +37,7 @@ REFERENCE_ACCELERATOR = "H100"
 
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
+    from fleet_tui.commands._numbers import whole_number
     from fleet_tui.commands._workload_args import add_workload_args
 
     p = subparsers.add_parser(
@@ -63,6 +67,10 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 1e9, 20B)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
+    o.add_argument("--burst", metavar="N", type=whole_number,
+                   help="inference: N requests sent at once, as a benchmark at request rate inf "
+                        "(e.g. vllm bench serve --num-prompts N): mean first token, time between "
+                        "tokens and throughput until the last one ends")
     add_demand_args(p, "serving capacity plan (inference with --prompt-len/--gen-len)")
     p.set_defaults(func=handler)
 
@@ -84,6 +92,9 @@ def handler(args: argparse.Namespace) -> int:
     tokens = parse_params(args.tokens, "tokens") if args.tokens else None
     if tokens is not None and not workload.is_training:
         raise UserError("--tokens (a training run's length) applies to training workloads")
+    if args.burst is not None and not workload.is_generation:
+        raise UserError("--burst N (requests sent at once) needs generation: give --prompt-len and "
+                        "--gen-len (inference)")
     if acc is not None:
         ok, msg = precision_support(workload.precision, acc)
         if not ok:
@@ -115,6 +126,8 @@ def handler(args: argparse.Namespace) -> int:
         run = training_run(workload, speed_acc, workload.gpus, tokens)
     data = _to_dict(res, thr, speed_acc, acc, run, catalog)
     data["serving_plan"] = _plan(args, workload, catalog, speed_acc)
+    data["burst"] = (_burst(workload, speed_acc, args.burst)
+                     if args.burst is not None and speed_acc is not None and not misfit else None)
     data["cost"] = None
     if acc is not None and res.fit is not None and res.fit.fits:
         from fleet_tui.core.catalog.query import cheapest_setup
@@ -155,6 +168,33 @@ def _plan(args, workload, catalog, acc) -> dict | None:
                            f"({setup.instance.cloud} {setup.instance.region}), per device-hour"
                            if setup is not None else None)
     return out
+
+
+def _burst(workload, acc, n: int) -> dict:
+    """``n`` requests at once (core.perf.capacity.burst_speed), split evenly over the replicas."""
+    from fleet_tui.core.perf.capacity import burst_speed
+
+    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    replicas = max(1, workload.gpus // gpus)
+    per_replica = -(-n // replicas)  # the busiest replica sets the burst's end
+    b = burst_speed(workload, acc, gpus, workload.prompt_len, workload.gen_len, per_replica)
+    out = {"accelerator": acc.id, "replicas": replicas, "gpus_per_replica": gpus}
+    if b is None:
+        return out | {"requests": n, "unknown": f"no serving speed for {acc.id} (a published figure is missing)"}
+    # the whole setup: every request, every replica's tokens, the slowest replica's duration
+    return out | b.to_dict() | {"requests": n, "concurrency": b.concurrency * replicas,
+                      "output_tokens_per_s": n * workload.gen_len / b.duration_s}
+
+
+def _render_burst(b: dict) -> list[str]:
+    if b.get("unknown"):
+        return ["", f"Burst of {b['requests']:,} requests on {b['accelerator']}: {b['unknown']}"]
+    split = f" over {b['replicas']} replicas" if b["replicas"] > 1 else ""
+    waves = f" in {b['waves']} waves" if b["waves"] > 1 else ""
+    return ["", f"Burst of {b['requests']:,} requests at once on {b['accelerator']}{split}: "
+                f"{b['concurrency']:,} run at a time{waves}",
+            f"  first token {b['ttft_s'] * 1e3:,.0f} ms (mean), {b['itl_s'] * 1e3:,.1f} ms between tokens, "
+            f"{b['output_tokens_per_s']:,.0f} output tokens/s, last request ends after {b['duration_s']:,.1f} s"]
 
 
 def _render_plan(p: dict) -> list[str]:
@@ -312,6 +352,8 @@ def _render(d: dict) -> str:
                       f"{kv['concurrent_sequences']:,} concurrent sequences of {kv['sequence_tokens']:,} tokens"]
     if d.get("serving_plan"):
         lines += _render_plan(d["serving_plan"])
+    if d.get("burst"):
+        lines += _render_burst(d["burst"])
     t = d["throughput"]
     if t is not None:
         lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"

@@ -216,18 +216,60 @@ def steady_state(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int
     return sp
 
 
-def burst_ttft_s(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, n: int) -> float | None:
-    """Mean time to first token when ``n`` requests arrive at once on one replica: they are admitted
-    in waves of the concurrency ``c`` the replica holds; inside a wave the prompts' prefills run one
-    after another (mean wait (c+1)/2 prefills), and wave k waits for k earlier waves to finish."""
+@record
+class BurstSpeed:
+    """``n`` requests sent at once to one replica (a benchmark at request rate "inf")."""
+
+    requests: int
+    concurrency: int  # sequences the replica runs at once (its KV pool and batch limit, at most n)
+    waves: int  # ceil(n / concurrency)
+    ttft_s: float  # mean time to first token
+    itl_s: float  # mean time between a sequence's tokens
+    output_tokens_per_s: float  # n × gen / the time until the last request ends
+    duration_s: float
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def burst_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, n: int) -> BurstSpeed | None:
+    """Mean first-token time, time between tokens and throughput when ``n`` requests arrive at once
+    on one replica (None when the engine's speed is unknown).
+
+    A burst is finite, which a steady state is not: it never has more than ``n`` sequences in
+    flight, and each request's prefill runs once. The replica admits the requests in waves of the
+    concurrency ``c`` it holds (min(n, KV pool, batch limit)); with equal lengths a wave's sequences
+    end together and the next wave starts then.
+    * Inside a wave the prompts' prefills run one after another (chunked prefill interleaves them
+      with the decode steps of the sequences already started): the k-th request's first token waits
+      for k prefills (mean (c+1)/2), and wave j waits for the j waves before it.
+    * A sequence's tokens share the replica's time with the prefills that come after its own (mean
+      c/2 of them), not with a steady stream of arrivals: mean time between tokens
+      = (c/2 × prefill + gen × step) / gen, against (c × prefill + gen × step) / gen in a steady
+      state (``loaded_tpot_s``).
+    * Throughput: n × gen tokens over the waves' run time (c × prefill + gen × step each; the last
+      wave holds what remains).
+    """
+    if n < 1:
+        raise ValueError("a burst has at least one request")
     sp = serving_speed(w, acc, gpus, prompt, gen, n)
     if sp.output_tokens_per_s is None or not sp.concurrency:
         return None
     c = sp.concurrency
-    waves = math.ceil(n / c)
-    wave_s = c * sp.ttft_s + gen * sp.tpot_s
-    mean_wave_wait = (waves - 1) / 2 * wave_s * min(1.0, n / (waves * c)) if waves > 1 else 0.0
-    return mean_wave_wait + (min(n, c) + 1) / 2 * sp.ttft_s + sp.tpot_s
+    waves, last = divmod(n, c)
+    sizes = [(c, sp)] * waves
+    if last:
+        waves += 1
+        rest = serving_speed(w, acc, gpus, prompt, gen, last)
+        if rest.output_tokens_per_s is None:
+            return None
+        sizes.append((last, rest))
+    elapsed = ttft_sum = itl_sum = 0.0
+    for k, s in sizes:  # each wave: its own prefills, then decode with the later prefills beside it
+        ttft_sum += k * (elapsed + (k + 1) / 2 * s.ttft_s + s.tpot_s)
+        itl_sum += k * (k / 2 * s.ttft_s + gen * s.tpot_s) / gen
+        elapsed += k * s.ttft_s + gen * s.tpot_s
+    return BurstSpeed(n, c, waves, ttft_sum / n, itl_sum / n, n * gen / elapsed, elapsed)
 
 
 def serving_plan(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, *,
