@@ -104,7 +104,16 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser with the help width given to its formatter: argparse builds a formatter
     for every ``add_argument`` (to check the metavar), and one without a width imports shutil,
     and shutil bz2, lzma and zlib: ~2.5 ms of every command's start (``size --json``, issue 13).
-    Subparsers are of the parent's class, so every command's parser is one of these."""
+    Subparsers are of the parent's class, so every command's parser is one of these.
+
+    No abbreviated flags: argparse takes any unique prefix of a long flag, so ``recommend --tokens
+    20B`` (a flag of ``size``) was read as ``--tokens-per-s 20B`` and refused under that name. A
+    prefix that one command takes and another does not, or that a new flag makes ambiguous later,
+    is not a name to rely on; an unknown flag is now named as the user typed it."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def _get_formatter(self):
         return self.formatter_class(prog=self.prog, width=_columns() - 2)

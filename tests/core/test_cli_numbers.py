@@ -43,3 +43,18 @@ def test_a_binary_file_given_as_a_trace_is_an_error_with_its_line(tmp_path, caps
     assert main(["analyze", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad}:2: not UTF-8 text" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, typed", [
+    # size's --tokens given to recommend was read as a prefix of --tokens-per-s
+    (["recommend", "--model", "llama-3.1-8b", "--workload", "training", "--seq-len", "512", "--tokens", "20B"],
+     "--tokens 20B"),
+    (["size", "--model", "llama-3.1-8b", "--prompt-len", "8", "--gen", "8"], "--gen 8"),
+    (["monitor", "--once", "--source", "sim:1", "--inter", "1"], "--inter 1"),
+])
+def test_a_flag_is_taken_by_its_whole_name_only(argv, typed, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unrecognized arguments: {typed}" in err and "--tokens-per-s" not in err
