@@ -37,15 +37,19 @@ def main(argv: list[str]) -> int:
     # the serving rows of engine releases the profiles no longer describe (validation_rows.SUPERSEDED_RELEASES):
     # in the figures above, and apart here
     old = {r["id"] for r in vr.serving_rows() if vr.superseded(r)}
-    amd = {r["id"] for r in vr.rows("serving_amd.toml", "measurement")}
-    for label, keep in (("superseded releases", lambda r: r.id in old),
-                        ("current releases", lambda r: r.id not in old),
-                        ("serving.toml only", lambda r: r.id not in amd),
-                        ("serving_amd.toml only", lambda r: r.id in amd)):
+    by_file = {name: {r["id"] for r in vr.rows(name, "measurement")} for name in vr.SERVING_FILES}
+    parts = [("superseded releases", lambda r: r.id in old), ("current releases", lambda r: r.id not in old)]
+    parts += [(f"{name} only", lambda r, ids=ids: r.id in ids) for name, ids in by_file.items()]
+    for label, keep in parts:
         for split in ("tune", "holdout"):
             n, med, mx, na = vr.summary([r for r in results if r.file == "serving" and keep(r)], split, "throughput")
             if n:
-                print(f"  throughput, {label:22s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
+                print(f"  throughput, {label:30s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
+    for name, ids in by_file.items():  # latency rows per file too (only some files have them)
+        for split in ("tune", "holdout"):
+            n, med, mx, na = vr.summary([r for r in results if r.file == "serving" and r.id in ids], split, "latency")
+            if n:
+                print(f"  latency, {name + ' only':32s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
     na = [r for r in results if r.predicted is None]
     for r in na:
         print(f"inexpressible ({r.split}): {r.id}: {r.reason}")

@@ -297,9 +297,10 @@ def superseded(r: dict) -> str:
     return SUPERSEDED_RELEASES.get(str(r.get("engine_version", "")), "")
 
 
-#: the serving measurements: TensorRT-LLM/vLLM/SGLang/MLPerf tables, and AMD's own ROCm vLLM tables
-#: (a file of their own, so that serving.toml's split did not move when they were added)
-SERVING_FILES = ("serving.toml", "serving_amd.toml")
+#: the serving measurements: TensorRT-LLM/vLLM/SGLang/MLPerf tables, AMD's own ROCm vLLM tables,
+#: and bursts compiled after burst_speed was written (each a file of its own, so that the split of
+#: the files before it did not move when it was added)
+SERVING_FILES = ("serving.toml", "serving_amd.toml", "serving_bursts.toml")
 
 
 def serving_rows() -> list[dict]:

@@ -17,6 +17,7 @@ VALIDATION = Path(__file__).parents[1] / "fixtures" / "validation"
 FILES = {
     "serving.toml": ("measurement", ("value",)),
     "serving_amd.toml": ("measurement", ("value",)),
+    "serving_bursts.toml": ("measurement", ("value",)),
     "kv_capacity.toml": ("capacity", ("kv_tokens", "gpu_blocks", "kv_cache_gib")),
     "finetune_memory.toml": ("run", ("value",)),
 }
@@ -80,7 +81,7 @@ def test_split_is_the_documented_seeded_shuffle_and_about_two_to_one(name):
 
 def test_serving_rows_name_a_known_engine_and_a_catalog_accelerator():
     catalog = load_catalog(include_user=False)
-    for r in _rows("serving.toml") + _rows("serving_amd.toml"):
+    for r in _rows("serving.toml") + _rows("serving_amd.toml") + _rows("serving_bursts.toml"):
         assert r["engine"] in ("trtllm", "vllm", "sglang"), r["id"]
         assert catalog.resolve_accelerator(r["gpu"]) is not None, r["id"]
         if r.get("tp"):
