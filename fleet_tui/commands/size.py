@@ -190,7 +190,7 @@ def _render_burst(b: dict) -> list[str]:
     if b.get("unknown"):
         return ["", f"Burst of {b['requests']:,} requests on {b['accelerator']}: {b['unknown']}"]
     split = f" over {b['replicas']} replicas" if b["replicas"] > 1 else ""
-    waves = f" in {b['waves']} waves" if b["waves"] > 1 else ""
+    waves = f" in {b['waves']:,} waves" if b["waves"] > 1 else ""
     return ["", f"Burst of {b['requests']:,} requests at once on {b['accelerator']}{split}: "
                 f"{b['concurrency']:,} run at a time{waves}",
             f"  first token {b['ttft_s'] * 1e3:,.0f} ms (mean), {b['itl_s'] * 1e3:,.1f} ms between tokens, "

@@ -114,3 +114,17 @@ def test_size_burst_needs_generation(capsys):
     rc = main(["size", "--model", "llama-3.1-8b", "--seq-len", "512", "--burst", "8"])
     out, err = capsys.readouterr()
     assert rc == 2 and out == "" and "--burst" in err and "--prompt-len" in err and "Traceback" not in err
+
+
+def test_a_huge_burst_is_computed_in_closed_form(setup):
+    """Waves are summed in closed form: 10**12 requests take no longer than 10 (a per-wave loop
+    took ~2 s at 10**9 and never ended at 10**12)."""
+    w, acc = setup
+    n = 10**12
+    b = burst_speed(w, acc, 1, PROMPT, GEN, n)
+    assert b.waves == -(-n // b.concurrency)
+    assert b.output_tokens_per_s == pytest.approx(n * GEN / b.duration_s)
+    # so many waves: a request waits, on average, for half of the whole burst
+    assert b.ttft_s == pytest.approx(b.duration_s / 2, rel=1e-3)
+    small = burst_speed(w, acc, 1, PROMPT, GEN, 3 * b.concurrency)
+    assert b.itl_s == pytest.approx(small.itl_s)  # every wave is a full one: the same time between tokens

@@ -256,19 +256,30 @@ def burst_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int,
     if sp.output_tokens_per_s is None or not sp.concurrency:
         return None
     c = sp.concurrency
-    waves, last = divmod(n, c)
-    sizes = [(c, sp)] * waves
+    full, last = divmod(n, c)
+
+    def wave(k: int, s) -> tuple[float, float, float]:
+        """A wave of k: its length, and the sums over its requests of first-token time (from
+        the wave's start) and of time between tokens (its own prefills, then decode beside the
+        prefills after each one's)."""
+        return (k * s.ttft_s + gen * s.tpot_s, k * ((k + 1) / 2 * s.ttft_s + s.tpot_s),
+                k * (k / 2 * s.ttft_s + gen * s.tpot_s) / gen)
+
+    length, ttft_one, itl_one = wave(c, sp)
+    # full waves j = 0..full-1 start after j waves: closed form, so a burst of 10**12 costs no more
+    elapsed = full * length
+    ttft_sum = full * ttft_one + c * length * full * (full - 1) / 2
+    itl_sum = full * itl_one
+    waves = full
     if last:
-        waves += 1
         rest = serving_speed(w, acc, gpus, prompt, gen, last)
         if rest.output_tokens_per_s is None:
             return None
-        sizes.append((last, rest))
-    elapsed = ttft_sum = itl_sum = 0.0
-    for k, s in sizes:  # each wave: its own prefills, then decode with the later prefills beside it
-        ttft_sum += k * (elapsed + (k + 1) / 2 * s.ttft_s + s.tpot_s)
-        itl_sum += k * (k / 2 * s.ttft_s + gen * s.tpot_s) / gen
-        elapsed += k * s.ttft_s + gen * s.tpot_s
+        r_length, r_ttft, r_itl = wave(last, rest)
+        ttft_sum += last * elapsed + r_ttft
+        itl_sum += r_itl
+        elapsed += r_length
+        waves += 1
     return BurstSpeed(n, c, waves, ttft_sum / n, itl_sum / n, n * gen / elapsed, elapsed)
 
 
