@@ -156,7 +156,7 @@ def _plan(args, workload, catalog, acc) -> dict | None:
     from fleet_tui.core.perf.capacity import serving_plan
     from fleet_tui.core.catalog.query import cheapest_setup
 
-    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    gpus = workload.replica_gpus
     setup = cheapest_setup(catalog, acc.id, gpus)
     price = setup.usd_per_hour / gpus if setup is not None else None
     plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=d.rate_rps,
@@ -174,7 +174,7 @@ def _burst(workload, acc, n: int) -> dict:
     """``n`` requests at once (core.perf.capacity.burst_speed), split evenly over the replicas."""
     from fleet_tui.core.perf.capacity import burst_speed
 
-    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    gpus = workload.replica_gpus
     replicas = max(1, workload.gpus // gpus)
     per_replica = -(-n // replicas)  # the busiest replica sets the burst's end
     b = burst_speed(workload, acc, gpus, workload.prompt_len, workload.gen_len, per_replica)

@@ -166,6 +166,12 @@ class Workload(Record):
         return _arch_for_params(int(self.params))
 
     @property
+    def replica_gpus(self) -> int:
+        """Devices one serving replica spans: all of them under tensor parallelism, else one (the
+        others are data-parallel replicas)."""
+        return self.gpus if self.sharding == "tensor" else 1
+
+    @property
     def tokens_per_step(self) -> int:
         """Tokens one step processes (training/forward: batch × seq_len; generation: the prompt)."""
         if self.seq_len is not None:

@@ -351,7 +351,7 @@ def describe_plan(catalog, workload, accel, rate: float) -> str:
     from fleet_tui.core.perf.capacity import serving_plan
     from fleet_tui.core.catalog.query import cheapest_setup
 
-    gpus = workload.gpus if workload.sharding == "tensor" else 1
+    gpus = workload.replica_gpus
     setup = cheapest_setup(catalog, accel.id, gpus)
     plan = serving_plan(workload, accel, gpus, workload.prompt_len, workload.gen_len, rate_rps=rate,
                         usd_per_device_hour=setup.usd_per_hour / gpus if setup is not None else None)
