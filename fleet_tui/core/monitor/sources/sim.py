@@ -106,6 +106,7 @@ class SimSource(Source):
         self._tick = 0
         self._uuids = [f"GPU-5151ca7e-0000-4000-8000-{seed:06x}{i:06x}" for i in range(n)]
         self._procs: dict[tuple[int, str, int], tuple[ProcessInfo, ...]] = {}  # same job, same tuple
+        self._keys = [_prefix(seed, i) for i in range(n)]  # each device's (seed, index) folded once
 
     async def open(self) -> None:
         if self._start_time is None:
@@ -147,8 +148,7 @@ class SimSource(Source):
     def _device(self, i: int, tick: int, ts: float) -> DeviceSnapshot:
         beh = self.behaviour_of(i, tick)
         progress = (tick % self.phase_ticks) / self.phase_ticks
-        s = self.seed
-        key = _prefix(s, i, tick)  # folded once: each value below folds only its own j
+        key = _mix(self._keys[i], tick)  # = _prefix(seed, i, tick): each value below folds only its own j
 
         def jitter(j: int, spread: float) -> float:  # centred noise, ± spread/2
             return (_noise_after(key, j) - 0.5) * spread
