@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from fleet_tui import __version__
 from fleet_tui.commands._numbers import finite_float
@@ -174,12 +175,51 @@ def _print_error(text: str) -> None:
     print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    extra: Sequence[str]) -> NoReturn:
+    """Exit 2 naming the words no parser took, through the parser of the command they followed
+    (its usage, not the top level's), with the nearest flag that command has for each mistyped
+    one: ``size --batchsize 3`` -> "unrecognized arguments: --batchsize 3 (--batchsize: did you
+    mean --batch?)". argparse's own ``parse_args`` reports them from the top-level parser."""
+    import difflib  # only on a mistake
+
+    from fleet_tui.core.redact import redact_words
+
+    target, deeper = parser, True
+    while deeper:  # down the commands the words named: "catalog instances" is two
+        deeper = False
+        for action in target._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+                if chosen is not None:
+                    target, deeper = chosen, True
+                    break
+    flags = {opt[2:]: opt for action in target._actions for opt in action.option_strings
+             if opt.startswith("--")}
+    hints = []
+    for word in extra:
+        name = word.split("=", 1)[0]
+        if name.startswith("--") and name[2:] not in flags:
+            typed = name[2:]
+            near = difflib.get_close_matches(typed, list(flags), n=2, cutoff=0.6)
+            if len(typed) >= 3:  # and the flags it is a part of: --tokens -> --training-tokens
+                near += [f for f in flags if typed in f.split("-") and f not in near][:3 - len(near)]
+            if near:
+                hints.append(f"{name}: did you mean {' or '.join(flags[n] for n in near)}?")
+    text = "unrecognized arguments: " + " ".join(redact_words(extra))
+    if hints:
+        text += " (" + "; ".join(hints) + ")"
+    target.error(f"{text}; '{target.prog} --help' lists what it takes")
+
+
 def main(argv: list[str] | None = None) -> int:
     from fleet_tui.core.errors import FieldError, UserError
 
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words)
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:
+        _refuse_unknown(parser, args, extra)
     func = getattr(args, "func", None) or _run_app
     try:
         return int(func(args) or 0)

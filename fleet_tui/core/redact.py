@@ -49,3 +49,31 @@ def redact(text: str) -> str:
     if "://" not in text:
         return text
     return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+# a flag whose value is a secret; "tokens" (of text) and "--max-num-batched-tokens" are counts
+_SECRET_FLAG = re.compile(r"password|passwd|secret|credential|api[-_]?key|(^|[-_])(token|pass|key|auth)$",
+                          re.IGNORECASE)
+
+
+def redact_words(words: list[str] | tuple[str, ...]) -> list[str]:
+    """Command-line words as they may be shown back (an error naming flags no command takes):
+    URLs through ``redact_url``, and the value of a flag whose name says it is secret
+    (``--token X``, ``--password=X``; not ``--tokens``, a count) masked."""
+    out: list[str] = []
+    secret_next = False
+    for word in words:
+        if secret_next and not word.startswith("-"):
+            out.append(MASK)
+            secret_next = False
+            continue
+        secret_next = False
+        if word.startswith("-"):
+            name, eq, _value = word.partition("=")
+            if _SECRET_FLAG.search(name.lstrip("-")):
+                if eq:
+                    word = f"{name}={MASK}"
+                else:
+                    secret_next = True
+        out.append(redact(word))
+    return out

@@ -59,4 +59,34 @@ def test_a_binary_file_given_as_a_trace_is_an_error_with_its_line(tmp_path, caps
 ])
 def test_a_flag_is_taken_by_its_whole_name_only(argv, typed, capsys):
     err = _refused(argv, capsys)
-    assert f"unrecognized arguments: {typed}" in err and "--tokens-per-s" not in err
+    assert f"unrecognized arguments: {typed}" in err and "argument --tokens-per-s" not in err
+
+
+@pytest.mark.parametrize("argv, command, hint", [
+    (["size", "--model", "llama-3.1-8b", "--batchsize", "3"], "size", "--batchsize: did you mean --batch?"),
+    (["size", "--model", "llama-3.1-8b", "--modle-config", "x.json"], "size",
+     "--modle-config: did you mean --model-config?"),
+    (["recommend", "--model", "llama-3.1-8b", "--tokens", "20B"], "recommend", "--training-tokens"),
+    (["monitor", "--once", "--source", "sim:1", "--intervall", "1"], "monitor", "did you mean --interval?"),
+    (["catalog", "instances", "--jsn"], "catalog instances", "--jsn: did you mean --json?"),
+])
+def test_an_unknown_flag_is_refused_by_its_command_with_the_nearest_flags(argv, command, hint, capsys):
+    err = _refused(argv, capsys)
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"usage: fleet-tui {command} ")  # the command's usage, not the top level's
+    assert lines[-1].startswith(f"fleet-tui {command}: error: unrecognized arguments: ")
+    assert hint in lines[-1] and f"'fleet-tui {command} --help'" in lines[-1]
+
+
+def test_a_stray_word_is_refused_without_a_guess(capsys):
+    err = _refused(["size", "--model", "llama-3.1-8b", "H100"], capsys)
+    assert err.strip().splitlines()[-1] == ("fleet-tui size: error: unrecognized arguments: H100; "
+                                            "'fleet-tui size --help' lists what it takes")
+
+
+def test_refused_words_do_not_show_secrets(capsys):
+    err = _refused(["fleet", "--prometheus", "http://ops:hunter2@127.0.0.1:9/?access_token=t0k",
+                    "--password=s3cret", "--api-key", "k3y"], capsys)
+    assert "unrecognized arguments: --prometheus http://127.0.0.1:9/?access_token=***" in err
+    assert "--password=*** --api-key ***" in err
+    assert not any(s in err for s in ("hunter2", "t0k", "s3cret", "k3y"))
