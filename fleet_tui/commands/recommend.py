@@ -57,8 +57,8 @@ def register(subparsers) -> None:
     con.add_argument("--latency-target-ms", type=finite_float, metavar="MS",
                      help="inference: max time per generated token (or per forward pass)")
     con.add_argument("--budget", type=finite_float, metavar="USD", help="max USD per month")
-    con.add_argument("--training-tokens", type=finite_float, metavar="N",
-                     help="training: tokens of the whole run; ranks by USD per run")
+    con.add_argument("--training-tokens", metavar="N",
+                     help="training: tokens of the whole run (e.g. 50M, 20B, 1e9); ranks by USD per run")
     con.add_argument("--checkpoint-interval-h", type=finite_float, default=None, metavar="H",
                      help="spot: hours between checkpoints (default 1)")
     con.add_argument("--max-instances", type=whole_number, default=None, metavar="N",
@@ -93,6 +93,7 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
     from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._workload_args import workload_from_args
+    from fleet_tui.core.workload import parse_run_tokens
 
     pricing = args.pricing.strip().lower()
     try:
@@ -107,7 +108,6 @@ def handler(args: argparse.Namespace) -> int:
         raise UserError("--current-count/--current-region/--current-pricing need --current INSTANCE")
     for flag, value in (("--hours-per-month", args.hours_per_month), ("--budget", args.budget),
                         ("--latency-target-ms", args.latency_target_ms),
-                        ("--training-tokens", args.training_tokens),
                         ("--checkpoint-interval-h", args.checkpoint_interval_h)):
         if value is not None and not math.isfinite(value):
             raise UserError(f"{flag} must be a finite number, got {value}")
@@ -127,6 +127,8 @@ def handler(args: argparse.Namespace) -> int:
     if args.checkpoint_interval_h is not None:
         spot = SpotAssumptions(checkpoint_interval_h=args.checkpoint_interval_h)
 
+    training_tokens = (parse_run_tokens(args.training_tokens, "training_tokens")
+                       if args.training_tokens is not None else None)
     catalog = load_catalog(list(getattr(args, "catalog_dir", []) or []))
     workload = workload_from_args(args, catalog)
     demand = demand_from_args(args, workload)
@@ -137,7 +139,7 @@ def handler(args: argparse.Namespace) -> int:
         clouds=_split(args.cloud), regions=_split(args.region), vendors=_split(args.vendor),
         stacks=_split(args.stack), pricing=pricing, spot_allowed=not args.no_spot,
         hours_per_month=schedule, latency_target_ms=args.latency_target_ms,
-        budget_usd_per_month=args.budget, top=args.top, training_tokens=args.training_tokens,
+        budget_usd_per_month=args.budget, top=args.top, training_tokens=training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
         expand_regions=args.regions, marketplace_multi_node=args.marketplace_multi_node,
         demand=demand,

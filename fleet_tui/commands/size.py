@@ -65,7 +65,7 @@ def register(subparsers) -> None:
     o.add_argument("--gpu", metavar="ACCELERATOR", help="accelerator to check the fit on, e.g. H100, "
                    "L40S, A100-80GB (see `fleet-tui catalog accelerators`)")
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
-                   "GPU-hours (e.g. 1e9, 20B)")
+                   "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
     o.add_argument("--burst", metavar="N", type=whole_number,
                    help="inference: N requests sent at once, as a benchmark at request rate inf "
@@ -84,12 +84,12 @@ def handler(args: argparse.Namespace) -> int:
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.sizing import precision_support, size_workload
-    from fleet_tui.core.workload import parse_params
+    from fleet_tui.core.workload import parse_run_tokens
 
     catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
     workload = workload_from_args(args, catalog)
     acc = catalog.accelerator(args.gpu) if args.gpu else None
-    tokens = parse_params(args.tokens, "tokens") if args.tokens else None
+    tokens = parse_run_tokens(args.tokens, "tokens") if args.tokens else None
     if tokens is not None and not workload.is_training:
         raise UserError("--tokens (a training run's length) applies to training workloads")
     if args.burst is not None and not workload.is_generation:

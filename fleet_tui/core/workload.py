@@ -223,14 +223,32 @@ _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 def parse_params(text: str | int, field: str = "params") -> int:
     """``7e9``, ``7B``, ``70b``, ``405M``, ``1.5T``, ``7_000_000_000`` -> an integer count (100M-100T)."""
+    return _parse_amount(text, field, "a parameter count; write e.g. 7e9, 7B, 70b or 405M",
+                         MIN_PARAMS, MAX_PARAMS, PARAMS_RANGE_TEXT)
+
+
+#: A training run's tokens: a short fine-tune is a few million (52k Alpaca examples of ~300 tokens
+#: are ~16M a pass); the largest published pre-training runs are ~15-36T (Llama 3, Qwen3). The
+#: bound catches a unit typo, not a plan.
+MAX_RUN_TOKENS = 10**15
+RUN_TOKENS_RANGE_TEXT = "between 1 and 1,000T tokens"
+
+
+def parse_run_tokens(text: str | int, field: str = "tokens") -> int:
+    """A training run's length in tokens: ``50M``, ``2B``, ``1.5e9``, ``20_000_000`` (1 to 10^15)."""
+    return _parse_amount(text, field, "a token count; write e.g. 50M, 2B, 1.5e9 or 20000000",
+                         1, MAX_RUN_TOKENS, RUN_TOKENS_RANGE_TEXT)
+
+
+def _parse_amount(text: str | int, field: str, what: str, lo: int, hi: int, range_text: str) -> int:
     raw = str(text).strip().replace("_", "").replace(",", "")
     m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)", raw, re.IGNORECASE)
     shown = escape_braces(repr(text))
     if not m:
-        raise FieldError(field, f"{{{field}}} {shown}: not a parameter count; write e.g. 7e9, 7B, 70b or 405M")
+        raise FieldError(field, f"{{{field}}} {shown}: not {what}")
     value = float(m.group(1)) * _SUFFIX[m.group(2).lower()]
-    if not math.isfinite(value) or value < MIN_PARAMS or value > MAX_PARAMS:
-        raise FieldError(field, f"{{{field}}} {shown}: must be {PARAMS_RANGE_TEXT}")
+    if not math.isfinite(value) or value < lo or value > hi:
+        raise FieldError(field, f"{{{field}}} {shown}: must be {range_text}")
     return int(round(value))
 
 

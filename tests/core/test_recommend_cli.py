@@ -120,3 +120,17 @@ def test_core_field_errors_read_as_flags(capsys):
     assert err == "fleet-tui: error: --pricing spot contradicts spot_allowed=False (--no-spot)\n"
     code, out, err = run(capsys, "recommend", "--model", "llama-3.1-8b", "--region", "mars-9")
     assert err.startswith("fleet-tui: error: --region 'mars-9': unknown region")
+
+
+def test_training_tokens_take_the_forms_size_takes(capsys):
+    # --training-tokens 50M was "not a number" while size --tokens took 20B
+    argv = ("recommend", "--model", "llama-3.1-8b", "--workload", "lora", "--seq-len", "1024",
+            "--cloud", "aws", "--top", "3", "--json")
+    code, out, err = run(capsys, *argv, "--training-tokens", "50M")
+    assert code == 0, err
+    by_suffix = json.loads(out)
+    code, out, _ = run(capsys, *argv, "--training-tokens", "50000000")
+    assert by_suffix == json.loads(out)
+    assert by_suffix["unit"] == "USD/run" and by_suffix["offers"][0]["cost_per_unit"] > 0
+    code, _, err = run(capsys, *argv, "--training-tokens", "50 million")
+    assert code == 2 and "--training-tokens '50 million': not a token count" in err

@@ -156,3 +156,18 @@ def test_size_prices_a_setup_that_fits(capsys):
     assert cost["usd_per_million_tokens"] == pytest.approx(per_m, rel=1e-4)
     assert main(["size", "--model", "llama-3.1-8b", "--gpu", "H100"]) == 0
     assert "Cost: $" in capsys.readouterr().out
+
+
+def test_a_fine_tune_of_millions_of_tokens_is_a_run_length(capsys):
+    # --tokens 50M was refused as "between 100M and 100T parameters": a fine-tune's length is
+    # millions of tokens, and a token count is no parameter count
+    base = ("--model", "llama-3.1-8b", "--workload", "lora", "--seq-len", "1024", "--gpu", "H100", "--json")
+    rc, out, err = run(capsys, *base, "--tokens", "50M")
+    assert rc == 0, err
+    short = json.loads(out)["training_run"]
+    rc, out, _ = run(capsys, *base, "--tokens", "5e8")
+    long = json.loads(out)["training_run"]
+    assert short["tokens"] == 50_000_000 and short["hours"] > 0
+    assert long["hours"] == pytest.approx(10 * short["hours"])  # the same rate, ten times the tokens
+    rc, _, err = run(capsys, *base, "--tokens", "50 tokens")
+    assert rc == 2 and "--tokens '50 tokens': not a token count" in err and "parameters" not in err

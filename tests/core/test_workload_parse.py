@@ -9,7 +9,7 @@ import pytest
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.choices import KINDS, OPTIMIZERS, PRECISIONS, SHARDINGS
 from fleet_tui.core.errors import FieldError
-from fleet_tui.core.workload import Workload, parse_count, parse_params, parse_workload
+from fleet_tui.core.workload import Workload, parse_count, parse_params, parse_run_tokens, parse_workload
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +24,19 @@ def test_params_bounds_are_one_set():
         with pytest.raises(FieldError) as exc:
             parse_params(bad)
         assert exc.value.field == "params" and exc.value.fields == ("params",)
+
+
+def test_run_tokens_take_a_fine_tune_and_refuse_typos():
+    # a fine-tune is millions of tokens: --tokens 50M was refused as "between 100M and 100T parameters"
+    assert parse_run_tokens("50M") == 50_000_000 == parse_run_tokens("5e7") == parse_run_tokens("50_000_000")
+    assert parse_run_tokens("15T") == 15 * 10**12 and parse_run_tokens("1") == 1
+    for bad, why in (("lots", "not a token count"), ("0", "between 1 and 1,000T tokens"),
+                     ("2e15", "between 1 and 1,000T tokens"), ("-5M", "not a token count"),
+                     ("inf", "not a token count"), ("nan", "not a token count")):
+        with pytest.raises(FieldError) as exc:
+            parse_run_tokens(bad, "training_tokens")
+        text = exc.value.render(lambda f: "--" + f.replace("_", "-"))
+        assert text.startswith(f"--training-tokens {bad!r}: ") and why in text and "parameters" not in text
 
 
 def test_count_names_its_field_and_range():
