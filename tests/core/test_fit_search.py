@@ -109,3 +109,55 @@ def test_a_setup_that_exists_is_always_named(cat):
     assert fixes, "no change found although a catalog device fits with a change"
     verified(fixes, acc)
     assert fixes[0].gpus > 1
+
+
+def test_a_change_that_fits_these_devices_only_split_another_way_is_named(cat):
+    """70B LoRA on 2x L40S: QLoRA with checkpointing fits the same two devices only when they
+    split the model (58 GiB a device as two data-parallel copies, 42 GiB as FSDP); the advice
+    went from offloading the parameters straight to 8 devices, without the answer an expert gives."""
+    acc = cat.accelerator("L40S")
+    w = Workload(kind="lora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=4, gpus=2)
+    fixes = check_fit(w, acc, 2).suggestions
+    verified(fixes, acc)
+    q = next(s for s in fixes if s.change == "checkpointing+qlora+layout")
+    assert q.gpus == 2 and q.workload.kind == "qlora" and q.workload.grad_checkpointing
+    assert estimate_memory(q.workload.derive(sharding="data", zero=None, tp=None, pp=None), 2).total_bytes \
+        > capacity_bytes(acc)  # as the user's two data-parallel copies it would not fit
+    flags = q.render(lambda f: "--" + f.replace("_", "-"))
+    assert "--workload qlora" in flags and "--gpus 2" in flags and "--grad-checkpointing" in flags
+    assert fixes.index(q) < min(i for i, s in enumerate(fixes) if s.gpus != 2)
+
+
+def test_a_full_finetune_that_misfits_four_devices_gets_advice_on_those_four(cat):
+    """8B full fine-tune on 4x A10G (24 GiB): the advice was only 8 A10Gs or bigger devices; LoRA,
+    pure bf16 and offloading each fit the four with another split, cheaper than buying more."""
+    acc = cat.accelerator("A10G")
+    w = Workload(kind="finetune", model=cat.model("llama-3.1-8b"), seq_len=4096, batch=8, gpus=4)
+    fixes = check_fit(w, acc, 4).suggestions
+    verified(fixes, acc)
+    same = [s for s in fixes if s.gpus == 4]
+    assert {"lora+layout", "master_weights+layout"} <= {s.change for s in same}
+    assert all(s.workload.tp or s.workload.zero or s.workload.sharding != "data" for s in same)
+    assert fixes.index(same[-1]) < min(i for i, s in enumerate(fixes) if s.gpus != 4)
+
+
+def test_a_layout_alone_is_not_repeated_as_a_pair(cat):
+    """When checkpointing fits with another layout, its pairs are not offered again under a
+    layout (checkpointing + micro-batches + FSDP said the same thing twice)."""
+    acc = cat.accelerator("L40S")
+    w = Workload(kind="qlora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=4, gpus=2)
+    changes = [s.change for s in suggest_fixes(w, 2, acc, limit=20)]
+    assert "checkpointing+layout" in changes
+    assert not [c for c in changes if c.startswith("checkpointing+") and c.endswith("+layout")
+                and c != "checkpointing+layout"]
+    assert len(changes) == len(set(changes))
+
+
+def test_no_change_is_offered_under_a_layout_that_fits_alone(cat):
+    acc = cat.accelerator("A100-80GB")
+    w = Workload(kind="finetune", model=cat.model("llama-3.1-8b"), seq_len=2048, batch=8, gpus=2,
+                 sharding="data")
+    changes = [s.change for s in suggest_fixes(w, 2, acc, limit=20)]
+    # checkpointing paired with a layout search is the pairing's own (it was there before)
+    assert changes[0] == "layout" and not [c for c in changes if c.endswith("+layout")
+                                           and c != "checkpointing+layout"]

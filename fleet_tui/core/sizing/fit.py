@@ -91,6 +91,10 @@ COST_TIERS = {
 _ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "offload_activations", "offload", "offload_params",
                   "kv_cache_dtype", "optimizer", "master_weights",
                   "precision", "qlora", "lora", "gpus", "seq_len", "batch")
+#: Changes not tried under another layout of the same devices when they do not fit under the
+#: user's: a layout is its own change (its search tries micro-batches), and a smaller problem is
+#: not the same job.
+_RELAYOUT_SKIP = frozenset({"layout", "micro_batch", "batch", "seq_len"})
 #: Devices per node assumed when the caller does not know the instance (HGX/DGX-class boards).
 DEFAULT_NODE_DEVICES = 8
 #: Most devices a "more devices" suggestion considers (powers of two).
@@ -292,6 +296,22 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
             seen.add(change)
             found.append(FitSuggestion(desc, w2, total, n, change))
             return True
+        keys = change.split("+")
+        if n > 1 and "layout" not in seen and not _RELAYOUT_SKIP.intersection(keys) and not any(
+                k in seen or k + "+layout" in seen for k in keys if k != change):
+            # (not when another layout fits alone, nor for a pair whose part fits alone, with or
+            # without another layout: they would say nothing more)
+            # the change fits these devices split another way: 70B QLoRA with checkpointing on
+            # 2x L40S needs TP2 (58 GiB a device as two data-parallel copies, 42 GiB as TP2)
+            ch = choose_layout(w2.derive(tp=None, pp=None, zero=None) if layout_is_set(w2) else w2,
+                               acc, n, min(n, node))
+            if ch.fits and ch.workload != w2 and change + "+layout" not in seen:
+                words, flags = _words_and_flags(desc)
+                seen.add(change + "+layout")  # as it is it still does not fit: pairs are still tried
+                found.append(FitSuggestion(f"{words}, as {_layout_words(ch.workload, n)} on these {n} devices "
+                                           f"({flags} {layout_flags(ch.workload, n)})", ch.workload,
+                                           ch.total_bytes, n, change + "+layout"))
+                return True
         return False
 
     for change, desc, w2, n in _candidates(w, gpus, acc, node):
@@ -324,8 +344,10 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     def cost(s: FitSuggestion):
         keys = s.change.split("+")
         tier = max(COST_TIERS.get(k, 9) for k in keys)
-        first = min(_ORDER_IN_TIER.index(k) if k in _ORDER_IN_TIER else 99 for k in keys)
-        return (tier, len(keys), s.gpus, first, s.total_bytes)
+        # within a tier, by the dearest part: checkpointing and a layout before checkpointing and
+        # offloading, offloading activations and a layout before offloading parameters
+        dearest = max(_ORDER_IN_TIER.index(k) if k in _ORDER_IN_TIER else 99 for k in keys)
+        return (tier, len(keys), s.gpus, dearest, s.total_bytes)
 
     found.sort(key=cost)
     return found[:limit]
