@@ -379,7 +379,9 @@ def _ft_workload(r: dict, seq: int | None = None) -> tuple[Workload | None, str]
     elif fw in ("unsloth", "hf+fa2"):
         kw.update(grad_checkpointing=True, master_weights="none")
         if fw == "unsloth":
-            kw.update(framework="unsloth", offload=("activations",), chunked_loss=True)
+            # the --framework unsloth preset (core.workload._stack_fields), 8-bit AdamW included:
+            # the optimizer of every training example in the same README as the table
+            kw.update(framework="unsloth", offload=("activations",), chunked_loss=True, optimizer="adamw8bit")
     elif fw.startswith("hf peft") or fw.startswith("qlora"):
         if fw.startswith("hf peft"):
             kw.update(precision="fp32", master_weights="none", batch=int(r.get("batch_size") or PEFT_BATCH),

@@ -41,7 +41,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-len", metavar="P", help="generation: prompt tokens (with --gen-len)")
     g.add_argument("--gen-len", metavar="G", help="generation: new tokens per sequence")
     g.add_argument("--optimizer", choices=OPTIMIZERS, default=None, metavar="OPT",
-                   help="training: adamw (default), adamw8bit, paged_adamw8bit, sgd or adafactor")
+                   help="training: adamw (default; adamw8bit under --framework unsloth), adamw8bit, "
+                        "paged_adamw8bit, sgd or adafactor")
     g.add_argument("--master-weights", choices=MASTER_WEIGHTS, default=None,
                    help="training: fp32 master weights with autocast (default) or none (pure bf16/fp16)")
     g.add_argument("--grad-checkpointing", action="store_true", default=None,
@@ -82,7 +83,8 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     t = parser.add_argument_group("training stack")
     t.add_argument("--framework", choices=FRAMEWORKS, default=None,
                    help="hf (default: Transformers + PEFT, AMP), torchtune (pure bf16, chunked loss, "
-                        "activation checkpointing, FSDP2 on several GPUs), unsloth, or deepspeed "
+                        "activation checkpointing, FSDP2 on several GPUs), unsloth (fused kernels, offloaded "
+                        "checkpoints, fused loss, 8-bit AdamW), or deepspeed "
                         "(Transformers + PEFT under DeepSpeed ZeRO-3 at its default knobs; with --offload)")
     t.add_argument("--chunked-loss", action="store_true", default=None,
                    help="cross-entropy over chunks: no full-sequence fp32 logits")

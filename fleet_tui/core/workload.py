@@ -451,10 +451,13 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
             out["master_weights"] = "none"
     if framework == "unsloth":
         # Unsloth: its own fused kernels, gradient checkpointing with the saved inputs offloaded to
-        # CPU memory, and a fused cross-entropy that never forms the logits
+        # CPU memory, a fused cross-entropy that never forms the logits, and 8-bit AdamW (the
+        # optimizer of every training example in its README)
         out.update(chunked_loss=True, grad_checkpointing=True, offload=("activations",))
         if "master_weights" not in kw:
             out["master_weights"] = "none"
+        if "optimizer" not in kw:
+            out["optimizer"] = "adamw8bit"
     for f in ("chunked_loss", "optimizer_in_backward", "compile", "selective_checkpointing"):
         if d.get(f):
             out[f] = True

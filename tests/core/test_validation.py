@@ -177,3 +177,18 @@ def test_405b_qlora_fits_8x80gb_with_torchtune_as_done_routinely():
     w, _ = vr._ft_workload(row)  # noqa: SLF001 (the harness's own mapping)
     fit = check_fit(w, vr.catalog().accelerator("A100-80GB"), 8)
     assert fit.fits, fit.message
+
+
+def test_unsloth_rows_are_sized_as_the_cli_preset_sizes_them():
+    """The harness's Unsloth workload is what `size --framework unsloth` builds from the same
+    flags (8-bit AdamW included), so the table's errors are the CLI's."""
+    from fleet_tui.core.sizing.memory import estimate_memory
+    from fleet_tui.core.workload import parse_workload
+
+    for row in (r for r in vr.rows("finetune_memory.toml", "run") if r["framework"] == "unsloth"):
+        w, _ = vr._ft_workload({**row, "seq_len": 4096})  # noqa: SLF001 (the harness's own mapping)
+        cli = parse_workload({"model": w.model.id, "workload": "qlora", "framework": "unsloth", "seq_len": 4096,
+                              "lora_rank": row["lora_rank"], "lora_targets": ",".join(w.lora_targets)},
+                             vr.catalog())
+        assert cli.optimizer == w.optimizer == "adamw8bit", row["id"]
+        assert estimate_memory(cli).total_bytes == estimate_memory(w).total_bytes, row["id"]

@@ -87,3 +87,10 @@ def test_option_lists_are_the_workload_types():
                            ("sharding", SHARDINGS)):
         alias = getattr(workload_module, Workload.model_fields[field].type)
         assert get_args(alias) == options
+
+
+def test_unsloth_preset_takes_8bit_adamw_unless_told(catalog):
+    base = {"model": "llama-3.1-8b", "workload": "qlora", "seq_len": 2048, "framework": "unsloth"}
+    assert parse_workload(base, catalog).optimizer == "adamw8bit"  # optim="adamw_8bit" in its README
+    assert parse_workload({**base, "optimizer": "adamw"}, catalog).optimizer == "adamw"
+    assert parse_workload({**base, "framework": "hf"}, catalog).optimizer == "adamw"
