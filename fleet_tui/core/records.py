@@ -51,11 +51,15 @@ def record(cls: T | None = None, /, *, kw_only: bool = False) -> Any:
         body = c.__dict__
         own_eq, own_repr = "__eq__" in body, "__repr__" in body
         own_hash = "__hash__" in body and not (body["__hash__"] is None and own_eq)
+        # dataclass's own __init__ where the class writes one or has InitVar pseudo-fields (which
+        # _init_of does not pass to __post_init__)
+        annotations = body.get("__annotations__", {})
+        own_init = "__init__" in body or any("InitVar" in str(a) for a in annotations.values())
         c = dataclasses.dataclass(c, frozen=True, slots=True, kw_only=kw_only, eq=False, repr=False,
-                                  init="__init__" in body)
+                                  init=own_init)
         fields = dataclasses.fields(c)
         qual = c.__qualname__
-        if "__init__" not in body:
+        if not own_init:
             c.__init__ = _named(_init_of(c, fields), qual, "__init__")
         compared = tuple(f.name for f in fields if f.compare)
         hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))

@@ -135,3 +135,17 @@ def test_device_snapshot_fields_all_stored():
     values = {n: (i if n not in ("name", "uuid", "vendor", "node") else f"v{i}") for i, n in enumerate(names)}
     d = DeviceSnapshot(**values)
     assert {n: getattr(d, n) for n in names} == values
+
+
+def test_initvar_fields_reach_post_init():
+    """An InitVar is passed to __post_init__ (the class keeps dataclass's own __init__ for it)."""
+
+    @record
+    class _Scaled:
+        value: float
+        factor: dataclasses.InitVar[float] = 1.0
+
+        def __post_init__(self, factor: float) -> None:
+            object.__setattr__(self, "value", self.value * factor)
+
+    assert _Scaled(2.0, 3.0).value == 6.0 and _Scaled(2.0).value == 2.0

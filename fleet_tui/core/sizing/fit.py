@@ -296,13 +296,13 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
             seen.add(change)
             found.append(FitSuggestion(desc, w2, total, n, change))
             return True
+        # the change may fit these devices split another way (70B QLoRA with checkpointing on 2x
+        # L40S: 58 GiB a device as two data-parallel copies, 42 GiB as FSDP); not searched when
+        # another layout fits alone, nor for a pair whose part fits alone (with or without another
+        # layout): they would say nothing more
         keys = change.split("+")
         if n > 1 and "layout" not in seen and not _RELAYOUT_SKIP.intersection(keys) and not any(
                 k in seen or k + "+layout" in seen for k in keys if k != change):
-            # (not when another layout fits alone, nor for a pair whose part fits alone, with or
-            # without another layout: they would say nothing more)
-            # the change fits these devices split another way: 70B QLoRA with checkpointing on
-            # 2x L40S needs TP2 (58 GiB a device as two data-parallel copies, 42 GiB as TP2)
             ch = choose_layout(w2.derive(tp=None, pp=None, zero=None) if layout_is_set(w2) else w2,
                                acc, n, min(n, node))
             if ch.fits and ch.workload != w2 and change + "+layout" not in seen:
