@@ -127,6 +127,11 @@ def _layout_words(w: Workload, gpus: int) -> str:
     return words
 
 
+def _layout_free(w: Workload) -> Workload:
+    """``w`` with any layout the user set (TP, PP, ZeRO) cleared, for a layout search."""
+    return w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w
+
+
 def _with_offload(w: Workload, *targets: str) -> Workload:
     kept = set(w.offload) | set(targets)
     return w.derive(offload=tuple(t for t in OFFLOAD_TARGETS if t in kept))
@@ -156,8 +161,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
     out: list[tuple[str, str, Workload, int]] = []
     # the same devices, another layout (searched; a layout the user set is left alone)
     if gpus > 1:  # the layout searched afresh (also when the user set one that does not fit)
-        ch = choose_layout(w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w,
-                           acc, gpus, min(gpus, node))
+        ch = choose_layout(_layout_free(w), acc, gpus, min(gpus, node))
         if ch.fits:
             out.append(("layout", f"fits with {_layout_words(ch.workload, gpus)} on these {gpus} devices "
                         f"({layout_flags(ch.workload, gpus)})", ch.workload, gpus))
@@ -215,7 +219,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
 
 def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSuggestion | None:
     """The fewest devices of the same kind (powers of two) on which some layout fits."""
-    base = w.derive(tp=None, pp=None, zero=None)
+    base = _layout_free(w)
     n = 2
     while n <= MAX_SUGGESTED_DEVICES:
         if n > gpus:
@@ -230,7 +234,7 @@ def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSug
 def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int = 2) -> list[FitSuggestion]:
     """Up to ``limit`` catalog ``devices`` with more memory than ``acc`` (smallest first) on which
     ``w`` fits on the same number of devices, its layout searched; each verified by re-sizing."""
-    base = w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w
+    base = _layout_free(w)
     out: list[FitSuggestion] = []
     for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
         if not precision_support(w.precision, a)[0]:
@@ -303,8 +307,7 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
         keys = change.split("+")
         if n > 1 and "layout" not in seen and not _RELAYOUT_SKIP.intersection(keys) and not any(
                 k in seen or k + "+layout" in seen for k in keys if k != change):
-            ch = choose_layout(w2.derive(tp=None, pp=None, zero=None) if layout_is_set(w2) else w2,
-                               acc, n, min(n, node))
+            ch = choose_layout(_layout_free(w2), acc, n, min(n, node))
             if ch.fits and ch.workload != w2 and change + "+layout" not in seen:
                 words, flags = _words_and_flags(desc)
                 seen.add(change + "+layout")  # as it is it still does not fit: pairs are still tried
