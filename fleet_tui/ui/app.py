@@ -20,10 +20,12 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from fleet_tui.ui import textual_fixes
 from fleet_tui.ui.pane import MOUNTING
 from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
+
 
 def _screen(mode: str):
     return lambda: pane_class(mode)()
@@ -59,6 +61,7 @@ class FleetApp(App[int]):
                  include_user_catalog: bool = True, interval_s: float = 1.0,
                  start_mode: str | None = None, export_dir: str | Path | None = None,
                  record_db: str | Path | None = None) -> None:
+        textual_fixes.install()
         kind = getattr(source, "kind", "none") if source is not None else "none"
         self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
         if self._start_mode == "catalog":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 
 from textual import on, work
@@ -26,7 +27,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import pct, usd
@@ -35,13 +36,18 @@ from fleet_tui.ui.widgets.fleet_table import FleetTable
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
 # Full garbage collections at fleet scale: the core keeps ~40 objects per device (readings in
-# history and windows, analyses), ~300,000 at 4,096 GPUs and growing with history, and a full
-# collection walks them all with the GIL held: 130-250 ms, every 2-3 refreshes, the UI's longest
-# block (bench/fleet_app_loop.py, loaded, load avg ~1.2). After each drawn view the survivors are
-# frozen (``gc.freeze``: out of the collector's sight; reference counting still frees them), so
-# collections see only what the refreshes since made. What died in reference cycles meanwhile is
-# reclaimed by one full collection every FULL_COLLECT_EVERY views (2 min at the 2 s refresh).
-FULL_COLLECT_EVERY = 60
+# history and windows, analyses), ~250,000 at 4,096 GPUs, and a full collection walks them all with
+# the GIL held: 130-250 ms, every 2-3 refreshes, the UI's longest block (bench/fleet_app_loop.py).
+# After each drawn view the survivors are frozen (``gc.freeze``: out of the collector's sight;
+# reference counting still frees them), so collections see only what the refreshes since made.
+# What dies in a reference cycle after it was frozen stays until a full collection. Those cycles
+# were Textual's (DataTable's cache rings, strips caching themselves: ``widgets.table``,
+# ``textual_fixes``) and each view worker's; with them gone nothing grows between refreshes, and a
+# full collection runs only when Python's memory (``sys.getallocatedblocks``: 30 µs, where counting
+# the frozen objects walks them all) has grown by FULL_COLLECT_GROWTH since the last one (more
+# devices, longer history, or a cycle we do not know of): what cycles can hold is bounded by a share
+# of what lives, and a steady fleet is not collected in full again.
+FULL_COLLECT_GROWTH = 0.25
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
@@ -60,11 +66,19 @@ class FleetViewPane(PaneScreen):
         self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
         self._lock = threading.Lock()  # one worker at a time uses the views (and the pane's own)
         self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
-        self._drawn = 0  # views drawn (FULL_COLLECT_EVERY)
+        self._frozen = FrozenSurvivors()
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
 
     def on_unmount(self) -> None:
         gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A finished view worker lets go of its task. The task's context holds the worker (as
+        Textual's ``active_worker``) and the worker its task: a reference cycle per refresh that,
+        frozen with the view, waited for a full collection."""
+        worker = event.worker
+        if worker.node is self and worker.is_finished:
+            worker._task = None
 
     def on_screen_resume(self) -> None:
         if self.app.monitor is not None:
@@ -82,8 +96,7 @@ class FleetViewPane(PaneScreen):
 
     def view_drawn(self, message: Message) -> None:
         """A view is on screen: freeze what survived, tell the waiting tests, post ``message``."""
-        self._drawn += 1
-        freeze_survivors(self._drawn)
+        self._frozen.freeze()
         self.view_ready.set()
         self.post_message(message)
 
@@ -305,15 +318,25 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
 
 
-def freeze_survivors(drawn: int) -> None:
-    """After a pane drew its ``drawn``-th view of a fleet: freeze what survives (see
-    FULL_COLLECT_EVERY); every FULL_COLLECT_EVERY views, one full collection first."""
-    if drawn % FULL_COLLECT_EVERY == 0:
-        gc.unfreeze()
-        gc.collect()
-    else:
-        gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
-    gc.freeze()
+class FrozenSurvivors:
+    """What a fleet pane keeps out of the garbage collector's sight (FULL_COLLECT_GROWTH)."""
+
+    def __init__(self) -> None:
+        self.base: int | None = None  # Python's memory blocks after the last full collection
+        self.full_collections = 0
+
+    def freeze(self) -> None:
+        """After a drawn view: collect this refresh's young garbage, then freeze what survives;
+        a full collection first when Python's memory grew by FULL_COLLECT_GROWTH."""
+        if self.base is None or sys.getallocatedblocks() > self.base * (1 + FULL_COLLECT_GROWTH):
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+            self.base = sys.getallocatedblocks()
+            self.full_collections += 1
+        else:
+            gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
+            gc.freeze()
 
 
 def fleet_views(app):
