@@ -204,11 +204,12 @@ def _measure(src: PrometheusSource, refreshes: int, interval_s: float, warmup: i
 
 
 def _app_report(url: str, refreshes: int, interval_s: float,
-                clock: VirtualClock | None = None) -> None:
+                clock: VirtualClock | None = None, before: bool = True) -> None:
     """The UI side, side by side in this run: the real app on the fleet pane with the engine's
-    analysis on the loop (before) and off it (now), each in a fresh process (a second app in the
-    same process would carry the first one's objects into every garbage collection)."""
-    for on_loop in (True, False):
+    analysis on the loop (before; ``before=False`` skips it) and off it (now), each in a fresh
+    process (a second app in the same process would carry the first one's objects into every
+    garbage collection)."""
+    for on_loop in (True, False) if before else (False,):
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
         start = clock() if clock is not None else None
@@ -226,8 +227,16 @@ def _app_report(url: str, refreshes: int, interval_s: float,
               f"    UI loop's longest block per refresh (target <= 50 ms): wall median "
               f"{statistics.median(blocks):6.1f}  max {blocks[-1]:6.1f} ms; its own CPU median "
               f"{statistics.median(own):6.1f}  max {own[-1]:6.1f} ms\n"
+              f"    blocks over 50 ms: {sum(b > 50 for b in run.blocks_ms)} of {len(blocks)} "
+              f"refreshes{_where_over(run.blocks_ms)}; full garbage collections after the "
+              f"first view: {run.full_collections}\n"
               f"    app CPU per refresh (all threads, Textual included) "
               f"{run.cpu_ms_per_refresh:6.1f} ms", flush=True)
+
+
+def _where_over(blocks: list[float], limit: float = 50.0) -> str:
+    over = [f"#{i + 1} {b:.0f} ms" for i, b in enumerate(blocks) if b > limit]
+    return f" ({', '.join(over[:8])}{', …' if len(over) > 8 else ''})" if over else ""
 
 
 def _app_child(q, url: str, clock_start: float | None, refreshes: int, interval_s: float,
@@ -279,7 +288,8 @@ def _report(title: str, rows, view) -> None:
 
 
 def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
-                 scrape_s: float = 0.0, baseline: bool = False, app: bool = True) -> None:
+                 scrape_s: float = 0.0, baseline: bool = False, app: bool = True,
+                 app_refreshes: int | None = None, app_before: bool = True) -> None:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     proc = ctx.Process(target=_serve_canned, args=(q, n_nodes, gpus, scrape_s, interval_s),
@@ -302,7 +312,8 @@ def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
         rows, view = _measure(src, refreshes, interval_s, clock=clock)
         _report(f"canned Prometheus answer, {what}", rows, view)
         if app:
-            _app_report(f"http://127.0.0.1:{port}", max(3, refreshes // 2), interval_s, clock)
+            _app_report(f"http://127.0.0.1:{port}", app_refreshes or max(3, refreshes // 2),
+                        interval_s, clock, before=app_before)
     finally:
         proc.terminate()
         proc.join(10)
@@ -357,6 +368,11 @@ def main() -> None:
     ap.add_argument("--real", action="store_true", help="also through a real Prometheus")
     ap.add_argument("--baseline", action="store_true",
                     help="also measure the previous way (one full query per refresh, gc paused)")
+    ap.add_argument("--app-refreshes", type=int, default=None,
+                    help="refreshes of the real app on the fleet pane (default: half of "
+                         "--refreshes; 320 at 2 s covers the 10-minute history filling up)")
+    ap.add_argument("--app-now-only", action="store_true",
+                    help="run the app only as it is now (not also with the analysis on the loop)")
     ap.add_argument("--skip-worst", action="store_true",
                     help="skip the every-device-fresh run (only --scrape)")
     args = ap.parse_args()
@@ -367,7 +383,8 @@ def main() -> None:
                      app=False)
     if args.scrape > 0:
         bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, args.scrape,
-                     baseline=args.baseline)
+                     baseline=args.baseline, app_refreshes=args.app_refreshes,
+                     app_before=not args.app_now_only)
     if args.real:
         bench_real(args.nodes, args.gpus, args.refreshes, args.interval, args.scrape)
 

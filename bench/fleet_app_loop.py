@@ -30,6 +30,7 @@ class AppRun:
     loop_cpu_ms: list[float]  # the loop thread's longest own CPU time between two wake-ups
     cpu_ms_per_refresh: float
     devices: int
+    full_collections: int = 0  # full garbage collections the pane ran after its first view
 
 
 def app_loop_blocks(make_source: Callable[[], object], refreshes: int, interval_s: float, *,
@@ -83,9 +84,11 @@ def app_loop_blocks(make_source: Callable[[], object], refreshes: int, interval_
                 gap[:] = [0.0, 0.0]
             cpu = (time.process_time() - cpu0) / refreshes * 1e3
             devices = screen.view.device_count
+            frozen = getattr(screen, "_frozen", None)  # ui.fleet.FrozenSurvivors
+            full = frozen.full_collections - 1 if frozen is not None else 0
             done.set()
             await task
-        return AppRun(blocks, loop_cpu, cpu, devices)
+        return AppRun(blocks, loop_cpu, cpu, devices, full)
 
     try:
         return asyncio.run(run())

@@ -42,12 +42,15 @@ OFFENDERS = 12
 # reference counting still frees them), so collections see only what the refreshes since made.
 # What dies in a reference cycle after it was frozen stays until a full collection. Those cycles
 # were Textual's (DataTable's cache rings, strips caching themselves: ``widgets.table``,
-# ``textual_fixes``) and each view worker's; with them gone nothing grows between refreshes, and a
+# ``textual_fixes``) and each view worker's; with them gone a refresh leaves none behind, and a
 # full collection runs only when Python's memory (``sys.getallocatedblocks``: 30 µs, where counting
-# the frozen objects walks them all) has grown by FULL_COLLECT_GROWTH since the last one (more
-# devices, longer history, or a cycle we do not know of): what cycles can hold is bounded by a share
-# of what lives, and a steady fleet is not collected in full again.
-FULL_COLLECT_GROWTH = 0.25
+# the frozen objects walks them all) has doubled since the last one (more devices, a history
+# filling up, or a cycle we do not know of): what unknown cycles can hold is bounded by what lives,
+# as Go's collector bounds its heap by default (GOGC=100). At 4,096 GPUs and a 2 s refresh the
+# 10-minute history fills for 300 refreshes and doubles memory twice (a full collection each,
+# 0.2-0.6 s); then memory is flat and none runs (bench/bench_fleet.py --app-refreshes). A quarter,
+# tried first, collected three times in the first 5 minutes.
+FULL_COLLECT_GROWTH = 1.0
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),

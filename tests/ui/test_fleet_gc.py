@@ -87,19 +87,19 @@ async def test_fleet_refreshes_leave_no_cycles(make_app):
         assert screen._frozen.full_collections == 1  # the first view's only
 
 
-def test_full_collection_only_when_memory_grew_by_a_quarter(monkeypatch):
+def test_full_collection_only_when_memory_doubled(monkeypatch):
     blocks = [1_000_000]
     monkeypatch.setattr(fleet.sys, "getallocatedblocks", lambda: blocks[0])
     frozen = fleet.FrozenSurvivors()
     try:
         frozen.freeze()
         assert (frozen.full_collections, frozen.base) == (1, 1_000_000)  # the first: in full
-        for grown in (1_100_000, 1_250_000):  # up to a quarter more: young garbage only
+        for grown in (1_500_000, 2_000_000):  # up to twice as much: young garbage only
             blocks[0] = grown
             frozen.freeze()
         assert frozen.full_collections == 1
-        blocks[0] = 1_250_001
+        blocks[0] = 2_000_001
         frozen.freeze()
-        assert (frozen.full_collections, frozen.base) == (2, 1_250_001)
+        assert (frozen.full_collections, frozen.base) == (2, 2_000_001)
     finally:
         gc.unfreeze()
