@@ -216,7 +216,7 @@ def _app_report(url: str, refreshes: int, interval_s: float,
         proc = ctx.Process(target=_app_child, args=(q, url, start, refreshes, interval_s, on_loop))
         proc.start()
         try:
-            run = q.get(timeout=900)
+            run = q.get(timeout=300 + 3 * (refreshes + 2) * interval_s)  # a long --app-refreshes run
         finally:
             proc.join(60)
         if clock is not None:
