@@ -61,7 +61,7 @@ class FleetViewPane(PaneScreen):
     """A pane drawn from the core's ``FleetViews`` of the engine's newest tick (the fleet and jobs
     panes): ``redraw`` keeps the tick and starts the pane's ``_build`` thread worker, which reads
     it under ``_lock`` (a superseded exclusive worker may still run) and hands an immutable view
-    back to the loop; ``view_drawn`` then frees what the refreshes left (``freeze_survivors``),
+    back to the loop; ``view_drawn`` then frees what the refreshes left (``FrozenSurvivors``),
     sets ``view_ready`` and posts the pane's message."""
 
     def __init__(self) -> None:

@@ -11,7 +11,7 @@ from textual.geometry import Offset, Region
 from textual.renderables._blend_colors import blend_colors
 from textual.renderables.sparkline import Sparkline as SparklineRenderable
 from textual.strip import Strip
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
