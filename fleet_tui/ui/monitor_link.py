@@ -27,6 +27,9 @@ from fleet_tui.core.records import record
 # still samples, analyses and records every tick.
 MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+# an alert's severity -> Textual's notification severity
+_TOAST_SEVERITY = {"critical": "error", "error": "error", "warning": "warning",
+                   "info": "information"}
 
 
 @record
@@ -189,8 +192,9 @@ class MonitorLink:
             except KeyError:
                 return None
 
-        for alert in getattr(tick, "new_alerts", ()) or ():
-            self._notify_alert(alert)
+        alerts = getattr(tick, "new_alerts", ()) or ()
+        if alerts:
+            self._notify_alerts(alerts)
         return MonitorView(
             snapshot=snapshot,
             cost=_cost_lines(getattr(tick, "cost", None)),
@@ -199,13 +203,13 @@ class MonitorLink:
             history=history,
         )
 
-    def _notify_alert(self, alert) -> None:
-        severity = str(getattr(alert, "severity", "warning"))
-        title = getattr(alert, "title", None) or getattr(alert, "rule", None) or "Alert"
-        message = getattr(alert, "message", None) or str(alert)
-        self.app.notify(str(message), title=str(title),
-                        severity="error" if severity in ("critical", "error") else "warning",
-                        timeout=8)
+    def _notify_alerts(self, alerts) -> None:
+        """One tick's new alerts as notifications, grouped (``alerts.alert_notices``)."""
+        from fleet_tui.core.monitor.alerts import alert_notices
+
+        for notice in alert_notices(alerts):
+            self.app.notify(notice.message, title=notice.title,
+                            severity=_TOAST_SEVERITY.get(notice.severity, "warning"), timeout=8)
 
     def _publish(self, view: MonitorView) -> None:
         self.latest = view

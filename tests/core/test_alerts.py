@@ -164,3 +164,43 @@ def test_job_rule_fires_for_a_job_holding_enough_idle_devices_long_enough(tmp_pa
     assert alert.device_key == "job:big" and "job big: 4 of its 4 devices" in alert.message
     # without jobs the job rule is not evaluated, and device evaluation ignores it
     assert ev.evaluate(900.0, devs) == []
+
+
+def _alert(rule: str, node: str, gpu: int, severity: str = "warning", text: str = "hot"):
+    from fleet_tui.core.monitor.alerts import Alert
+
+    return Alert(rule=rule, severity=severity, message=f"GPU {gpu} (NVIDIA H200): {text}",
+                 device_key=f"{node}/GPU-{node}-{gpu}", device_index=gpu, at=1.0, since=0.0)
+
+
+def test_a_rule_fired_on_many_devices_is_one_notice_naming_count_and_nodes():
+    from fleet_tui.core.monitor.alerts import alert_notices
+
+    many = [_alert("memory-high", f"gpu-node-{n:03d}", g, text="Device memory above 85%")
+            for n in range(64) for g in range(8)]
+    few = [_alert("gpu-hot", "gpu-node-007", 3, severity="critical", text="91 °C")]
+    notices = alert_notices(many + few)
+    assert [n.alerts for n in notices] == [1, 512]  # the critical one first, then the group
+    hot, mem = notices
+    assert hot.severity == "critical" and hot.title == "gpu-hot (GPU 3) on gpu-node-007"
+    assert hot.message == "GPU 3 (NVIDIA H200): 91 °C"
+    assert mem.title == "memory-high on 512 devices"
+    assert mem.message == ("512 devices on 64 nodes (gpu-node-000, gpu-node-001, gpu-node-002 and "
+                           "61 more): Device memory above 85%")
+
+
+def test_a_few_devices_are_told_one_by_one_and_too_many_rules_are_folded():
+    from fleet_tui.core.monitor.alerts import NOTICE_LIMIT, alert_notices
+
+    three = [_alert("ecc", "n1", g, severity="critical") for g in range(3)]
+    assert [n.title for n in alert_notices(three)] == [f"ecc (GPU {g}) on n1" for g in range(3)]
+    this_box = alert_notices([_alert("gpu-hot", "", 1)])  # key "/GPU--1": this machine, no node
+    assert [n.title for n in this_box] == ["gpu-hot (GPU 1)"]
+    rules = three + [_alert(f"rule{i}", "n2", 0, severity="info") for i in range(5)]
+    notices = alert_notices(rules)
+    assert len(notices) == NOTICE_LIMIT
+    assert [n.severity for n in notices[:3]] == ["critical"] * 3
+    folded = notices[-1]
+    assert folded.alerts == 5 and folded.title == "5 more alerts" and folded.severity == "info"
+    assert folded.message == "Rules: rule0, rule1, rule2, rule3, rule4."
+    assert sum(n.alerts for n in notices) == len(rules)

@@ -148,11 +148,22 @@ async def test_new_alerts_become_notifications(make_app):
         await wait_for(pilot, lambda: app.monitor.latest is not None, "first tick")
         alert = Alert(rule="gpu_hot", severity="critical", message="GPU 0 at 91 °C for 30 s",
                       device_key="/0", device_index=0, at=1.0, since=0.0, value=91.0, threshold=85.0)
-        app.monitor._notify_alert(alert)
+        app.monitor._notify_alerts([alert])
         await pilot.pause()
         notes = list(app._notifications)
         assert any(n.message == alert.message and n.severity == "error" and "gpu_hot" in n.title
                    for n in notes)
+
+        # a rule fired on a whole fleet at once: one notification, not 512 (which stalled the UI)
+        before = len(list(app._notifications))
+        fleet = [Alert(rule="memory-high", severity="warning", message=f"GPU {g}: memory above 85%",
+                       device_key=f"node-{n:02d}/GPU-{n}-{g}", device_index=g, at=1.0, since=0.0)
+                 for n in range(64) for g in range(8)]
+        app.monitor._notify_alerts(fleet)
+        await pilot.pause()
+        notes = list(app._notifications)[before:]
+        assert [(n.title, n.severity) for n in notes] == [("memory-high on 512 devices", "warning")]
+        assert notes[0].message.startswith("512 devices on 64 nodes (node-00, node-01, node-02")
 
 
 async def test_cards_scrolled_into_view_are_brought_up_to_date(make_app):
