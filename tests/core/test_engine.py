@@ -161,3 +161,22 @@ def test_simulated_behaviours_are_recognised():
                 "input_starved", "memory_growth"):
         assert hits[beh] / totals[beh] >= 0.9, (beh, hits[beh], totals[beh])
     assert kinds["power_capped"] / totals["power_capped"] >= 0.9
+
+
+def test_filling_until_readings_span_the_history_and_the_growth_lookback():
+    from dataclasses import replace
+
+    from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+    from fleet_tui.core.monitor.windowing import FleetWindowPolicy
+
+    engine = MonitorEngine(TraceSource([]), interval_s=2.0, price=False, alert_rules=[],
+                           policy=FleetWindowPolicy())
+    assert engine.fill_s == 720.0  # the 600 s growth lookback behind the 120 s window
+    dev = DeviceSnapshot(index=0, name="H200", uuid="U", node="n1", gpu_util_pct=50.0)
+    seen = []
+    for t in range(1000, 1000 + 740, 20):
+        engine.process(Snapshot(timestamp=t, source="prometheus:test", source_kind="fleet",
+                                devices=(replace(dev, timestamp=t),)))
+        seen.append((t - 1000, engine.filling))
+    assert all(f for dt, f in seen if dt < 720) and all(not f for dt, f in seen if dt >= 720)
+    assert MonitorEngine(TraceSource([]), price=False, alert_rules=[]).filling  # no reading yet

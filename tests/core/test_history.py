@@ -30,6 +30,16 @@ def test_history_is_bounded_and_keeps_newest():
     assert len(h.host_series("cpu_pct")) == 11
 
 
+def test_a_device_read_less_often_than_the_interval_is_kept_for_the_seconds_only():
+    # a fleet refreshed every 2 s whose nodes are scraped every 15 s: only new scrapes are added
+    h = History(seconds=600, interval_s=2)
+    assert h.maxlen == 301
+    for k in range(300):  # 75 minutes of scrapes
+        h.add(_snap(1000.0 + 15 * k, n=1))
+    kept = h.samples("/U0")
+    assert len(kept) == 41 and kept[-1].timestamp - kept[0].timestamp == 600  # not 301 = 75 min
+
+
 def test_series_windows_skips_na_and_derives_metrics():
     h = History(seconds=60, interval_s=1)
     for t in range(20):

@@ -87,19 +87,24 @@ async def test_fleet_refreshes_leave_no_cycles(make_app):
         assert screen._frozen.full_collections == 1  # the first view's only
 
 
-def test_full_collection_only_when_memory_doubled(monkeypatch):
+def test_full_collection_only_when_memory_doubled_after_the_windows_filled(monkeypatch):
     blocks = [1_000_000]
     monkeypatch.setattr(fleet.sys, "getallocatedblocks", lambda: blocks[0])
     frozen = fleet.FrozenSurvivors()
     try:
-        frozen.freeze()
+        frozen.freeze(filling=True)
         assert (frozen.full_collections, frozen.base) == (1, 1_000_000)  # the first: in full
-        for grown in (1_500_000, 2_000_000):  # up to twice as much: young garbage only
+        for grown in (2_500_000, 4_000_000):  # the history filling: growth by design
             blocks[0] = grown
-            frozen.freeze()
-        assert frozen.full_collections == 1
-        blocks[0] = 2_000_001
+            frozen.freeze(filling=True)
+        assert (frozen.full_collections, frozen.base) == (1, 1_000_000)
+        frozen.freeze(filling=False)  # filled: the base is what the pane needs now
+        assert (frozen.full_collections, frozen.base) == (1, 4_000_000)
+        blocks[0] = 8_000_000  # up to twice as much: young garbage only
         frozen.freeze()
-        assert (frozen.full_collections, frozen.base) == (2, 2_000_001)
+        assert frozen.full_collections == 1
+        blocks[0] = 8_000_001
+        frozen.freeze()
+        assert (frozen.full_collections, frozen.base) == (2, 8_000_001)
     finally:
         gc.unfreeze()

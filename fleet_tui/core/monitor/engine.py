@@ -190,6 +190,8 @@ class MonitorEngine:
         self._seq = 0
         self.focus: str | None = None
         self.latest: Tick | None = None
+        self._first_ts: float | None = None  # the first live reading's time (see ``filling``)
+        self._last_ts = 0.0
 
     # ----- subscribers -----
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
@@ -241,6 +243,20 @@ class MonitorEngine:
         self._resume.set()
         self._wake.set()
 
+    @property
+    def fill_s(self) -> float:
+        """Seconds of readings after which the history and every window hold their full span
+        (the fleet policy: the 600 s growth lookback behind the 120 s window, 720 s)."""
+        policy = self.policy
+        return max(self.history.seconds,
+                   policy.seconds + getattr(policy, "growth_lookback_s", 0.0))
+
+    @property
+    def filling(self) -> bool:
+        """True until the live readings span ``fill_s``: until then the engine's memory grows by
+        design, not by a leak (the fleet pane's collector rule, ``ui.fleet.FrozenSurvivors``)."""
+        return self._first_ts is None or self._last_ts - self._first_ts < self.fill_s
+
     # ----- cost -----
     def _cost_meter(self, snapshot: Snapshot) -> CostMeter | None:
         if self._cost is not None or not self._price:
@@ -286,6 +302,10 @@ class MonitorEngine:
         whose reading changed (a scrape repeated with a new age adds nothing: 4,096 GPUs at a 2 s
         refresh kept 1.2 million snapshots over 10 minutes, most of them copies, and the garbage
         collector walked them all)."""
+        if snapshot.timestamp:
+            if self._first_ts is None:
+                self._first_ts = snapshot.timestamp
+            self._last_ts = max(self._last_ts, snapshot.timestamp)
         if getattr(self.policy, "history_repeats", True):
             self.history.add(snapshot, keys)
             return

@@ -1,8 +1,9 @@
 """Bounded per-device history of snapshots, kept by the core so panes can come and go.
 
-Each device has a ``deque(maxlen=N)`` where N covers ``seconds`` at the sampling interval, so memory
-stays flat however long the monitor runs. Changing the interval re-sizes the deques (keeping the
-newest samples). Series accessors return plain floats for graphs.
+Each device has a ``deque(maxlen=N)`` where N covers ``seconds`` at the sampling interval, and
+readings older than ``seconds`` before the newest are dropped (a device read less often than the
+interval), so memory stays flat however long the monitor runs. Changing the interval re-sizes the
+deques (keeping the newest samples). Series accessors return plain floats for graphs.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ class History:
 
                 d = replace(d, timestamp=snapshot.timestamp)
             q.append(d)
+            # by time as well as by count: where readings come slower than the interval (a fleet
+            # scraped every 15 s, refreshed every 2 s, keeps only new scrapes) the count alone held
+            # 301 scrapes, 75 minutes, growing all that time
+            cutoff = d.timestamp - self.seconds
+            while q[0].timestamp < cutoff:
+                q.popleft()
             self._last_seen[key] = snapshot.timestamp
         if snapshot.host is not None:
             self._host.append((snapshot.timestamp, snapshot.host))
