@@ -95,10 +95,18 @@ class JobsScreen(FleetViewPane):
             jobs, alerts = self._jobs_of(*self._tick)
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, jobs)
-        for alert in alerts:  # events: shown even when a newer view superseded this one
-            self.app.call_from_thread(self.app.notify, alert.message, title=alert.rule,
-                                      severity="error" if alert.severity == "critical"
-                                      else "warning", timeout=10)
+        if alerts:  # events: shown even when a newer view superseded this one
+            self.app.call_from_thread(self._notify, alerts)
+
+    def _notify(self, alerts) -> None:
+        """Job alerts as a few notifications (``alerts.alert_notices``: 200 jobs idle at once are
+        one notice naming the first jobs, not 200)."""
+        from fleet_tui.core.monitor.alerts import alert_notices
+        from fleet_tui.ui.monitor_link import TOAST_SEVERITY
+
+        for notice in alert_notices(alerts):
+            self.app.notify(notice.message, title=notice.title,
+                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=10)
 
     def _jobs_of(self, snapshot, analyses):
         """The jobs view and the job alerts that fire now (in the worker, under the lock)."""

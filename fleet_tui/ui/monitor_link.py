@@ -28,7 +28,7 @@ from fleet_tui.core.records import record
 MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # an alert's severity -> Textual's notification severity
-_TOAST_SEVERITY = {"critical": "error", "error": "error", "warning": "warning",
+TOAST_SEVERITY = {"critical": "error", "error": "error", "warning": "warning",
                    "info": "information"}
 
 
@@ -209,7 +209,7 @@ class MonitorLink:
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,
-                            severity=_TOAST_SEVERITY.get(notice.severity, "warning"), timeout=8)
+                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=8)
 
     def _publish(self, view: MonitorView) -> None:
         self.latest = view

@@ -78,3 +78,23 @@ async def test_fleet_table_rewrites_changed_cells_in_place():
         table.show_rows([("n3", "30%"), ("n1", "10%")])  # a node left: rebuilt
         await pilot.pause()
         assert table.row_count == 2 and table.get_row_at(0) == ["n3", "30%"]
+
+
+async def test_job_alerts_of_one_rule_are_one_notification(make_app):
+    from fleet_tui.core.monitor.alerts import Alert
+
+    source = SimFleetSource(nodes=2, devices_per_node=2)
+    app = make_app(source="sim:1", interval=0.25,
+                   overrides=dict(source=source, source_spec=source.name, start_mode="jobs"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        assert app.current_mode == "jobs"
+        before = len(list(app._notifications))
+        idle = [Alert(rule="job-idle", severity="warning", device_key=f"job:{n}",
+                      message=f"job {n}: 8 of its 8 devices idle for 1800 s", device_index=None,
+                      at=1.0, since=0.0) for n in range(1000, 1200)]
+        app.screen._notify(idle)
+        await pilot.pause()
+        notes = list(app._notifications)[before:]
+        assert [(n.title, n.severity) for n in notes] == [("job-idle on 200 jobs", "warning")]
+        assert notes[0].message == ("200 jobs (1000, 1001, 1002 and 197 more): "
+                                    "job 1000: 8 of its 8 devices idle for 1800 s")

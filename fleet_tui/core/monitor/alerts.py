@@ -149,8 +149,16 @@ class AlertNotice:
     alerts: int  # how many alerts it tells of
 
 
+JOB_KEY = "job:"  # the device_key of a job rule's alert: "job:<job id>"
+
+
+def _first_few(names: Sequence[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
 def _node(alert: Alert) -> str:
-    return alert.device_key.split("/", 1)[0] if "/" in alert.device_key else ""
+    key = alert.device_key
+    return key.split("/", 1)[0] if "/" in key and not key.startswith(JOB_KEY) else ""
 
 
 def _worst(alerts: Sequence[Alert]) -> str:
@@ -177,13 +185,16 @@ def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
         prefix = f"GPU {first.device_index}"
         if first.device_index is not None and detail.startswith(prefix) and ": " in detail:
             detail = detail.split(": ", 1)[1]  # the rule's words without the first device
-        nodes = list(dict.fromkeys(n for n in map(_node, group) if n))
-        where = ""
-        if nodes:
-            shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
-            where = f" on {len(nodes)} node{'s' * (len(nodes) != 1)} ({shown})"
-        notices.append(AlertNotice(title=f"{first.rule} on {len(group)} devices",
-                                   message=f"{len(group)} devices{where}: {detail}",
+        if all(a.device_key.startswith(JOB_KEY) for a in group):  # a job rule (min_devices)
+            jobs = [a.device_key[len(JOB_KEY):] for a in group]
+            what, where = "jobs", f" ({_first_few(jobs)})"
+        else:
+            nodes = list(dict.fromkeys(n for n in map(_node, group) if n))
+            what = "devices"
+            where = (f" on {len(nodes)} node{'s' * (len(nodes) != 1)} ({_first_few(nodes)})"
+                     if nodes else "")
+        notices.append(AlertNotice(title=f"{first.rule} on {len(group)} {what}",
+                                   message=f"{len(group)} {what}{where}: {detail}",
                                    severity=_worst(group), alerts=len(group)))
     if len(notices) <= limit:
         return notices
@@ -541,7 +552,7 @@ class AlertEvaluator:
                         diag = an.get(rule.diagnosis) if an is not None else None
                         meeting += diag is not None and diag.confidence >= rule.min_confidence
                 held = meeting >= (rule.min_devices or 1)
-                a = self._check(rule, f"job:{job}", None, now, held, float(meeting))
+                a = self._check(rule, f"{JOB_KEY}{job}", None, now, held, float(meeting))
                 if a:
                     what = rule.diagnosis or rule.describe()
                     text = rule.message or (f"job {job}: {meeting} of its {len(keys)} devices "
