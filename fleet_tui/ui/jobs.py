@@ -99,9 +99,9 @@ class JobsScreen(FleetViewPane):
             self.app.call_from_thread(self._notify, alerts)
 
     def _notify(self, alerts) -> None:
-        """Job alerts as a few notifications (``alerts.alert_notices``: 200 jobs idle at once are
+        """Job alerts as a few notifications (``alert_notices``: 200 jobs idle at once are
         one notice naming the first jobs, not 200)."""
-        from fleet_tui.core.monitor.alerts import alert_notices
+        from fleet_tui.core.monitor.alert_notices import alert_notices
         from fleet_tui.ui.monitor_link import TOAST_SEVERITY
 
         for notice in alert_notices(alerts):

@@ -204,8 +204,8 @@ class MonitorLink:
         )
 
     def _notify_alerts(self, alerts) -> None:
-        """One tick's new alerts as notifications, grouped (``alerts.alert_notices``)."""
-        from fleet_tui.core.monitor.alerts import alert_notices
+        """One tick's new alerts as notifications, grouped (``core.monitor.alert_notices``)."""
+        from fleet_tui.core.monitor.alert_notices import alert_notices
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,

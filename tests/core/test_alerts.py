@@ -174,7 +174,7 @@ def _alert(rule: str, node: str, gpu: int, severity: str = "warning", text: str 
 
 
 def test_a_rule_fired_on_many_devices_is_one_notice_naming_count_and_nodes():
-    from fleet_tui.core.monitor.alerts import alert_notices
+    from fleet_tui.core.monitor.alert_notices import alert_notices
 
     many = [_alert("memory-high", f"gpu-node-{n:03d}", g, text="Device memory above 85%")
             for n in range(64) for g in range(8)]
@@ -190,7 +190,7 @@ def test_a_rule_fired_on_many_devices_is_one_notice_naming_count_and_nodes():
 
 
 def test_a_few_devices_are_told_one_by_one_and_too_many_rules_are_folded():
-    from fleet_tui.core.monitor.alerts import NOTICE_LIMIT, alert_notices
+    from fleet_tui.core.monitor.alert_notices import NOTICE_LIMIT, alert_notices
 
     three = [_alert("ecc", "n1", g, severity="critical") for g in range(3)]
     assert [n.title for n in alert_notices(three)] == [f"ecc (GPU {g}) on n1" for g in range(3)]
