@@ -48,9 +48,9 @@ OFFENDERS = 12
 # know of): what unknown cycles can hold is bounded by what lives, as Go's collector bounds its heap
 # by default (GOGC=100). The base is taken after the first view and again once the engine's history
 # and windows are full (``MonitorEngine.filling``: 720 s of readings under the fleet policy); while
-# they fill, memory grows by design (~4x at 4,096 GPUs) and no full collection runs: each one there
+# they fill, memory grows by design (x3.3 at 4,096 GPUs) and no full collection runs: each one there
 # walked ~250,000-1,000,000 objects for 0.2-0.5 s and found nothing (bench/bench_fleet.py
-# --app-refreshes 380: two such blocks, at the 117th and 371st refresh). What a cycle leaks during
+# --app-refreshes 400: two such blocks, at the 114th and 359th refresh). What a cycle leaks during
 # the fill waits for the doubling rule after it.
 FULL_COLLECT_GROWTH = 1.0
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}

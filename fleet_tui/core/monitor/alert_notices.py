@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from fleet_tui.core.monitor.alerts import JOB_KEY, Alert
 from fleet_tui.core.records import record
 
-# What a person is told of one tick's new alerts (the app's notifications). A fleet fires a rule on
-# hundreds of devices in the same tick (memory-high on 512 GPUs five minutes into a run, 2,048 alerts
-# ten minutes in, bench/bench_fleet.py): one notification each buried the screen and stalled the
-# UI for half a second (Textual reaps its notifications on every add). A rule that fired on more
-# than NOTICE_EACH_UP_TO devices is told once, with the count and the first nodes; at most
-# NOTICE_LIMIT notices a tick, the rest folded into one. Alertmanager groups by rule the same way.
+# A fleet fires a rule on hundreds of devices in the same tick (memory-high on 512 GPUs five
+# minutes into a run, 2,048 alerts ten minutes in, bench/bench_fleet.py): one notification each
+# buried the screen and stalled the UI for half a second (Textual reaps its notifications on every
+# add). A rule that fired on more than NOTICE_EACH_UP_TO devices is told once, with the count and
+# the first nodes; at most NOTICE_LIMIT notices a tick, the rest folded into one. Alertmanager
+# groups by rule the same way.
 NOTICE_EACH_UP_TO = 3
 NOTICE_LIMIT = 4
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -37,8 +37,8 @@ def _node(alert: Alert) -> str:
     return key.split("/", 1)[0] if "/" in key and not key.startswith(JOB_KEY) else ""
 
 
-def _worst(alerts: Sequence[Alert]) -> str:
-    return min((a.severity for a in alerts), key=lambda s: _SEVERITY_ORDER.get(s, 3))
+def _worst(severities) -> str:
+    return min(severities, key=lambda s: _SEVERITY_ORDER.get(s, 3))
 
 
 def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
@@ -47,7 +47,8 @@ def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
     by_rule: dict[str, list[Alert]] = {}
     for a in alerts:
         by_rule.setdefault(a.rule, []).append(a)
-    groups = sorted(by_rule.values(), key=lambda g: _SEVERITY_ORDER.get(_worst(g), 3))
+    groups = sorted(by_rule.values(),
+                    key=lambda g: _SEVERITY_ORDER.get(_worst(a.severity for a in g), 3))
     notices: list[AlertNotice] = []
     for group in groups:
         if len(group) <= each_up_to:
@@ -71,7 +72,8 @@ def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
                      if nodes else "")
         notices.append(AlertNotice(title=f"{first.rule} on {len(group)} {what}",
                                    message=f"{len(group)} {what}{where}: {detail}",
-                                   severity=_worst(group), alerts=len(group)))
+                                   severity=_worst(a.severity for a in group),
+                                   alerts=len(group)))
     if len(notices) <= limit:
         return notices
     kept, rest = notices[:limit - 1], notices[limit - 1:]
@@ -79,7 +81,5 @@ def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
     rules = list(dict.fromkeys(n.title.split(" ", 1)[0] for n in rest))
     folded = AlertNotice(title=f"{count} more alert{'s' * (count != 1)}",
                          message="Rules: " + ", ".join(rules) + ".",
-                         severity=min((n.severity for n in rest),
-                                      key=lambda s: _SEVERITY_ORDER.get(s, 3)),
-                         alerts=count)
+                         severity=_worst(n.severity for n in rest), alerts=count)
     return kept + [folded]
