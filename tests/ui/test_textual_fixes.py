@@ -1,0 +1,62 @@
+"""The compositor's partial updates render only the widgets a dirty region touches
+(``textual_fixes.partial_update_renders_dirty_widgets``) and write the same bytes as Textual's own.
+
+Each partial update of the real monitor pane (sim:8, a few ticks, a card opened and closed) is
+rendered twice from the same dirty regions: once as Textual renders it (every widget whose clip
+meets the box around the dirty regions) and once with the correction; the terminal output of the
+two must be identical, and the correction must have rendered fewer widgets.
+"""
+
+from __future__ import annotations
+
+from textual._compositor import Compositor
+from textual.widget import Widget
+
+from fleet_tui.ui import textual_fixes
+from fleet_tui.ui.launch import AppConfig, build_app
+
+
+async def test_partial_updates_write_the_same_bytes_rendering_fewer_widgets(monkeypatch):
+    textual_fixes.install()
+    assert Compositor._fleet_tui_dirty_only
+    corrected = Compositor.render_partial_update
+    rendered: list[str] = []
+    render_lines = Widget.render_lines
+
+    def counting_render_lines(self, crop):
+        rendered.append(type(self).__name__)
+        return render_lines(self, crop)
+
+    compared: list[tuple[int, int]] = []  # (widgets Textual rendered, widgets corrected rendered)
+    console = {}
+
+    def both(self):
+        dirty = set(self._dirty_regions)
+        if not dirty:
+            return corrected(self)
+        rendered.clear()
+        with monkeypatch.context() as m:  # more regions than the cap: Textual's own renders
+            m.setattr(textual_fixes, "MAX_DIRTY_REGIONS", -1)
+            upstream = corrected(self)
+        upstream_count = len(rendered)
+        rendered.clear()
+        self._dirty_regions.update(dirty)
+        update = corrected(self)
+        assert (update.render_segments(console["c"]) == upstream.render_segments(console["c"]))
+        compared.append((upstream_count, len(rendered)))
+        return update
+
+    monkeypatch.setattr(Widget, "render_lines", counting_render_lines)
+    monkeypatch.setattr(Compositor, "render_partial_update", both)
+    app = build_app(AppConfig(source="sim:8", interval_s=0.25))
+    app.animation_level = "none"
+    console["c"] = app.console
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(3.0)
+        await pilot.press("enter")  # a card opened: the layout changes, then partial updates
+        await pilot.pause(1.5)
+        await pilot.press("escape")
+        await pilot.pause(1.5)
+    assert len(compared) >= 8, compared
+    assert all(ours <= theirs for theirs, ours in compared)
+    assert sum(ours for _t, ours in compared) < 0.8 * sum(theirs for theirs, _o in compared)
