@@ -119,3 +119,23 @@ def test_sigkill_loses_at_most_the_last_interval_and_never_corrupts(tmp_path):
         assert rows == 2 * _count_ticks(db)  # both devices of every tick: no half-written tick
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("value, stored", [
+    (512.5, 512.5), (7, 7.0), (None, None), (float("nan"), None), (float("inf"), None),
+    (True, None), ("12", 12.0), ("n/a", None), (10**400, None)])
+def test_a_reading_is_stored_as_a_number_or_null_whatever_its_type(tmp_path, value, stored):
+    """Plain numbers are written as they are and anything else through the per-value check:
+    the database holds the same REAL or NULL either way (an int or a numeric text as a float; a bool, other text, NaN,
+    an infinity or an int beyond a float's range as NULL, never an error)."""
+    plain = DeviceSnapshot(index=0, name="G", uuid="U0", timestamp=1000.0, gpu_util_pct=40.0,
+                           power_w=value)
+    db = tmp_path / "h.db"
+    with Recorder(db) as rec:
+        assert rec.write(Snapshot(timestamp=1000.0, source="t", source_kind="simulated",
+                                  devices=(plain,))) == 1
+    conn = sqlite3.connect(db)
+    power, util = conn.execute("SELECT power_w, gpu_util_pct FROM samples").fetchone()
+    conn.close()
+    assert (power, util) == (stored, 40.0)
+    assert power is None or type(power) is float
