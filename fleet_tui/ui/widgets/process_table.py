@@ -63,6 +63,7 @@ class ProcessTable(LiveText, can_focus=True):
         self._widths = [len(self.LABELS[c]) for c in self.COLUMNS]  # grow only, as DataTable's
         self._styles_key: tuple | None = None
         self._row_styles: dict[str, str] = {}
+        self._lines: dict[tuple, tuple] = {}  # (values, style, width, column widths) -> line
 
     @property
     def row_count(self) -> int:
@@ -101,10 +102,22 @@ class ProcessTable(LiveText, can_focus=True):
             self._styles_key = key
         return self._row_styles
 
-    def _line(self, values, style: str):
-        pad = " " * CELL_PADDING
-        text = "".join(f"{pad}{value:<{width}}{pad}" for value, width in zip(values, self._widths))
-        return styled_line([(text.ljust(self.size.width), style or None)])  # a row spans the width
+    _LINES_KEPT = 256
+
+    def _line(self, values, style: str, width: int):
+        """A row as a styled line, kept while its values, style and the column widths stay the
+        same (a tick on 64 devices changes one process row of the seven in view; building all
+        seven again was most of the table's ~0.5 ms a tick)."""
+        key = (values, style, width, tuple(self._widths))
+        line = self._lines.get(key)
+        if line is None:
+            pad = " " * CELL_PADDING
+            text = "".join(f"{pad}{value:<{w}}{pad}" for value, w in zip(values, self._widths))
+            if len(self._lines) >= self._LINES_KEPT:
+                self._lines.clear()
+            # a row spans the width
+            line = self._lines[key] = styled_line([(text.ljust(width), style or None)])
+        return line
 
     def _draw(self) -> None:
         styles = self._styles()
@@ -113,12 +126,14 @@ class ProcessTable(LiveText, can_focus=True):
         visible = (max(int(height.value) - 1, 1) if height is not None and height.is_cells
                    else max(len(keys), 1))
         first = min(max(self.cursor - visible + 1, 0), max(len(keys) - visible, 0))
-        header = [self.LABELS[c] for c in self.COLUMNS]
-        out = [self._line(header, styles["header"])]
+        width = self.size.width
+        header = tuple(self.LABELS[c] for c in self.COLUMNS)
+        out = [self._line(header, styles["header"], width)]
         for index in range(first, min(first + visible, len(keys))):
             kind = "odd" if index % 2 else "even"
             out.append(self._line(self._procs[keys[index]],
-                                  styles[f"{kind}-cursor" if index == self.cursor else kind]))
+                                  styles[f"{kind}-cursor" if index == self.cursor else kind],
+                                  width))
         if len(keys) > visible:  # where the window is, in place of a scrollbar
             where = f" {first + 1}–{min(first + visible, len(keys))} of {len(keys)} ↑↓ "
             text = out[0][1].plain.rstrip()
