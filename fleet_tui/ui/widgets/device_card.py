@@ -163,7 +163,7 @@ def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style,
                 if style is None:
                     style = styles[ratio] = base + Style.from_color(
                         blend_colors(min_color, max_color, ratio))
-            if style == run_style:
+            if style is run_style or style == run_style:  # mostly the same cached object
                 run_text += char
             else:
                 if run_text:

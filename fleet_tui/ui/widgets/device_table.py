@@ -8,6 +8,8 @@ nothing: only the lines whose text changed are rendered again and repainted.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from textual.binding import Binding
 from textual.message import Message
 
@@ -49,8 +51,13 @@ MIN_DIAGNOSIS_WIDTH = 20
 
 def short_name(dev: DeviceSnapshot, width: int = 12) -> str:
     """``NVIDIA H100 80GB HBM3`` -> ``H100 80GB``: whole words that fit ``width``."""
-    name = (dev.name or "").replace("NVIDIA ", "").replace("AMD ", "").replace(" (simulated)", "")
-    name = f"{dev.node}:{name.strip()}" if dev.node else name.strip()
+    return _short_name(dev.name or "", dev.node, width)
+
+
+@lru_cache(maxsize=256)  # a table row per device a tick: the same few names
+def _short_name(name: str, node: str, width: int) -> str:
+    name = name.replace("NVIDIA ", "").replace("AMD ", "").replace(" (simulated)", "")
+    name = f"{node}:{name.strip()}" if node else name.strip()
     if len(name) <= width:
         return name
     out = ""
@@ -125,6 +132,7 @@ class DeviceTable(LiveText, can_focus=True):
         self._devices: dict[str, DeviceSnapshot] = {}
         self._analyses: dict = {}
         self._layout: tuple[tuple[str, int], ...] = ()
+        self._diag_width = MIN_DIAGNOSIS_WIDTH
         self._formatted: dict[str, tuple] = {}  # key -> (cells, row parts), rows in view only
         self._header = styled_line([])
 
@@ -153,6 +161,7 @@ class DeviceTable(LiveText, can_focus=True):
         if layout != self._layout:
             labels = {c.key: c.label for c in COLUMNS}
             self._layout = layout
+            self._diag_width = dict(layout)["diag"]
             self._header = styled_line([(_join(((labels[k], w) for k, w in layout)), "b $primary")])
         self._devices = {d.key: d for d in devices}
         self._keys = list(self._devices)
@@ -174,7 +183,7 @@ class DeviceTable(LiveText, can_focus=True):
             plain = _join(((cells[k], w) for k, w in layout if k != "diag"))
             row = self._formatted[key] = (cells, [
                 (plain + "  ", None),
-                (cells["diag"][:dict(layout)["diag"]], SEVERITY_STYLE.get(severity))])
+                (cells["diag"][:self._diag_width], SEVERITY_STYLE.get(severity))])
         return row
 
     def _render_rows(self) -> None:
