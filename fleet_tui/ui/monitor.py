@@ -350,9 +350,14 @@ class MonitorScreen(PaneScreen):
         kept = [found.get(i) for i in kept_ids]
         if any(d is None for d in kept):
             return top
-        least = max(_severity_rank(d) for d in kept)
+        from fleet_tui.core.monitor.engine import severity_rank  # the order findings rank by
+
+        def rank(diag) -> int:
+            return severity_rank(str(getattr(diag, "severity", "info")))
+
+        least = max(rank(d) for d in kept)
         shown = {id(d) for d in kept}
-        if any(_severity_rank(d) < least for d in findings if id(d) not in shown):
+        if any(rank(d) < least for d in findings if id(d) not in shown):
             return top
         return kept
 
@@ -440,13 +445,6 @@ class MonitorScreen(PaneScreen):
             link.set_focus(self.focused_key)
             if redraw:
                 link.redraw_now()
-
-
-_SEVERITY_RANK = {"critical": 0, "error": 0, "warning": 1, "warn": 1, "info": 2}
-
-
-def _severity_rank(diag) -> int:
-    return _SEVERITY_RANK.get(str(getattr(diag, "severity", "info")), 3)
 
 
 def _finding_id(diag) -> tuple:

@@ -121,8 +121,13 @@ Subscriber = Callable[[Tick], Any] | asyncio.Queue
 _SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
+def severity_rank(severity: str) -> int:
+    """Where a finding of this severity goes in ``findings``' order: 0 (critical) first."""
+    return _SEVERITY_RANK.get(severity, 3)
+
+
 def _finding_rank(f: Finding) -> tuple[int, float]:
-    return (_SEVERITY_RANK.get(f.severity, 3), -f.confidence)
+    return (severity_rank(f.severity), -f.confidence)
 
 
 def findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis]) -> tuple[Finding, ...]:
