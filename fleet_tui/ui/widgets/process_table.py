@@ -108,7 +108,7 @@ class ProcessTable(LiveText, can_focus=True):
         """A row as a styled line, kept while its values, style and the column widths stay the
         same (a tick on 64 devices changes one process row of the seven in view; building all
         seven again was most of the table's ~0.5 ms a tick)."""
-        key = (values, style, width, tuple(self._widths))
+        key = (tuple(values), style, width, tuple(self._widths))  # rows may come as lists
         line = self._lines.get(key)
         if line is None:
             pad = " " * CELL_PADDING
