@@ -153,8 +153,8 @@ def _plan(args, workload, catalog, acc) -> dict | None:
         return None
     if acc is None:
         return None
-    from fleet_tui.core.perf.capacity import serving_plan
     from fleet_tui.core.catalog.query import cheapest_setup
+    from fleet_tui.core.perf.capacity import serving_plan
 
     gpus = workload.replica_gpus
     setup = cheapest_setup(catalog, acc.id, gpus)

@@ -111,8 +111,7 @@ class JobsScreen(FleetViewPane):
     def _jobs_of(self, snapshot, analyses):
         """The jobs view and the job alerts that fire now (in the worker, under the lock)."""
         from fleet_tui.core.cluster.jobs import job_view
-        from fleet_tui.core.cluster.promjobs import (DeviceLabels, job_label_query,
-                                                     labels_from_result, usages_from_view)
+        from fleet_tui.core.cluster.promjobs import DeviceLabels, job_label_query, labels_from_result, usages_from_view
 
         fleet = self._views.view(snapshot, analyses)
         now = time.time()

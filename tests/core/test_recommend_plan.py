@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from tests.cli_run import run
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.perf.capacity import Demand, demand, replica_capacity, replicas_for, serving_plan
@@ -19,6 +18,7 @@ from fleet_tui.core.ranking.offers import UNIT_PLAN
 from fleet_tui.core.ranking.serving import replica_sizes
 from fleet_tui.core.report import offer_table
 from fleet_tui.core.workload import Workload
+from tests.cli_run import run
 
 
 @pytest.fixture(scope="module")

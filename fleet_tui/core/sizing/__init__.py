@@ -16,8 +16,14 @@ Results are memoised in :mod:`fleet_tui.core.caches` (``caches.clear()`` empties
 """
 
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params, parallel_split, weight_bytes
-from fleet_tui.core.sizing.fit import (FitResult, FitSuggestion, capacity_bytes, check_fit, precision_support,
-                                       suggest_fixes)
+from fleet_tui.core.sizing.fit import (
+                                       FitResult,
+                                       FitSuggestion,
+                                       capacity_bytes,
+                                       check_fit,
+                                       precision_support,
+                                       suggest_fixes,
+)
 from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
 from fleet_tui.core.sizing.overview import SizingResult, size_workload
 from fleet_tui.core.sizing.serving import KVCapacity, kv_capacity, serving_sequence_tokens
