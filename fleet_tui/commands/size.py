@@ -135,6 +135,12 @@ def handler(args: argparse.Namespace) -> int:
         cost = cheapest_setup(catalog, acc.id, workload.gpus,
                               tokens_per_s=thr.tokens_per_s if thr is not None else None)
         data["cost"] = cost.to_dict() if cost is not None else None
+        plan = data["serving_plan"]
+        if data["cost"] is not None and plan and plan.get("usd_per_million_tokens") is not None:
+            # with a demand the headline is the plan's: its devices at the load asked, not one batch
+            data["cost"]["usd_per_million_tokens"] = plan["usd_per_million_tokens"]
+            data["cost"]["per_million_basis"] = "serving plan"
+
     if args.json:
         from fleet_tui.commands._output import print_json
 
@@ -153,15 +159,13 @@ def _plan(args, workload, catalog, acc) -> dict | None:
         return None
     if acc is None:
         return None
-    from fleet_tui.core.perf.capacity import serving_plan
     from fleet_tui.core.catalog.query import cheapest_setup
+    from fleet_tui.core.perf.sim_plan import serving_plan_for
 
     gpus = workload.replica_gpus
     setup = cheapest_setup(catalog, acc.id, gpus)
     price = setup.usd_per_hour / gpus if setup is not None else None
-    plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=d.rate_rps,
-                        output_tokens_per_s=d.output_tokens_per_s, ttft_ms=d.ttft_ms, tpot_ms=d.tpot_ms,
-                        usd_per_device_hour=price)
+    plan = serving_plan_for(workload, acc, gpus, d, usd_per_device_hour=price)
     out = plan.to_dict()
     out["accelerator"] = acc.id
     out["price_source"] = (f"cheapest on-demand offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
@@ -171,30 +175,23 @@ def _plan(args, workload, catalog, acc) -> dict | None:
 
 
 def _burst(workload, acc, n: int) -> dict:
-    """``n`` requests at once (core.perf.capacity.burst_speed), split evenly over the replicas."""
-    from fleet_tui.core.perf.capacity import burst_speed
+    """``n`` requests at once (core.perf.sim_plan.burst_report), split evenly over the replicas."""
+    from fleet_tui.core.perf.sim_plan import burst_report
 
-    gpus = workload.replica_gpus
-    replicas = max(1, workload.gpus // gpus)
-    per_replica = -(-n // replicas)  # the busiest replica sets the burst's end
-    b = burst_speed(workload, acc, gpus, workload.prompt_len, workload.gen_len, per_replica)
-    out = {"accelerator": acc.id, "replicas": replicas, "gpus_per_replica": gpus}
-    if b is None:
-        return out | {"requests": n, "unknown": f"no serving speed for {acc.id} (a published figure is missing)"}
-    # the whole setup: every request, every replica's tokens, the slowest replica's duration
-    return out | b.to_dict() | {"requests": n, "concurrency": b.concurrency * replicas,
-                      "output_tokens_per_s": n * workload.gen_len / b.duration_s}
+    return burst_report(workload, acc, n).to_dict()
 
 
 def _render_burst(b: dict) -> list[str]:
     if b.get("unknown"):
         return ["", f"Burst of {b['requests']:,} requests on {b['accelerator']}: {b['unknown']}"]
     split = f" over {b['replicas']} replicas" if b["replicas"] > 1 else ""
-    waves = f" in {b['waves']:,} waves" if b["waves"] > 1 else ""
+    pre = f", {b['preemptions']:,} preemptions" if b["preemptions"] else ""
     return ["", f"Burst of {b['requests']:,} requests at once on {b['accelerator']}{split}: "
-                f"{b['concurrency']:,} run at a time{waves}",
-            f"  first token {b['ttft_s'] * 1e3:,.0f} ms (mean), {b['itl_s'] * 1e3:,.1f} ms between tokens, "
-            f"{b['output_tokens_per_s']:,.0f} output tokens/s, last request ends after {b['duration_s']:,.1f} s"]
+                f"{b['concurrency']:,} run at a time at most (simulated scheduler{pre})",
+            f"  first token {b['ttft_s'] * 1e3:,.0f} ms mean (p50 {b['ttft_p50_s'] * 1e3:,.0f}, p95 "
+            f"{b['ttft_p95_s'] * 1e3:,.0f}), {b['itl_s'] * 1e3:,.1f} ms per token mean (p95 "
+            f"{b['tpot_p95_s'] * 1e3:,.1f}), {b['output_tokens_per_s']:,.0f} output tokens/s, last request "
+            f"ends after {b['duration_s']:,.1f} s"]
 
 
 def _render_plan(p: dict) -> list[str]:
@@ -202,12 +199,23 @@ def _render_plan(p: dict) -> list[str]:
 
     if p["replicas"] is None:
         return ["", f"Serving plan on {p['accelerator']}: speed unknown ({p['unknown']})"]
-    slo = "meets the targets" if p["meets_slo"] else "CANNOT meet the targets"
+    slo = ""
+    if p.get("has_targets"):
+        slo = " (meets the targets)" if p["meets_slo"] else " (CANNOT meet the targets)"
+    pct = f"p{p['slo_percentile']:g} " if p.get("slo_percentile") is not None and p.get("simulated") else "mean "
     lines = ["", f"Serving plan on {p['accelerator']} ({p['engine']}): {p['rate_rps']:g} req/s of "
                  f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens ({p['output_tokens_per_s']:,.0f} output tokens/s)",
              f"  {p['replicas']} replica(s) × {p['gpus_per_replica']} GPU = {p['devices']} GPUs, "
              f"{p['concurrency_per_replica']} sequences in flight per replica, {p['in_flight']:,.1f} in flight "
-             f"overall; first token {p['ttft_s'] * 1e3:,.0f} ms, {p['tpot_s'] * 1e3:,.1f} ms per token ({slo})"]
+             f"overall; at this load {pct}first token {p['ttft_s'] * 1e3:,.0f} ms, {pct}{p['tpot_s'] * 1e3:,.1f} ms "
+             f"per token{slo}"]
+    sim = p.get("simulated")
+    if sim:
+        lines.append(f"  simulated per replica at {sim['rate_rps']:.3g} req/s: first token p50/p95/p99 "
+                     f"{sim['ttft_p50_s'] * 1e3:,.0f}/{sim['ttft_p95_s'] * 1e3:,.0f}/{sim['ttft_p99_s'] * 1e3:,.0f} ms, "
+                     f"per token {sim['tpot_p50_s'] * 1e3:,.1f}/{sim['tpot_p95_s'] * 1e3:,.1f}/"
+                     f"{sim['tpot_p99_s'] * 1e3:,.1f} ms, end to end {sim['e2e_p50_s']:,.2f}/{sim['e2e_p95_s']:,.2f}/"
+                     f"{sim['e2e_p99_s']:,.2f} s; queue {sim['queue_mean']:.1f}, KV pool {sim['kv_use_mean']:.0%} used")
     if p["usd_per_month"] is not None:
         lines.append(f"  {money(p['usd_per_month'])}/month on-demand, {money(p['usd_per_million_tokens'])} per 1M "
                      f"output tokens ({p['price_source']})")
@@ -389,7 +397,8 @@ def _render(d: dict) -> str:
         from fleet_tui.core.ranking import money
 
         boxes = f"{c['instances']}× " if c["instances"] > 1 else ""
-        per_m = (f", {money(c['usd_per_million_tokens'])} per 1M tokens"
+        basis = " at the serving plan's load" if c.get("per_million_basis") else ""
+        per_m = (f", {money(c['usd_per_million_tokens'])} per 1M tokens{basis}"
                  if c["usd_per_million_tokens"] is not None else "")
         idle = f"; {c['idle_devices']:g} of its devices idle" if c["idle_devices"] else ""
         lines += ["", f"Cost: {money(c['usd_per_hour'])}/h, {money(c['usd_per_month'])}/month at "
