@@ -167,7 +167,7 @@ def main() -> int:
     print(f"bundled full ranking: median of the per-workload medians {statistics.median(bundled):.1f} ms, "
           f"worst {max(bundled):.1f} ms (target 20 ms)")
     plan_w = workloads(cat)["plan chat llama-3.1-8b (20 req/s, SLOs)"]
-    sim_first = first_time_ms(plan_w, cat, dict(pricing="any", demand=SIM_DEMAND), SIM_REPEAT)
+    sim_first = first_time_ms(plan_w, cat, {"pricing": "any", "demand": SIM_DEMAND}, SIM_REPEAT)
     sim_repeat = median_ms(lambda: recommend(plan_w, cat, pricing="any", demand=SIM_DEMAND), SIM_REPEAT)
     print(f"plan simulated (p95 targets, every device group's replica count from the scheduler simulation): "
           f"first {sim_first:.0f} ms (median of {SIM_REPEAT}), repeat {sim_repeat:.1f} ms (target 2 s)")

@@ -38,7 +38,11 @@ from fleet_tui.core.perf.capacity import (
     replica_capacity,
     replicas_for,
 )
-from fleet_tui.core.perf.sim_plan import RANKING_MAX_REQUESTS, RANKING_REQUESTS, plan_capacity
+from fleet_tui.core.perf.sim_plan import (
+    RANKING_MAX_REQUESTS,
+    RANKING_REQUESTS,
+    plan_capacity,
+)
 
 _CAPACITY = caches.memo("ranking.replica_capacity", 4096)
 # a device group's answer, per (workload, demand, spec, devices, placement size): a repeated ranking
