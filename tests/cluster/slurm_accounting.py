@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import signal
 import shutil
 import socket
 import subprocess
@@ -30,6 +31,7 @@ GPU_NODES = ("gn1", "gn2")
 CPU_NODE = "cn1"
 GPUS_PER_NODE = 4
 # user -> account; the accounts belong to the cluster's root account
+USER_COMMENT = "fleet-tui test user"
 USERS = {"ftalice": "physics", "ftbob": "physics", "ftcarol": "bio", "ftdave": "bio"}
 
 
@@ -96,8 +98,9 @@ class AccountingCluster:
             try:
                 pwd.getpwnam(user)
             except KeyError:
-                subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", user],
-                               check=True, capture_output=True)
+                subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh",
+                                "--comment", USER_COMMENT, user], check=True, capture_output=True)
+            if pwd.getpwnam(user).pw_gecos == USER_COMMENT:  # ours, perhaps from a killed run
                 self.users_made.append(user)
 
     def _spawn(self, argv: list[str]) -> None:
@@ -245,6 +248,17 @@ DefMemPerCPU=500
     # ---------------------------------------------------------------- stop
 
     def stop(self) -> None:
+        """Cancel every job and wait for it to end (a job's slurmstepd outlives slurmd), stop the
+        daemons, kill anything still holding a file of the cluster's directory, remove the users
+        made and the directory."""
+        if self.procs and all(p.poll() is None for p in self.procs):
+            try:
+                for user in USERS:
+                    self.run("scancel", "-u", user, check=False)
+                self.wait(lambda: not self.run("squeue", "-h", "-o", "%A",
+                                               check=False).stdout.strip(), "jobs to end", 30)
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass  # the leftovers are killed below
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
@@ -255,9 +269,35 @@ DefMemPerCPU=500
                 p.kill()
                 p.wait()
         self._log.close()
+        _kill_holders(self.root, [*USERS])
         for user in self.users_made:
             subprocess.run(["userdel", user], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _kill_holders(root: Path, users: list[str]) -> None:
+    """SIGKILL the processes that hold a file under ``root`` open, run from it, or run as one
+    of the test's users (a job's shell and its children): only this cluster's processes."""
+    uids = set()
+    for user in users:
+        try:
+            uids.add(pwd.getpwnam(user).pw_uid)
+        except KeyError:
+            pass
+    prefix = str(root)
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            ours = pid_dir.stat().st_uid in uids
+            if not ours:
+                cmd = (pid_dir / "cmdline").read_bytes().decode(errors="replace")
+                links = [os.readlink(f) for f in (pid_dir / "fd").iterdir()]
+                ours = prefix in cmd or any(link.startswith(prefix) for link in links)
+            if ours:
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
 
 
 def _port_open(port: int) -> bool:
