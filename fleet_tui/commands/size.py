@@ -106,11 +106,13 @@ def _render_burst(b: dict) -> list[str]:
     if b.get("unknown"):
         return ["", f"Burst of {b['requests']:,} requests on {b['accelerator']}: {b['unknown']}"]
     split = f" over {b['replicas']} replicas" if b["replicas"] > 1 else ""
-    waves = f" in {b['waves']:,} waves" if b["waves"] > 1 else ""
+    pre = f", {b['preemptions']:,} preemptions" if b["preemptions"] else ""
     return ["", f"Burst of {b['requests']:,} requests at once on {b['accelerator']}{split}: "
-                f"{b['concurrency']:,} run at a time{waves}",
-            f"  first token {b['ttft_s'] * 1e3:,.0f} ms (mean), {b['itl_s'] * 1e3:,.1f} ms between tokens, "
-            f"{b['output_tokens_per_s']:,.0f} output tokens/s, last request ends after {b['duration_s']:,.1f} s"]
+                f"{b['concurrency']:,} run at a time at most (simulated scheduler{pre})",
+            f"  first token {b['ttft_s'] * 1e3:,.0f} ms mean (p50 {b['ttft_p50_s'] * 1e3:,.0f}, p95 "
+            f"{b['ttft_p95_s'] * 1e3:,.0f}), {b['itl_s'] * 1e3:,.1f} ms per token mean (p95 "
+            f"{b['tpot_p95_s'] * 1e3:,.1f}), {b['output_tokens_per_s']:,.0f} output tokens/s, last request "
+            f"ends after {b['duration_s']:,.1f} s"]
 
 
 def _render_plan(p: dict) -> list[str]:
@@ -118,12 +120,23 @@ def _render_plan(p: dict) -> list[str]:
 
     if p["replicas"] is None:
         return ["", f"Serving plan on {p['accelerator']}: speed unknown ({p['unknown']})"]
-    slo = "meets the targets" if p["meets_slo"] else "CANNOT meet the targets"
+    slo = ""
+    if p.get("has_targets"):
+        slo = " (meets the targets)" if p["meets_slo"] else " (CANNOT meet the targets)"
+    pct = f"p{p['slo_percentile']:g} " if p.get("slo_percentile") is not None and p.get("simulated") else "mean "
     lines = ["", f"Serving plan on {p['accelerator']} ({p['engine']}): {p['rate_rps']:g} req/s of "
                  f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens ({p['output_tokens_per_s']:,.0f} output tokens/s)",
              f"  {p['replicas']} replica(s) × {p['gpus_per_replica']} GPU = {p['devices']} GPUs, "
              f"{p['concurrency_per_replica']} sequences in flight per replica, {p['in_flight']:,.1f} in flight "
-             f"overall; first token {p['ttft_s'] * 1e3:,.0f} ms, {p['tpot_s'] * 1e3:,.1f} ms per token ({slo})"]
+             f"overall; at this load {pct}first token {p['ttft_s'] * 1e3:,.0f} ms, {pct}{p['tpot_s'] * 1e3:,.1f} ms "
+             f"per token{slo}"]
+    sim = p.get("simulated")
+    if sim:
+        lines.append(f"  simulated per replica at {sim['rate_rps']:.3g} req/s: first token p50/p95/p99 "
+                     f"{sim['ttft_p50_s'] * 1e3:,.0f}/{sim['ttft_p95_s'] * 1e3:,.0f}/{sim['ttft_p99_s'] * 1e3:,.0f} ms, "
+                     f"per token {sim['tpot_p50_s'] * 1e3:,.1f}/{sim['tpot_p95_s'] * 1e3:,.1f}/"
+                     f"{sim['tpot_p99_s'] * 1e3:,.1f} ms, end to end {sim['e2e_p50_s']:,.2f}/{sim['e2e_p95_s']:,.2f}/"
+                     f"{sim['e2e_p99_s']:,.2f} s; queue {sim['queue_mean']:.1f}, KV pool {sim['kv_use_mean']:.0%} used")
     if p["usd_per_month"] is not None:
         lines.append(f"  {money(p['usd_per_month'])}/month on-demand, {money(p['usd_per_million_tokens'])} per 1M "
                      f"output tokens ({p['price_source']})")

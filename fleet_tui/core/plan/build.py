@@ -112,6 +112,10 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     burst, burst_replicas = None, 1
     if req.burst is not None and speed_acc is not None and fits:
         burst, burst_replicas = _burst(w, speed_acc, req.burst)
+    if cost is not None and plan is not None and plan.devices:
+        # with a demand, the cost per 1M tokens is at the planned load on these devices, not one batch's
+        cost = replace(cost, usd_per_million_tokens=cost_per_million_tokens(
+            cost.usd_per_hour, plan.output_tokens_per_s * n / plan.devices))
     kv = kv_capacity(w, acc, n) if (acc is not None and not w.is_training) else None
     assumptions = list(mem.assumptions) + (list(speed.assumptions) if speed is not None else [])
     return PlanReport(
@@ -177,30 +181,28 @@ def _verdict(fit, eng) -> Verdict:
 
 
 def _serving_plan(w: Workload, catalog: Catalog, acc: Accelerator, req: PlanRequest):
-    """The capacity plan (``perf.capacity.serving_plan``), priced per device-hour as deployed."""
-    from fleet_tui.core.perf.capacity import serving_plan
+    """The capacity plan (``perf.sim_plan.serving_plan_for``: the scheduler simulation), priced per
+    device-hour as deployed."""
+    from fleet_tui.core.perf.sim_plan import serving_plan_for
 
     d = req.demand
     gpus = w.replica_gpus
     setup = deployed_cost(catalog, acc.id, w.derive(gpus=gpus) if gpus != w.gpus else w, gpus,
                           pricing=req.pricing, hours_per_month=req.hours_per_month)
     price = setup.usd_per_hour / gpus if setup is not None else None
-    plan = serving_plan(w, acc, gpus, w.prompt_len, w.gen_len, rate_rps=d.rate_rps,
-                        output_tokens_per_s=d.output_tokens_per_s, ttft_ms=d.ttft_ms, tpot_ms=d.tpot_ms,
-                        usd_per_device_hour=price)
+    plan = serving_plan_for(w, acc, gpus, d, usd_per_device_hour=price)
     source = (f"cheapest {req.pricing} offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
               f"({setup.instance.cloud} {setup.instance.region}), per device-hour" if setup is not None else None)
     return plan, source
 
 
 def _burst(w: Workload, acc: Accelerator, n: int):
-    """``n`` requests at once (``perf.capacity.burst_speed``), split evenly over the replicas."""
-    from fleet_tui.core.perf.capacity import burst_speed
+    """``n`` requests at once (``perf.sim_plan.burst_report``: the scheduler simulation), split
+    evenly over the replicas."""
+    from fleet_tui.core.perf.sim_plan import burst_report
 
-    gpus = w.replica_gpus
-    replicas = max(1, w.gpus // gpus)
-    per_replica = -(-n // replicas)  # the busiest replica sets the burst's end
-    return burst_speed(w, acc, gpus, w.prompt_len, w.gen_len, per_replica), replicas
+    b = burst_report(w, acc, n)
+    return b, b.replicas
 
 
 __all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_workload"]

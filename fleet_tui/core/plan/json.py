@@ -98,13 +98,9 @@ def report_dict(r: PlanReport, label: Callable[[str], str]) -> dict[str, Any]:
 
 
 def _burst(r: PlanReport, n: int) -> dict[str, Any]:
-    w = r.workload
     b = r.burst
-    replicas = r.burst_replicas
-    head = {"accelerator": r.speed_accelerator, "replicas": replicas, "gpus_per_replica": w.replica_gpus}
+    head = {"accelerator": r.speed_accelerator, "replicas": r.burst_replicas, "gpus_per_replica": r.workload.replica_gpus}
     if b is None:
         return head | {"requests": n, "unknown": f"no serving speed for {r.speed_accelerator} "
                                                  "(a published figure is missing)"}
-    # the whole setup: every request, every replica's tokens, the slowest replica's duration
-    return head | b.to_dict() | {"requests": n, "concurrency": b.concurrency * replicas,
-                                 "output_tokens_per_s": n * (w.gen_len or 0) / b.duration_s}
+    return b.to_dict()  # the whole setup, simulated (perf.sim_plan.BurstReport)

@@ -16,8 +16,9 @@ from fleet_tui.core.errors import render_fields
 
 if TYPE_CHECKING:  # the capacity plan and the catalog are imported only when a plan asks for them
     from fleet_tui.core.catalog.query import SetupCost
-    from fleet_tui.core.perf.capacity import BurstSpeed, ServingPlan
+    from fleet_tui.core.perf.capacity import ServingPlan
     from fleet_tui.core.perf.run import RunEstimate
+    from fleet_tui.core.perf.sim_plan import BurstReport
     from fleet_tui.core.perf.throughput import Throughput
     from fleet_tui.core.sizing.fit import FitSuggestion
     from fleet_tui.core.sizing.memory import MemoryBreakdown
@@ -71,7 +72,7 @@ class PlanReport:
     training_run: RunEstimate | None
     serving_plan: ServingPlan | None
     plan_price_source: str | None
-    burst: BurstSpeed | None
+    burst: BurstReport | None
     burst_replicas: int
     burst_requests: int | None  # the burst asked for (its speed in ``burst``, None when unknown)
     cost: SetupCost | None
