@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--devices", default=None, metavar="FILE",
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
                         "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
-    j.add_argument("--slurm", action="store_true",
+    j.add_argument("--slurm", action="store_true", default=_S,
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
     j.add_argument("--since", default="now-1days", metavar="WHEN",
@@ -139,6 +139,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if words and (words[0] != "report" or len(words) != 2):
         raise UserError(f"jobs: unexpected {' '.join(words)!r}; use 'fleet-tui jobs' or "
                         "'fleet-tui jobs report JOB'")
+    args.slurm = bool(getattr(args, "slurm", None))
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
     usages = _usages(args)
