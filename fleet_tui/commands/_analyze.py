@@ -23,8 +23,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from fleet_tui.core.monitor.analysis import analyze_trace
     from fleet_tui.core.monitor.analysis.readings import RawReadings
     from fleet_tui.core.monitor.analysis.stream import analyze_readings, analyze_stream
-    from fleet_tui.core.monitor.trace import (SORT_MAX_BYTES, TraceOrderError, TraceReader,
-                                              load_sorted)
+    from fleet_tui.core.monitor.trace import SORT_MAX_BYTES, TraceOrderError, TraceReader, load_sorted
 
     max_window_s, max_overlap = limit("window_s"), int_limit("window_overlap")
     for flag, value in (("--window", args.window), ("--step", args.step)):

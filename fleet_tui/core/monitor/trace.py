@@ -29,8 +29,7 @@ from typing import Any, NamedTuple
 
 from fleet_tui.core.fsutil import atomic_writer, iter_lines_capped, open_regular
 from fleet_tui.core.limits import limit
-from fleet_tui.core.monitor.serialize import (RECORDING_FORMAT, BadField, number,
-                                              snapshot_from_dict, snapshot_to_dict)
+from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, BadField, number, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
 

@@ -27,7 +27,6 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from fleet_tui.core.textsafe import clean
 
-
 STALE_SCAN_LIMIT = 2000  # cache entries looked through for a changed cell's (~0.1 ms)
 
 

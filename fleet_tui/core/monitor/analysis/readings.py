@@ -30,11 +30,20 @@ from fleet_tui.core.monitor.serialize import BadField
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
 from fleet_tui.core.fsutil import iter_lines_capped, open_regular
-from fleet_tui.core.monitor.trace import (DEMO_TRACE, MAX_TIMESTAMP_S, TraceOrderError,
-                                          TraceReader, bad_line, check_timestamp,
-                                          decode_line, raw_extras, raw_processes,
-                                          raw_sample_to_snapshot, resolve_trace_path,
-                                          static_device_kwargs)
+from fleet_tui.core.monitor.trace import (
+    DEMO_TRACE,
+    MAX_TIMESTAMP_S,
+    TraceOrderError,
+    TraceReader,
+    bad_line,
+    check_timestamp,
+    decode_line,
+    raw_extras,
+    raw_processes,
+    raw_sample_to_snapshot,
+    resolve_trace_path,
+    static_device_kwargs,
+)
 
 _MIB = 1024 * 1024
 _MIB_F = float(_MIB)
