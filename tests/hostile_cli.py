@@ -148,7 +148,7 @@ def base_argvs(files: Files) -> dict[tuple[str, ...], list[str]]:
 
 
 # flags whose large values legitimately mean "run that long" (bounded by flag_number, not by us)
-LONG_RUNNING = {("record",): {"--duration"}, ("monitor",): {"--count"}}
+LONG_RUNNING: dict[tuple[str, ...], set[str]] = {("record",): {"--duration"}, ("monitor",): {"--count"}}
 # flags that make a run last (a server, a loop until Ctrl-C)
 SKIP_FLAGS = {"--help", "--version", "--headless", "--alerts"}
 

@@ -9,7 +9,6 @@ import sys
 from json.encoder import encode_basestring_ascii
 from math import isfinite
 
-
 # windows the analysis can step (core.limits): below 1 ms no sampler has two samples; above ~116
 # days a window is the whole trace; a sample in MAX_OVERLAP windows multiplies the output by that
 MIN_WINDOW_S = 1e-3

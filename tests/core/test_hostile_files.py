@@ -221,6 +221,7 @@ def test_record_exits_128_plus_the_signal_with_its_rows_kept(signame, status, tm
     proc = subprocess.Popen([sys.executable, "-m", "fleet_tui", "record", "--db", str(db),
                              "--source", "sim:2", "--interval", "0.05"],
                             stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
     try:
         assert "recording" in proc.stderr.readline()
         deadline = time.monotonic() + 20

@@ -15,7 +15,7 @@ EVIL_HOST = "node\x1b]0;pwned\x07"
 EVIL_JOB = "train\nforged-row 99 GPUs"
 
 
-def _vector(*series: dict) -> bytes:
+def _vector(*series: tuple[dict[str, str], str]) -> bytes:
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": m, "value": [1.0, v]} for m, v in series]}}).encode()
 

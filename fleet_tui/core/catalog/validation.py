@@ -19,9 +19,9 @@ from typing import Any
 
 from fleet_tui.core.catalog.clouds import registered_cloud
 from fleet_tui.core.catalog.models import PRICE_FIELD, PRICING_OPTIONS, Instance, unknown_message
+from fleet_tui.core.limits import MIN_PRICE_USD_PER_HOUR, limit
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.specs import Accelerator
-from fleet_tui.core.limits import MIN_PRICE_USD_PER_HOUR, limit
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
 
 TABLES = ("accelerator", "model", "instance", "meta")

@@ -24,12 +24,12 @@ from typing import Any
 
 import orjson
 
+from fleet_tui.core.fsutil import iter_lines_capped, open_regular
 from fleet_tui.core.monitor.analysis.stream import Reading, device_readings
 from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad
 from fleet_tui.core.monitor.serialize import BadField
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
-from fleet_tui.core.fsutil import iter_lines_capped, open_regular
 from fleet_tui.core.monitor.trace import (
     DEMO_TRACE,
     MAX_TIMESTAMP_S,
