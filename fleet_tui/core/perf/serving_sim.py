@@ -183,8 +183,9 @@ class _Replica:
     def __init__(self, cfg: SchedulerConfig, trace: Trace):
         self.cfg = cfg
         self.bs = cfg.block_size
-        self.times, self.prompts, self.gens = trace.times_s, trace.prompts, trace.gens
+        self.times, self.prompts, self.gens = list(trace.times_s), trace.prompts, trace.gens
         n = len(self.times)
+        self.released = trace.clients or n  # a closed loop sends the next request when one ends
         self.n = n
         self.full = cfg.policy == "trtllm"  # the whole sequence reserved at admission
         self.produced = [0] * n  # tokens generated (while not decoding: so far)
@@ -317,6 +318,7 @@ class _Replica:
             while nxt < n and times[nxt] <= now:
                 if -(-(self.prompts[nxt] + self.gens[nxt]) // bs) > cfg.kv_blocks:
                     self.rejected += 1  # the engine refuses a request longer than its pool
+                    self._release(now)
                 else:
                     self.waiting.append(nxt)
                 nxt += 1
@@ -357,9 +359,16 @@ class _Replica:
                 self.held[i] = 0
                 del self.running[i]
                 self.end[i] = now
+                self._release(now)
                 done += 1
             done += self._finish_prefills(now)
         return self._result(now - t_start, q_area, run_area, kv_area, q_max, run_max, kv_peak)
+
+    def _release(self, now: float) -> None:
+        """A closed loop's client whose request ended (or was refused) sends its next one now."""
+        if self.released < self.n:
+            self.times[self.released] = now
+            self.released += 1
 
     def _finish_prefills(self, now: float) -> int:
         """Requests whose prompt completed in the iteration just run: a token each."""
@@ -374,6 +383,7 @@ class _Replica:
                 self.held[i] = 0
                 del self.running[i]
                 self.end[i] = now
+                self._release(now)
                 done += 1
             else:
                 if not self.full:
@@ -537,5 +547,6 @@ class _Replica:
             request_rps=len(served) / span, ttft=_summary(ttft), tpot=_summary(tpot), e2e=_summary(e2e),
             queue_mean=q_area / span, queue_max=q_max, running_mean=run_area / span, running_max=run_max,
             kv_use_mean=kv_area / span / blocks, kv_use_max=kv_peak / blocks, preemptions=self.preemptions,
-            iterations=self.iterations, arrival_span_s=(self.times[-1] - self.times[0]) if self.n else 0.0,
+            iterations=self.iterations,
+            arrival_span_s=(max(t for t in self.times if t < math.inf) - self.times[0]) if self.n else 0.0,
             backlog_growth_s=growth, ttft_sorted_s=ttft, tpot_sorted_s=tpot, e2e_sorted_s=e2e)
