@@ -42,7 +42,8 @@ from validation_rows import (
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.perf.arrivals import Arrivals, burst, closed_loop, poisson
 from fleet_tui.core.perf.serving_sim import SimResult
-from fleet_tui.core.perf.sim_plan import simulate_replica
+from fleet_tui.core.perf.sim_plan import FRONTEND, simulate_replica
+from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 #: TensorRT-LLM 0.14's online table: "with 500 requests" (serving.toml's row notes)
@@ -93,6 +94,17 @@ def _value(sim: SimResult, metric: str, replicas: int, inp: int, out: int) -> tu
     return {"output_tokens_per_s": tok, "total_tokens_per_s": tok * (inp + out) / out}.get(metric), None
 
 
+_RUNS: dict[tuple, SimResult | None] = {}
+
+
+def _simulate(w: Workload, acc: Accelerator, tp: int, arrivals: Arrivals, frontend: object) -> SimResult | None:
+    """One replay per run (a run's rows share it), per front-end setting (bench/fit_frontend.py)."""
+    key = (w, acc.id, tp, arrivals, frontend)
+    if key not in _RUNS:
+        _RUNS[key] = simulate_replica(w, acc, tp, arrivals)
+    return _RUNS[key]
+
+
 def replay(name: str, r: dict) -> Replayed:
     base = {"file": name.removesuffix(".toml"), "id": r["id"], "split": r["split"], "metric": r["metric"],
                 "measured": float(r["value"])}
@@ -117,7 +129,7 @@ def replay(name: str, r: dict) -> Replayed:
     arrivals = _arrivals(r, inp, out, replicas)
     if arrivals is None:
         return Replayed(**base, simulated=None, analytic=analytic, reason=f"scenario {r['scenario']} not replayed")
-    sim = simulate_replica(w, acc, tp, arrivals)
+    sim = _simulate(w, acc, tp, arrivals, FRONTEND.get(w.engine))
     if sim is None or not sim.completed:
         return Replayed(**base, simulated=None, analytic=analytic, reason="cannot be simulated here")
     got, p95 = _value(sim, r["metric"], replicas, inp, out)

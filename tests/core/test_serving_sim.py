@@ -144,3 +144,16 @@ def test_a_closed_loop_keeps_its_clients_busy_and_no_more():
     # ten rounds of four requests, one after another: each round a prefill and nine decodes
     assert r.duration_s == pytest.approx(10 * 10 * 0.01)
     assert r.ttft.p99 == pytest.approx(0.01)
+
+
+def test_the_front_end_delays_first_tokens_and_caps_the_request_rate():
+    from dataclasses import replace
+
+    base = config(step=FlatStep(0.01))
+    slow = replace(base, frontend_s=0.05, frontend_latency_s=0.02)
+    alone = simulate(slow, burst(1, 16, 10))
+    assert alone.ttft.mean == pytest.approx(0.01 + 0.05 + 0.02)
+    # a burst reaches the scheduler one request per 50 ms: 100 of them take 5 s to get in
+    many = simulate(slow, burst(100, 16, 2))
+    assert many.duration_s == pytest.approx(100 * 0.05 + 0.02 + 2 * 0.01, abs=0.02)
+    assert simulate(base, burst(100, 16, 2)).duration_s < 0.5

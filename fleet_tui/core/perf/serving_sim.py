@@ -79,6 +79,12 @@ class SchedulerConfig:
     step: StepTime
     block_size: int = 16
     policy: Policy = "vllm"
+    #: the API server's work per request before the scheduler sees it (HTTP, chat template,
+    #: tokenizer), one request after another: it caps the rate requests reach the engine
+    frontend_s: float = 0.0
+    #: time a request spends outside the GPU's queue besides that (the request path and the first
+    #: token's way back), added to its first-token time
+    frontend_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kv_blocks < 1 or self.max_num_seqs < 1 or self.block_size < 1:
@@ -186,6 +192,11 @@ class _Replica:
         self.times, self.prompts, self.gens = list(trace.times_s), trace.prompts, trace.gens
         n = len(self.times)
         self.released = trace.clients or n  # a closed loop sends the next request when one ends
+        # when each request reaches the scheduler: through the serial front end, then its latency
+        self.ready = [math.inf] * n
+        self.frontend_free = -math.inf
+        for k in range(self.released):
+            self._through_frontend(k)
         self.n = n
         self.full = cfg.policy == "trtllm"  # the whole sequence reserved at admission
         self.produced = [0] * n  # tokens generated (while not decoding: so far)
@@ -306,8 +317,8 @@ class _Replica:
 
     def run(self) -> SimResult:
         cfg, bs = self.cfg, self.bs
-        times, n = self.times, self.n
-        now, nxt = (times[0] if n else 0.0), 0
+        times, n = self.ready, self.n
+        now, nxt = (self.times[0] if n else 0.0), 0
         done = 0
         q_area = run_area = kv_area = 0.0
         q_max = run_max = 0
@@ -364,10 +375,16 @@ class _Replica:
             done += self._finish_prefills(now)
         return self._result(now - t_start, q_area, run_area, kv_area, q_max, run_max, kv_peak)
 
+    def _through_frontend(self, k: int) -> None:
+        cfg = self.cfg
+        self.frontend_free = max(self.times[k], self.frontend_free) + cfg.frontend_s
+        self.ready[k] = self.frontend_free + cfg.frontend_latency_s
+
     def _release(self, now: float) -> None:
         """A closed loop's client whose request ended (or was refused) sends its next one now."""
         if self.released < self.n:
             self.times[self.released] = now
+            self._through_frontend(self.released)
             self.released += 1
 
     def _finish_prefills(self, now: float) -> int:
