@@ -67,6 +67,10 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
+    o.add_argument("--network", metavar="NET", default=None,
+                     help="network between nodes: Gbit/s per node (3200G, 3.2T), per device (400G/gpu) or a "
+                          "fabric name (efa-v2, efa, ib-ndr, ib-hdr, ib-xdr, roce-400, tcpxo, tcpx, "
+                          "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
     o.add_argument("--burst", metavar="N", type=whole_number,
                    help="inference: N requests sent at once, as a benchmark at request rate inf "
                         "(e.g. vllm bench serve --num-prompts N): mean first token, time between "
@@ -99,12 +103,18 @@ def handler(args: argparse.Namespace) -> int:
         ok, msg = precision_support(workload.precision, acc)
         if not ok:
             raise UserError(f"--precision {workload.precision}: {msg}")
+    fabric = None
+    if acc is not None and workload.gpus > 1:
+        from fleet_tui.core.perf.fabric import job_fabric
+
+        fabric = job_fabric(catalog, acc, workload.gpus, getattr(args, "network", None))
     if acc is not None and args.sharding is None and not any(
-            getattr(args, f, None) for f in ("tp", "pp", "dp", "zero")):
+            getattr(args, f, None) for f in ("tp", "pp", "dp", "zero", "cp")):
         from fleet_tui.core.sizing.layout import auto_layout
 
-        workload = auto_layout(workload, acc, workload.gpus)  # the cheapest layout that fits
-    res = size_workload(workload, acc, workload.gpus)
+        # the cheapest layout that fits, the fastest of the first few on the job's links
+        workload = auto_layout(workload, acc, workload.gpus, fabric.fabric if fabric else None)
+    res = size_workload(workload, acc, workload.gpus, fabric.fabric if fabric else None)
     speed_acc = acc
     thr = res.throughput
     misfit = res.fit is not None and not res.fit.fits
@@ -123,8 +133,10 @@ def handler(args: argparse.Namespace) -> int:
     if tokens is not None and speed_acc is not None and not misfit:
         from fleet_tui.core.perf.run import training_run
 
-        run = training_run(workload, speed_acc, workload.gpus, tokens)
+        run = training_run(workload, speed_acc, workload.gpus, tokens,
+                           fabric.fabric if fabric is not None and speed_acc is acc else None)
     data = _to_dict(res, thr, speed_acc, acc, run, catalog)
+    data["fabric"] = fabric.words if fabric is not None else None
     data["serving_plan"] = _plan(args, workload, catalog, speed_acc)
     data["burst"] = (_burst(workload, speed_acc, args.burst)
                      if args.burst is not None and speed_acc is not None and not misfit else None)
@@ -132,8 +144,18 @@ def handler(args: argparse.Namespace) -> int:
     if acc is not None and res.fit is not None and res.fit.fits:
         from fleet_tui.core.catalog.query import cheapest_setup
 
-        cost = cheapest_setup(catalog, acc.id, workload.gpus,
-                              tokens_per_s=thr.tokens_per_s if thr is not None else None)
+        cost = (fabric.setup if fabric is not None and fabric.setup is not None and thr is None else
+                cheapest_setup(catalog, acc.id, workload.gpus,
+                               tokens_per_s=thr.tokens_per_s if thr is not None else None))
+        if fabric is not None and fabric.setup is not None:  # priced on the offer whose links were assumed
+            from fleet_tui.core.pricing import cost_per_million_tokens
+
+            cost = fabric.setup
+            if thr is not None and thr.tokens_per_s:
+                import dataclasses
+
+                cost = dataclasses.replace(cost, usd_per_million_tokens=cost_per_million_tokens(
+                    cost.usd_per_hour, thr.tokens_per_s))
         data["cost"] = cost.to_dict() if cost is not None else None
     if args.json:
         from fleet_tui.commands._output import print_json
@@ -358,6 +380,8 @@ def _render(d: dict) -> str:
     if t is not None:
         lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"
                       + (f", {t['bound']}-bound):" if t["tokens_per_s"] is not None else "):")]
+        if d.get("fabric"):
+            lines.append(f"  links: {d['fabric']}")
 
         def num(x, fmt: str, scale: float = 1.0) -> str:
             return "unknown" if x is None else format(x * scale, fmt)
@@ -367,7 +391,8 @@ def _render(d: dict) -> str:
                          f"{t['unknown']}")
         elif t["phase"] == "training":
             mfu = f", MFU {t['mfu']:.0%}" if t["mfu"] else ""
-            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s, step {t['step_s']:.3f} s{mfu}")
+            per = (f" ({t['tokens_per_s'] / d['gpus']:,.0f} per device)" if d.get("gpus", 1) > 1 else "")
+            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s{per}, step {t['step_s']:.3f} s{mfu}")
         elif t["phase"] == "prefill":
             lines.append(f"  forward pass {t['tokens_per_s']:,.0f} tokens/s ({t['step_s']:.3f} s per pass)")
         elif t["tokens_per_s"] is None:
