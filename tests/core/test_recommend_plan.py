@@ -156,7 +156,8 @@ def test_cli_json_carries_the_plan(capsys):
     assert code == 0, err
     d = json.loads(out)
     assert d["unit"] == UNIT_PLAN
-    assert d["demand"] == {"rate_rps": 20.0, "output_tokens_per_s": None, "ttft_ms": 500.0, "tpot_ms": 30.0}
+    assert d["demand"] == {"rate_rps": 20.0, "output_tokens_per_s": None, "ttft_ms": 500.0, "tpot_ms": 30.0,
+                           "slo_percentile": 95.0, "length_mix": "fixed"}
     o = d["offers"][0]
     assert o["serving_plan"]["meets_slo"] is True and o["serving_plan"]["replicas"] >= 1
     assert o["usd_per_million_tokens"] > 0

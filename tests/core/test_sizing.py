@@ -66,7 +66,7 @@ def test_kv_bytes_sliding_window_layers_hold_only_their_window():
 
 
 def test_kv_component_scales_with_tokens():
-    a = mem(Workload(kind="inference", model=L8, batch=4, prompt_len=1000, gen_len=1000))
+    a = mem(Workload(kind="inference", model=L8, batch=4, prompt_len=1000, gen_len=1000, engine="hf"))
     assert a.breakdown["kv_cache"] == pytest.approx(4 * 2000 * 131_072, rel=1e-6)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fleet_tui.core.monitor.alerts import JOB_KEY, Alert
+from fleet_tui.core.monitor.severity import severity_rank
 from fleet_tui.core.records import record
 
 # A fleet fires a rule on hundreds of devices in the same tick (memory-high on 512 GPUs five
@@ -15,7 +16,6 @@ from fleet_tui.core.records import record
 # groups by rule the same way.
 NOTICE_EACH_UP_TO = 3
 NOTICE_LIMIT = 4
-_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
 @record
@@ -38,7 +38,7 @@ def _node(alert: Alert) -> str:
 
 
 def _worst(severities) -> str:
-    return min(severities, key=lambda s: _SEVERITY_ORDER.get(s, 3))
+    return min(severities, key=severity_rank)
 
 
 def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
@@ -48,7 +48,7 @@ def alert_notices(alerts: Sequence[Alert], each_up_to: int = NOTICE_EACH_UP_TO,
     for a in alerts:
         by_rule.setdefault(a.rule, []).append(a)
     groups = sorted(by_rule.values(),
-                    key=lambda g: _SEVERITY_ORDER.get(_worst(a.severity for a in g), 3))
+                    key=lambda g: severity_rank(_worst(a.severity for a in g)))
     notices: list[AlertNotice] = []
     for group in groups:
         if len(group) <= each_up_to:

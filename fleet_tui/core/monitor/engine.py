@@ -39,6 +39,7 @@ from fleet_tui.core.monitor.analysis import GROWTH_LOOKBACK_S, DeviceAnalysis, D
 from fleet_tui.core.monitor.cost import CostMeter, CostState, InstanceChoice, choose_instance
 from fleet_tui.core.monitor.history import History
 from fleet_tui.core.monitor.serialize import snapshot_to_dict
+from fleet_tui.core.monitor.severity import severity_rank
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.monitor.source import Source
 from fleet_tui.core.monitor.windowing import Policy, WindowPolicy
@@ -116,14 +117,6 @@ class Tick:
 EngineState = Tick
 
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
-
-
-_SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-
-
-def severity_rank(severity: str) -> int:
-    """Where a finding of this severity goes in ``findings``' order: 0 (critical) first."""
-    return _SEVERITY_RANK.get(severity, 3)
 
 
 def _finding_rank(f: Finding) -> tuple[int, float]:

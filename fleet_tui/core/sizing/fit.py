@@ -353,7 +353,21 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
         return (tier, len(keys), s.gpus, dearest, s.total_bytes)
 
     found.sort(key=cost)
-    return found[:limit]
+    return distinct_by_effect(found)[:limit]
+
+
+def distinct_by_effect(fixes: list[FitSuggestion]) -> list[FitSuggestion]:
+    """``fixes`` in their order, each effect once: two changes that leave the same workload on the
+    same devices (checkpointing "paired" with a change when it is on already) are one fix, the
+    first kept. A larger device is its own effect (same workload, another accelerator)."""
+    seen: set[tuple] = set()
+    out: list[FitSuggestion] = []
+    for s in fixes:
+        key = (s.workload, s.gpus, s.template if s.change == "device" else "")
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
 
 
 _FITS = caches.memo("sizing.fit", 8192)

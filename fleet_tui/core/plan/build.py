@@ -1,0 +1,207 @@
+""":func:`plan_workload`: one workload on one target, answered once for every front end.
+
+Order of the answer (each step one core function, called here and nowhere else by a front end):
+
+1. **layout** — the workload's own when it sets one, else the cheapest layout that fits the devices
+   (:func:`fleet_tui.core.sizing.layout.auto_layout`);
+2. **verdict and memory** — :func:`fleet_tui.core.sizing.check_fit` on the memory model (Hugging
+   Face runs and training) or, for a serving engine, what it reserves
+   (:func:`fleet_tui.core.sizing.serving.engine_fit`): it starts or not, then runs N at a time;
+3. **fixes** — the fit search's changes, then larger catalog devices, each effect once;
+4. **speed** — only for what fits; a serving engine's at the sequences it runs at once; without a
+   target, on the reference accelerator (:data:`REFERENCE_ACCELERATOR`);
+5. **capacity plan, burst, training run** — when asked for;
+6. **cost** — the cheapest offer that deploys the layout (:mod:`.deploy`: a TP group in one instance).
+
+The catalog as target (:func:`plan_best`) ranks every offer (:func:`fleet_tui.core.ranking.recommend`)
+and plans the top one's devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet_tui.core.catalog.models import Catalog
+from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.perf import estimate_throughput
+from fleet_tui.core.plan.deploy import deployed_cost
+from fleet_tui.core.plan.report import PlanReport, Verdict
+from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
+from fleet_tui.core.sizing.fit import bigger_devices, distinct_by_effect
+from fleet_tui.core.sizing.layout import auto_layout, layout_is_set
+from fleet_tui.core.sizing.serving import engine_fit, serves_with_engine
+from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
+
+#: Accelerator the speed is shown for when no target device is given.
+REFERENCE_ACCELERATOR = "H100"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """What to plan: the workload, the target device (None: no fit, speed on the reference device),
+    whether its layout is the user's (then it is kept, else searched), and the optional questions."""
+
+    workload: Workload
+    accelerator: str | None = None
+    layout_given: bool = False
+    demand: object | None = None  # a perf.capacity.Demand
+    training_tokens: int | None = None
+    burst: int | None = None
+    hours_per_month: float = 730.0
+    pricing: str = "on-demand"
+    network: str | None = None  # the network between nodes as the user names it (perf.fabric.job_fabric)
+
+
+def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
+    """The :class:`PlanReport` of ``req`` (see the module docstring)."""
+    w = req.workload
+    acc = catalog.accelerator(req.accelerator) if req.accelerator else None
+    if req.training_tokens is not None and not w.is_training:
+        raise FieldError("tokens", "{tokens} (a training run's length) applies to training workloads")
+    if req.burst is not None and not w.is_generation:
+        raise FieldError("burst", "{burst} (requests sent at once) needs generation: give {prompt_len} "
+                         "and {gen_len} (inference)")
+    if acc is not None:
+        ok, msg = precision_support(w.precision, acc)
+        if not ok:
+            raise FieldError("precision", "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+    n = w.gpus
+    links = _links(w, acc, n, catalog, req)  # the links of the offer it is priced on (perf.fabric)
+    if acc is not None and not req.layout_given and not layout_is_set(w):
+        w = auto_layout(w, acc, n, links.fabric if links else None)  # the cheapest layout that fits
+        if links is not None and links.setup is not None:
+            links = _links(w, acc, n, catalog, req)  # the layout may need other boxes (a TP group in one)
+    mem = estimate_memory(w, n)
+    fit = check_fit(w, acc, n) if acc is not None else None
+    eng = engine_fit(w, acc, n) if (acc is not None and serves_with_engine(w)) else None
+    verdict = _verdict(fit, eng)
+    fixes: tuple = ()
+    if fit is not None and not fit.fits:
+        accs = list(catalog.accelerators.values())
+        fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
+    notes: list[str] = []
+    speed = speed_acc = None
+    fits = verdict.ok is not False
+    if fits:
+        speed_acc = acc or _reference(catalog)
+        if speed_acc is not None:
+            sized = w if eng is None or eng.running >= w.batch else w.derive(batch=max(1, eng.running))
+            speed = estimate_throughput(sized, speed_acc, n, links.fabric if links and speed_acc is acc else None)
+            if links is not None and speed_acc is acc:
+                notes.append("links: " + links.words.replace("{", "{{").replace("}", "}}"))
+            if acc is None:
+                notes.append(f"no {{gpu}} given: speed shown for {speed_acc.id}")
+    run = None
+    if req.training_tokens is not None and speed_acc is not None and fits:
+        from fleet_tui.core.perf.run import training_run
+
+        run = training_run(w, speed_acc, n, req.training_tokens, links.fabric if links and speed_acc is acc else None)
+    plan = price_source = None
+    if req.demand is not None and speed_acc is not None:
+        plan, price_source = _serving_plan(w, catalog, speed_acc, req)
+    burst, burst_replicas = None, 1
+    if req.burst is not None and speed_acc is not None and fits:
+        burst, burst_replicas = _burst(w, speed_acc, req.burst)
+    cost = None
+    if acc is not None and verdict.ok:
+        tokens_per_s = speed.tokens_per_s if speed is not None else None
+        if plan is not None and plan.devices:
+            # with a demand, the cost per 1M tokens is at the planned load on these devices, not one batch's
+            tokens_per_s = plan.output_tokens_per_s * n / plan.devices
+        cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month,
+                             tokens_per_s=tokens_per_s)
+    kv = kv_capacity(w, acc, n) if (acc is not None and not w.is_training) else None
+    assumptions = list(mem.assumptions) + (list(speed.assumptions) if speed is not None else [])
+    return PlanReport(
+        workload=w, accelerator=acc.id if acc is not None else None, gpus=n,
+        layout=parallel_layout(w, n).label() if n > 1 else None, verdict=verdict, memory=mem, engine=eng,
+        kv_capacity=kv, fixes=fixes, speed=speed, speed_accelerator=speed_acc.id if speed_acc else None,
+        training_run=run, serving_plan=plan, plan_price_source=price_source, burst=burst,
+        burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost, assumptions=tuple(dict.fromkeys(assumptions)),
+        notes=tuple(notes))
+
+
+def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
+    """The catalog as target: rank every offer (the ranking's own fit and placement) and plan the
+    top offer's devices; None when no offer fits."""
+    from fleet_tui.core.ranking import recommend
+
+    w = req.workload
+    rec = recommend(w, catalog, top=1, hours_per_month=req.hours_per_month, demand=req.demand,
+                    training_tokens=req.training_tokens)
+    if not rec.offers:
+        return None
+    top = rec.offers[0]
+    placed = w.derive(gpus=top.gpus, tp=None, pp=None, zero=None, micro_batch=None) if top.gpus != w.gpus else w
+    report = plan_workload(PlanRequest(placed, top.accelerator, layout_given=False, demand=req.demand,
+                                       training_tokens=req.training_tokens, burst=req.burst,
+                                       hours_per_month=req.hours_per_month, pricing=req.pricing), catalog)
+    from dataclasses import replace
+
+    return replace(report, offer=top.label)
+
+
+def _links(w: Workload, acc: Accelerator | None, n: int, catalog: Catalog, req: PlanRequest):
+    """The links of ``n`` × ``acc`` (``perf.fabric.job_fabric``): as the user names them, else the
+    offer the plan prices (:func:`deployed_cost`), else the device's reference system; None for
+    one device or no target."""
+    if acc is None or n <= 1:
+        return None
+    from fleet_tui.core.perf.fabric import job_fabric
+
+    setup = None if req.network else deployed_cost(catalog, acc.id, w, n, pricing=req.pricing,
+                                                   hours_per_month=req.hours_per_month)
+    return job_fabric(acc, n, setup, req.network)
+
+
+def _reference(catalog: Catalog) -> Accelerator | None:
+    try:
+        return catalog.accelerator(REFERENCE_ACCELERATOR)
+    except UserError:
+        return next(iter(catalog.accelerators.values()), None)
+
+
+def _verdict(fit, eng) -> Verdict:
+    if fit is None:
+        return Verdict("unchecked", "")
+    common = dict(capacity_bytes=fit.capacity_bytes, headroom_bytes=fit.headroom_bytes,
+                  precision_supported=fit.precision_supported, precision_note=fit.precision_note)
+    if eng is None:
+        return Verdict("fits" if fit.fits else "does_not_fit", fit.message, **common)
+    if not fit.fits or not eng.starts:
+        error = eng.error or "the weights, the profile run and one sequence exceed its budget"
+        return Verdict("does_not_start", fit.message, engine_error=error, **common)
+    queue = f", {eng.queued:,} queued" if eng.queued else ""
+    message = (f"{eng.engine} starts: {fit.message}; runs {eng.running:,} of {eng.running + eng.queued:,} "
+               f"sequences at a time (limit: {eng.limit}){queue}")
+    return Verdict("starts", message, running=eng.running, queued=eng.queued, running_limit=eng.limit, **common)
+
+
+def _serving_plan(w: Workload, catalog: Catalog, acc: Accelerator, req: PlanRequest):
+    """The capacity plan (``perf.sim_plan.serving_plan_for``: the scheduler simulation), priced per
+    device-hour as deployed."""
+    from fleet_tui.core.perf.sim_plan import serving_plan_for
+
+    d = req.demand
+    gpus = w.replica_gpus
+    setup = deployed_cost(catalog, acc.id, w.derive(gpus=gpus) if gpus != w.gpus else w, gpus,
+                          pricing=req.pricing, hours_per_month=req.hours_per_month)
+    price = setup.usd_per_hour / gpus if setup is not None else None
+    plan = serving_plan_for(w, acc, gpus, d, usd_per_device_hour=price)
+    source = (f"cheapest {req.pricing} offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
+              f"({setup.instance.cloud} {setup.instance.region}), per device-hour" if setup is not None else None)
+    return plan, source
+
+
+def _burst(w: Workload, acc: Accelerator, n: int):
+    """``n`` requests at once (``perf.sim_plan.burst_report``: the scheduler simulation), split
+    evenly over the replicas."""
+    from fleet_tui.core.perf.sim_plan import burst_report
+
+    b = burst_report(w, acc, n)
+    return b, b.replicas
+
+
+__all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_workload"]
