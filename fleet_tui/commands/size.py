@@ -8,7 +8,8 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 ``bytes_per_token``, ``sequence_tokens``} (inference with ``--gpu``), ``throughput``
 {``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
 ``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
-``accelerator``, ``assumptions``, ``unknown``} and ``training_run`` {``tokens``, ``seconds``,
+``accelerator``, ``assumptions``, ``unknown``, ``links`` (the links the speed was charged on and where
+they come from: the priced offer, ``--network``, or the device's reference system)} and ``training_run`` {``tokens``, ``seconds``,
 ``gpu_hours``, ``unknown``} (training with ``--tokens``), ``serving_plan`` (with ``--rate`` or
 ``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
 ``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
@@ -209,6 +210,8 @@ def _render(d: dict) -> str:
     if t is not None:
         lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"
                       + (f", {t['bound']}-bound):" if t["tokens_per_s"] is not None else "):")]
+        if t.get("links"):
+            lines.append(f"  links: {t['links']}")
 
         def num(x, fmt: str, scale: float = 1.0) -> str:
             return "unknown" if x is None else format(x * scale, fmt)
@@ -218,7 +221,8 @@ def _render(d: dict) -> str:
                          f"{t['unknown']}")
         elif t["phase"] == "training":
             mfu = f", MFU {t['mfu']:.0%}" if t["mfu"] else ""
-            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s, step {t['step_s']:.3f} s{mfu}")
+            per = f" ({t['tokens_per_s'] / d['gpus']:,.0f} per device)" if d.get("gpus", 1) > 1 else ""
+            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s{per}, step {t['step_s']:.3f} s{mfu}")
         elif t["phase"] == "prefill":
             lines.append(f"  forward pass {t['tokens_per_s']:,.0f} tokens/s ({t['step_s']:.3f} s per pass)")
         elif t["tokens_per_s"] is None:

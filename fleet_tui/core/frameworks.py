@@ -57,7 +57,7 @@ _CUDA_ROCM = ("CUDA", "ROCm")
 PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
     FrameworkPreset("hf", "PyTorch + Hugging Face Transformers (eager, fused AdamW)", "per_device", "fsdp",
                     "amp", "none", "fp32_logits", cal.TRAINING_STEP_EFFICIENCY, 0.67, 0.0,
-                    _CUDA_ROCM + ("Gaudi",),
+                    _CUDA_ROCM + ("SynapseAI",),
                     "Transformers Trainer: per_device_train_batch_size; AMP via autocast; the loss on fp32 "
                     "logits (LlamaForCausalLM upcasts); measured on an H200 (tests/fixtures/h200)"),
     FrameworkPreset("torchtune", "torchtune (PyTorch, bf16, FSDP2 on several GPUs)", "per_device", "fsdp",
@@ -69,7 +69,7 @@ PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     "Unsloth README: per_device_train_batch_size, adamw_8bit, fused cross-entropy"),
     FrameworkPreset("deepspeed", "PyTorch + Hugging Face Transformers under DeepSpeed ZeRO", "per_device", "fsdp",
                     "amp", "none", "fp32_logits", cal.TRAINING_STEP_EFFICIENCY, 0.67, 0.0,
-                    _CUDA_ROCM + ("Gaudi",),
+                    _CUDA_ROCM + ("SynapseAI",),
                     "DeepSpeed ZeRO-3 (train_micro_batch_size_per_gpu), bf16 with fp32 master weights"),
     FrameworkPreset("torchtitan", "torchtitan (FSDP2, bf16 mixed precision, selective checkpointing)", "global",
                     "fsdp", "sharded_mp", "selective", "fp32_logits", 0.70, 0.95, 0.0, _CUDA_ROCM,
@@ -86,11 +86,11 @@ PRESETS: dict[str, FrameworkPreset] = {p.name: p for p in (
                     "NeMo 2.0 performance recipes: global_batch_size/micro_batch_size, bf16-mixed (or fp8 "
                     "via Transformer Engine), distributed optimizer, tp_comm_overlap on H100"),
     FrameworkPreset("maxtext", "MaxText (JAX/XLA, FSDP over the ICI slice)", "per_device", "fsdp",
-                    "sharded_mp", "full", "fused", 0.70, 0.95, 0.5, ("XLA",),
+                    "sharded_mp", "selective", "fused", 0.70, 0.95, 0.5, ("XLA",),
                     "MaxText base.yml: per_device_batch_size, weight_dtype float32 with bf16 compute "
                     "(dtype), remat_policy, ici_fsdp_parallelism"),
     FrameworkPreset("optimum-habana", "Optimum Habana (Gaudi, Transformers + DeepSpeed/HPU graphs)", "per_device",
-                    "fsdp", "amp", "full", "fp32_logits", cal.TRAINING_STEP_EFFICIENCY, 0.67, 0.0, ("Gaudi",),
+                    "fsdp", "amp", "full", "fp32_logits", 0.70, 0.67, 0.0, ("SynapseAI",),
                     "optimum-habana GaudiTrainer: per_device_train_batch_size, bf16 autocast, DeepSpeed ZeRO"),
     FrameworkPreset("neuronx", "AWS Neuron (NeuronX Distributed / neuronx-nemo-megatron)", "global", "tensor",
                     "sharded_mp", "selective", "fp32_logits", 0.62, 0.8, 0.0, ("Neuron",),

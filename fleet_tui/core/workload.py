@@ -466,8 +466,6 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
         # states sharded over the replicas; torchtitan/MaxText checkpoint (selective op / remat)
         if framework in ("torchtitan", "neuronx") and not d.get("grad_checkpointing"):
             out["selective_checkpointing"] = True
-        if framework == "maxtext" and d.get("selective_checkpointing") is None:
-            out["grad_checkpointing"] = True
     if framework == "optimum-habana":
         out["grad_checkpointing"] = True  # GaudiTrainer examples pass --gradient_checkpointing
     for f in ("chunked_loss", "optimizer_in_backward", "compile", "selective_checkpointing"):

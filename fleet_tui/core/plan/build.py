@@ -89,8 +89,6 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         if speed_acc is not None:
             sized = w if eng is None or eng.running >= w.batch else w.derive(batch=max(1, eng.running))
             speed = estimate_throughput(sized, speed_acc, n, links.fabric if links and speed_acc is acc else None)
-            if links is not None and speed_acc is acc:
-                notes.append("links: " + links.words.replace("{", "{{").replace("}", "}}"))
             if acc is None:
                 notes.append(f"no {{gpu}} given: speed shown for {speed_acc.id}")
     run = None
@@ -120,7 +118,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         kv_capacity=kv, fixes=fixes, speed=speed, speed_accelerator=speed_acc.id if speed_acc else None,
         training_run=run, serving_plan=plan, plan_price_source=price_source, burst=burst,
         burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost, assumptions=tuple(dict.fromkeys(assumptions)),
-        notes=tuple(notes))
+        notes=tuple(notes), links=links.words if links is not None and speed is not None else None)
 
 
 def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:

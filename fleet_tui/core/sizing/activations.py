@@ -110,8 +110,13 @@ def residual_bytes(w: Workload) -> int:
 def autocast_fp32(w: Workload) -> bool:
     """Whether the forward runs on fp32 parameters under autocast (PyTorch AMP: fp32 residual
     stream and norms). FSDP/FSDP2 and Megatron mixed precision keep fp32 master weights too, but
-    compute on 16-bit copies (``param_dtype=bf16``): their activations are 16-bit."""
-    return w.master_weights == "fp32" and preset(w.framework).precision == "amp"
+    compute on 16-bit copies (``param_dtype=bf16``): their activations are 16-bit. So does
+    Transformers under FSDP: Accelerate's FSDP plugin sets ``MixedPrecision(param_dtype=bf16)`` for
+    ``--bf16`` (DeepSpeed ZeRO-3 keeps fp32 parameters under autocast)."""
+    if w.master_weights != "fp32" or preset(w.framework).precision != "amp":
+        return False
+    fsdp = w.gpus > 1 and (w.zero == 3 or (w.zero is None and w.sharding == "fsdp"))
+    return not (fsdp and w.framework == "hf")
 
 
 class T5BlockBytes(NamedTuple):
