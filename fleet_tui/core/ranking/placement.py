@@ -85,7 +85,8 @@ class Placement:
         if c is None or not self.fits:  # nothing that does not fit gets a speed
             return NO_SPEED
         w = c.workload
-        tp = perf.estimate_throughput(w, c.acc, self.gpus, c.fabric)
+        # at the sequences a serving engine runs at once (the rest queue), as the plan does
+        tp = perf.estimate_throughput(sizing.running_workload(w, c.acc, self.gpus), c.acc, self.gpus, c.fabric)
         tps = tp.tokens_per_s
         if tps is not None and not (tps > 0 and math.isfinite(tps)):
             tps = None
