@@ -25,14 +25,13 @@ from dataclasses import dataclass, replace
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
-from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
-from fleet_tui.core.sizing.fit import bigger_devices, distinct_by_effect
-from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.pricing import cost_per_million_tokens
-from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES
+from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
+from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.serving import engine_fit, running_workload, serves_with_engine
 from fleet_tui.core.specs import Accelerator
