@@ -29,7 +29,8 @@ def main(argv: list[str]) -> int:
         for r in sorted(rs, key=lambda r: (r.split, r.id)):
             err = f"{r.error:+7.1%}" if r.error is not None else "   n/a "
             pred = f"{r.predicted:10.3f}" if r.predicted is not None else " " * 10
-            print(f"{r.split:7s} {err} {r.measured:10.3f} {pred}  {r.gpus:6d}x {r.accelerator:9s} {r.layout:34s} {r.id}")
+            print(f"{r.split:7s} {err} {r.measured:10.3f} {pred}  {r.gpus:6d}x {r.accelerator:9s} "
+                  f"{r.layout:34s} {r.id}")
     print(f"{'rows':34s} {'n':>4s} {'median':>8s} {'<=25%':>8s} {'max':>8s}")
     for split in ("tune", "holdout"):
         print(_line(split, [r for r in rs if r.split == split]))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import tomllib
 
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.interconnects import Fabric, default_fabric

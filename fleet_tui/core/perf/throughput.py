@@ -9,8 +9,8 @@ from typing import Literal, NamedTuple
 
 from fleet_tui.core import caches, frameworks
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.frameworks import PRESETS, gemm_size_factor
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
+from fleet_tui.core.frameworks import PRESETS, gemm_size_factor
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf import collectives
