@@ -16,8 +16,8 @@ Two scores per labelled behaviour of each trace:
   behaviours); fewer is better.
 
 * **oom**: the live engine's ticks at which the device is, in hindsight, within a minute of full
-  memory (rising now and on, without a 10 s pause, to >= 95 % of the device within 60 s) and how many carry a critical memory
-  risk (all should).
+  memory (rising now and on, without a 10 s pause, to >= 95 % of the device within 60 s) and how
+  many carry a critical memory risk (all should).
 
 * **risks**: for each label whose ``labels`` line names risks that must (``risks``) or must not
   (``no_risks``) be reported, right when a required risk is reported in at least one of the
@@ -174,7 +174,7 @@ def score_oom(path: str) -> tuple[int, int]:
            for s in snaps]
     ticks = hit = 0
     j = 0
-    for i, (s, tick) in enumerate(live_ticks(snaps)):
+    for i, (_s, tick) in enumerate(live_ticks(snaps)):
         t, used, total = mem[i]
         if not total:
             continue

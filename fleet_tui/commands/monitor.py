@@ -17,8 +17,9 @@ _S = argparse.SUPPRESS  # re-declared app flags keep a value given before the su
 
 
 def _app_flags(p: argparse.ArgumentParser, *, instance: bool = True, interval: bool = True) -> None:
-    p.add_argument("--source", default=_S,
-                   help="auto (default), nvml, hpu, neuron, sim[:N], replay:PATH, prometheus:URL")
+    from fleet_tui.core.monitor.sources import source_help  # the registry; imports no backend
+
+    p.add_argument("--source", default=_S, help=source_help())
     if instance:
         p.add_argument("--instance", default=_S, metavar="TYPE",
                        help="catalog instance type this machine is, for cost (e.g. p5.48xlarge)")
@@ -123,6 +124,15 @@ def _open(spec: str, interval: float):
     return open_source(spec)
 
 
+def _named(spec: str, exc: Exception):
+    """A source's refusal to open, naming the flag: ``--source nvml: NVML library not found``."""
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.redact import redact
+
+    text = str(exc)
+    return UserError(redact(text if text.startswith("--source") else f"--source {spec}: {text}"))
+
+
 def _catalog(args: argparse.Namespace):
     from fleet_tui.core.catalog import load_catalog
 
@@ -139,6 +149,11 @@ def _duration(flag: str, value: str) -> float:
         raise UserError(f"{flag} {value!r}: {exc}") from None
 
 
+# What stands in for a device, in the CLI's words (the app says it in its own).
+NO_DEVICE_HINT = ("; without one, --source sim:8 simulates eight devices and --source replay:demo "
+                  "replays a recorded H200")
+
+
 def no_device_error(spec: str, snapshot):
     """The answer a headless command gives when its source has no device: the source and why
     (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
@@ -146,7 +161,8 @@ def no_device_error(spec: str, snapshot):
     from fleet_tui.core.redact import redact
 
     why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
-    return UserError(f"--source {redact(spec)}: {redact(why.split('; retrying')[0])}")
+    hint = NO_DEVICE_HINT if snapshot.source_kind == "none" else ""
+    return UserError(f"--source {redact(spec)}: {redact(why.split('; retrying')[0])}{hint}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
@@ -215,11 +231,12 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     import asyncio
 
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.monitor.alerts import strict_rules
     from fleet_tui.core.fleet import FleetViews, one_deadline, unavailable_reason
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.monitor.alerts import strict_rules
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
+    from fleet_tui.core.monitor.source import SourceUnavailable
     from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
+    from fleet_tui.core.redact import redact
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
@@ -252,12 +269,17 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
 
     def on_tick(tick) -> None:
         snap = tick.snapshot
-        if not snap.devices and (args.once and snap.errors or args.alerts and not failed):
-            # one reading that could not be read, or alerts with nothing to watch: the same
-            # answer as `fleet` (exit 2 with the source's reason), not a line that says retrying
+        no_accelerator = snap.source_kind == "none"  # auto found nothing here to watch at all
+        if not snap.devices and (no_accelerator or args.once and snap.errors
+                                 or args.alerts and not failed):
+            # no device here, one reading that could not be read, or alerts with nothing to
+            # watch: the same answer as `fleet` (exit 2 with the source's reason), not a line
+            # that says retrying and exit 0
             why = unavailable_reason(snap.errors, snap.message)
             if args.alerts:
                 why += "; --alerts has no device to watch"
+            if no_accelerator:
+                why += NO_DEVICE_HINT
             failed.append(redact(f"--source {spec}: {why}"))
             engine.stop()
             return
@@ -280,6 +302,8 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
                 asyncio.run(engine.run(count=count, prime=True))
         else:
             asyncio.run(engine.run(count=count))
+    except SourceUnavailable as exc:
+        raise _named(spec, exc) from None
     finally:
         if recorder is not None:
             recorder.close()
@@ -302,6 +326,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.monitor.engine import MonitorEngine
     from fleet_tui.core.monitor.recorder import Recorder
+    from fleet_tui.core.monitor.source import SourceUnavailable
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
@@ -342,15 +367,18 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from fleet_tui.core.redact import redact
 
     print(f"recording {redact(spec)} every {interval:g} s to {db}", file=sys.stderr)
+    refused: UserError | None = None
     try:
         asyncio.run(engine.run())
+    except SourceUnavailable as exc:  # the source named cannot run here
+        refused = _named(spec, exc)
     finally:
         recorder.close()
-    if no_device:
+    if no_device or refused:
         if new_file:  # leave no empty database behind for a run that recorded nothing
             for suffix in ("", "-wal", "-shm"):
                 Path(db + suffix).expanduser().unlink(missing_ok=True)
-        raise no_device_error(spec, no_device[0])
+        raise refused or no_device_error(spec, no_device[0])
     print(f"recorded {recorder.ticks_written} ticks to {db}", file=sys.stderr)
     return 0
 

@@ -18,7 +18,6 @@ from fleet_tui.commands._workload_args import add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES
 
 
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "recommend", help="rank catalog offers that fit a workload by cost per unit of work",
@@ -42,6 +41,9 @@ def register(subparsers) -> None:
     con.add_argument("--cloud", action="append", metavar="CLOUD",
                      help="allowed cloud(s): repeat or comma-separate (aws,gcp,azure,...)")
     con.add_argument("--region", action="append", metavar="REGION", help="allowed region(s)")
+    con.add_argument("--gpu", action="append", dest="accelerators", metavar="ACCELERATOR",
+                     help="only offers of these accelerator(s), as you write them: H100, h100_sxm, "
+                          "'NVIDIA H100 80GB HBM3', L40S (comma-separated or repeated)")
     con.add_argument("--vendor", action="append", metavar="VENDOR",
                      help="allowed accelerator vendor(s): NVIDIA, AMD, AWS, Intel, Google, ...")
     con.add_argument("--stack", action="append", metavar="STACK",
@@ -85,14 +87,14 @@ def _split(values: Iterable[str] | None) -> list[str] | None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._output import print_json
+    from fleet_tui.commands._workload_args import workload_from_args
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
-    from fleet_tui.commands._demand_args import demand_from_args
-    from fleet_tui.commands._workload_args import workload_from_args
+    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.workload import parse_run_tokens
 
     pricing = args.pricing.strip().lower()
@@ -137,7 +139,7 @@ def handler(args: argparse.Namespace) -> int:
         current=(args.current, args.current_count) if args.current else None,
         current_region=args.current_region, current_pricing=args.current_pricing,
         clouds=_split(args.cloud), regions=_split(args.region), vendors=_split(args.vendor),
-        stacks=_split(args.stack), pricing=pricing, spot_allowed=not args.no_spot,
+        stacks=_split(args.stack), accelerators=_split(args.accelerators), pricing=pricing, spot_allowed=not args.no_spot,
         hours_per_month=schedule, latency_target_ms=args.latency_target_ms,
         budget_usd_per_month=args.budget, top=args.top, training_tokens=training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,

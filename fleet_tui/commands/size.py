@@ -31,9 +31,6 @@ from __future__ import annotations
 
 import argparse
 
-#: Accelerator used for the speed estimate when no --gpu is given.
-REFERENCE_ACCELERATOR = "H100"
-
 
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
@@ -80,61 +77,21 @@ def _gib(b: float) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from fleet_tui.commands._workload_args import workload_from_args
+    """Plan the workload (:func:`fleet_tui.core.plan.plan_workload`) and print its report."""
+    from fleet_tui.commands._demand_args import demand_from_args
+    from fleet_tui.commands._workload_args import flag, workload_from_args
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.errors import UserError
-    from fleet_tui.core.sizing import precision_support, size_workload
+    from fleet_tui.core.plan import PlanRequest, plan_workload
     from fleet_tui.core.workload import parse_run_tokens
 
     catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
     workload = workload_from_args(args, catalog)
-    acc = catalog.accelerator(args.gpu) if args.gpu else None
     tokens = parse_run_tokens(args.tokens, "tokens") if args.tokens else None
-    if tokens is not None and not workload.is_training:
-        raise UserError("--tokens (a training run's length) applies to training workloads")
-    if args.burst is not None and not workload.is_generation:
-        raise UserError("--burst N (requests sent at once) needs generation: give --prompt-len and "
-                        "--gen-len (inference)")
-    if acc is not None:
-        ok, msg = precision_support(workload.precision, acc)
-        if not ok:
-            raise UserError(f"--precision {workload.precision}: {msg}")
-    if acc is not None and args.sharding is None and not any(
-            getattr(args, f, None) for f in ("tp", "pp", "dp", "zero")):
-        from fleet_tui.core.sizing.layout import auto_layout
-
-        workload = auto_layout(workload, acc, workload.gpus)  # the cheapest layout that fits
-    res = size_workload(workload, acc, workload.gpus)
-    speed_acc = acc
-    thr = res.throughput
-    misfit = res.fit is not None and not res.fit.fits
-    if misfit:
-        thr = None  # nothing that does not fit gets a speed
-    elif thr is None:
-        try:
-            speed_acc = catalog.accelerator(REFERENCE_ACCELERATOR)
-        except UserError:
-            speed_acc = next(iter(catalog.accelerators.values()), None)
-        if speed_acc is not None:
-            from fleet_tui.core.perf import estimate_throughput
-
-            thr = estimate_throughput(workload, speed_acc, workload.gpus)
-    run = None
-    if tokens is not None and speed_acc is not None and not misfit:
-        from fleet_tui.core.perf.run import training_run
-
-        run = training_run(workload, speed_acc, workload.gpus, tokens)
-    data = _to_dict(res, thr, speed_acc, acc, run, catalog)
-    data["serving_plan"] = _plan(args, workload, catalog, speed_acc)
-    data["burst"] = (_burst(workload, speed_acc, args.burst)
-                     if args.burst is not None and speed_acc is not None and not misfit else None)
-    data["cost"] = None
-    if acc is not None and res.fit is not None and res.fit.fits:
-        from fleet_tui.core.catalog.query import cheapest_setup
-
-        cost = cheapest_setup(catalog, acc.id, workload.gpus,
-                              tokens_per_s=thr.tokens_per_s if thr is not None else None)
-        data["cost"] = cost.to_dict() if cost is not None else None
+    layout_given = args.sharding is not None or any(getattr(args, f, None) for f in ("tp", "pp", "dp", "zero"))
+    report = plan_workload(PlanRequest(workload, args.gpu, layout_given=layout_given,
+                                       demand=demand_from_args(args, workload), training_tokens=tokens,
+                                       burst=args.burst), catalog)
+    data = report.to_dict(flag)
     if args.json:
         from fleet_tui.commands._output import print_json
 
@@ -144,57 +101,17 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan(args, workload, catalog, acc) -> dict | None:
-    """The serving capacity plan (core.perf.capacity.serving_plan) when a demand is given."""
-    from fleet_tui.commands._demand_args import demand_from_args
-
-    d = demand_from_args(args, workload)
-    if d is None:
-        return None
-    if acc is None:
-        return None
-    from fleet_tui.core.perf.capacity import serving_plan
-    from fleet_tui.core.catalog.query import cheapest_setup
-
-    gpus = workload.replica_gpus
-    setup = cheapest_setup(catalog, acc.id, gpus)
-    price = setup.usd_per_hour / gpus if setup is not None else None
-    plan = serving_plan(workload, acc, gpus, workload.prompt_len, workload.gen_len, rate_rps=d.rate_rps,
-                        output_tokens_per_s=d.output_tokens_per_s, ttft_ms=d.ttft_ms, tpot_ms=d.tpot_ms,
-                        usd_per_device_hour=price)
-    out = plan.to_dict()
-    out["accelerator"] = acc.id
-    out["price_source"] = (f"cheapest on-demand offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
-                           f"({setup.instance.cloud} {setup.instance.region}), per device-hour"
-                           if setup is not None else None)
-    return out
-
-
-def _burst(workload, acc, n: int) -> dict:
-    """``n`` requests at once (core.perf.capacity.burst_speed), split evenly over the replicas."""
-    from fleet_tui.core.perf.capacity import burst_speed
-
-    gpus = workload.replica_gpus
-    replicas = max(1, workload.gpus // gpus)
-    per_replica = -(-n // replicas)  # the busiest replica sets the burst's end
-    b = burst_speed(workload, acc, gpus, workload.prompt_len, workload.gen_len, per_replica)
-    out = {"accelerator": acc.id, "replicas": replicas, "gpus_per_replica": gpus}
-    if b is None:
-        return out | {"requests": n, "unknown": f"no serving speed for {acc.id} (a published figure is missing)"}
-    # the whole setup: every request, every replica's tokens, the slowest replica's duration
-    return out | b.to_dict() | {"requests": n, "concurrency": b.concurrency * replicas,
-                      "output_tokens_per_s": n * workload.gen_len / b.duration_s}
-
-
 def _render_burst(b: dict) -> list[str]:
     if b.get("unknown"):
         return ["", f"Burst of {b['requests']:,} requests on {b['accelerator']}: {b['unknown']}"]
     split = f" over {b['replicas']} replicas" if b["replicas"] > 1 else ""
-    waves = f" in {b['waves']:,} waves" if b["waves"] > 1 else ""
+    pre = f", {b['preemptions']:,} preemptions" if b["preemptions"] else ""
     return ["", f"Burst of {b['requests']:,} requests at once on {b['accelerator']}{split}: "
-                f"{b['concurrency']:,} run at a time{waves}",
-            f"  first token {b['ttft_s'] * 1e3:,.0f} ms (mean), {b['itl_s'] * 1e3:,.1f} ms between tokens, "
-            f"{b['output_tokens_per_s']:,.0f} output tokens/s, last request ends after {b['duration_s']:,.1f} s"]
+                f"{b['concurrency']:,} run at a time at most (simulated scheduler{pre})",
+            f"  first token {b['ttft_s'] * 1e3:,.0f} ms mean (p50 {b['ttft_p50_s'] * 1e3:,.0f}, p95 "
+            f"{b['ttft_p95_s'] * 1e3:,.0f}), {b['itl_s'] * 1e3:,.1f} ms per token mean (p95 "
+            f"{b['tpot_p95_s'] * 1e3:,.1f}), {b['output_tokens_per_s']:,.0f} output tokens/s, last request "
+            f"ends after {b['duration_s']:,.1f} s"]
 
 
 def _render_plan(p: dict) -> list[str]:
@@ -202,106 +119,27 @@ def _render_plan(p: dict) -> list[str]:
 
     if p["replicas"] is None:
         return ["", f"Serving plan on {p['accelerator']}: speed unknown ({p['unknown']})"]
-    slo = "meets the targets" if p["meets_slo"] else "CANNOT meet the targets"
+    slo = ""
+    if p.get("has_targets"):
+        slo = " (meets the targets)" if p["meets_slo"] else " (CANNOT meet the targets)"
+    pct = f"p{p['slo_percentile']:g} " if p.get("slo_percentile") is not None and p.get("simulated") else "mean "
     lines = ["", f"Serving plan on {p['accelerator']} ({p['engine']}): {p['rate_rps']:g} req/s of "
                  f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens ({p['output_tokens_per_s']:,.0f} output tokens/s)",
              f"  {p['replicas']} replica(s) × {p['gpus_per_replica']} GPU = {p['devices']} GPUs, "
              f"{p['concurrency_per_replica']} sequences in flight per replica, {p['in_flight']:,.1f} in flight "
-             f"overall; first token {p['ttft_s'] * 1e3:,.0f} ms, {p['tpot_s'] * 1e3:,.1f} ms per token ({slo})"]
+             f"overall; at this load {pct}first token {p['ttft_s'] * 1e3:,.0f} ms, {pct}{p['tpot_s'] * 1e3:,.1f} ms "
+             f"per token{slo}"]
+    sim = p.get("simulated")
+    if sim:
+        lines.append(f"  simulated per replica at {sim['rate_rps']:.3g} req/s: first token p50/p95/p99 "
+                     f"{sim['ttft_p50_s'] * 1e3:,.0f}/{sim['ttft_p95_s'] * 1e3:,.0f}/{sim['ttft_p99_s'] * 1e3:,.0f} ms, "
+                     f"per token {sim['tpot_p50_s'] * 1e3:,.1f}/{sim['tpot_p95_s'] * 1e3:,.1f}/"
+                     f"{sim['tpot_p99_s'] * 1e3:,.1f} ms, end to end {sim['e2e_p50_s']:,.2f}/{sim['e2e_p95_s']:,.2f}/"
+                     f"{sim['e2e_p99_s']:,.2f} s; queue {sim['queue_mean']:.1f}, KV pool {sim['kv_use_mean']:.0%} used")
     if p["usd_per_month"] is not None:
         lines.append(f"  {money(p['usd_per_month'])}/month on-demand, {money(p['usd_per_million_tokens'])} per 1M "
                      f"output tokens ({p['price_source']})")
     return lines
-
-
-def _layout_label(w, gpus: int) -> str | None:
-    from fleet_tui.core.footprint import parallel_layout
-
-    return parallel_layout(w, gpus).label() if gpus > 1 else None
-
-
-def _suggestions(res, acc, catalog) -> list:
-    """The fit's own suggestions, then (a misfit) the smallest larger catalog devices that fit."""
-    fit = res.fit
-    if fit is None:
-        return []
-    out = list(fit.suggestions)
-    if not fit.fits and catalog is not None:
-        from fleet_tui.core.sizing.fit import bigger_devices
-
-        accs = catalog.accelerators
-        out += bigger_devices(res.workload, res.gpus, acc, accs.values() if isinstance(accs, dict) else accs)
-    return out
-
-
-def _to_dict(res, thr, speed_acc, acc, run, catalog=None) -> dict:
-    from fleet_tui.commands._workload_args import flag
-    from fleet_tui.core.modelspec import param_counts
-
-    w = res.workload
-    arch = w.arch
-    pc = param_counts(arch)
-    mem = res.memory
-    fit = res.fit
-    wd = {
-        "model": arch.id, "model_name": arch.name or arch.id, "params": pc.total,
-        "active_params": pc.active, "kind": w.kind, "precision": w.precision, "batch": w.batch,
-        "seq_len": w.seq_len, "target_len": w.target_len, "prompt_len": w.prompt_len, "gen_len": w.gen_len, "gpus": w.gpus,
-        "sharding": w.sharding,
-        "layout": _layout_label(w, res.gpus),
-    }
-    if w.is_training:
-        wd.update(optimizer=w.optimizer, master_weights=w.master_weights,
-                  grad_checkpointing=w.grad_checkpointing, framework=w.framework, chunked_loss=w.chunked_loss,
-                  optimizer_in_backward=w.optimizer_in_backward, offload=list(w.offload), compile=w.compile,
-                  selective_checkpointing=w.selective_checkpointing)
-    else:
-        wd.update(engine=w.engine, kv_cache_dtype=w.kv_cache_dtype,
-                  gpu_memory_utilization=w.gpu_memory_utilization,
-                  max_num_batched_tokens=w.max_num_batched_tokens)
-    if w.is_adapter:
-        wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
-    out: dict = {
-        "workload": wd,
-        "memory": {"total_bytes": mem.total_bytes, "total_gib": round(mem.total_gib, 3), "per_gpu": mem.per_gpu,
-                   "phase": mem.phase, "breakdown": dict(mem.breakdown), "assumptions": mem.notes(flag)},
-        "accelerator": acc.id if acc is not None else None,
-        "gpus": res.gpus,
-        "fits": fit.fits if fit is not None else None,
-        "capacity_bytes": fit.capacity_bytes if fit is not None else None,
-        "headroom_bytes": fit.headroom_bytes if fit is not None else None,
-        "precision_supported": fit.precision_supported if fit is not None else None,
-        "precision_note": (fit.precision_note or None) if fit is not None else None,
-        "fit_message": fit.message if fit is not None else None,
-        "suggestions": [{"description": s.render(flag), "change": s.change, "total_bytes": s.total_bytes,
-                         "gpus": s.gpus} for s in _suggestions(res, acc, catalog)],
-        "kv_capacity": None,
-        "throughput": None,
-        "training_run": None,
-    }
-    kv = res.kv_capacity
-    if kv is not None:
-        out["kv_capacity"] = {"tokens": kv.tokens, "concurrent_sequences": kv.concurrent_sequences,
-                              "bytes_per_token": kv.bytes_per_token, "sequence_tokens": kv.sequence_tokens}
-    if thr is not None:
-        assumptions = list(thr.assumptions)
-        if acc is None and speed_acc is not None:
-            assumptions.insert(0, f"no --gpu given: speed shown for {speed_acc.id}")
-        out["throughput"] = {
-            "tokens_per_s": thr.tokens_per_s, "phase": thr.phase,
-            "prefill_tokens_per_s": thr.prefill_tokens_per_s, "decode_tokens_per_s": thr.decode_tokens_per_s,
-            "time_per_output_token_s": thr.time_per_output_token_s,
-            "time_to_first_token_s": thr.time_to_first_token_s, "step_s": thr.step_s, "mfu": thr.mfu,
-            "engine": thr.engine, "bound": thr.bound,
-            "accelerator": speed_acc.id if speed_acc is not None else None, "assumptions": assumptions,
-            "unknown": thr.unknown or None,
-        }
-    if run is not None:
-        out["training_run"] = {"tokens": run.tokens, "seconds": run.seconds,
-                               "hours": run.seconds / 3600 if run.seconds is not None else None,
-                               "gpu_hours": run.gpu_hours, "accelerator": speed_acc.id, "gpus": run.gpus,
-                               "unknown": run.unknown or None}
-    return out
 
 
 def _render(d: dict) -> str:
@@ -328,17 +166,25 @@ def _render(d: dict) -> str:
             for k, v in mem["breakdown"].items()]
     rows.append(("total", _gib(mem["total_bytes"]), "100.0%", f"peak: {mem['phase']}"))
     lines += ["", "Memory per GPU (GiB):", format_table(("component", "GiB", "share", "what"), rows)]
+    v = d["verdict"]
     if d["fits"] is not None:
-        verdict = "FITS" if d["fits"] else "DOES NOT FIT"
+        verdict = {"fits": "FITS", "does_not_fit": "DOES NOT FIT", "starts": "STARTS",
+                   "does_not_start": "DOES NOT START"}[v["status"]]
         lines += ["", f"{verdict} on {d['gpus']}× {d['accelerator']}: {d['fit_message']}"]
+        if v["engine_error"]:
+            lines.append(f"  the engine says: {v['engine_error']}")
+        e = d.get("engine")
+        if e is not None:
+            parts = ", ".join(f"{k.replace('_', ' ')} {_gib(b)}" for k, b in e["parts"].items() if b)
+            lines.append(f"  {e['engine']} reserves {_gib(e['reserved_bytes'])} GiB per GPU: {parts} GiB")
         if d["suggestions"]:
-            lines.append("Smallest changes that make it fit:")
+            lines.append("Smallest changes that make it " + ("start:" if v["status"] == "does_not_start" else "fit:"))
             for s in d["suggestions"]:
                 lines.append(f"  - {s['description']} -> {_gib(s['total_bytes'])} GiB per GPU")
         elif not d["fits"]:
             lines.append("No change on these or more of these devices makes it fit; try a larger accelerator.")
         if not d["fits"]:
-            lines.append("Speed: not estimated (it does not fit).")
+            lines.append("Speed: not estimated (it does not " + ("start)." if v["status"] == "does_not_start" else "fit)."))
     kv = d["kv_capacity"]
     engine = ""
     if "engine" in w:

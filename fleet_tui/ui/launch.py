@@ -8,7 +8,9 @@ message and exit status 2 rather than a broken screen.
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
+from typing import TextIO
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.records import record
@@ -26,6 +28,7 @@ class AppConfig:
     catalog_dirs: tuple[str | Path, ...] = ()  # extra catalog directories
     interval_s: float | None = None  # monitor refresh; None: 1 s
     record_db: str | Path | None = None  # also record the monitor's samples to this SQLite file
+    slurm: bool | None = None  # Jobs pane asks Slurm; None: when squeue is on PATH
 
 
 def build_app(config: AppConfig, **overrides):
@@ -59,7 +62,7 @@ def build_app(config: AppConfig, **overrides):
         raise UserError(f"--record {str(record)!r}: folder {str(record_db.parent)!r} does not exist.")
     options = dict(source_spec=explicit or "auto", source=source, record_db=record_db,
                    instance=config.instance, theme=theme, themes=themes,
-                   catalog_dirs=catalog_dirs, interval_s=interval,
+                   catalog_dirs=catalog_dirs, interval_s=interval, slurm=config.slurm,
                    start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")
                    if explicit else "catalog")
     options.update(overrides)
@@ -92,7 +95,30 @@ async def _probe(source) -> None:
         await source.close()
 
 
+NO_TERMINAL = ("the app needs a terminal, and {which} not one (a script, cron or CI step?); "
+               "the headless commands work without one: 'fleet-tui monitor --once', "
+               "'fleet-tui size ...', 'fleet-tui recommend ...' ('fleet-tui --help' lists them all).")
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):  # closed, or not a real file
+        return False
+
+
+def check_terminal(stdin: TextIO | None, stdout: TextIO | None) -> None:
+    """UserError unless both ``stdin`` and ``stdout`` are terminals: without one the app has no
+    keys to read or no screen to draw on, and would wait forever."""
+    missing = [name for name, stream in (("stdin", stdin), ("stdout", stdout))
+               if not _is_terminal(stream)]
+    if missing:
+        which = " and ".join(missing) + (" are" if len(missing) > 1 else " is")
+        raise UserError(NO_TERMINAL.format(which=which))
+
+
 def run_app(config: AppConfig) -> int:
-    app = build_app(config)
+    app = build_app(config)  # a bad flag is named first, terminal or not
+    check_terminal(sys.stdin, sys.stdout)  # before the app runs: exit 2 at once, never spin
     app.run()
     return int(app.return_code or 0)

@@ -157,28 +157,34 @@ def input_thread_waits() -> None:
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
 
-        def dispatch(events, final: bool = False) -> None:
+        def dispatch(events, final: bool = False) -> bool:
             """As Textual's loop: read what the terminal sent, parse, then let the parser emit
-            what its deadline released (a lone escape)."""
+            what its deadline released (a lone escape). True when the input has ended."""
+            ended = False
             reads = [mask for key, mask in events if key.fd == fileno]
             for last, mask in loop_last(reads):
                 if mask & selectors.EVENT_READ:
                     text = decode(os.read(fileno, 1024 * 4), final=final and last)
-                    if not text:  # stdin piped and closed
+                    if not text:  # end of input (stdin piped and closed): nothing more comes
+                        ended = True
                         break
                     for event in parser.feed(text):
                         self.process_message(event)
             for event in parser.tick():
                 self.process_message(event)
+            return ended
 
         with exit_event.wake_lock:
             exit_event.wake_fd = wake_w
         try:
-            while not exit_event.is_set():
+            ended = False
+            while not exit_event.is_set() and not ended:
                 due = parser._timeout_time  # the escape delay's end, while one runs
-                dispatch(selector.select(None if due is None else max(due - get_time(), 0.0)))
+                # at the end of input the descriptor stays readable: stop, or select spins
+                ended = dispatch(selector.select(None if due is None else max(due - get_time(), 0.0)))
             selector.unregister(fileno)
-            dispatch(selector.select(0.1), final=True)
+            if not ended:
+                dispatch(selector.select(0.1), final=True)
         finally:
             with exit_event.wake_lock:
                 exit_event.wake_fd = None

@@ -11,6 +11,7 @@ from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.perf.capacity import burst_speed
 from fleet_tui.core.perf.engines import serving_speed
+from fleet_tui.core.perf.sim_plan import burst_report
 from fleet_tui.core.workload import Workload
 
 PROMPT, GEN = 202, 214
@@ -77,25 +78,26 @@ def _size(capsys, *argv):
     return rc, out, err
 
 
-def test_size_burst_reports_the_whole_setup(capsys, setup):
+def test_size_burst_reports_the_simulated_setup(capsys, setup):
+    """``size --burst`` renders the scheduler simulation (core.perf.sim_plan.burst_report)."""
     w, acc = setup
     rc, out, err = _size(capsys, "--burst", "500", "--json")
     assert rc == 0, err
     b = json.loads(out)["burst"]
-    core = burst_speed(w, acc, 1, PROMPT, GEN, 500)
+    core = burst_report(w, acc, 500)
+    assert b == pytest.approx(core.to_dict())
     assert b["requests"] == 500 and b["replicas"] == 1 and b["accelerator"] == "H100"
-    assert b["ttft_s"] == pytest.approx(core.ttft_s) and b["itl_s"] == pytest.approx(core.itl_s)
-    assert b["output_tokens_per_s"] == pytest.approx(core.output_tokens_per_s)
-    # two data-parallel replicas split the requests: each runs 250
+    assert b["concurrency"] <= 500 and b["ttft_p50_s"] <= b["ttft_p95_s"] <= b["ttft_p99_s"]
+    # two data-parallel replicas split the requests: each runs 250, as one replica's burst of 250
     rc, out, err = _size(capsys, "--burst", "500", "--gpus", "2", "--sharding", "data", "--json")
     two = json.loads(out)["burst"]
-    half = burst_speed(w, acc, 1, PROMPT, GEN, 250)
-    assert (two["replicas"], two["concurrency"]) == (2, 500)
+    half = burst_report(w, acc, 250)
+    assert two["replicas"] == 2 and two["concurrency"] == 2 * half.concurrency
     assert two["duration_s"] == pytest.approx(half.duration_s)
     assert two["output_tokens_per_s"] == pytest.approx(500 * GEN / half.duration_s)
     rc, out, err = _size(capsys, "--burst", "500")
-    assert rc == 0 and "Burst of 500 requests at once on H100: 500 run at a time" in out
-    assert f"{core.itl_s * 1e3:,.1f} ms between tokens" in out
+    assert rc == 0 and f"Burst of 500 requests at once on H100: {core.concurrency} run at a time at most" in out
+    assert f"{core.itl_s * 1e3:,.1f} ms per token mean" in out
     rc, out, _ = _size(capsys, "--json")
     assert json.loads(out)["burst"] is None  # only when asked
 

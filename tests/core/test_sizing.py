@@ -16,8 +16,15 @@ from hypothesis import strategies as st
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.modelspec import ModelArch, param_count
-from fleet_tui.core.sizing import (capacity_bytes, check_fit, estimate_memory, kv_bytes_per_token,
-                                   kv_capacity, precision_support, size_workload)
+from fleet_tui.core.sizing import (
+    capacity_bytes,
+    check_fit,
+    estimate_memory,
+    kv_bytes_per_token,
+    kv_capacity,
+    precision_support,
+    size_workload,
+)
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -66,7 +73,7 @@ def test_kv_bytes_sliding_window_layers_hold_only_their_window():
 
 
 def test_kv_component_scales_with_tokens():
-    a = mem(Workload(kind="inference", model=L8, batch=4, prompt_len=1000, gen_len=1000))
+    a = mem(Workload(kind="inference", model=L8, batch=4, prompt_len=1000, gen_len=1000, engine="hf"))
     assert a.breakdown["kv_cache"] == pytest.approx(4 * 2000 * 131_072, rel=1e-6)
 
 

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from fleet_tui.core.catalog import names
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.records import record
 
@@ -170,6 +171,7 @@ class Catalog:
         self._by_accelerator: dict[str, list[Instance]] = {}
         self._by_type: dict[str, list[Instance]] | None = None
         self._acc_index = accelerator_index(self.accelerators)
+        self._acc_keys = names.index(self.accelerators)
         self._model_index = _model_index(self.models)
 
     def __repr__(self) -> str:
@@ -178,8 +180,11 @@ class Catalog:
 
     # -- accelerators and models --------------------------------------------------------------
     def resolve_accelerator(self, name: str) -> str | None:
-        """Accelerator id for an id, alias or name (case-insensitive), or None."""
-        return self._acc_index.get(str(name).strip().lower())
+        """Accelerator id for an id, alias or name as people write it, or None: case, separators,
+        vendor words and a memory suffix do not matter (``'NVIDIA H100 80GB HBM3'``, ``h100_sxm``
+        and ``'H100 80GB'`` are H100; :mod:`fleet_tui.core.catalog.names`)."""
+        text = str(name).strip()
+        return self._acc_index.get(text.lower()) or self._acc_keys.get(names.name_key(text))
 
     def accelerator(self, name: str):
         """The :class:`~fleet_tui.core.specs.Accelerator` called ``name`` (id or alias)."""

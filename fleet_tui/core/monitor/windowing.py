@@ -36,11 +36,16 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
-                                             HostLoad, SlidingWindow, analyze_device_window)
+from fleet_tui.core.monitor.analysis import (
+    GROWTH_LOOKBACK_S,
+    GROWTH_NOISE_BYTES,
+    DeviceAnalysis,
+    HostLoad,
+    SlidingWindow,
+    analyze_device_window,
+)
 from fleet_tui.core.monitor.analysis.phases import smoothing_s
-from fleet_tui.core.monitor.analysis.thresholds import (GROWTH_FILLING_FRAC,
-                                                        GROWTH_MIN_FRAC_OF_TOTAL)
+from fleet_tui.core.monitor.analysis.thresholds import GROWTH_FILLING_FRAC, GROWTH_MIN_FRAC_OF_TOTAL
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.records import record

@@ -36,10 +36,38 @@ from dataclasses import field
 
 from fleet_tui.core import pricing
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.perf.arrivals import LENGTH_MIXES
 from fleet_tui.core.perf.engines import engine_statement, serving_speed
 from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
+
+
+@record
+class SimLatency:
+    """One replica's simulated latency and load at the planned rate per replica (seconds)."""
+
+    rate_rps: float  # offered to one replica
+    requests: int  # simulated
+    length_mix: str
+    ttft_p50_s: float
+    ttft_p95_s: float
+    ttft_p99_s: float
+    tpot_p50_s: float
+    tpot_p95_s: float
+    tpot_p99_s: float
+    e2e_p50_s: float
+    e2e_p95_s: float
+    e2e_p99_s: float
+    output_tokens_per_s: float
+    queue_mean: float
+    running_mean: float
+    kv_use_mean: float
+    kv_use_max: float
+    preemptions: int
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
 
 
 @record
@@ -62,24 +90,45 @@ class ServingPlan:
     usd_per_million_tokens: float | None = None
     notes: tuple[str, ...] = field(default=())
     unknown: str = ""
+    #: latency targets were given (``meets_slo`` means something only then)
+    has_targets: bool = False
+    #: the percentile ``ttft_s``/``tpot_s`` are at and the targets are checked at (None: the
+    #: analytic plan's means)
+    slo_percentile: float | None = None
+    #: the scheduler simulation at the planned load per replica (None: the analytic plan)
+    simulated: SimLatency | None = None
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "notes"} | {"notes": list(self.notes)}
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("notes", "simulated")}
+        return out | {"notes": list(self.notes),
+                      "simulated": self.simulated.to_dict() if self.simulated is not None else None}
+
+
+#: the percentile latency targets are checked at unless one is given (``--slo-percentile``)
+DEFAULT_SLO_PERCENTILE = 95.0
 
 
 @record
 class Demand:
     """Serving demand and latency targets: ``rate_rps`` requests/s or ``output_tokens_per_s``
-    (exactly one), optional ``ttft_ms`` / ``tpot_ms``. Build it with :func:`demand` (checked)."""
+    (exactly one), optional ``ttft_ms`` / ``tpot_ms`` met at the ``slo_percentile``-th percentile
+    of requests, request lengths ``length_mix`` ("fixed" or a named mix of
+    :mod:`fleet_tui.core.perf.arrivals`). Build it with :func:`demand` (checked)."""
 
     rate_rps: float | None = None
     output_tokens_per_s: float | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
+    slo_percentile: float = DEFAULT_SLO_PERCENTILE
+    length_mix: str = "fixed"
+    #: plan with the scheduler simulation (:mod:`.sim_plan`); False: the analytic operating point
+    simulate: bool = True
 
     def rate_for(self, gen: int) -> float:
         """Requests per second (an output token rate divided by the tokens each request generates)."""
-        return float(self.rate_rps) if self.rate_rps is not None else float(self.output_tokens_per_s) / gen
+        if self.rate_rps is not None:
+            return float(self.rate_rps)
+        return float(self.output_tokens_per_s or 0.0) / gen
 
     @property
     def has_targets(self) -> bool:
@@ -110,12 +159,23 @@ def _positive(field_name: str, value) -> float | None:
 
 
 def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, *,
-           workload: Workload | None = None) -> Demand | None:
+           workload: Workload | None = None, slo_percentile=None, length_mix: str | None = None,
+           simulate: bool = True) -> Demand | None:
     """The checked :class:`Demand` (None when no rate is given; targets alone are an error).
-    Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``."""
+    Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``,
+    ``slo_percentile``, ``length_mix``."""
     rate, tokens = _positive("rate", rate_rps), _positive("tokens_per_s", output_tokens_per_s)
     ttft, tpot = _positive("ttft_ms", ttft_ms), _positive("tpot_ms", tpot_ms)
+    pct = _positive("slo_percentile", slo_percentile)
+    if pct is not None and not pct < 100:
+        raise FieldError("slo_percentile", "{slo_percentile} " + f"{pct:g}" + ": a percentile above 0 and below 100")
+    mix = length_mix or "fixed"
+    if mix != "fixed" and mix not in LENGTH_MIXES:
+        raise FieldError("length_mix", "{length_mix} " + repr(mix) + ": one of fixed, " + ", ".join(LENGTH_MIXES))
     if rate is None and tokens is None:
+        if pct is not None:
+            raise FieldError("slo_percentile", "{slo_percentile} is the percentile of a capacity plan's "
+                             "targets: give {rate} or {tokens_per_s} too")
         if ttft is not None or tpot is not None:
             raise FieldError("ttft_ms", "{ttft_ms}/{tpot_ms} are targets of a capacity plan: give {rate} or "
                              "{tokens_per_s} too")
@@ -125,7 +185,7 @@ def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, 
     if workload is not None and not workload.is_generation:
         raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
                          "and {gen_len}")
-    return Demand(rate, tokens, ttft, tpot)
+    return Demand(rate, tokens, ttft, tpot, pct if pct is not None else DEFAULT_SLO_PERCENTILE, mix, simulate)
 
 
 @record
@@ -303,8 +363,8 @@ def plan_from_capacity(w: Workload, cap: ReplicaCapacity, prompt: int, gen: int,
     demand_tok = rate * gen
     notes = [engine_statement(w)]
     gpus = cap.gpus
-    base = dict(engine=w.engine, prompt_tokens=prompt, gen_tokens=gen, rate_rps=rate,
-                output_tokens_per_s=demand_tok, gpus_per_replica=gpus)
+    base = {"engine": w.engine, "prompt_tokens": prompt, "gen_tokens": gen, "rate_rps": rate,
+                "output_tokens_per_s": demand_tok, "gpus_per_replica": gpus}
     if cap.replica_rps is None:
         return ServingPlan(**base, concurrency_per_replica=0, replica_rps=None, replicas=None, devices=None,
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),

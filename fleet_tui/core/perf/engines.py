@@ -64,8 +64,14 @@ import math
 from dataclasses import field
 
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, parallel_split, sequence_state_bytes,
-                                      weight_bytes)
+from fleet_tui.core.footprint import (
+    activation_bytes,
+    kv_bytes_per_token,
+    parallel_layout,
+    parallel_split,
+    sequence_state_bytes,
+    weight_bytes,
+)
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf.profile_run import profile_peak_bytes, static_buffers_bytes
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
@@ -243,16 +249,60 @@ def expert_share(w: Workload) -> float:
     return min(1.0, routed / pc.total)
 
 
-def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool:
-    """The KV pool an engine allocates on each of ``gpus`` devices (see the module docstring).
-    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts, and
-    its own sequences' KV cache with all KV heads (attention is data parallel)."""
+@record
+class EngineReserve:
+    """What an engine sets aside on each GPU before its KV pool, and how it sizes the pool."""
+
+    weights: float
+    non_torch: float
+    activation_peak: float
+    cuda_graphs: float
+    utilization: float  # gpu_memory_utilization / free_gpu_memory_fraction / mem_fraction_static
+    rule: str  # EngineProfile.memory_rule
+    tp: int  # KV heads are split over this many ranks (1 under expert parallel)
+    pp: int = 1  # pipeline stages: each GPU holds 1/pp of the layers' weights and KV
+
+    @property
+    def parts(self) -> dict[str, float]:
+        return {"weights": self.weights, "non_torch": self.non_torch, "activation_peak": self.activation_peak,
+                "cuda_graphs": self.cuda_graphs}
+
+    def pool_bytes(self, total: float) -> float:
+        """The KV pool of one GPU with ``total`` usable bytes (negative: the engine cannot start)."""
+        fixed = self.weights + self.non_torch + self.activation_peak + self.cuda_graphs
+        if self.rule == "free":
+            return (total - cal.CUDA_CONTEXT_BYTES - fixed) * self.utilization
+        if self.rule == "total":
+            return total * self.utilization - fixed
+        if self.rule == "static":  # SGLang: mem_fraction_static covers weights + KV; activations outside it
+            return total * self.utilization - self.weights
+        return total - cal.CUDA_CONTEXT_BYTES - fixed
+
+    def total_for_pool(self, pool: float) -> float:
+        """The least usable bytes per GPU on which the pool reaches ``pool`` bytes (the inverse of
+        :meth:`pool_bytes`; SGLang also needs its activations to fit outside its static share)."""
+        fixed = self.weights + self.non_torch + self.activation_peak + self.cuda_graphs
+        if self.rule == "free":
+            return cal.CUDA_CONTEXT_BYTES + fixed + pool / self.utilization
+        if self.rule == "total":
+            return (fixed + pool) / self.utilization
+        if self.rule == "static":
+            return max((self.weights + pool) / self.utilization, fixed + pool + cal.CUDA_CONTEXT_BYTES)
+        return cal.CUDA_CONTEXT_BYTES + fixed + pool
+
+
+def engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> EngineReserve:
+    """The engine's charges per GPU before its pool (see the module docstring). ``fabric``: the GPUs
+    talk over NVLink-class links, which add NCCL's channels and the custom all-reduce buffers.
+    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts."""
     e = engine_profile(w)
     arch = w.arch
     pc = param_counts(arch)
     _, tp, _ = parallel_split(w if w.sharding != "fsdp" else w.derive(sharding="data"), gpus)
-    weights = weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / tp
-    if expert_parallel(w, gpus):
+    pp = parallel_layout(w, gpus).pp if w.sharding != "fsdp" else 1
+    weights = weight_bytes(w.derive(kind="inference") if w.is_training else w, pc) / (tp * pp)
+    ep = expert_parallel(w, gpus)
+    if ep:
         tp = 1
         weights = weight_bytes(w, pc) * (1 - expert_share(w) * (1 - 1 / gpus))
     act = activation_bytes(w)
@@ -261,26 +311,26 @@ def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool
     # NVLink-class links get NCCL's NVLink channels and the engines' custom all-reduce IPC buffers;
     # PCIe boards without peer-to-peer (RTX 4090, T4, L40S) use neither: vLLM logs 0.25 GiB of
     # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
-    fabric = (tp > 1 or expert_parallel(w, gpus)) and link_kind(acc) == "fabric"
-    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if fabric else 0)
+    linked = (tp > 1 or ep) and fabric
+    non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if linked else 0)
     # seqs: the engines' own caps above 256 (TensorRT-LLM, SGLang: 1024) are admission limits, not
     # what their start-up profile samples
     seqs = w.max_num_seqs or min(e.max_seqs, 256)
     activation = (profile_peak_bytes if e.profiles_peak else static_buffers_bytes)(arch, act, chunk, seqs, tp)
+    rule = "static" if e.id == "sglang" else e.memory_rule
+    return EngineReserve(weights=weights, non_torch=non_torch, activation_peak=activation,
+                         cuda_graphs=float(e.cuda_graph_bytes), utilization=util, rule=rule, tp=tp, pp=pp)
+
+
+def kv_pool(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> KVPool:
+    """The KV pool an engine allocates on each of ``gpus`` devices (see the module docstring and
+    :func:`engine_reserve`)."""
+    r = engine_reserve(w, gpus, seq_tokens, link_kind(acc) == "fabric")
     total = acc.memory_gib * cal.GiB * cal.USABLE_MEMORY_FRACTION
-    parts = {"weights": weights, "non_torch": non_torch, "activation_peak": activation,
-             "cuda_graphs": float(e.cuda_graph_bytes)}
-    if e.memory_rule == "free":
-        free = (total - cal.CUDA_CONTEXT_BYTES - weights - non_torch - activation - e.cuda_graph_bytes) * util
-    elif e.memory_rule == "total":
-        free = total * util - weights - non_torch - activation - e.cuda_graph_bytes
-        if e.id == "sglang":  # mem_fraction_static covers weights + KV; activations live outside it
-            free = total * util - weights
-    else:
-        free = total - cal.CUDA_CONTEXT_BYTES - weights - non_torch - activation
-    per_tok = kv_bytes_per_token(arch, w, tp, seq_tokens)
+    free = r.pool_bytes(total)
+    per_tok = kv_bytes_per_token(w.arch, w, r.tp, seq_tokens) / r.pp
     tokens = int(max(0.0, free) // per_tok) if per_tok else 0
-    return KVPool(free_bytes=max(0.0, free), bytes_per_token=per_tok, tokens=tokens, parts=parts)
+    return KVPool(free_bytes=max(0.0, free), bytes_per_token=per_tok, tokens=tokens, parts=r.parts)
 
 
 #: Share of the interconnect's one-way bandwidth a ring all-reduce reaches (NCCL bus bandwidth):

@@ -42,6 +42,31 @@ def as_set(values, what: str, allowed: Iterable[str], field: str) -> frozenset[s
     return frozenset(out)
 
 
+def accelerator_set(values, catalog) -> frozenset[str] | None:
+    """Accelerator ids for names as people write them (``H100``, ``'NVIDIA H100 80GB HBM3'``,
+    ``l40s``; comma-separated or repeated), or None for no filter; a name the catalog does not
+    know is a FieldError on ``accelerators`` with the nearest names."""
+    from fleet_tui.core.catalog.models import unknown_message
+
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    out = set()
+    for item in (v.strip() for raw in values for v in str(raw).split(",")):
+        if not item:
+            continue
+        acc_id = catalog.resolve_accelerator(item)
+        if acc_id is None:
+            known = [*catalog.accelerators, *(a for acc in catalog.accelerators.values()
+                                              for a in acc.aliases)]
+            why = unknown_message("accelerator", item, known).replace(
+                f"unknown accelerator '{item}'", "unknown accelerator", 1)
+            raise FieldError("accelerators", "{accelerators} " + literal(f"{item!r}: {why}"))
+        out.add(acc_id)
+    return frozenset(out) or None
+
+
 def _positive_number(x) -> bool:
     return isinstance(x, (int, float)) and x > 0 and math.isfinite(x)
 

@@ -14,7 +14,13 @@ from fleet_tui.core.pricing import (
     SpotAssumptions,
     check_pricing,
 )
-from fleet_tui.core.ranking.constraints import as_schedule, as_set, check_limits, unit_for
+from fleet_tui.core.ranking.constraints import (
+    accelerator_set,
+    as_schedule,
+    as_set,
+    check_limits,
+    unit_for,
+)
 from fleet_tui.core.ranking.costs import MonthlyRates, unit_factor
 from fleet_tui.core.ranking.current import current_offer
 from fleet_tui.core.ranking.index import catalog_index, slice_accelerator
@@ -45,6 +51,7 @@ def recommend(
     regions: Iterable[str] | str | None = None,
     vendors: Iterable[str] | str | None = None,
     stacks: Iterable[str] | str | None = None,
+    accelerators: Iterable[str] | str | None = None,
     pricing: str = "on-demand",
     spot_allowed: bool = True,
     hours_per_month: float | Schedule | None = HOURS_PER_MONTH,
@@ -80,6 +87,7 @@ def recommend(
     region_set = as_set(regions, "region", index.regions, "region")
     vendor_set = as_set(vendors, "vendor", index.vendors, "vendor")
     stack_set = as_set(stacks, "software stack", index.stacks, "stack")
+    accelerator_ids = accelerator_set(accelerators, catalog)
 
     unit_kind, unit = unit_for(workload, training_tokens)
     planner = None
@@ -122,7 +130,8 @@ def recommend(
             skipped["inference_only_rows"] += len(rows)
             continue
         if (vendor_set is not None and group.vendor_key not in vendor_set) or (
-                stack_set is not None and acc.software_stack.lower() not in stack_set):
+                stack_set is not None and acc.software_stack.lower() not in stack_set) or (
+                accelerator_ids is not None and acc.id not in accelerator_ids):
             filtered += len(rows)
             continue
         if cloud_set is not None or region_set is not None:
@@ -286,7 +295,8 @@ def recommend(
         ("expand_regions", expand_regions),
         ("marketplace_multi_node", marketplace_multi_node),
         ("top", top),
-    ) + ((("demand", demand.to_dict()),) if demand is not None else ())
+    ) + ((("demand", demand.to_dict()),) if demand is not None else ()) + (
+        (("accelerators", tuple(sorted(accelerator_ids))),) if accelerator_ids else ())
     return Recommendation(
         workload=workload, unit=unit, pricing=pricing, schedule=schedule, offers=offers,
         current=cur, fitting_offers=fitting, considered_rows=len(catalog.instances),

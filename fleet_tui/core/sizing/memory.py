@@ -55,21 +55,40 @@ from collections.abc import Callable
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
-from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, sequence_state_bytes,
-                                      lora_params, parallel_layout, stack_lengths, weight_bytes)
+from fleet_tui.core.footprint import (
+    activation_bytes,
+    forward_transient,
+    kv_bytes_per_token,
+    lora_params,
+    parallel_layout,
+    sequence_state_bytes,
+    stack_lengths,
+    weight_bytes,
+)
 from fleet_tui.core.modelspec import param_counts
+from fleet_tui.core.perf.engines import engine_profile, engine_reserve
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_mask_bytes, attention_note,
-                                               residual_bytes, stack_activations)
-from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
-                                          loss_bytes_per_vocab_token)
+from fleet_tui.core.sizing.activations import (
+    adafactor_state_elems,
+    attention_mask_bytes,
+    attention_note,
+    residual_bytes,
+    stack_activations,
+)
+from fleet_tui.core.sizing.serving import serves_with_engine, serving_sequence_tokens
+from fleet_tui.core.sizing.stacks import (
+    StackTerms,
+    adapter_bytes,
+    apply_stack,
+    compile_factor,
+    loss_bytes_per_vocab_token,
+)
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
-
 
 COMPONENT_ORDER = (
     "weights", "weight_copies", "gradients", "optimizer_states", "activations", "logits",
-    "kv_cache", "workspace", "comm_buffers", "allocator_slack", "runtime_kernels", "cuda_context",
-    "driver_reserve",
+    "kv_cache", "workspace", "comm_buffers", "non_torch", "cuda_graphs", "allocator_slack", "runtime_kernels",
+    "cuda_context", "driver_reserve", "outside_budget",
 )
 COMPONENT_HELP = {
     "weights": "model parameters as stored (quantized formats include their scales)",
@@ -85,6 +104,10 @@ COMPONENT_HELP = {
     "runtime_kernels": "kernel images and library handles loaded while running",
     "cuda_context": "the process' CUDA context",
     "driver_reserve": "memory the driver holds before any process starts",
+    "non_torch": "serving engine: CUDA context, NCCL and custom all-reduce buffers (outside PyTorch)",
+    "cuda_graphs": "serving engine: memory its captured CUDA graphs keep",
+    "outside_budget": "serving engine: the share of the device it leaves outside its budget "
+                      "(1 - gpu_memory_utilization, or the fraction it keeps free)",
 }
 
 
@@ -131,6 +154,8 @@ _MEMORY = caches.memo("sizing.memory", 4096)
 
 
 def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
+    if serves_with_engine(w):
+        return _engine_start(w, gpus)
     arch = w.arch
     pc = param_counts(arch)
     lay = parallel_layout(w, gpus)
@@ -364,3 +389,34 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
     return MemoryBreakdown(total_bytes=sum(breakdown.values()), breakdown=breakdown, per_gpu=True,
                            phase=peak.name, gpus=gpus, assumptions=tuple(dict.fromkeys(assumptions)))
 
+
+
+def _engine_start(w: Workload, gpus: int) -> MemoryBreakdown:
+    """The least memory per GPU on which a serving engine (vllm, trtllm, sglang) starts: its
+    weights, profile-run activation peak, non-torch memory and CUDA graphs, plus the KV cache of
+    one sequence of the context (prompt + generated tokens, as ``--max-model-len``), inside its
+    budget; ``outside_budget`` is what its budget rule leaves unused at that size. The batch does
+    not move it: a larger batch queues (:func:`fleet_tui.core.sizing.serving.engine_fit`). Links
+    are taken as NVLink-class under tensor parallelism (their buffers charged; PCIe boards keep less)."""
+    e = engine_profile(w)
+    seq = serving_sequence_tokens(w)
+    r = engine_reserve(w, gpus, seq, fabric=True)
+    one_seq = (seq * kv_bytes_per_token(w.arch, w, r.tp, seq) + sequence_state_bytes(w.arch, w, r.tp)) / r.pp
+    need = r.total_for_pool(one_seq)
+    parts = {"weights": r.weights, "activations": r.activation_peak, "kv_cache": one_seq,
+             "non_torch": r.non_torch, "cuda_graphs": r.cuda_graphs}
+    parts["outside_budget"] = max(0.0, need - sum(parts.values()))
+    breakdown = {k: int(round(parts[k])) for k in COMPONENT_ORDER if parts.get(k, 0) > 0}
+    util = f"{r.utilization:g}"
+    knob = {"vllm": "gpu_memory_utilization", "trtllm": "free_gpu_memory_fraction",
+            "sglang": "mem_fraction_static"}.get(e.id, "its memory share")
+    notes = (f"memory as {e.id} reserves it: {knob} {util}; the pool must hold one sequence of "
+             f"{seq:,} tokens (prompt + generated) to start; requests beyond what the pool and the "
+             "running-request limit hold wait in the queue",
+             f"profile run over {w.max_num_batched_tokens or e.batched_tokens:,} tokens a step "
+             f"({{max_num_batched_tokens}}, chunked prefill): {r.activation_peak / cal.GiB:.2f} GiB "
+             "activation peak",
+             attention_note(w.arch))
+    return MemoryBreakdown(total_bytes=sum(breakdown.values()), breakdown=breakdown, per_gpu=True,
+                           phase=f"{e.id} start-up (weights, profile run, one sequence)", gpus=gpus,
+                           assumptions=notes)

@@ -6,13 +6,11 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis, Finding,
-                                                       RuleDiagnosis)
+from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis, Diagnosis, Finding, RuleDiagnosis
 from fleet_tui.core.monitor.analysis.registry import PRIORITY, RULES
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import (GrowthPoints, HostLoad, WindowStats,
-                                                   missing_signals, window_stats)
+from fleet_tui.core.monitor.analysis.window import GrowthPoints, HostLoad, WindowStats, missing_signals, window_stats
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 
@@ -112,7 +110,7 @@ def _with_capping(keyed: list[tuple[tuple, RuleDiagnosis]], st: WindowStats
     clock, clock_max, power, limit = st.sm_clock, st.sm_clock_max, st.power_w, st.power_limit_w
     out = []
     for k, d in keyed:
-        found = d._finding if isinstance(d, RuleDiagnosis) else None
+        found = d.finding if isinstance(d, RuleDiagnosis) else None
         if d.role != "bottleneck" or found is None:
             out.append((k, d))
             continue

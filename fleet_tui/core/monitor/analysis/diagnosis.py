@@ -133,6 +133,13 @@ class RuleDiagnosis(Diagnosis):
             object.__setattr__(self, "evidence", evidence)
             object.__setattr__(self, "explanation", explanation)
 
+    _finding: Finding | None  # None when given in full
+
+    @property
+    def finding(self) -> Finding | None:
+        """What the rule found (None for a diagnosis given in full)."""
+        return self._finding
+
     @cached_property
     def evidence(self) -> Evidence:  # type: ignore[override]
         return tuple([(k, round3(v) if isinstance(v, float) else v)

@@ -74,7 +74,7 @@ def roofline_of(tensor: float | None, fp32: float | None, fp16: float | None,
 
 
 def _entries() -> list[dict]:
-    import tomllib
+    from fleet_tui.core.tomlio import tomllib  # the project's TOML reader (tomli before 3.11)
 
     with (paths.bundled_catalog_dir() / "accelerators.toml").open("rb") as fh:
         return list(tomllib.load(fh).get("accelerator", []))
