@@ -147,6 +147,32 @@ def replay_all() -> list[Replayed]:
     return out
 
 
+COLUMNS = (("TTFT p50 ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT p50 ms", "tpot_ms_p50"),
+           ("TPOT p99 ms", "tpot_ms_p99"), ("output tok/s", "output_tokens_per_s"))
+
+
+def markdown(res: list[Replayed], split: str) -> str:
+    """One line per serving_latency.toml run: 'published / simulated' in the cells of ``split``."""
+    runs: dict[str, dict[str, Replayed]] = {}
+    for x in res:
+        if x.file == "serving_latency":
+            runs.setdefault(x.id.rsplit("-", 1)[0], {})[x.metric] = x
+    head = "| run | " + " | ".join(c for c, _ in COLUMNS) + " |"
+    lines = [f"{split} rows (published / simulated):", "", head, "|---|" + "---:|" * len(COLUMNS)]
+    for run, cells in runs.items():
+        out = []
+        for _, metric in COLUMNS:
+            x = cells.get(metric)
+            if x is None or x.split != split or x.simulated is None:
+                out.append("")
+            else:
+                fmt = ",.0f" if x.measured >= 100 else ",.1f"
+                out.append(f"{x.measured:{fmt}} / {x.simulated:{fmt}}")
+        if any(out):
+            lines.append(f"| {run.removeprefix('gpustack-')} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _summary(sel: list[Replayed], attr: str = "simulated") -> str:
     errs = [abs(getattr(x, attr) - x.measured) / x.measured for x in sel if getattr(x, attr) is not None]
     if not errs:
@@ -157,8 +183,14 @@ def _summary(sel: list[Replayed], attr: str = "simulated") -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", action="store_true", help="print every row")
+    ap.add_argument("--markdown", action="store_true",
+                    help="the per-run tables of docs/serving.md (tune and holdout cells apart)")
     args = ap.parse_args()
     res = replay_all()
+    if args.markdown:
+        for split in ("tune", "holdout"):
+            print(markdown(res, split))
+        return 0
     if args.rows:
         print(f"{'row':78} {'split':7} {'published':>11} {'simulated':>11} {'err':>6} {'sim p95':>10} {'analytic':>10}")
         for x in res:
