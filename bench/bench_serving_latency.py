@@ -37,6 +37,7 @@ from validation_rows import (
     precision_of,
     predict_serving,
     rows,
+    superseded,
 )
 
 from fleet_tui.core.errors import UserError
@@ -61,6 +62,7 @@ class Replayed:
     analytic: float | None
     p95: float | None = None  # the simulated p95 of a percentile row's quantity
     reason: str = ""
+    superseded: bool = False  # an engine release the profiles no longer describe (validation_rows)
 
     @property
     def error(self) -> float | None:
@@ -108,7 +110,7 @@ def _simulate(w: Workload, acc: Accelerator, tp: int, arrivals: Arrivals, fronte
 
 def replay(name: str, r: dict) -> Replayed:
     base = {"file": name.removesuffix(".toml"), "id": r["id"], "split": r["split"], "metric": r["metric"],
-                "measured": float(r["value"])}
+            "measured": float(r["value"]), "superseded": bool(superseded(r))}
     analytic = None
     if r["metric"] in ("output_tokens_per_s", "total_tokens_per_s"):
         analytic = predict_serving(r).predicted
@@ -218,11 +220,14 @@ def main() -> int:
     for split in ("tune", "holdout"):
         sel = [x for x in res if x.file != "serving_latency" and x.split == split
                and x.metric.startswith(("ttft", "itl", "tpot"))]
-        print(f"  {split:7} {_summary(sel)}")
-    print("Throughput of bursts and closed loops, every file (simulated vs the analytic model):")
+        current = [x for x in sel if not x.superseded]
+        print(f"  {split:7} {_summary(sel)}; current releases only {_summary(current)}")
+    print("Throughput of bursts, closed loops and online rates, every file (simulated vs the analytic model):")
     for split in ("tune", "holdout"):
         sel = [x for x in res if x.split == split and x.metric in ("output_tokens_per_s", "total_tokens_per_s")]
         print(f"  {split:7} simulated {_summary(sel)}; analytic {_summary(sel, 'analytic')}")
+        sel = [x for x in sel if not x.superseded]
+        print(f"  {split:7} current releases only: simulated {_summary(sel)}; analytic {_summary(sel, 'analytic')}")
     skipped = [x for x in res if x.simulated is None]
     if skipped:
         print(f"{len(skipped)} rows not replayed: " + "; ".join(sorted({x.reason for x in skipped})))
