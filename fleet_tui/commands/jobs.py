@@ -63,7 +63,7 @@ def _usages(args: argparse.Namespace):
     """Device usages from --devices or from a source's fleet view."""
     import json
 
-    from fleet_tui.core.cluster.jobs import DeviceUsage, usages_from_doc
+    from fleet_tui.core.cluster.jobs import usages_from_doc
     from fleet_tui.core.errors import UserError
 
     if args.devices:
@@ -82,11 +82,9 @@ def _usages(args: argparse.Namespace):
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
     import asyncio
 
+    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels, usages_from_view
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
-
-    from fleet_tui.core.cluster.promjobs import (DeviceLabels, read_device_labels,
-                                                  usages_from_view)
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
 
     source = open_source(spec)

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fleet_tui.core.fsutil import atomic_writer
-from fleet_tui.core.monitor.serialize import (RECORDING_FORMAT, BadField, number,
-                                              snapshot_from_dict, snapshot_to_dict)
+from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, BadField, number, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
 
@@ -140,7 +139,10 @@ def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
     if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
         raise BadField("procs", "a list of objects")
     return tuple(ProcessInfo(pid=_int(p.get("pid", 0), "procs.pid") or 0, device_index=0,
-                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"))
+                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"),
+                             # a command line, where the capture has one (bounded)
+                             command=p["command"][:256] if isinstance(p.get("command"), str)
+                             else None)
                  for p in procs)
 
 

@@ -29,10 +29,18 @@ from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad
 from fleet_tui.core.monitor.serialize import BadField
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
-from fleet_tui.core.monitor.trace import (DEMO_TRACE, TraceOrderError, TraceReader, bad_line,
-                                          decode_line, raw_extras, raw_processes,
-                                          raw_sample_to_snapshot, resolve_trace_path,
-                                          static_device_kwargs)
+from fleet_tui.core.monitor.trace import (
+    DEMO_TRACE,
+    TraceOrderError,
+    TraceReader,
+    bad_line,
+    decode_line,
+    raw_extras,
+    raw_processes,
+    raw_sample_to_snapshot,
+    resolve_trace_path,
+    static_device_kwargs,
+)
 
 _MIB = 1024 * 1024
 _MIB_F = float(_MIB)
@@ -114,7 +122,10 @@ class RawReadings:
         if type(data) is bytes:  # a line of a run (``runs``): parsed when needed
             data = orjson.loads(data)
         device = self._device_of(static)
-        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data))
+        mem = data.get("mem_used_bytes")
+        if type(mem) not in (int, float) or mem - mem != 0:
+            mem = None
+        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data), mem)
 
     def _device_of(self, static: dict[str, Any]) -> DeviceSnapshot:
         """The ``DeviceSnapshot`` of a static line alone (its facts are every sample's)."""
