@@ -37,6 +37,7 @@ from validation_rows import (
     precision_of,
     predict_serving,
     rows,
+    superseded,
 )
 
 from fleet_tui.core.errors import UserError
@@ -61,6 +62,7 @@ class Replayed:
     analytic: float | None
     p95: float | None = None  # the simulated p95 of a percentile row's quantity
     reason: str = ""
+    superseded: bool = False  # an engine release the profiles no longer describe (validation_rows)
 
     @property
     def error(self) -> float | None:
@@ -84,7 +86,8 @@ def _value(sim: SimResult, metric: str, replicas: int, inp: int, out: int) -> tu
     """(the row's metric, the simulated p95 of its quantity) from one replica's simulation."""
     if metric.startswith("ttft_ms"):
         p95 = sim.ttft.p95 * 1e3
-        return {"ttft_ms_mean": sim.ttft.mean, "ttft_ms_p50": sim.ttft.p50, "ttft_ms_p99": sim.ttft.p99}[metric] * 1e3, p95
+        got = {"ttft_ms_mean": sim.ttft.mean, "ttft_ms_p50": sim.ttft.p50, "ttft_ms_p99": sim.ttft.p99}[metric]
+        return got * 1e3, p95
     if metric.startswith(("tpot_ms", "itl_ms")):
         p95 = sim.tpot.p95 * 1e3
         got = {"tpot_ms_mean": sim.tpot.mean, "itl_ms_mean": sim.tpot.mean, "tpot_ms_p50": sim.tpot.p50,
@@ -107,7 +110,7 @@ def _simulate(w: Workload, acc: Accelerator, tp: int, arrivals: Arrivals, fronte
 
 def replay(name: str, r: dict) -> Replayed:
     base = {"file": name.removesuffix(".toml"), "id": r["id"], "split": r["split"], "metric": r["metric"],
-                "measured": float(r["value"])}
+            "measured": float(r["value"]), "superseded": bool(superseded(r))}
     analytic = None
     if r["metric"] in ("output_tokens_per_s", "total_tokens_per_s"):
         analytic = predict_serving(r).predicted
@@ -147,6 +150,32 @@ def replay_all() -> list[Replayed]:
     return out
 
 
+COLUMNS = (("TTFT p50 ms", "ttft_ms_p50"), ("TTFT p99 ms", "ttft_ms_p99"), ("TPOT p50 ms", "tpot_ms_p50"),
+           ("TPOT p99 ms", "tpot_ms_p99"), ("output tok/s", "output_tokens_per_s"))
+
+
+def markdown(res: list[Replayed], split: str) -> str:
+    """One line per serving_latency.toml run: 'published / simulated' in the cells of ``split``."""
+    runs: dict[str, dict[str, Replayed]] = {}
+    for x in res:
+        if x.file == "serving_latency":
+            runs.setdefault(x.id.rsplit("-", 1)[0], {})[x.metric] = x
+    head = "| run | " + " | ".join(c for c, _ in COLUMNS) + " |"
+    lines = [f"{split} rows (published / simulated):", "", head, "|---|" + "---:|" * len(COLUMNS)]
+    for run, cells in runs.items():
+        out = []
+        for _, metric in COLUMNS:
+            x = cells.get(metric)
+            if x is None or x.split != split or x.simulated is None:
+                out.append("")
+            else:
+                fmt = ",.0f" if x.measured >= 100 else ",.1f"
+                out.append(f"{x.measured:{fmt}} / {x.simulated:{fmt}}")
+        if any(out):
+            lines.append(f"| {run.removeprefix('gpustack-')} | " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _summary(sel: list[Replayed], attr: str = "simulated") -> str:
     errs = [abs(getattr(x, attr) - x.measured) / x.measured for x in sel if getattr(x, attr) is not None]
     if not errs:
@@ -157,8 +186,14 @@ def _summary(sel: list[Replayed], attr: str = "simulated") -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", action="store_true", help="print every row")
+    ap.add_argument("--markdown", action="store_true",
+                    help="the per-run tables of docs/serving.md (tune and holdout cells apart)")
     args = ap.parse_args()
     res = replay_all()
+    if args.markdown:
+        for split in ("tune", "holdout"):
+            print(markdown(res, split))
+        return 0
     if args.rows:
         print(f"{'row':78} {'split':7} {'published':>11} {'simulated':>11} {'err':>6} {'sim p95':>10} {'analytic':>10}")
         for x in res:
@@ -185,11 +220,14 @@ def main() -> int:
     for split in ("tune", "holdout"):
         sel = [x for x in res if x.file != "serving_latency" and x.split == split
                and x.metric.startswith(("ttft", "itl", "tpot"))]
-        print(f"  {split:7} {_summary(sel)}")
-    print("Throughput of bursts and closed loops, every file (simulated vs the analytic model):")
+        current = [x for x in sel if not x.superseded]
+        print(f"  {split:7} {_summary(sel)}; current releases only {_summary(current)}")
+    print("Throughput of bursts, closed loops and online rates, every file (simulated vs the analytic model):")
     for split in ("tune", "holdout"):
         sel = [x for x in res if x.split == split and x.metric in ("output_tokens_per_s", "total_tokens_per_s")]
         print(f"  {split:7} simulated {_summary(sel)}; analytic {_summary(sel, 'analytic')}")
+        sel = [x for x in sel if not x.superseded]
+        print(f"  {split:7} current releases only: simulated {_summary(sel)}; analytic {_summary(sel, 'analytic')}")
     skipped = [x for x in res if x.simulated is None]
     if skipped:
         print(f"{len(skipped)} rows not replayed: " + "; ".join(sorted({x.reason for x in skipped})))

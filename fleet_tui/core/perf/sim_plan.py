@@ -95,12 +95,26 @@ def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) ->
     blocks = pool.tokens // BLOCK_SIZE
     if blocks < 1:
         return None
-    seqs = w.max_num_seqs or e.max_seqs
-    batched = max(w.max_num_batched_tokens or e.batched_tokens, seqs)
+    seqs, batched = scheduler_limits(w, acc)
     fe = FRONTEND.get(e.id, Frontend(0.0, 0.0))
     return SchedulerConfig(kv_blocks=blocks, max_num_seqs=seqs, max_num_batched_tokens=batched, step=step,
                            block_size=BLOCK_SIZE, policy=policy, frontend_s=fe.serial_s,
                            frontend_latency_s=fe.latency_s)
+
+
+def scheduler_limits(w: Workload, acc: Accelerator) -> tuple[int, int]:
+    """(running-request limit, tokens per iteration) the engine schedules with: the workload's
+    ``max_num_seqs`` / ``max_num_batched_tokens`` where given, else the engine's defaults. vLLM V1's
+    API server takes them from the device (``EngineArgs.get_batch_defaults``): 1,024 requests and
+    8,192 tokens on a GPU of at least 70 GiB that is not an A100 (H100, H200, MI300X), 256 and
+    2,048 otherwise; the others' are their profiles' (:mod:`.engines`)."""
+    e = engine_profile(w)
+    seqs, batched = e.max_seqs, e.batched_tokens
+    if e.id == "vllm":
+        big = acc.memory_gib >= 70 and "a100" not in acc.id.lower()
+        seqs, batched = (1024, 8192) if big else (256, 2048)
+    seqs = w.max_num_seqs or seqs
+    return seqs, max(w.max_num_batched_tokens or batched, seqs)
 
 
 def _ep_share(w: Workload, gpus: int) -> int:
