@@ -15,14 +15,13 @@ from textual.containers import Grid, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Checkbox, Input, Select, Static
 
+from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
-
-from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 
 #: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
 LABELS = {
@@ -260,10 +259,8 @@ def workload_fields(form: dict) -> dict:
 
 def build_workload(catalog, form: dict):
     """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
-    from fleet_tui.core.errors import escape_braces
+    from fleet_tui.core.errors import FieldError, escape_braces
     from fleet_tui.core.workload import parse_workload
-
-    from fleet_tui.core.errors import FieldError
 
     fields = workload_fields(form)
     if not any(fields.get(k) for k in ("model_config", "model", "params")):

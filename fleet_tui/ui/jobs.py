@@ -146,8 +146,7 @@ class JobsScreen(FleetViewPane):
         """The head-node report and the job alerts that fire now (in the worker, under the
         lock)."""
         from fleet_tui.core.cluster.headnode import head_node_view
-        from fleet_tui.core.cluster.promjobs import (DeviceLabels, job_label_query,
-                                                     labels_from_result, usages_from_view)
+        from fleet_tui.core.cluster.promjobs import DeviceLabels, job_label_query, labels_from_result, usages_from_view
 
         fleet = self._views.view(snapshot, analyses)
         now = time.time()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import pwd
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile

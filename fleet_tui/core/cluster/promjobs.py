@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet_tui.core.cluster.jobs import DeviceUsage, short_node
-from fleet_tui.core.monitor.sources.prometheus.metrics import (JOB_CARRIERS, JOB_ID_GAUGE,
-                                                              JOB_LABELS, JOB_UID_GAUGE)
+from fleet_tui.core.monitor.sources.prometheus.metrics import JOB_CARRIERS, JOB_ID_GAUGE, JOB_LABELS, JOB_UID_GAUGE
 from fleet_tui.core.monitor.sources.prometheus.parse import node_of, parse_value
 
 # labels that say which device a carrier series is about (DCGM and AMD's exporter)

@@ -21,8 +21,8 @@ from typing import Any, Hashable, NamedTuple
 from fleet_tui.core import caches, perf, sizing
 from fleet_tui.core.footprint import weight_bytes
 from fleet_tui.core.modelspec import param_counts
-from fleet_tui.core.sizing import layout as sizing_layout
 from fleet_tui.core.pricing import cost_per_million_tokens, training_run_cost
+from fleet_tui.core.sizing import layout as sizing_layout
 
 GIB = 1024**3
 MULTI_INSTANCE_MIN_DEVICES = 8  # only HPC-class boxes (NVLink + EFA/InfiniBand) are multiplied
