@@ -36,13 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 from fleet_tui.core.fleet import FleetViews  # noqa: E402
 from fleet_tui.core.monitor.engine import MonitorEngine  # noqa: E402
-from fleet_tui.core.monitor.windowing import FleetWindowPolicy  # noqa: E402
 from fleet_tui.core.monitor.sources.prometheus import (  # noqa: E402
     DYNAMIC_NAMES,
     PROBE_LABEL,
     STATIC_NAMES,
     PrometheusSource,
 )
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy  # noqa: E402
 
 TS_MARK = "__TS__"
 

@@ -98,8 +98,8 @@ async def profile_ticks(devices: int, size: tuple[int, int], ticks: int = 40,
                         cprofile: str | None = None) -> dict[str, float]:
     """Per steady tick of the monitor pane: redraw and compositor CPU (ms), widgets and regions
     refreshed, layouts. Records ``ticks`` ticks of ``sim:devices``, then replays them."""
-    import cProfile
     import collections
+    import cProfile
 
     from textual._compositor import Compositor
     from textual.screen import Screen

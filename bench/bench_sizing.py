@@ -19,7 +19,6 @@ from fleet_tui.core import caches, sizing  # noqa: E402
 from fleet_tui.core.catalog import load_catalog  # noqa: E402
 from fleet_tui.core.workload import Workload  # noqa: E402
 
-
 #: The memos of sizing and speed (model shapes' parameter counts stay cached, as they always did here).
 SIZING_CACHES = ("sizing.memory", "sizing.fit", "sizing.size_workload", "perf.throughput")
 

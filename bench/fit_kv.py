@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation_rows as vr  # noqa: E402
+
 from fleet_tui.core import calibration as cal  # noqa: E402
 from fleet_tui.core.perf import engines, profile_run  # noqa: E402
 

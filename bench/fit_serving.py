@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import validation_rows as vr  # noqa: E402
+
 from fleet_tui.core.perf import engines  # noqa: E402
 
 TUNE = [r for r in vr.serving_rows()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import statistics
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError

@@ -59,6 +59,9 @@ def add_app_args(parser: argparse.ArgumentParser, *, full_help: bool = True) -> 
                              "(repeatable)")
     parser.add_argument("--interval", type=finite_float, default=None, metavar="SECONDS",
                         help="monitor refresh interval in seconds (>= 0.25, default 1)")
+    parser.add_argument("--slurm", action="store_true", default=None,
+                        help="app: the Jobs pane also asks Slurm (squeue/sinfo --json) which job "
+                             "holds which GPU and what waits (default: when squeue is on PATH)")
     parser.add_argument("--record", default=None, metavar="DB",
                         help="app: also record the monitor's samples to this SQLite history "
                              "database (as 'fleet-tui record'; 'fleet-tui rightsize --db DB' reads it)")
@@ -143,7 +146,7 @@ def app_config(args: argparse.Namespace):
 
     return AppConfig(source=args.source, instance=args.instance, theme=args.theme,
                      catalog_dirs=tuple(args.catalog_dir or ()), interval_s=args.interval,
-                     record_db=args.record)
+                     record_db=args.record, slurm=args.slurm)
 
 
 def _run_app(args: argparse.Namespace) -> int:

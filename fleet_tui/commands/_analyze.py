@@ -17,8 +17,7 @@ def run_analyze(args: argparse.Namespace) -> int:
     from fleet_tui.core.monitor.analysis import analyze_trace
     from fleet_tui.core.monitor.analysis.readings import RawReadings
     from fleet_tui.core.monitor.analysis.stream import analyze_readings, analyze_stream
-    from fleet_tui.core.monitor.trace import (SORT_MAX_BYTES, TraceOrderError, TraceReader,
-                                              load_sorted)
+    from fleet_tui.core.monitor.trace import SORT_MAX_BYTES, TraceOrderError, TraceReader, load_sorted
 
     if args.window is not None and args.window <= 0:
         raise UserError(f"--window {args.window:g}: must be a positive number of seconds")

@@ -1,5 +1,5 @@
 """The serving demand flags shared by ``size`` and ``recommend``: --rate | --tokens-per-s, --ttft-ms,
---tpot-ms, --slo-percentile, --length-mix. Checked by the core
+--tpot-ms, --slo-percentile, --length-mix, --analytic-plan. Checked by the core
 (:func:`fleet_tui.core.perf.capacity.demand`), which names the fields by these dests."""
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ def add_demand_args(p: argparse.ArgumentParser, title: str) -> None:
     c.add_argument("--length-mix", metavar="MIX", choices=("fixed", *LENGTH_MIXES),
                    help="request lengths: fixed (default: every request --prompt-len + --gen-len) or "
                         + ", ".join(f"{m} (lengths drawn around those means)" for m in LENGTH_MIXES))
+    c.add_argument("--analytic-plan", action="store_true",
+                   help="plan from the analytic operating point (mean latency at a replica's top load) "
+                        "instead of simulating the engine's scheduler (faster, optimistic under memory or "
+                        "prefill pressure)")
 
 
 def demand_from_args(args: argparse.Namespace, workload):
@@ -36,4 +40,5 @@ def demand_from_args(args: argparse.Namespace, workload):
     return demand(getattr(args, "rate", None), getattr(args, "tokens_per_s", None),
                   getattr(args, "ttft_ms", None), getattr(args, "tpot_ms", None), workload=workload,
                   slo_percentile=getattr(args, "slo_percentile", None),
-                  length_mix=getattr(args, "length_mix", None))
+                  length_mix=getattr(args, "length_mix", None),
+                  simulate=not getattr(args, "analytic_plan", False))

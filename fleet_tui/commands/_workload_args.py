@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import argparse
 
-from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, MASTER_WEIGHTS, OPTIMIZERS, PRECISIONS,
-                                    SERVING_MODES, SHARDINGS)
+from fleet_tui.core.choices import (
+    ENGINES,
+    FRAMEWORKS,
+    KINDS,
+    KV_CACHE_DTYPES,
+    MASTER_WEIGHTS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SERVING_MODES,
+    SHARDINGS,
+)
 
 
 def flag(field: str) -> str:

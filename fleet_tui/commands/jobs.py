@@ -31,13 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--devices", default=None, metavar="FILE",
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
                         "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
-    j.add_argument("--slurm", action="store_true",
+    j.add_argument("--slurm", action="store_true", default=_S,
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
     j.add_argument("--since", default="now-1days", metavar="WHEN",
                    help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
                         "--starttime syntax (default now-1days)")
     j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
+    j.add_argument("--account", default=None, metavar="A",
+                   help="with --slurm: only jobs charged to Slurm account A")
     j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history behind each device's diagnosis (default 60)")
     j.add_argument("--instance", default=_S, metavar="TYPE",
@@ -61,7 +63,7 @@ def _usages(args: argparse.Namespace):
     """Device usages from --devices or from a source's fleet view."""
     import json
 
-    from fleet_tui.core.cluster.jobs import DeviceUsage, usages_from_doc
+    from fleet_tui.core.cluster.jobs import usages_from_doc
     from fleet_tui.core.errors import UserError
 
     if args.devices:
@@ -80,11 +82,9 @@ def _usages(args: argparse.Namespace):
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
     import asyncio
 
+    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels, usages_from_view
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
-
-    from fleet_tui.core.cluster.promjobs import (DeviceLabels, read_device_labels,
-                                                  usages_from_view)
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
 
     source = open_source(spec)
@@ -129,67 +129,126 @@ def _prices(args: argparse.Namespace):
 def _cmd_jobs(args: argparse.Namespace) -> int:
     import time
 
-    from fleet_tui.commands._output import print_json, print_table
-    from fleet_tui.core.cluster.jobs import job_view
+    from fleet_tui.commands._output import print_json
+    from fleet_tui.core.cluster.headnode import head_node_view
     from fleet_tui.core.errors import UserError
 
     words = list(args.words)
     if words and (words[0] != "report" or len(words) != 2):
         raise UserError(f"jobs: unexpected {' '.join(words)!r}; use 'fleet-tui jobs' or "
                         "'fleet-tui jobs report JOB'")
+    args.slurm = bool(getattr(args, "slurm", None))
+    if args.account is not None and not args.slurm:
+        raise UserError("--account needs --slurm (accounts are Slurm's)")
     usages = _usages(args)
-    slurm_jobs = ()
-    finished, finished_note = None, None
+    slurm_jobs: list = []
+    nodes: list = []
+    accounting, finished_note = None, None
     now = time.time()
     if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader, finished_gpu_jobs
+        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
 
         reader = SlurmReader(timeout_s=args.timeout)
         slurm_jobs = reader.jobs()
+        try:
+            nodes = reader.nodes()
+        except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
+            print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
         try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
-            finished = finished_gpu_jobs(reader.sacct(since=args.since, user=args.user), now)
+            accounting = reader.sacct(since=args.since, user=args.user, account=args.account)
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
-    view = job_view(usages, slurm_jobs, now=now, user=args.user)
+    report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
+                            finished_note=finished_note, user=args.user, account=args.account,
+                            slurm=args.slurm)
     if words:
-        try:
-            job = view.job(words[1])
-        except KeyError as exc:
-            raise UserError(f"jobs report {words[1]}: {exc.args[0]}") from None
-        if args.json:
-            print_json(job.to_dict(with_devices=True))
-        else:
-            from fleet_tui.core.cluster.jobreport import job_report
-
-            sys.stdout.write(job_report(job))
-        return 0
+        return _report(args, report, words[1])
     if args.json:
-        doc = view.to_dict()
-        if args.slurm:
-            doc["finished"] = finished
-            doc["finished_note"] = finished_note
-        print_json(doc)
+        print_json(report.to_dict())
         return 0
-    # without Slurm a job's start is unknown: its runtime is at least the observed window
-    rows = [[j.job, j.user or "-", ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
-             _pct(j.sm_active_pct), ("" if j.state else "≥") + _hours(j.runtime_s), f"{j.idle_device_hours:.2f}",
-             "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary] for j in view.jobs]
-    print_table(["job", "user", "nodes", "gpus", "util", "sm", "runtime", "idle gpu-h", "idle $",
-                 "primary"], rows)
+    _print_text(args, report)
+    return 0
+
+
+def _report(args: argparse.Namespace, report, job_id: str) -> int:
+    from fleet_tui.commands._output import print_json
+    from fleet_tui.core.errors import UserError
+
+    try:
+        job = report.running_job(job_id)
+    except KeyError as exc:
+        raise UserError(f"jobs report {job_id}: {exc.args[0]}") from None
+    if args.json:
+        print_json(job.to_dict(with_devices=True))
+    else:
+        from fleet_tui.core.cluster.jobreport import job_report
+
+        sys.stdout.write(job_report(job))
+    return 0
+
+
+def _limit(s: float | None) -> str:
+    return "-" if s is None else _hours(s)
+
+
+def _print_text(args: argparse.Namespace, report) -> None:
+    from fleet_tui.commands._output import print_table
+
+    view = report.running
+    # without Slurm a job's start is unknown: its runtime is at least the observed window;
+    # account, state, partition, name and limit are Slurm's, shown with --slurm
+    slurm_cols = args.slurm
+    headers = ["job", "user", *(["account", "state", "partition", "name"] if slurm_cols else []),
+               "nodes", "gpus", "util", "sm", "runtime", *(["limit"] if slurm_cols else []),
+               "idle gpu-h", "idle $", "primary"]
+    rows = []
+    for j in view.jobs:
+        slurm = [j.account or "-", j.state or "-", j.partition or "-", j.name[:16] or "-"]
+        rows.append([j.job, j.user or "-", *(slurm if slurm_cols else []),
+                     ",".join(j.nodes)[:30], str(len(j.devices)), _pct(j.util_pct),
+                     _pct(j.sm_active_pct), ("" if j.state else "≥") + _hours(j.runtime_s),
+                     *([_limit(j.time_limit_s)] if slurm_cols else []),
+                     f"{j.idle_device_hours:.2f}",
+                     "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary])
+    print_table(headers, rows)
     if not args.slurm and any(not j.user for j in view.jobs):
         print("(user -: the labels name no user; --slurm reads users and start times from Slurm)")
     loose = view.to_dict()["unattributed"]
     if loose["devices"]:
         cost = "" if loose["usd_idle_per_hour"] is None else f", ${loose['usd_idle_per_hour']:,.2f}/h"
         print(f"{loose['devices']} devices without a job ({loose['idle_devices']} idle{cost})")
-    if finished:
-        print(f"\nfinished since {args.since} (sacct; utilization needs the fleet's history):")
-        print_table(["job", "user", "state", "gpus", "runtime", "gpu-h", "nodes"],
-                    [[f["job"], f["user"] or "-", f["state"], str(f["devices"]),
-                      _hours(f["runtime_s"]), f"{f['gpu_hours']:.2f}", ",".join(f["nodes"])[:30]]
-                     for f in finished[:50]])
-    return 0
+    for c in view.conflicts:
+        print(f"conflict: {c.message} (Slurm's allocation is used)")
+    if report.pending:
+        print("\npending:")
+        print_table(["job", "user", "account", "partition", "name", "reason", "gpus", "waited",
+                     "limit"],
+                    [[p.job, p.user or "-", p.account or "-", p.partition or "-",
+                      p.name[:16] or "-", p.reason, str(p.gpus),
+                      "-" if p.age_s is None else _hours(p.age_s), _limit(p.time_limit_s)]
+                     for p in report.pending[:50]])
+    if report.partitions:
+        print("\npartitions (GPUs):")
+        print_table(["partition", "gpus", "free", "idle held", "pending", "short"],
+                    [[p.partition, str(p.gpus), str(p.gpus_free), str(p.gpus_idle_allocated),
+                      f"{p.gpus_pending} ({p.pending_jobs} jobs)", str(p.short_gpus)]
+                     for p in report.partitions])
+    if report.finished:
+        print(f"\nfinished since {args.since} (sacct; utilization: 'jobs report JOB'):")
+        print_table(["job", "user", "account", "state", "exit", "gpus", "runtime", "gpu-h",
+                     "nodes"],
+                    [[f["job"], f["user"] or "-", f.get("account") or "-", f["state"],
+                      f.get("exit_code") or "-", str(f["devices"]), _hours(f["runtime_s"]),
+                      f"{f['gpu_hours']:.2f}", ",".join(f["nodes"])[:30]]
+                     for f in report.finished[:50]])
+    if report.chargeback:
+        print("\nby user and account:")
+        print_table(["user", "account", "jobs", "gpu-h", "idle gpu-h", "$", "idle $"],
+                    [[c.user or "-", c.account or "-", str(c.jobs), f"{c.gpu_hours:.2f}",
+                      f"{c.idle_gpu_hours:.2f}", "-" if c.usd is None else f"${c.usd:,.2f}",
+                      "-" if c.usd_idle is None else f"${c.usd_idle:,.2f}"]
+                     for c in report.chargeback[:50]])
 
 
 def _pct(v) -> str:

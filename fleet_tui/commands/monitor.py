@@ -231,12 +231,12 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     import asyncio
 
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.monitor.alerts import strict_rules
     from fleet_tui.core.fleet import FleetViews, one_deadline, unavailable_reason
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.monitor.alerts import strict_rules
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
     from fleet_tui.core.monitor.source import SourceUnavailable
     from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
+    from fleet_tui.core.redact import redact
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)

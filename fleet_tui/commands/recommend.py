@@ -18,7 +18,6 @@ from fleet_tui.commands._workload_args import add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES
 
 
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "recommend", help="rank catalog offers that fit a workload by cost per unit of work",
@@ -88,14 +87,14 @@ def _split(values: Iterable[str] | None) -> list[str] | None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._output import print_json
+    from fleet_tui.commands._workload_args import workload_from_args
     from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
-    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
-    from fleet_tui.commands._demand_args import demand_from_args
-    from fleet_tui.commands._workload_args import workload_from_args
+    from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.workload import parse_run_tokens
 
     pricing = args.pricing.strip().lower()

@@ -136,8 +136,8 @@ def _run_set(args) -> int:
 
 def _render_summary(result, *, markdown: bool) -> str:
     from fleet_tui.commands._output import format_table
-    from fleet_tui.core.report import markdown_table
     from fleet_tui.core.ranking import money
+    from fleet_tui.core.report import markdown_table
 
     rows = []
     for r in result.results:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 
 
-
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
     from fleet_tui.commands._numbers import whole_number

@@ -244,9 +244,7 @@ def _new_adapter(cls: type) -> Any:
     # its module and then in the frame that creates the TypeAdapter, i.e. these locals.
     from typing import Annotated
 
-    from pydantic import (NonNegativeInt, PositiveFloat, PositiveInt,  # noqa: F401 (see above)
-                          StringConstraints, TypeAdapter)
-    from pydantic import Field
+    from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, StringConstraints, TypeAdapter  # noqa: F401 (see above)
 
     NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]  # noqa: F841
     UnitFraction = Annotated[float, Field(gt=0, le=1)]  # noqa: F841

@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking import UNIT_MONTH, money
+from fleet_tui.core.ranking.explanation import explain
 
 
 def num(x: float | None, fmt: str = "{:,.0f}") -> str:

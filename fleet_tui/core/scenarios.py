@@ -35,14 +35,13 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 from fleet_tui.core import paths
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import CatalogError, UserError
+from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
+from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.migration import report_between
-from fleet_tui.core.pricing import PRICING_OPTIONS, Schedule
 from fleet_tui.core.records import record, validate
-from fleet_tui.core.ranking import recommend
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
-from fleet_tui.core.workload import (MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, Workload,
-                                     WorkloadKind)
+from fleet_tui.core.workload import MasterWeights, Optimizer, Serving, Sharding, WeightPrecision, Workload, WorkloadKind
 
 WORKLOADS_FILE = "workloads.toml"
 _TOP_KEYS = ("scenario", "set", "meta")

@@ -26,12 +26,22 @@ import math
 import operator
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Literal
 
 from fleet_tui.core import caches
-from fleet_tui.core.choices import (ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, LORA_TARGETS, MASTER_WEIGHTS,
-                                    OFFLOAD_TARGETS, OPTIMIZERS, PRECISIONS, SERVING_MODES, SHARDINGS)
+from fleet_tui.core.choices import (
+    ENGINES,
+    FRAMEWORKS,
+    KINDS,
+    KV_CACHE_DTYPES,
+    LORA_TARGETS,
+    MASTER_WEIGHTS,
+    OFFLOAD_TARGETS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SERVING_MODES,
+    SHARDINGS,
+)
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params

@@ -60,8 +60,9 @@ class FleetApp(App[int]):
                  themes: Iterable[LoadedTheme] = (), catalog_dirs: Iterable[str | Path] = (),
                  include_user_catalog: bool = True, interval_s: float = 1.0,
                  start_mode: str | None = None, export_dir: str | Path | None = None,
-                 record_db: str | Path | None = None) -> None:
+                 record_db: str | Path | None = None, slurm: bool | None = None) -> None:
         textual_fixes.install()
+        self.slurm = slurm  # the Jobs pane asks Slurm; None: when squeue is on PATH
         kind = getattr(source, "kind", "none") if source is not None else "none"
         self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
         if self._start_mode == "catalog":

@@ -15,14 +15,13 @@ from textual.containers import Grid, VerticalScroll
 from textual.markup import escape
 from textual.widgets import Checkbox, Input, Select, Static
 
+from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
-
-from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 
 #: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
 LABELS = {
@@ -32,7 +31,8 @@ LABELS = {
     "optimizer": "optimizer", "gpus": "devices", "sharding": "sharding", "lora_rank": "LoRA rank",
     "grad_checkpointing": "checkpointing", "master_weights": "master weights",
     "engine": "engine (infer)", "kv_cache_dtype": "KV cache dtype", "framework": "framework (train)",
-    "rate": "demand req/s",
+    "rate": "demand req/s", "ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "slo_percentile": "at percentile",
+    "tokens_per_s": "demand req/s", "precision_": "precision",
 }
 
 
@@ -50,6 +50,18 @@ class BuilderChoice:
     spot_allowed: bool = False
     current_instance: str | None = None
     rate_rps: float | None = None  # serving demand: shows the capacity plan
+    ttft_ms: float | None = None  # latency targets of the plan
+    tpot_ms: float | None = None
+    slo_percentile: float = 95.0  # the percentile the targets are for
+    layout_given: bool = False  # the sharding field names one (else the layout is searched)
+
+    def demand(self, workload):
+        """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
+        if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
+            return None
+        from fleet_tui.core.perf.capacity import demand
+
+        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload)
 
 
 @record
@@ -57,6 +69,7 @@ class BuilderResult:
     workload: object | None
     choice: BuilderChoice
     markup: str  # breakdown + verdict, ready to show
+    report: object = None  # the core's PlanReport the markup lays out
     error: str | None = None
     content: object = None  # ``markup`` parsed in the worker (a textual Content)
     error_field: str | None = None  # the core field the error is about (its input is marked)
@@ -65,7 +78,8 @@ class BuilderResult:
 #: input id of each core field, to mark the one an error is about
 FIELD_INPUTS = {"params": "b-params", "model_config": "b-config", "batch": "b-batch",
                 "seq_len": "b-seq", "prompt_len": "b-seq", "gen_len": "b-gen", "gpus": "b-gpus",
-                "lora_rank": "b-lora-rank", "hours": "b-hours", "current": "b-current"}
+                "lora_rank": "b-lora-rank", "hours": "b-hours", "current": "b-current",
+                "rate": "b-rate", "ttft_ms": "b-ttft", "tpot_ms": "b-tpot"}
 REQUIRED = ("batch", "gpus")  # empty is an error, not the default (it was sized as batch 1)
 
 
@@ -110,7 +124,7 @@ class BuilderScreen(PaneScreen):
             yield Field(LABELS["gen_len"], Input("256", id="b-gen", compact=True))
             yield Field(LABELS["optimizer"], sel(OPTIMIZERS, "adamw", "b-optimizer"))
             yield Field(LABELS["gpus"], Input("1", id="b-gpus", compact=True))
-            yield Field(LABELS["sharding"], sel(SHARDINGS, "data", "b-sharding"))
+            yield Field(LABELS["sharding"], sel(("auto",) + SHARDINGS, "auto", "b-sharding"))
             yield Field(LABELS["lora_rank"], Input("16", id="b-lora-rank", compact=True))
             yield Field("hours/month", Input("730", id="b-hours", type="number", compact=True))
             yield Field("current instance", Input(placeholder="e.g. p4d.24xlarge", id="b-current",
@@ -121,6 +135,9 @@ class BuilderScreen(PaneScreen):
             yield Field(LABELS["kv_cache_dtype"], sel(KV_CACHE_DTYPES, "auto", "b-kv-dtype"))
             yield Field(LABELS["framework"], sel(FRAMEWORKS, "hf", "b-framework"))
             yield Field(LABELS["rate"], Input(placeholder="plan", id="b-rate", type="number", compact=True))
+            yield Field(LABELS["ttft_ms"], Input(placeholder="target", id="b-ttft", type="number", compact=True))
+            yield Field(LABELS["tpot_ms"], Input(placeholder="target", id="b-tpot", type="number", compact=True))
+            yield Field(LABELS["slo_percentile"], sel(("p50", "p90", "p95", "p99"), "p95", "b-pct"))
         yield VerticalScroll(Static("Choose a model preset or type a parameter count.",
                                     id="b-result-text"), id="b-result")
 
@@ -191,6 +208,7 @@ class BuilderScreen(PaneScreen):
             update_text(text, f"[$error]{escape(result.error)}[/]", reserve=True)
             return
         update_text(text, result.markup, reserve=True, content=result.content)
+        self.query_one("#b-result", VerticalScroll).scroll_home(animate=False)  # the new verdict in view
         self.app.builder_context = result.choice
         if result.workload is not None and result.workload != self.app.workload:
             self.app.workload = result.workload
@@ -216,8 +234,9 @@ def workload_fields(form: dict) -> dict:
 
     kind = form.get("b-kind") or "inference"
     training, adapter = kind != "inference", kind in ("lora", "qlora")
+    sharding = form.get("b-sharding")
     fields: dict = dict(workload=kind, precision=form.get("b-precision"), batch=text("b-batch"),
-                        gpus=text("b-gpus"), sharding=form.get("b-sharding"))
+                        gpus=text("b-gpus"), sharding=None if sharding == "auto" else sharding)
     if text("b-config"):  # the path typed wins over the preset, the preset over a count
         fields["model_config"] = text("b-config")
     elif form.get("b-model"):
@@ -240,10 +259,8 @@ def workload_fields(form: dict) -> dict:
 
 def build_workload(catalog, form: dict):
     """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
-    from fleet_tui.core.errors import escape_braces
+    from fleet_tui.core.errors import FieldError, escape_braces
     from fleet_tui.core.workload import parse_workload
-
-    from fleet_tui.core.errors import FieldError
 
     fields = workload_fields(form)
     if not any(fields.get(k) for k in ("model_config", "model", "params")):
@@ -280,84 +297,81 @@ def _preset_named(catalog, text: str | None) -> str | None:
     return names[close[0]] if close else None
 
 
-def _choice(form: dict) -> BuilderChoice:
-    hours_text = (form.get("b-hours") or "").strip()
+def _number(form: dict, key: str, field: str) -> float | None:
+    text = (form.get(key) or "").strip()
     try:
-        hours = float(hours_text) if hours_text else 730.0
+        value = float(text) if text else None
     except ValueError:
-        raise ValueError(f"hours/month: {hours_text!r} is not a number") from None
+        raise ValueError(f"{label(field)}: {text!r} is not a number") from None
+    if value is not None and not value > 0:
+        raise ValueError(f"{label(field)}: must be positive")
+    return value
+
+
+def _choice(form: dict) -> BuilderChoice:
+    hours = _number(form, "b-hours", "hours") or 730.0
     if not 0 < hours <= 744:
         raise ValueError("hours/month: must be between 0 and 744")
-    rate_text = (form.get("b-rate") or "").strip()
-    try:
-        rate = float(rate_text) if rate_text else None
-    except ValueError:
-        raise ValueError(f"{label('rate')}: {rate_text!r} is not a number") from None
-    if rate is not None and not rate > 0:
-        raise ValueError(f"{label('rate')}: must be positive")
+    pct = (form.get("b-pct") or "p95").lstrip("p")
     return BuilderChoice(accelerator=form.get("b-accel"), hours_per_month=hours,
                          spot_allowed=bool(form.get("b-spot")),
-                         current_instance=(form.get("b-current") or "").strip() or None, rate_rps=rate)
+                         current_instance=(form.get("b-current") or "").strip() or None,
+                         rate_rps=_number(form, "b-rate", "rate"), ttft_ms=_number(form, "b-ttft", "ttft_ms"),
+                         tpot_ms=_number(form, "b-tpot", "tpot_ms"), slo_percentile=float(pct),
+                         layout_given=form.get("b-sharding") not in (None, "auto"))
 
 
 def compute(catalog, form: dict) -> BuilderResult:
-    """Build the workload and size it (runs in a worker thread; never raises)."""
+    """Build the workload and plan it (runs in a worker thread; never raises)."""
     from fleet_tui.core.errors import FieldError, UserError
 
     try:
         choice = _choice(form)
         workload = build_workload(catalog, form)
+        report = plan_report(catalog, workload, choice)
     except FieldError as exc:  # the core names its fields; here they are the form's labels
         return BuilderResult(None, BuilderChoice(), "", error=exc.render(label),
                              error_field=exc.field)
     except (ValueError, UserError) as exc:
         return BuilderResult(None, BuilderChoice(), "", error=str(exc))
-    try:
-        markup = sizing_markup(catalog, workload, choice)
-    except UserError as exc:
-        return BuilderResult(workload, choice, "", error=str(exc))
     except Exception as exc:  # an engine bug is shown, the form stays usable
-        return BuilderResult(workload, choice, "",
+        return BuilderResult(None, BuilderChoice(), "",
                              error=f"internal error while sizing: {type(exc).__name__}: {exc}")
+    markup = describe_report(report, choice)
     if choice.current_instance and catalog is not None:
         try:  # a typo marks the field; sizing and ranking go on without it
             catalog.find_instance(choice.current_instance)
         except UserError as exc:
             return BuilderResult(workload, choice,
                                  f"[$warning]current instance: {escape(str(exc))}[/]\n" + markup,
-                                 error_field="current")
-    return BuilderResult(workload, choice, markup)
+                                 report=report, error_field="current")
+    return BuilderResult(workload, choice, markup, report=report)
 
 
-def sizing_markup(catalog, workload, choice: BuilderChoice) -> str:
-    from fleet_tui.core.catalog.query import cheapest_setup
-    from fleet_tui.core.sizing import size_workload
+def plan_request(workload, choice: BuilderChoice):
+    """The core's PlanRequest for the form: what ``fleet-tui size`` would ask with these flags."""
+    from fleet_tui.core.plan import PlanRequest
 
-    accel = catalog.accelerator(choice.accelerator) if (catalog and choice.accelerator) else None
-    result = size_workload(workload, accel, gpus=workload.gpus)
-    cost_text = None
-    if accel is not None and result.fit is not None and result.fit.fits:  # only a fit is priced
-        thr = result.throughput
-        cost = cheapest_setup(catalog, accel.id, workload.gpus, hours_per_month=choice.hours_per_month,
-                              tokens_per_s=thr.tokens_per_s if thr is not None else None)
-        cost_text = describe_cost(cost, accel.id, workload.gpus, thr)
-        if choice.rate_rps and workload.is_generation:
-            cost_text += "\n" + describe_plan(catalog, workload, accel, choice.rate_rps)
-    return describe_sizing(result, accel, cost_text)
+    return PlanRequest(workload, choice.accelerator, layout_given=choice.layout_given,
+                       demand=choice.demand(workload) if workload.is_generation else None,
+                       hours_per_month=choice.hours_per_month)
 
 
-def describe_plan(catalog, workload, accel, rate: float) -> str:
-    """The serving capacity plan (the core's ``serving_plan``) for the demand typed."""
-    from fleet_tui.core.perf.capacity import serving_plan
-    from fleet_tui.core.catalog.query import cheapest_setup
+def plan_report(catalog, workload, choice: BuilderChoice):
+    """The plan of the form's workload on its accelerator, or, with "(best)", on the top-ranked offer
+    (None when no offer fits)."""
+    from fleet_tui.core.plan import plan_best, plan_workload
 
-    gpus = workload.replica_gpus
-    setup = cheapest_setup(catalog, accel.id, gpus)
-    plan = serving_plan(workload, accel, gpus, workload.prompt_len, workload.gen_len, rate_rps=rate,
-                        usd_per_device_hour=setup.usd_per_hour / gpus if setup is not None else None)
+    req = plan_request(workload, choice)
+    return plan_workload(req, catalog) if choice.accelerator else plan_best(req, catalog)
+
+
+def describe_plan(report) -> str:
+    """The serving capacity plan of the report (the core's ``serving_plan``)."""
+    plan = report.serving_plan
     if plan.replicas is None:
         return f"[b $primary]Plan[/]  speed unknown: {escape(plan.unknown)}"
-    line = (f"[b $primary]Plan[/]  {rate:g} req/s → {plan.replicas} replica(s), {plan.devices} devices, "
+    line = (f"[b $primary]Plan[/]  {plan.rate_rps:g} req/s → {plan.replicas} replica(s), {plan.devices} devices, "
             f"{plan.concurrency_per_replica} in flight each ({escape(plan.engine)})")
     if plan.usd_per_month is not None:
         line += f" · {usd(plan.usd_per_month, 0)}/month · {usd(plan.usd_per_million_tokens)} per 1M output tokens"
@@ -365,10 +379,10 @@ def describe_plan(catalog, workload, accel, rate: float) -> str:
 
 
 def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
-    """The cheapest catalog offer carrying the devices (the core's ``cheapest_setup``)."""
+    """The cheapest catalog offer that deploys the devices (the core's ``deployed_cost``)."""
     if cost is None:
         return (f"[b $primary]Cost[/]  no priced offer in the catalog carries {devices}× "
-                f"{escape(accelerator)}")
+                f"{escape(accelerator)} as deployed")
     i = cost.instance
     boxes = f"{cost.instances}× " if cost.instances > 1 else ""
     line = (f"[b $primary]Cost[/]  {usd(cost.usd_per_hour)}/h · {usd(cost.usd_per_month, 0)}/month "
@@ -383,40 +397,54 @@ def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
     return line + "\n" + detail + " · every offer ranked: ctrl+r[/]"
 
 
-def describe_sizing(result, accel, cost_text: str | None = None) -> str:
-    """Format a SizingResult (the core decides everything; this only lays it out).
+def _verdict_lines(report) -> list[str]:
+    v = report.verdict
+    where = f"{report.gpus}× {escape(report.accelerator or '')}"
+    layout = f" as {escape(report.layout)}" if report.layout else ""
+    gib = 2**30
+    if v.status == "fits":
+        return [f"[b $success]✔ Fits[/] on {where}{layout}: {v.headroom_bytes / gib:,.1f} GiB headroom per device"]
+    if v.status == "does_not_fit":
+        return [f"[b $error]✘ Does not fit[/] on {where}{layout}: short by "
+                f"{-v.headroom_bytes / gib:,.1f} GiB per device", escape(v.message)]
+    e = report.engine
+    if v.status == "starts":
+        queue = f", {v.queued:,} queued" if v.queued else ""
+        return [f"[b $success]✔ Starts[/] on {where}{layout} ({escape(e.engine)}): runs {v.running:,} at a time "
+                f"({escape(v.running_limit)}){queue}"]
+    return [f"[b $error]✘ Does not start[/] on {where}{layout} ({escape(e.engine if e else '')}): "
+            f"{escape(v.message)}", f"[$text-muted]{escape(v.engine_error)}[/]"]
+
+
+def describe_report(report, choice: BuilderChoice | None = None) -> str:
+    """Lay out the core's PlanReport (the core decides everything; this only lays it out).
 
     The answer comes first, so 80×24 shows it without scrolling: the verdict, the first change
-    that would make it fit, speed and cost; then the other changes, the memory breakdown, the KV
-    cache and the notes."""
+    that would make it fit, speed and cost; then the other changes, the memory breakdown, the
+    engine's reserve and the notes."""
+    if report is None:
+        return "[$warning]No catalog offer fits this workload.[/]"
     lines: list[str] = []
-    memory = result.memory
-    fit = result.fit
-    capacity = fit.capacity_bytes if fit is not None else (
-        accel.memory_gib * 2**30 if accel is not None else None)
+    if report.offer:
+        lines.append(f"[b $primary]Best offer[/]  {escape(report.offer)}")
+    v = report.verdict
+    fixes = list(report.fixes)
+    word = "start" if v.status == "does_not_start" else "fit"
 
     def change(s) -> str:
         return (f"  [$accent]→[/] {escape(s.render(label))} "
                 f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]")
 
-    suggestions = list(fit.suggestions) if fit is not None else []
-    if fit is None:
+    if v.status == "unchecked":
         lines.append("[$text-muted]Choose an accelerator to see whether it fits.[/]")
     else:
-        head = (f"[b $success]✔ Fits[/] on {fit.gpus}× {escape(fit.accelerator)}: "
-                f"{fit.headroom_bytes / 2**30:,.1f} GiB headroom per device" if fit.fits else
-                f"[b $error]✘ Does not fit[/] on {fit.gpus}× {escape(fit.accelerator)}: short by "
-                f"{-fit.headroom_bytes / 2**30:,.1f} GiB per device")
-        lines.append(head)
-        if fit.message:
-            lines.append(escape(fit.message))
-        if not fit.precision_supported:
-            lines.append(f"[$warning]{escape(fit.accelerator)} has no native path for this "
-                         "precision.[/]")
-        if suggestions:
-            lines.append("[b]First change that would make it fit:[/]")
-            lines.append(change(suggestions[0]))
-    thr = result.throughput
+        lines += _verdict_lines(report)
+        if v.precision_supported is False:
+            lines.append(f"[$warning]{escape(report.accelerator or '')} has no native path for this precision.[/]")
+        if fixes:
+            lines.append(f"[b]First change that would make it {word}:[/]")
+            lines.append(change(fixes[0]))
+    thr = report.speed
     if thr is not None and thr.tokens_per_s is None:
         # a spec figure the estimate needs was never published: say which, invent nothing
         lines.append("[b $primary]Speed (model)[/]  unknown: "
@@ -430,20 +458,28 @@ def describe_sizing(result, accel, cost_text: str | None = None) -> str:
         if thr.mfu is not None:
             parts.append(f"MFU {thr.mfu:.0%}")
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
-    if cost_text:
-        lines.append(cost_text)
-    if len(suggestions) > 1:
-        lines.append("[b]Other changes that would make it fit:[/]")
-        lines += [change(s) for s in suggestions[1:]]
+    if report.cost is not None or (report.accelerator and v.ok):
+        lines.append(describe_cost(report.cost, report.accelerator or "", report.gpus, thr))
+    if report.serving_plan is not None:
+        lines.append(describe_plan(report))
+    if len(fixes) > 1:
+        lines.append(f"[b]Other changes that would make it {word}:[/]")
+        lines += [change(s) for s in fixes[1:]]
+    memory = report.memory
     where = f" — peak during {escape(memory.phase)}" if memory.phase else ""
     lines.append(f"\n[b $primary]Memory per device[/] ({memory.gpus} device"
                  f"{'s' if memory.gpus != 1 else ''}){where}")
-    lines.append(memory_bar_markup(memory.breakdown, capacity))
-    kv = result.kv_capacity
+    lines.append(memory_bar_markup(memory.breakdown, v.capacity_bytes))
+    e = report.engine
+    if e is not None:
+        parts = " · ".join(f"{k.replace('_', ' ')} {b / 2**30:,.1f}" for k, b in e.parts.items() if b)
+        lines.append(f"\n[b $primary]{escape(e.engine)} reserves[/] {e.reserved_bytes / 2**30:,.1f} GiB per "
+                     f"device: {parts} GiB")
+    kv = report.kv_capacity
     if kv is not None:
-        lines.append(f"\n[b $primary]KV cache[/] ({escape(result.workload.engine)})  {kv.tokens:,} tokens free → "
+        lines.append(f"[b $primary]KV cache[/] ({escape(report.workload.engine)})  {kv.tokens:,} tokens free → "
                      f"{kv.concurrent_sequences:,} concurrent sequences of "
                      f"{kv.sequence_tokens:,} tokens")
-    for note in memory.notes(label):
+    for note in report.assumption_lines(label):
         lines.append(f"[$text-muted]{escape(note)}[/]")
     return "\n".join(lines)

@@ -285,8 +285,8 @@ def gib(value: float) -> str:
 
 def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
     """Run the core query and format one page (called in a worker thread)."""
-    from fleet_tui.core.errors import UserError
     from fleet_tui.core.catalog.query import query_instances
+    from fleet_tui.core.errors import UserError
 
     pricing = filters.get("pricing") or "on-demand"
     try:

@@ -30,8 +30,8 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 
 from fleet_tui.ui.pane import PaneScreen
-from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.fleet_table import FleetTable
+from fleet_tui.ui.widgets.gauges import pct, usd
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12

@@ -70,6 +70,10 @@ class JobsScreen(FleetViewPane):
         self._labels_error: str | None = None
         self._started = time.time()
         self._alerts = None  # core AlertEvaluator of the job rules
+        self.report = None  # the latest core HeadNodeView (running jobs are self.jobs)
+        self._slurm = None  # (jobs, nodes) last read from Slurm
+        self._slurm_at = -LABELS_EVERY_S
+        self._slurm_error: str | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="jobs-summary")
@@ -92,9 +96,9 @@ class JobsScreen(FleetViewPane):
         with self._lock:
             if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
                 return
-            jobs, alerts = self._jobs_of(*self._tick)
+            report, alerts = self._jobs_of(*self._tick)
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._draw_new, jobs)
+            self.app.call_from_thread(self._draw_new, report)
         if alerts:  # events: shown even when a newer view superseded this one
             self.app.call_from_thread(self._notify, alerts)
 
@@ -108,11 +112,41 @@ class JobsScreen(FleetViewPane):
             self.app.notify(notice.message, title=notice.title,
                             severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=10)
 
+    def _uses_slurm(self) -> bool:
+        wanted = getattr(self.app, "slurm", None)
+        if wanted is None:
+            import shutil
+
+            return shutil.which("squeue") is not None
+        return bool(wanted)
+
+    def _read_slurm(self, now: float):
+        """Slurm's jobs and nodes, re-read every ``LABELS_EVERY_S`` (in the worker); the last
+        answer is kept, with why, when a read fails."""
+        if not self._uses_slurm():
+            return (), ()
+        if now - self._slurm_at >= LABELS_EVERY_S:
+            from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
+
+            self._slurm_at = now
+            reader = SlurmReader()
+            try:
+                jobs = reader.jobs()
+                try:
+                    nodes = reader.nodes()
+                except SlurmError:
+                    nodes = self._slurm[1] if self._slurm else []
+                self._slurm = (jobs, nodes)
+                self._slurm_error = None
+            except SlurmError as exc:
+                self._slurm_error = f"Slurm not read: {exc}"
+        return self._slurm or ((), ())
+
     def _jobs_of(self, snapshot, analyses):
-        """The jobs view and the job alerts that fire now (in the worker, under the lock)."""
-        from fleet_tui.core.cluster.jobs import job_view
-        from fleet_tui.core.cluster.promjobs import (DeviceLabels, job_label_query,
-                                                     labels_from_result, usages_from_view)
+        """The head-node report and the job alerts that fire now (in the worker, under the
+        lock)."""
+        from fleet_tui.core.cluster.headnode import head_node_view
+        from fleet_tui.core.cluster.promjobs import DeviceLabels, job_label_query, labels_from_result, usages_from_view
 
         fleet = self._views.view(snapshot, analyses)
         now = time.time()
@@ -126,15 +160,19 @@ class JobsScreen(FleetViewPane):
                 self._labels_error = f"job labels not read: {exc}"
         labels = self._labels if self._labels is not None else DeviceLabels()
         usages = usages_from_view(fleet, labels, observed_s=now - self._started)
-        jobs = job_view(usages, now=now)
+        slurm_jobs, nodes = self._read_slurm(now)
+        report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes,
+                                slurm=self._uses_slurm())
+        jobs = report.running
         alerts = self._job_alerts().evaluate(
             snapshot.timestamp, snapshot.devices, analyses,
             jobs={j.job: [d.key for d in j.devices] for j in jobs.jobs})
-        return jobs, alerts
+        return report, alerts
 
-    def _draw_new(self, jobs) -> None:
-        self._draw(jobs)
-        self.view_drawn(self.ViewDrawn(jobs))
+    def _draw_new(self, report) -> None:
+        self.report = report
+        self._draw(report.running)
+        self.view_drawn(self.ViewDrawn(report.running))
 
     def _job_alerts(self):
         """An evaluator of the job rules (``min_devices``) among the alert rules, made once."""
@@ -148,7 +186,8 @@ class JobsScreen(FleetViewPane):
     # ----- drawing -----
     def _draw(self, jobs) -> None:
         self.jobs = jobs
-        self.query_one("#jobs-summary", Static).update(summary_markup(jobs, self._labels_error))
+        errors = "; ".join(e for e in (self._labels_error, self._slurm_error) if e) or None
+        self.query_one("#jobs-summary", Static).update(summary_markup(jobs, errors, self.report))
         table = self.query_one("#jobs-table", DataTable)
         rows = {j.job: job_row(j) for j in jobs.jobs[:MAX_ROWS]}
         if [str(k.value) for k in table.rows] != list(rows):  # jobs came, went or reordered
@@ -172,7 +211,8 @@ class JobsScreen(FleetViewPane):
 
         text = self.query_one("#jobs-report-text", Static)
         try:
-            job = self.jobs.job(self.report_job)
+            job = (self.report.running_job(self.report_job) if self.report is not None
+                   else self.jobs.job(self.report_job))
         except KeyError as exc:
             text.update(f"[$error]{escape(str(exc.args[0]))}[/]")
             return
@@ -198,7 +238,7 @@ class JobsScreen(FleetViewPane):
         self.query_one("#jobs-table").focus()
 
 
-def summary_markup(jobs, error: str | None = None) -> str:
+def summary_markup(jobs, error: str | None = None, report=None) -> str:
     idle_h = sum(j.idle_device_hours for j in jobs.jobs)
     priced = [j.usd_idle for j in jobs.jobs if j.usd_idle is not None]
     loose = jobs.unattributed
@@ -207,9 +247,13 @@ def summary_markup(jobs, error: str | None = None) -> str:
              f"[$text-muted]{len(loose)} GPUs without a job "
              f"({sum(1 for d in loose if d.idle_fraction > 0)} idle)[/]"]
     text = "  ·  ".join(parts)
-    if not jobs.jobs:
+    if report is not None and report.slurm:
+        text += "\n" + escape(slurm_summary(report))
+    elif not jobs.jobs:
         text += ("\n[$text-muted]No device carries a job label (hpc_job, pod, job_id, or "
-                 "jobstats' nvidia_gpu_jobId); 'fleet-tui jobs --slurm' joins Slurm's view.[/]")
+                 "jobstats' nvidia_gpu_jobId); --slurm (or squeue on PATH) joins Slurm's view.[/]")
+    for c in jobs.conflicts[:3]:
+        text += f"\n[$warning]conflict: {escape(c.message)}[/]"
     if error:
         text += f"\n[$error]{escape(error)}[/]"
     return text
@@ -219,3 +263,18 @@ def job_row(j) -> tuple[str, ...]:
     return (j.job, j.user or "-", str(len(j.devices)), pct(j.util_pct),
             "-" if j.usd_idle is None else usd(j.usd_idle), j.primary.replace("_", " "),
             pct(j.sm_active_pct), f"{j.idle_device_hours:.2f}", ",".join(j.nodes))
+
+
+def slurm_summary(report) -> str:
+    """Pending work beside free and idle GPUs: "short" against "wasting", one line per part."""
+    from collections import Counter
+
+    reasons = Counter(p.reason for p in report.pending)
+    lines = [f"pending: {len(report.pending)} jobs, {sum(p.gpus for p in report.pending)} GPUs"
+             + (" (" + ", ".join(f"{r} {n}" for r, n in reasons.most_common(4)) + ")"
+                if reasons else "")]
+    for p in report.partitions[:6]:
+        lines.append(f"{p.partition}: {p.gpus_free}/{p.gpus} GPUs free, {p.gpus_idle_allocated} "
+                     f"held idle, {p.gpus_pending} asked by {p.pending_jobs} pending"
+                     + (f", short {p.short_gpus}" if p.short_gpus else ""))
+    return "\n".join(lines)

@@ -28,6 +28,7 @@ class AppConfig:
     catalog_dirs: tuple[str | Path, ...] = ()  # extra catalog directories
     interval_s: float | None = None  # monitor refresh; None: 1 s
     record_db: str | Path | None = None  # also record the monitor's samples to this SQLite file
+    slurm: bool | None = None  # Jobs pane asks Slurm; None: when squeue is on PATH
 
 
 def build_app(config: AppConfig, **overrides):
@@ -61,7 +62,7 @@ def build_app(config: AppConfig, **overrides):
         raise UserError(f"--record {str(record)!r}: folder {str(record_db.parent)!r} does not exist.")
     options = dict(source_spec=explicit or "auto", source=source, record_db=record_db,
                    instance=config.instance, theme=theme, themes=themes,
-                   catalog_dirs=catalog_dirs, interval_s=interval,
+                   catalog_dirs=catalog_dirs, interval_s=interval, slurm=config.slurm,
                    start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")
                    if explicit else "catalog")
     options.update(overrides)

@@ -128,8 +128,7 @@ class MonitorLink:
         if self.app.record_db is not None:
             # an unwritable --record path is reported by the engine's failure path below
             return await asyncio.to_thread(Recorder, self.app.record_db)
-        from fleet_tui.core.monitor.session import (SessionRecorder, clean_stale_sessions,
-                                                    create_session_dir)
+        from fleet_tui.core.monitor.session import SessionRecorder, clean_stale_sessions, create_session_dir
 
         try:
             await asyncio.to_thread(clean_stale_sessions)  # folders of crashed runs

@@ -12,7 +12,6 @@ from textual.worker import Worker
 
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
 
-
 #: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
 MOUNTING = "pane-mounting"
 

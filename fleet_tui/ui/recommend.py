@@ -19,12 +19,11 @@ from textual.widgets import DataTable, Select, Static
 
 from fleet_tui.core import report
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
-from fleet_tui.core.perf.capacity import demand as serving_demand
 from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
+from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
@@ -258,7 +257,7 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
     kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS, expand_regions=expand_regions)
     notice = None
     if choice is not None and getattr(choice, "rate_rps", None) and workload.is_generation:
-        kwargs["demand"] = serving_demand(choice.rate_rps)  # checked by the builder already
+        kwargs["demand"] = choice.demand(workload)  # the builder's rate and targets, checked there already
     if choice is not None:
         kwargs.update(hours_per_month=choice.hours_per_month,
                       spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))

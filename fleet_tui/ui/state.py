@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from fleet_tui.core.records import record
 
-
-
 KIND_LABELS = {
     "live": "LIVE",
     "replay": "REPLAY",

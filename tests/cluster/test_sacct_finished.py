@@ -18,7 +18,9 @@ DATA = Path(__file__).parent / "data"
 
 def test_sacct_22_05_failed_multinode_gpu_job():
     (job,) = parse_jobs_json((DATA / "sacct_slurm_22_05_9.json").read_text(), "sacct --json")
-    assert (job.job, job.user, job.state, job.gpus) == ("20247445", "hudson", "FAILED", 16)
+    # task 100 of array 20247445: the array's own id is also the task's raw id
+    assert (job.job, job.user, job.state, job.gpus) == ("20247445_100", "hudson", "FAILED", 16)
+    assert job.ids == ("20247445_100", "20247445")
     assert job.nodes == ("ng30103", "ng30203", "ng30706", "ng30707")
     assert (job.submit_s, job.start_s, job.end_s) == (1692160813, 1693740641, 1693865044)
     assert job.time_limit_s == 2880 * 60 and job.partition == "gpubase_bynode_b4"
@@ -51,11 +53,11 @@ def test_jobs_slurm_lists_finished_jobs(tmp_path, monkeypatch, capsys):
     devices = _fake_slurm(tmp_path, monkeypatch, f"cat {DATA / 'sacct_slurm_22_05_9.json'}")
     assert main(["jobs", "--devices", str(devices), "--slurm", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [f["job"] for f in doc["finished"]] == ["20247445"] and doc["finished_note"] is None
+    assert [f["job"] for f in doc["finished"]] == ["20247445_100"] and doc["finished_note"] is None
     assert doc["finished"][0]["devices"] == 16 and doc["finished"][0]["state"] == "FAILED"
     assert main(["jobs", "--devices", str(devices), "--slurm"]) == 0
     out = capsys.readouterr().out
-    assert "finished since now-1days" in out and "20247445  hudson  FAILED" in out
+    assert "finished since now-1days" in out and "20247445_100  hudson" in out
 
 
 def test_jobs_slurm_without_accounting_says_so(tmp_path, monkeypatch, capsys):

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from fleet_tui.core.errors import UserError
-from fleet_tui.core.monitor.alerts import (AlertEvaluator, AlertRule, load_alert_rules,
-                                           parse_duration, parse_rules_file, strict_rules)
+from fleet_tui.core.monitor.alerts import (
+    AlertEvaluator,
+    AlertRule,
+    load_alert_rules,
+    parse_duration,
+    parse_rules_file,
+    strict_rules,
+)
 from fleet_tui.core.monitor.analysis import analyze_device_window
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 

@@ -6,8 +6,13 @@ import dataclasses
 
 import pytest
 
-from fleet_tui.core.monitor.analysis import (KINDS, analyze_device_window, analyze_trace,
-                                             pcie_link_bytes_s, theil_sen_slope)
+from fleet_tui.core.monitor.analysis import (
+    KINDS,
+    analyze_device_window,
+    analyze_trace,
+    pcie_link_bytes_s,
+    theil_sen_slope,
+)
 from fleet_tui.core.monitor.snapshot import CLOCK_EVENT_SW_POWER_CAP, DeviceSnapshot
 from fleet_tui.core.monitor.trace import load_trace
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from fleet_tui.core.monitor.analysis import RULES, HostLoad, analyze_device_window
 from fleet_tui.core.monitor.analysis.stream import analyze_stream
-from fleet_tui.core.monitor.snapshot import (DeviceSnapshot, HostSnapshot, ProcessInfo,
-                                             Snapshot)
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 
 GIB = 2**30
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleet_tui.core.monitor.trace import load_trace
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # `tests.fakes` under plain `pytest` too
 from tests.fakes.fake_pynvml import FakeNvml  # noqa: E402

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fleet_tui.core.catalog import build_catalog, catalog_files, load_catalog
-from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.catalog.importers.gcp import gcp_bundled_accelerator, tpu_chips
 from fleet_tui.core.catalog.importers.skypilot import import_skypilot
+from fleet_tui.core.errors import FieldError, UserError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
-from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.catalog.query import INSTANCE_FIELDS, Condition, parse_filter, query_instances
+from fleet_tui.core.errors import FieldError, UserError
 
 
 @pytest.fixture(autouse=True)

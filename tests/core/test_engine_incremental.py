@@ -16,9 +16,15 @@ import random
 import pytest
 
 from fleet_tui.core.monitor.alerts import AlertEvaluator, AlertRule
-from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, Diagnosis, DeviceAnalysis,
-                                             HostLoad, SlidingWindow, analyze_device_window,
-                                             analyze_trace)
+from fleet_tui.core.monitor.analysis import (
+    GROWTH_LOOKBACK_S,
+    DeviceAnalysis,
+    Diagnosis,
+    HostLoad,
+    SlidingWindow,
+    analyze_device_window,
+    analyze_trace,
+)
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.history import History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot

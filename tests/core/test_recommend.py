@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from fleet_tui.core import paths
 from fleet_tui.core.catalog import build_catalog, load_catalog
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.ranking.explanation import explain
-from fleet_tui.core.ranking.migration import migration_report
 from fleet_tui.core.pricing import HOURS_PER_MONTH, Schedule, SpotAssumptions
 from fleet_tui.core.ranking import UNIT_MONTH, UNIT_RUN, evaluate_setup, recommend
+from fleet_tui.core.ranking.explanation import explain
+from fleet_tui.core.ranking.migration import migration_report
 from fleet_tui.core.workload import Workload
 
 TOY = """

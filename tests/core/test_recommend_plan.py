@@ -8,10 +8,20 @@ import math
 
 import pytest
 
-from tests.cli_run import run
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import FieldError
-from fleet_tui.core.perf.capacity import Demand, demand, replica_capacity, replicas_for, serving_plan
+from fleet_tui.core.perf.capacity import (
+    Demand,
+    demand,
+    replica_capacity,
+    replicas_for,
+    serving_plan,
+)
+from fleet_tui.core.perf.sim_plan import (
+    RANKING_MAX_REQUESTS,
+    RANKING_REQUESTS,
+    plan_capacity,
+)
 from fleet_tui.core.pricing import HOURS_PER_MONTH
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
@@ -19,6 +29,7 @@ from fleet_tui.core.ranking.offers import UNIT_PLAN
 from fleet_tui.core.ranking.serving import replica_sizes
 from fleet_tui.core.report import offer_table
 from fleet_tui.core.workload import Workload
+from tests.cli_run import run
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +86,22 @@ def test_offers_are_ranked_by_the_plans_monthly_bill(cat):
         assert p.ttft_s * 1e3 <= 500 and p.tpot_s * 1e3 <= 30 + 1e-9
 
 
-def test_the_ranking_calls_the_one_plan_formula(cat):
+def test_the_ranking_calls_the_one_simulated_plan(cat):
     w = chat(cat)
     rec = recommend(w, cat, demand=demand(12, tpot_ms=40), clouds="aws", top=3)
+    o = rec.offers[0]
+    acc = cat.accelerator(o.accelerator)
+    g = o.plan.gpus_per_replica
+    variant = w.derive(batch=1, gpus=g, sharding="tensor" if g > 1 else "data")
+    alone = plan_capacity(variant, acc, g, 1024, 256, rate_rps=12, tpot_ms=40, requests=RANKING_REQUESTS,
+                          max_requests=RANKING_MAX_REQUESTS)
+    assert alone.simulated is not None and alone.slo_percentile == 95
+    assert (alone.replicas, alone.ttft_s, alone.tpot_s) == (o.plan.replicas, o.plan.ttft_s, o.plan.tpot_s)
+
+
+def test_the_ranking_with_the_simulator_off_calls_the_one_analytic_plan(cat):
+    w = chat(cat)
+    rec = recommend(w, cat, demand=demand(12, tpot_ms=40, simulate=False), clouds="aws", top=3)
     o = rec.offers[0]
     acc = cat.accelerator(o.accelerator)
     g = o.plan.gpus_per_replica
@@ -157,7 +181,7 @@ def test_cli_json_carries_the_plan(capsys):
     d = json.loads(out)
     assert d["unit"] == UNIT_PLAN
     assert d["demand"] == {"rate_rps": 20.0, "output_tokens_per_s": None, "ttft_ms": 500.0, "tpot_ms": 30.0,
-                           "slo_percentile": 95.0, "length_mix": "fixed"}
+                           "slo_percentile": 95.0, "length_mix": "fixed", "simulate": True}
     o = d["offers"][0]
     assert o["serving_plan"]["meets_slo"] is True and o["serving_plan"]["replicas"] >= 1
     assert o["usd_per_million_tokens"] > 0

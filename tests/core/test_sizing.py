@@ -16,8 +16,15 @@ from hypothesis import strategies as st
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.modelspec import ModelArch, param_count
-from fleet_tui.core.sizing import (capacity_bytes, check_fit, estimate_memory, kv_bytes_per_token,
-                                   kv_capacity, precision_support, size_workload)
+from fleet_tui.core.sizing import (
+    capacity_bytes,
+    check_fit,
+    estimate_memory,
+    kv_bytes_per_token,
+    kv_capacity,
+    precision_support,
+    size_workload,
+)
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 

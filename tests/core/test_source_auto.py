@@ -10,6 +10,7 @@ import pynvml as real
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.sources import open_source
 from fleet_tui.core.monitor.sources.auto import AutoSource
+
 # `tests.fakes` must import under plain `pytest` too (python -m pytest puts the root on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.fakes.fake_pynvml import FakeNvml

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 import time
+from pathlib import Path
 
 import pynvml as real
 import pytest
 
 from fleet_tui.core.monitor.source import SourceUnavailable
 from fleet_tui.core.monitor.sources.nvml import NvmlSource
+
 # `tests.fakes` must import under plain `pytest` too (python -m pytest puts the root on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.fakes.fake_pynvml import FakeNvml, smi_facts

@@ -9,8 +9,7 @@ import pytest
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.serialize import snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
-from fleet_tui.core.monitor.trace import (DEMO_TRACE, RecordingWriter, iter_trace, load_trace,
-                                          write_recording)
+from fleet_tui.core.monitor.trace import DEMO_TRACE, RecordingWriter, iter_trace, load_trace, write_recording
 
 
 def _raw_lines():

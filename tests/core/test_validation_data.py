@@ -6,10 +6,10 @@ every row must say where its number comes from and which side of the split it is
 """
 
 import random
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from fleet_tui.core.catalog import load_catalog
 

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bench.bench_app import process_exited
 from tests.e2e.test_tmux import ROOT, tmux  # noqa: F401 - the fixture
-
-import pytest
 
 pytestmark = [pytest.mark.tmux]
 

@@ -11,11 +11,11 @@ import pytest
 from fleet_tui.core.fleet import FleetView, FleetViews, fleet_json
 from fleet_tui.core.monitor.analysis import analyze_device_window
 from fleet_tui.core.monitor.engine import MonitorEngine
-from fleet_tui.core.monitor.source import Source
-from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.source import Source
 from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
-from tests.fleet.dcgm_replay import phase_runs, load_frames
+from fleet_tui.core.monitor.windowing import FleetWindowPolicy
+from tests.fleet.dcgm_replay import load_frames, phase_runs
 
 GIB = 1024**3
 

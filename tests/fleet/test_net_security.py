@@ -62,9 +62,8 @@ def test_export_serving_line_hides_credentials():
 
 
 def test_status_line_hides_credentials():
-    from fleet_tui.ui.state import SourceStatus
+    from fleet_tui.ui.state import CatalogStatus, SourceStatus
     from fleet_tui.ui.widgets.chrome import render_status
-    from fleet_tui.ui.state import CatalogStatus
 
     status = SourceStatus(kind="fleet", spec=f"prometheus:http://u:{SECRET}@prom:9090",
                           interval_s=1.0)

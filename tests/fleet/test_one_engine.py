@@ -10,11 +10,9 @@ every device's primary diagnosis (and on the phase the replay plays).
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
-from fleet_tui.cli import main
 from fleet_tui.core.exporter import FleetExporter
 from fleet_tui.core.fleet import FleetViews
 from fleet_tui.core.monitor.alerts import AlertRule

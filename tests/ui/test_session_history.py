@@ -7,9 +7,14 @@ import os
 import pytest
 
 from fleet_tui.core.monitor.recorder import RAW_RETENTION_S, ROLLUP_RETENTION_S
-from fleet_tui.core.monitor.session import (SAMPLE_BYTES, SESSION_CAP_BYTES, SESSION_MIN_PERIOD_S,
-                                            clean_stale_sessions, create_session_dir,
-                                            session_retention)
+from fleet_tui.core.monitor.session import (
+    SAMPLE_BYTES,
+    SESSION_CAP_BYTES,
+    SESSION_MIN_PERIOD_S,
+    clean_stale_sessions,
+    create_session_dir,
+    session_retention,
+)
 from tests.ui.conftest import wait_for
 
 

@@ -61,10 +61,30 @@ class DeviceUsage:
     action: str = ""  # what to change, from the primary diagnosis
     phases: tuple[tuple[float, float, str], ...] = ()  # (start, end, diagnosis) over its history
     key: str = ""  # the engine's device key (its analyses and alerts are keyed by it)
+    uuid: str = ""
 
     @property
     def label_map(self) -> dict[str, str]:
         return dict(self.labels)
+
+    @property
+    def minor(self) -> int | None:
+        """The GPU's minor number (``/dev/nvidiaN``), which Slurm's GRES index follows when
+        gres.conf lists ``File=/dev/nvidia[0-N]`` (or AutoDetect finds them): dcgm-exporter's
+        ``device="nvidiaN"`` label, jobstats' ``minor_number``. None when no label says."""
+        labels = self.label_map
+        dev = labels.get("device", "")
+        if dev.startswith("nvidia") and dev[6:].isdigit():
+            return int(dev[6:])
+        raw = labels.get("minor_number", "")
+        return int(raw) if raw.isdigit() else None
+
+    @property
+    def slot(self) -> int:
+        """The number Slurm's GRES index is compared with: the minor number where known, else
+        the source's device index (a single-node source numbers devices as NVML does)."""
+        minor = self.minor
+        return self.index if minor is None else minor
 
     @classmethod
     def from_fleet_device(cls, dev: Any, labels: Mapping[str, str] | None = None, *,
@@ -79,7 +99,7 @@ class DeviceUsage:
                    mem_peak_bytes=dev.mem_used_bytes, mem_total_bytes=dev.mem_total_bytes,
                    idle_fraction=1.0 if dev.idle else 0.0, observed_s=observed_s,
                    usd_per_hour=dev.usd_per_hour, primary=dev.primary, action=action,
-                   key=dev.key)
+                   key=dev.key, uuid=getattr(dev, "uuid", "") or "")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "") -> "DeviceUsage":
@@ -133,6 +153,11 @@ class JobUsage:
     diagnoses: dict[str, int] = field(default_factory=dict)  # kind -> devices showing it
     state: str = ""
     phases: tuple[tuple[float, float, str], ...] = ()  # the job's headline diagnosis over time
+    account: str = ""
+    partition: str = ""
+    name: str = ""
+    time_limit_s: float | None = None
+    exit_code: str = ""
 
     def sort_key(self) -> tuple:
         return (-(self.usd_idle or 0.0), -self.idle_device_hours,
@@ -146,6 +171,8 @@ class JobUsage:
                "idle_device_hours": round(self.idle_device_hours, 4),
                "usd_idle": _r(self.usd_idle, 4), "primary": self.primary,
                "diagnoses": dict(self.diagnoses), "state": self.state,
+               "account": self.account, "partition": self.partition, "name": self.name,
+               "time_limit_s": self.time_limit_s, "exit_code": self.exit_code,
                "phases": [{"start": a, "end": b, "primary": k} for a, b, k in self.phases]}
         if with_devices:
             out["device_list"] = [{"node": d.node, "index": d.index, "util_pct": _r(d.util_pct),
@@ -157,9 +184,31 @@ class JobUsage:
 
 
 @record
+class Conflict:
+    """A device whose metric labels name one job while Slurm allocates it to another (or to none):
+    Slurm's live allocation is what the device is attributed by."""
+
+    node: str
+    index: int
+    label_job: str  # the job the labels name
+    slurm_job: str  # the job Slurm allocates the GPU to; "" for none
+
+    @property
+    def message(self) -> str:
+        held = f"Slurm allocates it to job {self.slurm_job}" if self.slurm_job else \
+            "Slurm runs no job on it"
+        return f"{self.node} GPU {self.index}: label says job {self.label_job}, {held}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "index": self.index, "label_job": self.label_job,
+                "slurm_job": self.slurm_job, "message": self.message}
+
+
+@record
 class JobsView:
     jobs: tuple[JobUsage, ...]  # worst first
     unattributed: tuple[DeviceUsage, ...]
+    conflicts: tuple[Conflict, ...] = ()
 
     def job(self, job_id: str) -> JobUsage:
         for j in self.jobs:
@@ -171,6 +220,7 @@ class JobsView:
     def to_dict(self) -> dict[str, Any]:
         idle = [d for d in self.unattributed if d.idle_fraction > 0]
         return {"jobs": [j.to_dict() for j in self.jobs],
+                "conflicts": [c.to_dict() for c in self.conflicts],
                 "unattributed": {"devices": len(self.unattributed), "idle_devices": len(idle),
                                  "usd_idle_per_hour": _r(sum(d.usd_per_hour for d in idle
                                             if d.usd_per_hour is not None), 4)
@@ -200,14 +250,20 @@ def label_owner(labels: Mapping[str, str]) -> Owner | None:
 
 
 class SlurmIndex:
-    """Who holds ``(node, gpu index)`` according to Slurm's running jobs."""
+    """Who holds ``(node, GPU)`` according to Slurm's running jobs. A job holds the GPUs Slurm
+    allocated to it and nothing else: a job with no GPU in its allocated TRES holds none, whatever
+    node it shares. Where Slurm gives a GPU count but no indices (older Slurm), the node's GPUs go
+    to that job only when it is the one GPU job there."""
 
     def __init__(self, jobs: Iterable[SlurmJob]):
         self.by_id: dict[str, SlurmJob] = {}
         self.by_gpu: dict[tuple[str, int], SlurmJob] = {}
         whole: dict[str, list[SlurmJob]] = {}
         for j in running_on(jobs):
-            self.by_id[j.job] = j
+            for jid in j.ids:
+                self.by_id[jid] = j
+            if j.gpus <= 0:
+                continue
             for node in j.nodes:
                 idx = j.gpu_indices.get(node)
                 if idx:
@@ -217,31 +273,55 @@ class SlurmIndex:
                     whole.setdefault(short_node(node), []).append(j)
         self.by_node = {n: js[0] for n, js in whole.items() if len(js) == 1}
 
-    def owner(self, node: str, index: int) -> SlurmJob | None:
+    def owner(self, node: str, slot: int) -> SlurmJob | None:
         n = short_node(node)
-        return self.by_gpu.get((n, index)) or self.by_node.get(n)
+        return self.by_gpu.get((n, slot)) or self.by_node.get(n)
+
+
+def _attribute(d: DeviceUsage, index: SlurmIndex | None) -> tuple[Owner | None, Conflict | None]:
+    """The owner of one device: Slurm's live allocation first where Slurm was asked, then labels;
+    a Slurm job label that Slurm contradicts is reported as a conflict."""
+    label = label_owner(d.label_map) if d.labels else None
+    if index is None:
+        return label, None
+    sj = index.owner(d.node, d.slot)
+    slurm_label = label is not None and label.via in ("hpc_job", "exporter")
+    if sj is not None:
+        if slurm_label and label is not None and label.job not in sj.ids:
+            return Owner(sj.job, sj.user, "slurm"), Conflict(d.node, d.index, label.job, sj.job)
+        if slurm_label and label is not None:
+            return Owner(sj.job, label.user or sj.user, label.via), None
+        return Owner(sj.job, sj.user, "slurm"), None
+    if slurm_label and label is not None:
+        running = index.by_id.get(label.job)
+        if running is None or (running.gpus > 0 and short_node(d.node) not in
+                               {short_node(n) for n in running.nodes}):
+            return None, Conflict(d.node, d.index, label.job, "")  # a stale label
+        return Owner(running.job, label.user or running.user, label.via), None
+    return label, None
 
 
 def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = (), *,
-             now: float | None = None, user: str | None = None) -> JobsView:
-    """Attribute ``devices`` to jobs (labels first, then Slurm) and roll each job up."""
+             now: float | None = None, user: str | None = None,
+             account: str | None = None) -> JobsView:
+    """Attribute ``devices`` to jobs (Slurm's allocation where Slurm was asked, else labels) and
+    roll each job up. ``user``/``account`` keep only that user's or account's jobs."""
     index = SlurmIndex(slurm_jobs) if slurm_jobs else None
     groups: dict[str, list[DeviceUsage]] = {}
     owners: dict[str, Owner] = {}
     loose: list[DeviceUsage] = []
+    conflicts: list[Conflict] = []
     for d in devices:
-        owner = label_owner(d.label_map) if d.labels else None
-        if owner is None and index is not None:
-            sj = index.owner(d.node, d.index)
-            if sj is not None:
-                owner = Owner(sj.job, sj.user, "slurm")
+        owner, conflict = _attribute(d, index)
+        if conflict is not None:
+            conflicts.append(conflict)
         if owner is None:
             loose.append(d)
             continue
         groups.setdefault(owner.job, []).append(d)
         if owner.job not in owners or (not owners[owner.job].user and owner.user):
             owners[owner.job] = owner
-    by_id = index.by_id if index is not None else {j.job: j for j in slurm_jobs}
+    by_id = index.by_id if index is not None else {i: j for j in slurm_jobs for i in j.ids}
     jobs = []
     for job_id, devs in groups.items():
         owner = owners[job_id]
@@ -249,9 +329,11 @@ def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = ()
         job_user = owner.user or (sj.user if sj else "")
         if user is not None and job_user != user:
             continue
+        if account is not None and (sj.account if sj else "") != account:
+            continue
         jobs.append(_rollup(job_id, job_user, owner.via, devs, sj, now))
     jobs.sort(key=JobUsage.sort_key)
-    return JobsView(tuple(jobs), tuple(loose))
+    return JobsView(tuple(jobs), tuple(loose), tuple(conflicts))
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -279,7 +361,10 @@ def _rollup(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: Slurm
                     mem_peak_bytes=max(peaks) if peaks else None, idle_device_hours=idle_h,
                     usd_idle=usd_idle, primary=primary,
                     diagnoses=dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
-                    state=sj.state if sj is not None else "", phases=_job_phases(devs))
+                    state=sj.state if sj is not None else "", phases=_job_phases(devs),
+                    account=sj.account if sj else "", partition=sj.partition if sj else "",
+                    name=sj.name if sj else "", time_limit_s=sj.time_limit_s if sj else None,
+                    exit_code=sj.exit_code if sj else "")
 
 
 def _job_phases(devs: Sequence[DeviceUsage]) -> tuple[tuple[float, float, str], ...]:

@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet_tui.core.cluster.jobs import DeviceUsage, short_node
-from fleet_tui.core.monitor.sources.prometheus.metrics import (JOB_CARRIERS, JOB_ID_GAUGE,
-                                                              JOB_LABELS, JOB_UID_GAUGE)
+from fleet_tui.core.monitor.sources.prometheus.metrics import JOB_CARRIERS, JOB_ID_GAUGE, JOB_LABELS, JOB_UID_GAUGE
 from fleet_tui.core.monitor.sources.prometheus.parse import node_of, parse_value
 
 # labels that say which device a carrier series is about (DCGM and AMD's exporter)
-DEVICE_LABELS = ("Hostname", "hostname", "instance", "gpu", "gpu_id", "UUID", "uuid", "gpu_uuid")
+DEVICE_LABELS = ("Hostname", "hostname", "instance", "gpu", "gpu_id", "UUID", "uuid", "gpu_uuid",
+                 "device")
+# kept with the job labels: the GPU's minor number, which Slurm's GRES index follows
+MINOR_LABELS = ("device", "minor_number")
 
 
 def job_label_query() -> str:
@@ -99,9 +101,12 @@ def labels_from_result(result: Iterable[Mapping[str, Any]]) -> DeviceLabels:
                 continue
             key, text = ("jobId", str(int(value))) if name == JOB_ID_GAUGE else \
                         ("jobUser", _user_of_uid(int(value)))
-            out.add({key: text}, uuid, node, index)
+            found = {key: text}
+            if labels.get("minor_number"):
+                found["minor_number"] = labels["minor_number"]
+            out.add(found, uuid, node, index)
             continue
-        found = {k: labels[k] for k in JOB_LABELS if labels.get(k)}
+        found = {k: labels[k] for k in (*JOB_LABELS, *MINOR_LABELS) if labels.get(k)}
         out.add(found, uuid, node, index)
     return out
 

@@ -16,8 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleet_tui.core.monitor.recorder import (RAW_RETENTION_S, ROLLUP_RETENTION_S, ROLLUP_S,
-                                             Recorder)
+from fleet_tui.core.monitor.recorder import RAW_RETENTION_S, ROLLUP_RETENTION_S, ROLLUP_S, Recorder
 
 # Bytes one device-sample takes on disk in the recorder's schema (row with its primary diagnosis,
 # two indexes, WAL checkpointed): 219 B measured over 96,000 sim:64 samples; 240 leaves margin.

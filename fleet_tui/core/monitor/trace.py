@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from fleet_tui.core.fsutil import atomic_writer
-from fleet_tui.core.monitor.serialize import (RECORDING_FORMAT, BadField, number,
-                                              snapshot_from_dict, snapshot_to_dict)
+from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, BadField, number, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
 

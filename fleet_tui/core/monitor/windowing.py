@@ -36,8 +36,14 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from fleet_tui.core.monitor.analysis import (GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES, DeviceAnalysis,
-                                             HostLoad, SlidingWindow, analyze_device_window)
+from fleet_tui.core.monitor.analysis import (
+    GROWTH_LOOKBACK_S,
+    GROWTH_NOISE_BYTES,
+    DeviceAnalysis,
+    HostLoad,
+    SlidingWindow,
+    analyze_device_window,
+)
 from fleet_tui.core.monitor.analysis.phases import smoothing_s
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot

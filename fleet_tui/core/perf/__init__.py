@@ -52,10 +52,20 @@ TPU) use an assumed GEMM efficiency: treat their speeds as rough.
 
 from __future__ import annotations
 
-from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, bandwidth, matmul_efficiency,
-                                       peak_flops)
-from fleet_tui.core.perf.throughput import (ENGINE_FORWARD, ENGINE_SERVING, ENGINE_TRAINING, Throughput,
-                                            estimate_throughput)
+from fleet_tui.core.perf.rates import (
+    DEFAULT_GEN_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    bandwidth,
+    matmul_efficiency,
+    peak_flops,
+)
+from fleet_tui.core.perf.throughput import (
+    ENGINE_FORWARD,
+    ENGINE_SERVING,
+    ENGINE_TRAINING,
+    Throughput,
+    estimate_throughput,
+)
 
 __all__ = [
     "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING", "ENGINE_TRAINING",

@@ -21,6 +21,7 @@ filter bounds, the draw's scale set so that what is kept has the published means
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
@@ -122,20 +123,33 @@ def _lengths(seed: int, mix: LengthMix, n: int, prompt_mean: float, gen_mean: fl
     return [max(1, round(p * sp)) for p in kept_p], [max(1, round(g * sg)) for g in kept_g]
 
 
+@functools.lru_cache(maxsize=64)
+def _unit_gaps(seed: int, n: int) -> tuple[float, ...]:
+    """Arrival times of a Poisson process of rate 1 (seeded): a rate ``r`` divides them by ``r``,
+    so a capacity search over rates draws them once."""
+    rng = random.Random(seed)
+    t, times = 0.0, []
+    for _ in range(n):
+        times.append(t)
+        t += rng.expovariate(1.0)
+    return tuple(times)
+
+
+@functools.lru_cache(maxsize=64)
+def _mixed(seed: int, mix: str, n: int, prompt_mean: float, gen_mean: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    p, g = _lengths(seed, LENGTH_MIXES[mix], n, prompt_mean, gen_mean)
+    return tuple(p), tuple(g)
+
+
 def draw(a: Arrivals) -> Trace:
     """The requests of ``a`` (the same ``seed``, the same trace)."""
-    rng = random.Random(a.seed)
     n = a.requests
     if a.pattern == "burst":
-        times = [0.0] * n
+        times: tuple[float, ...] = (0.0,) * n
     else:
         rate = float(a.rate_rps or 0.0)
-        t, times = 0.0, []
-        for _ in range(n):
-            times.append(t)
-            t += rng.expovariate(rate)
+        times = tuple(t / rate for t in _unit_gaps(a.seed, n))
     if a.mix == "fixed":
-        prompts, gens = [a.prompt_tokens] * n, [a.gen_tokens] * n
-    else:
-        prompts, gens = _lengths(a.seed + 1, LENGTH_MIXES[a.mix], n, a.prompt_tokens, a.gen_tokens)
-    return Trace(tuple(times), tuple(prompts), tuple(gens))
+        return Trace(times, (a.prompt_tokens,) * n, (a.gen_tokens,) * n)
+    prompts, gens = _mixed(a.seed + 1, a.mix, n, float(a.prompt_tokens), float(a.gen_tokens))
+    return Trace(times, prompts, gens)

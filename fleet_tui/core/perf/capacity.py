@@ -121,6 +121,8 @@ class Demand:
     tpot_ms: float | None = None
     slo_percentile: float = DEFAULT_SLO_PERCENTILE
     length_mix: str = "fixed"
+    #: plan with the scheduler simulation (:mod:`.sim_plan`); False: the analytic operating point
+    simulate: bool = True
 
     def rate_for(self, gen: int) -> float:
         """Requests per second (an output token rate divided by the tokens each request generates)."""
@@ -157,7 +159,8 @@ def _positive(field_name: str, value) -> float | None:
 
 
 def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, *,
-           workload: Workload | None = None, slo_percentile=None, length_mix: str | None = None) -> Demand | None:
+           workload: Workload | None = None, slo_percentile=None, length_mix: str | None = None,
+           simulate: bool = True) -> Demand | None:
     """The checked :class:`Demand` (None when no rate is given; targets alone are an error).
     Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``,
     ``slo_percentile``, ``length_mix``."""
@@ -182,7 +185,7 @@ def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, 
     if workload is not None and not workload.is_generation:
         raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
                          "and {gen_len}")
-    return Demand(rate, tokens, ttft, tpot, pct if pct is not None else DEFAULT_SLO_PERCENTILE, mix)
+    return Demand(rate, tokens, ttft, tpot, pct if pct is not None else DEFAULT_SLO_PERCENTILE, mix, simulate)
 
 
 @record

@@ -64,8 +64,14 @@ import math
 from dataclasses import field
 
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import (activation_bytes, kv_bytes_per_token, parallel_layout, parallel_split,
-                                      sequence_state_bytes, weight_bytes)
+from fleet_tui.core.footprint import (
+    activation_bytes,
+    kv_bytes_per_token,
+    parallel_layout,
+    parallel_split,
+    sequence_state_bytes,
+    weight_bytes,
+)
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf.profile_run import profile_peak_bytes, static_buffers_bytes
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes

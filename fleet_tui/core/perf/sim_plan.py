@@ -51,6 +51,10 @@ BLOCK_SIZE = 16  # vLLM's default KV block (--block-size 16); SGLang's pages are
 #: requests simulated per replica count tried: at least this many, and enough for the queue to settle
 PLAN_REQUESTS = 400
 MAX_REQUESTS = 4000
+#: the same for each device group a ranking plans (bench/bench_recommend.py: the whole catalog
+#: within its 2 s)
+RANKING_REQUESTS = 200
+RANKING_MAX_REQUESTS = 1000
 #: the most requests a burst simulates; a larger burst repeats its steady waves (see simulated_burst)
 BURST_LIMIT = 20_000
 _POLICY: dict[str, Policy] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
@@ -116,7 +120,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                   ttft_ms: float | None = None, tpot_ms: float | None = None,
                   percentile: float = DEFAULT_SLO_PERCENTILE, mix: str = "fixed",
                   usd_per_device_hour: float | None = None, requests: int = PLAN_REQUESTS,
-                  min_replicas: int = 1) -> ServingPlan:
+                  max_requests: int = MAX_REQUESTS, min_replicas: int = 1) -> ServingPlan:
     """Replicas, devices and cost to serve the demand within the targets, from the simulation
     (see the module docstring): the smallest replica count that meets them, searched from the
     analytic plan's count (doubling up, then bisection)."""
@@ -146,7 +150,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     def run(n: int) -> SimResult:
         if n not in tried:
             per = rate / n / share
-            count = int(min(MAX_REQUESTS, max(requests, 8 * per * alone.e2e.mean)))
+            count = int(min(max_requests, max(requests, 8 * per * alone.e2e.mean)))
             got = simulate_replica(w, acc, gpus, poisson(per, count, prompt, gen, mix, 1))
             assert got is not None  # the lone request ran on the same configuration
             tried[n] = got
@@ -204,9 +208,11 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
 def serving_plan_for(w: Workload, acc: Accelerator, gpus: int, demand: Demand, *,
                      usd_per_device_hour: float | None = None) -> ServingPlan:
     """The one plan for a checked :class:`~.capacity.Demand`: simulated for a continuous-batching
-    engine, the analytic plan of :mod:`.capacity` for Hugging Face generate (static batches)."""
+    engine, the analytic plan of :mod:`.capacity` for Hugging Face generate (static batches) or
+    when the demand turns the simulation off."""
     prompt, gen = int(w.prompt_len or 0), int(w.gen_len or 0)
-    if replica_config(w, acc, gpus, prompt + gen) is None and engine_profile(w).batching != "continuous":
+    if not demand.simulate or (replica_config(w, acc, gpus, prompt + gen) is None
+                               and engine_profile(w).batching != "continuous"):
         plan = serving_plan(w, acc, gpus, prompt, gen, rate_rps=demand.rate_rps,
                             output_tokens_per_s=demand.output_tokens_per_s, ttft_ms=demand.ttft_ms,
                             tpot_ms=demand.tpot_ms, usd_per_device_hour=usd_per_device_hour)

@@ -11,13 +11,27 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
 from fleet_tui.core.interconnects import Fabric, default_fabric
-from fleet_tui.core.perf import collectives
 from fleet_tui.core.modelspec import ParamCounts, param_counts
-from fleet_tui.core.perf.engines import (decode_efficiency, decode_step_s, engine_profile, engine_statement, gemm_rate,
-                                         tp_allreduce_s)
-from fleet_tui.core.perf.rates import (DEFAULT_GEN_TOKENS, DEFAULT_PROMPT_TOKENS, attn_flops_per_token,
-                                       bandwidth, encoder_attn_flops_per_token, forward_terms, peak_flops,
-                                       scaling_efficiency, weight_stream_bytes)
+from fleet_tui.core.perf import collectives
+from fleet_tui.core.perf.engines import (
+    decode_efficiency,
+    decode_step_s,
+    engine_profile,
+    engine_statement,
+    gemm_rate,
+    tp_allreduce_s,
+)
+from fleet_tui.core.perf.rates import (
+    DEFAULT_GEN_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    attn_flops_per_token,
+    bandwidth,
+    encoder_attn_flops_per_token,
+    forward_terms,
+    peak_flops,
+    scaling_efficiency,
+    weight_stream_bytes,
+)
 from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload

@@ -2,14 +2,14 @@
 
 Order of the answer (each step one core function, called here and nowhere else by a front end):
 
-1. **layout** — the workload's own when it sets one, else the cheapest layout that fits the devices
-   (:func:`fleet_tui.core.sizing.layout.auto_layout`);
+1. **layout** — the workload's own when it sets one, else the first layout that fits the devices,
+   cheapest communication first (:func:`fleet_tui.core.sizing.layout.choose_layout`, as the ranking);
 2. **verdict and memory** — :func:`fleet_tui.core.sizing.check_fit` on the memory model (Hugging
    Face runs and training) or, for a serving engine, what it reserves
    (:func:`fleet_tui.core.sizing.serving.engine_fit`): it starts or not, then runs N at a time;
 3. **fixes** — the fit search's changes, then larger catalog devices, each effect once;
-4. **speed** — only for what fits; a serving engine's at the sequences it runs at once; without a
-   target, on the reference accelerator (:data:`REFERENCE_ACCELERATOR`);
+4. **speed** — only for what fits, on the links of the instance it is priced on; a serving engine's
+   at the sequences it runs at once; without a target, on :data:`REFERENCE_ACCELERATOR`;
 5. **capacity plan, burst, training run** — when asked for;
 6. **cost** — the cheapest offer that deploys the layout (:mod:`.deploy`: a TP group in one instance).
 
@@ -19,18 +19,21 @@ and plans the top one's devices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, replace
 
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
+from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
-from fleet_tui.core.sizing.fit import bigger_devices, distinct_by_effect
-from fleet_tui.core.sizing.layout import auto_layout, layout_is_set
-from fleet_tui.core.sizing.serving import engine_fit, serves_with_engine
+from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
+from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
+from fleet_tui.core.sizing.serving import engine_fit, running_workload, serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -67,8 +70,10 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         if not ok:
             raise FieldError("precision", "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
     n = w.gpus
-    if acc is not None and not req.layout_given and not layout_is_set(w):
-        w = auto_layout(w, acc, n)  # the cheapest layout that fits
+    if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
+        # the ranking's rule: the first layout that fits, cheapest communication first
+        ch = choose_layout(w, acc, n, min(n, DEFAULT_NODE_DEVICES))
+        w = ch.workload if ch.fits else w
     mem = estimate_memory(w, n)
     fit = check_fit(w, acc, n) if acc is not None else None
     eng = engine_fit(w, acc, n) if (acc is not None and serves_with_engine(w)) else None
@@ -78,34 +83,38 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         accs = list(catalog.accelerators.values())
         fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
     notes: list[str] = []
+    cost = None
+    if acc is not None and verdict.ok:
+        cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month)
     speed = speed_acc = None
     fits = verdict.ok is not False
     if fits:
         speed_acc = acc or _reference(catalog)
         if speed_acc is not None:
-            sized = w if eng is None or eng.running >= w.batch else w.derive(batch=max(1, eng.running))
-            speed = estimate_throughput(sized, speed_acc, n)
+            speed = estimate_throughput(running_workload(w, speed_acc, n), speed_acc, n,
+                                        _fabric(cost, speed_acc, n) if acc is not None else None)
             if acc is None:
                 notes.append(f"no {{gpu}} given: speed shown for {speed_acc.id}")
+    if cost is not None and speed is not None and speed.tokens_per_s and speed.tokens_per_s > 0:
+        cost = replace(cost, usd_per_million_tokens=cost_per_million_tokens(cost.usd_per_hour, speed.tokens_per_s))
     run = None
     if req.training_tokens is not None and speed_acc is not None and fits:
         from fleet_tui.core.perf.run import training_run
 
         run = training_run(w, speed_acc, n, req.training_tokens)
+    if req.demand is not None and not w.is_generation:
+        raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
+                         "and {gen_len}")
     plan = price_source = None
     if req.demand is not None and speed_acc is not None:
         plan, price_source = _serving_plan(w, catalog, speed_acc, req)
     burst, burst_replicas = None, 1
     if req.burst is not None and speed_acc is not None and fits:
         burst, burst_replicas = _burst(w, speed_acc, req.burst)
-    cost = None
-    if acc is not None and verdict.ok:
-        tokens_per_s = speed.tokens_per_s if speed is not None else None
-        if plan is not None and plan.devices:
-            # with a demand, the cost per 1M tokens is at the planned load on these devices, not one batch's
-            tokens_per_s = plan.output_tokens_per_s * n / plan.devices
-        cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month,
-                             tokens_per_s=tokens_per_s)
+    if cost is not None and plan is not None and plan.devices:
+        # with a demand, the cost per 1M tokens is at the planned load on these devices, not one batch's
+        cost = replace(cost, usd_per_million_tokens=cost_per_million_tokens(
+            cost.usd_per_hour, plan.output_tokens_per_s * n / plan.devices))
     kv = kv_capacity(w, acc, n) if (acc is not None and not w.is_training) else None
     assumptions = list(mem.assumptions) + (list(speed.assumptions) if speed is not None else [])
     return PlanReport(
@@ -132,9 +141,19 @@ def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
     report = plan_workload(PlanRequest(placed, top.accelerator, layout_given=False, demand=req.demand,
                                        training_tokens=req.training_tokens, burst=req.burst,
                                        hours_per_month=req.hours_per_month, pricing=req.pricing), catalog)
-    from dataclasses import replace
-
     return replace(report, offer=top.label)
+
+
+def _fabric(cost, acc: Accelerator, gpus: int) -> Fabric | None:
+    """The links of the instance the setup is priced on, as the ranking charges them: inside one
+    instance the network between instances plays no part (None without an instance)."""
+    if cost is None or gpus <= 1:
+        return None
+    i = cost.instance
+    fab = fabric_for(acc.id, int(i.accelerator_count), i.cloud, i.instance_type, acc.software_stack)
+    if cost.instances == 1:
+        fab = dataclasses.replace(fab, inter_link="", inter_gbps=1.0, inter_known=False)
+    return fab
 
 
 def _reference(catalog: Catalog) -> Accelerator | None:

@@ -110,7 +110,6 @@ speed is unknown.
 
 from __future__ import annotations
 
-
 from fleet_tui.core.perf.capacity import Demand, demand
 from fleet_tui.core.ranking.current import evaluate_setup
 from fleet_tui.core.ranking.explanation import explain

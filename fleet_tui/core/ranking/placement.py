@@ -21,8 +21,8 @@ from typing import Any, Hashable, NamedTuple
 from fleet_tui.core import caches, perf, sizing
 from fleet_tui.core.footprint import weight_bytes
 from fleet_tui.core.modelspec import param_counts
-from fleet_tui.core.sizing import layout as sizing_layout
 from fleet_tui.core.pricing import cost_per_million_tokens, training_run_cost
+from fleet_tui.core.sizing import layout as sizing_layout
 
 GIB = 1024**3
 MULTI_INSTANCE_MIN_DEVICES = 8  # only HPC-class boxes (NVLink + EFA/InfiniBand) are multiplied
@@ -85,7 +85,8 @@ class Placement:
         if c is None or not self.fits:  # nothing that does not fit gets a speed
             return NO_SPEED
         w = c.workload
-        tp = perf.estimate_throughput(w, c.acc, self.gpus, c.fabric)
+        # at the sequences a serving engine runs at once (the rest queue), as the plan does
+        tp = perf.estimate_throughput(sizing.running_workload(w, c.acc, self.gpus), c.acc, self.gpus, c.fabric)
         tps = tp.tokens_per_s
         if tps is not None and not (tps > 0 and math.isfinite(tps)):
             tps = None

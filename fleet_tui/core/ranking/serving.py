@@ -38,12 +38,18 @@ from fleet_tui.core.perf.capacity import (
     replica_capacity,
     replicas_for,
 )
+from fleet_tui.core.perf.sim_plan import (
+    RANKING_MAX_REQUESTS,
+    RANKING_REQUESTS,
+    plan_capacity,
+)
 
 _CAPACITY = caches.memo("ranking.replica_capacity", 4096)
 # a device group's answer, per (workload, demand, spec, devices, placement size): a repeated ranking
 # looks each group up once instead of its ~5 replica sizes (bench_recommend.py "plan" repeat:
 # 16 ms -> see the README figure)
 _SERVED = caches.memo("ranking.served", 8192)
+_SIMULATED = caches.memo("ranking.simulated_plan", 4096)
 
 
 class ServedGroup(NamedTuple):
@@ -127,8 +133,30 @@ class Planner:
             return ServedGroup(0, None, f"the KV cache of {acc.id} holds no whole sequence",
                                "not_fitting_rows")
         instances, g, cap, replicas = best
+        if self.demand.simulate:
+            # the analytic pass chose the replica size; the scheduler simulation counts its replicas
+            plan = self.simulated(acc, spec, g)
+            if plan.replicas is not None:
+                per_instance = next(p for gg, p, _ in options if gg == g)
+                spans = placement.instances if placement.instances > 1 else 1
+                instances = math.ceil(plan.replicas / per_instance) * spans
+                return ServedGroup(max(1, instances // placement.instances), plan)
         plan = plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate)
         return ServedGroup(max(1, instances // placement.instances), plan)
+
+    def simulated(self, acc, spec: Any, g: int) -> ServingPlan:
+        """The simulated plan on replicas of ``g`` devices of ``acc`` (memoised per device spec)."""
+        d = self.demand
+        key = (self.workload, d, spec, g)
+
+        def compute() -> ServingPlan:
+            w = self.workload.derive(gpus=g, sharding="tensor" if g > 1 else "data", tp=None, pp=None,
+                                     zero=None, micro_batch=None)
+            return plan_capacity(w, acc, g, self.prompt, self.gen, rate_rps=self.rate, ttft_ms=d.ttft_ms,
+                                 tpot_ms=d.tpot_ms, percentile=d.slo_percentile, mix=d.length_mix,
+                                 requests=RANKING_REQUESTS, max_requests=RANKING_MAX_REQUESTS)
+
+        return _SIMULATED.get_or_compute(key, compute)
 
     def _missed_text(self, acc, cap: ReplicaCapacity) -> str:
         d = self.demand

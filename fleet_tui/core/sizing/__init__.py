@@ -16,15 +16,29 @@ Results are memoised in :mod:`fleet_tui.core.caches` (``caches.clear()`` empties
 """
 
 from fleet_tui.core.footprint import kv_bytes_per_token, lora_params, parallel_split, weight_bytes
-from fleet_tui.core.sizing.fit import (FitResult, FitSuggestion, capacity_bytes, check_fit, precision_support,
-                                       suggest_fixes)
+from fleet_tui.core.sizing.fit import (
+                                       FitResult,
+                                       FitSuggestion,
+                                       capacity_bytes,
+                                       check_fit,
+                                       precision_support,
+                                       suggest_fixes,
+)
 from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
 from fleet_tui.core.sizing.overview import SizingResult, size_workload
-from fleet_tui.core.sizing.serving import KVCapacity, kv_capacity, serving_sequence_tokens
+from fleet_tui.core.sizing.serving import (
+                                       EngineFit,
+                                       KVCapacity,
+                                       engine_fit,
+                                       kv_capacity,
+                                       running_workload,
+                                       serves_with_engine,
+                                       serving_sequence_tokens,
+)
 
 __all__ = [
-    "COMPONENT_HELP", "COMPONENT_ORDER", "FitResult", "FitSuggestion", "KVCapacity", "MemoryBreakdown",
-    "SizingResult", "capacity_bytes", "check_fit", "estimate_memory", "kv_bytes_per_token", "kv_capacity",
-    "lora_params", "parallel_split", "precision_support", "serving_sequence_tokens", "size_workload",
+    "COMPONENT_HELP", "COMPONENT_ORDER", "EngineFit", "FitResult", "FitSuggestion", "KVCapacity", "MemoryBreakdown",
+    "SizingResult", "capacity_bytes", "check_fit", "engine_fit", "estimate_memory", "kv_bytes_per_token", "kv_capacity",
+    "lora_params", "parallel_split", "precision_support", "running_workload", "serves_with_engine", "serving_sequence_tokens", "size_workload",
     "suggest_fixes", "weight_bytes",
 ]

@@ -31,6 +31,7 @@ from fleet_tui.core.records import record
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
+from fleet_tui.core.sizing.serving import serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -85,10 +86,11 @@ class FitResult:
 COST_TIERS = {
     "layout": 0, "micro_batch": 0, "checkpointing": 0,
     "offload_activations": 0, "offload": 0, "offload_params": 0,
+    "engine_memory": 0, "engine_chunk": 0,
     "optimizer": 1, "master_weights": 1, "lora": 1, "qlora": 1, "precision": 1, "kv_cache_dtype": 1,
     "gpus": 2, "device": 2, "seq_len": 3, "batch": 3,
 }
-_ORDER_IN_TIER = ("layout", "micro_batch", "checkpointing", "offload_activations", "offload", "offload_params",
+_ORDER_IN_TIER = ("layout", "engine_chunk", "engine_memory", "micro_batch", "checkpointing", "offload_activations", "offload", "offload_params",
                   "kv_cache_dtype", "optimizer", "master_weights",
                   "precision", "qlora", "lora", "gpus", "seq_len", "batch")
 #: Changes not tried under another layout of the same devices when they do not fit under the
@@ -191,6 +193,8 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
                         w.derive(kind="qlora", master_weights="none",
                                 precision=w.precision if w.precision in ("bf16", "fp16") else "bf16"), gpus))
     else:
+        if serves_with_engine(w):
+            out += _engine_candidates(w, gpus)
         if "kv_cache_dtype" in Workload.model_fields and w.is_generation:
             current = getattr(w, "kv_cache_dtype", "auto")
             if current not in ("fp8", "int8") and precision_support("fp8", acc)[0]:
@@ -214,6 +218,32 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
         while s >= 256:
             out.append(("seq_len", f"shorten sequences to {s} tokens ({{seq_len}} {s})", w.derive(seq_len=s), gpus))
             s //= 2
+    return out
+
+
+#: The largest memory share a fix suggests for a serving engine: vLLM's docs raise it to 0.95 when
+#: the KV cache is short; above that the driver and other processes run out (CUDA OOM at start).
+MAX_SUGGESTED_UTILIZATION = 0.95
+#: The smallest chunk a fix suggests (vLLM's default on GPUs under 70 GiB: 2048 tokens a step).
+MIN_SUGGESTED_CHUNK = 2048
+
+
+def _engine_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload, int]]:
+    """A serving engine's own knobs: a larger memory share, a smaller profile-run chunk."""
+    from fleet_tui.core.perf.engines import engine_profile
+
+    e = engine_profile(w)
+    out = []
+    util = w.gpu_memory_utilization or e.memory_utilization
+    if util < MAX_SUGGESTED_UTILIZATION:
+        out.append(("engine_memory", f"let {e.id} use {MAX_SUGGESTED_UTILIZATION:g} of device memory "
+                    f"({{gpu_memory_utilization}} {MAX_SUGGESTED_UTILIZATION:g})",
+                    w.derive(gpu_memory_utilization=MAX_SUGGESTED_UTILIZATION), gpus))
+    chunk = w.max_num_batched_tokens or e.batched_tokens
+    if chunk > MIN_SUGGESTED_CHUNK:
+        out.append(("engine_chunk", f"prefill in chunks of {MIN_SUGGESTED_CHUNK} tokens a step "
+                    f"({{max_num_batched_tokens}} {MIN_SUGGESTED_CHUNK}; a smaller profile-run peak)",
+                    w.derive(max_num_batched_tokens=MIN_SUGGESTED_CHUNK), gpus))
     return out
 
 

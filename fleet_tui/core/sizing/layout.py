@@ -24,8 +24,8 @@ from collections.abc import Iterator
 
 from fleet_tui.core import caches
 from fleet_tui.core.footprint import Layout, make_layout, parallel_layout, weight_bytes
-from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.interconnects import default_fabric
+from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.records import record
 from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support

@@ -55,18 +55,35 @@ from collections.abc import Callable
 from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.errors import render_fields
-from fleet_tui.core.footprint import (activation_bytes, forward_transient, kv_bytes_per_token, sequence_state_bytes,
-                                      lora_params, parallel_layout, stack_lengths, weight_bytes)
+from fleet_tui.core.footprint import (
+    activation_bytes,
+    forward_transient,
+    kv_bytes_per_token,
+    lora_params,
+    parallel_layout,
+    sequence_state_bytes,
+    stack_lengths,
+    weight_bytes,
+)
 from fleet_tui.core.modelspec import param_counts
-from fleet_tui.core.records import record
 from fleet_tui.core.perf.engines import engine_profile, engine_reserve
+from fleet_tui.core.records import record
+from fleet_tui.core.sizing.activations import (
+    adafactor_state_elems,
+    attention_mask_bytes,
+    attention_note,
+    residual_bytes,
+    stack_activations,
+)
 from fleet_tui.core.sizing.serving import serves_with_engine, serving_sequence_tokens
-from fleet_tui.core.sizing.activations import (adafactor_state_elems, attention_mask_bytes, attention_note,
-                                               residual_bytes, stack_activations)
-from fleet_tui.core.sizing.stacks import (StackTerms, adapter_bytes, apply_stack, compile_factor,
-                                          loss_bytes_per_vocab_token)
+from fleet_tui.core.sizing.stacks import (
+    StackTerms,
+    adapter_bytes,
+    apply_stack,
+    compile_factor,
+    loss_bytes_per_vocab_token,
+)
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
-
 
 COMPONENT_ORDER = (
     "weights", "weight_copies", "gradients", "optimizer_states", "activations", "logits",

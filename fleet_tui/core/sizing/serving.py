@@ -151,3 +151,13 @@ def engine_fit(w: Workload, acc: Accelerator, gpus: int | None = None) -> Engine
 def serves_with_engine(w: Workload) -> bool:
     """The workload is sized as a serving engine runs it (not as Hugging Face ``generate``)."""
     return (not w.is_training) and w.is_generation and w.engine not in (None, "hf")
+
+
+def running_workload(w: Workload, acc: Accelerator, gpus: int | None = None) -> Workload:
+    """``w`` as its serving engine runs it on ``gpus`` × ``acc``: the batch cut to the sequences it
+    runs at once (the rest wait), so speed is estimated at the concurrency the engine reaches.
+    Unchanged for training, Hugging Face and an engine that does not start."""
+    if not serves_with_engine(w):
+        return w
+    fit = engine_fit(w, acc, gpus)
+    return w.derive(batch=fit.running) if fit.starts and 0 < fit.running < w.batch else w

@@ -21,7 +21,6 @@ from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-
 STALE_SCAN_LIMIT = 2000  # cache entries looked through for a changed cell's (~0.1 ms)
 
 

@@ -13,7 +13,6 @@ import re
 
 from fleet_tui.core.catalog.importers.source import ImportReport, Row
 
-
 # accelerator-optimised families: machine type -> (GPU row name, count).
 _GCP_G2_L4 = {"4": 1, "8": 1, "12": 1, "16": 1, "32": 1, "24": 2, "48": 4, "96": 8}
 _GCP_ATTACHABLE = ("T4", "V100", "P100", "P4")

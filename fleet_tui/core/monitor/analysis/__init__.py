@@ -32,16 +32,13 @@ Adding a rule: write ``def my_kind(st: WindowStats) -> Finding | None`` in ``rul
 
 from __future__ import annotations
 
-from fleet_tui.core.monitor.analysis.analyze import (analyze_device_window, analyze_rows,
-                                                     analyze_trace, device_series)
-from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis, Finding,
-                                                       RuleDiagnosis, round3)
-from fleet_tui.core.monitor.analysis.registry import (ACTIONS, KINDS, PRIORITY, ROLES, RULES,
-                                                      SEVERITY, Rule)
+from fleet_tui.core.monitor.analysis.analyze import analyze_device_window, analyze_rows, analyze_trace, device_series
+from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis, Diagnosis, Finding, RuleDiagnosis, round3
+from fleet_tui.core.monitor.analysis.phases import PhaseDetector
+from fleet_tui.core.monitor.analysis.registry import ACTIONS, KINDS, PRIORITY, ROLES, RULES, SEVERITY, Rule
 from fleet_tui.core.monitor.analysis.rules.memory import theil_sen_slope
 from fleet_tui.core.monitor.analysis.sliding import SlidingWindow
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S, GROWTH_NOISE_BYTES
-from fleet_tui.core.monitor.analysis.phases import PhaseDetector
 from fleet_tui.core.monitor.analysis.window import HostLoad, WindowStats, pcie_link_bytes_s
 
 __all__ = [

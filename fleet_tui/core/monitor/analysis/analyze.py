@@ -6,13 +6,11 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from fleet_tui.core.monitor.analysis.diagnosis import (DeviceAnalysis, Diagnosis, Finding,
-                                                       RuleDiagnosis)
+from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis, Diagnosis, Finding, RuleDiagnosis
 from fleet_tui.core.monitor.analysis.registry import PRIORITY, RULES
 from fleet_tui.core.monitor.analysis.tallies import Counts, read_row
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S
-from fleet_tui.core.monitor.analysis.window import (GrowthPoints, HostLoad, WindowStats,
-                                                   missing_signals, window_stats)
+from fleet_tui.core.monitor.analysis.window import GrowthPoints, HostLoad, WindowStats, missing_signals, window_stats
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 
 

@@ -24,12 +24,19 @@ from typing import NamedTuple
 import numpy as np
 
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
-from fleet_tui.core.monitor.analysis.phases import (SMOOTH_S, SMOOTH_SAMPLES, PhaseDetector,
-                                                    smoothing_s)
+from fleet_tui.core.monitor.analysis.phases import SMOOTH_S, SMOOTH_SAMPLES, PhaseDetector, smoothing_s
 from fleet_tui.core.monitor.analysis.runs import Run, plain_run
-from fleet_tui.core.monitor.analysis.stream import (LAG_S, TAIL_KEEP_MIN, DeviceState,
-                                                    Reading, SnapshotOf, Span, edge_of, flush,
-                                                    push_reading)
+from fleet_tui.core.monitor.analysis.stream import (
+    LAG_S,
+    TAIL_KEEP_MIN,
+    DeviceState,
+    Reading,
+    SnapshotOf,
+    Span,
+    edge_of,
+    flush,
+    push_reading,
+)
 from fleet_tui.core.monitor.analysis.thresholds import GROWTH_LOOKBACK_S, SPARSE_DUTY_MAX_PCT
 
 _accumulate = np.add.accumulate

@@ -29,10 +29,18 @@ from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad
 from fleet_tui.core.monitor.serialize import BadField
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
-from fleet_tui.core.monitor.trace import (DEMO_TRACE, TraceOrderError, TraceReader, bad_line,
-                                          decode_line, raw_extras, raw_processes,
-                                          raw_sample_to_snapshot, resolve_trace_path,
-                                          static_device_kwargs)
+from fleet_tui.core.monitor.trace import (
+    DEMO_TRACE,
+    TraceOrderError,
+    TraceReader,
+    bad_line,
+    decode_line,
+    raw_extras,
+    raw_processes,
+    raw_sample_to_snapshot,
+    resolve_trace_path,
+    static_device_kwargs,
+)
 
 _MIB = 1024 * 1024
 _MIB_F = float(_MIB)

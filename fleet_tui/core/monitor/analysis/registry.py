@@ -16,8 +16,7 @@ from collections.abc import Callable
 from types import MappingProxyType
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
-from fleet_tui.core.monitor.analysis.rules import (activity, alarms, clocks, compute, contention,
-                                                   memory)
+from fleet_tui.core.monitor.analysis.rules import activity, alarms, clocks, compute, contention, memory
 from fleet_tui.core.monitor.analysis.window import WindowStats
 from fleet_tui.core.records import record
 

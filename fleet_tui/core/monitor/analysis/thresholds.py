@@ -3,9 +3,13 @@ none is fitted to a trace."""
 
 from __future__ import annotations
 
-from fleet_tui.core.monitor.snapshot import (CLOCK_EVENT_HW_POWER_BRAKE, CLOCK_EVENT_HW_SLOWDOWN,
-                                             CLOCK_EVENT_HW_THERMAL, CLOCK_EVENT_SW_POWER_CAP,
-                                             CLOCK_EVENT_SW_THERMAL)
+from fleet_tui.core.monitor.snapshot import (
+                                             CLOCK_EVENT_HW_POWER_BRAKE,
+                                             CLOCK_EVENT_HW_SLOWDOWN,
+                                             CLOCK_EVENT_HW_THERMAL,
+                                             CLOCK_EVENT_SW_POWER_CAP,
+                                             CLOCK_EVENT_SW_THERMAL,
+)
 
 # NVML utilization is reported in whole percent and GPM's SM activity reads ~0.0-0.01% on an idle
 # GPU, so a window mean under half a percent on both means no kernel ran in most samples.

@@ -9,17 +9,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 from itertools import repeat
 from operator import attrgetter, truediv
+from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.tallies import Counts, col_means
 from fleet_tui.core.monitor.analysis.thresholds import (
-    ACTIVITY_MIN_PCT, BURSTY_WAIT_SHARE, BUSY_SM_MIN_PCT, DRAM_BOUND_PCT, HOST_BUSY_CORES_MIN,
-    HOST_SATURATED_PCT, KERNEL_TRICKLE_SM_PCT, LAUNCH_MAX_FILL, LAUNCH_MIN_DUTY_PCT, MEM_UTIL_BOUND_PCT, NVLINK_ASSUMED_PEAK_BYTES_S,
-    NVLINK_BUSY_FRAC, NVLINK_PEAK_BYTES_S, PCIE_ASSUMED_GEN, PCIE_ASSUMED_WIDTH,
-    PCIE_COPY_EXPLAINS_FRAC, PCIE_ENCODING, PCIE_GT_S, PCIE_SATURATED_FRAC, POWER_BITS,
-    POWER_LOW_FRAC, SPARSE_DUTY_MAX_PCT, TENSOR_ACTIVE_MIN_PCT, TENSOR_UNUSED_MAX_PCT, THERMAL_BITS)
+    ACTIVITY_MIN_PCT,
+    BURSTY_WAIT_SHARE,
+    BUSY_SM_MIN_PCT,
+    DRAM_BOUND_PCT,
+    HOST_BUSY_CORES_MIN,
+    HOST_SATURATED_PCT,
+    KERNEL_TRICKLE_SM_PCT,
+    LAUNCH_MAX_FILL,
+    LAUNCH_MIN_DUTY_PCT,
+    MEM_UTIL_BOUND_PCT,
+    NVLINK_ASSUMED_PEAK_BYTES_S,
+    NVLINK_BUSY_FRAC,
+    NVLINK_PEAK_BYTES_S,
+    PCIE_ASSUMED_GEN,
+    PCIE_ASSUMED_WIDTH,
+    PCIE_COPY_EXPLAINS_FRAC,
+    PCIE_ENCODING,
+    PCIE_GT_S,
+    PCIE_SATURATED_FRAC,
+    POWER_BITS,
+    POWER_LOW_FRAC,
+    SPARSE_DUTY_MAX_PCT,
+    TENSOR_ACTIVE_MIN_PCT,
+    TENSOR_UNUSED_MAX_PCT,
+    THERMAL_BITS,
+)
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo
 
 GrowthPoints = Sequence[tuple[float, float]]  # (timestamp, mem_used_bytes), oldest first

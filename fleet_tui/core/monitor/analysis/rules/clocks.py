@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp
-from fleet_tui.core.monitor.analysis.thresholds import (CLOCK_BELOW_MAX_FRAC, POWER_CAP_MIN_SHARE,
-                                                        THERMAL_MIN_SHARE)
+from fleet_tui.core.monitor.analysis.thresholds import CLOCK_BELOW_MAX_FRAC, POWER_CAP_MIN_SHARE, THERMAL_MIN_SHARE
 from fleet_tui.core.monitor.analysis.window import WindowStats
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.activity import gpm_evidence, nvml_evidence
 from fleet_tui.core.monitor.analysis.rules.common import clamp
-from fleet_tui.core.monitor.analysis.thresholds import (DRAM_BOUND_PCT, FP32_ACTIVE_MIN_PCT,
-                                                        POWER_HIGH_FRAC)
+from fleet_tui.core.monitor.analysis.thresholds import DRAM_BOUND_PCT, FP32_ACTIVE_MIN_PCT, POWER_HIGH_FRAC
 from fleet_tui.core.monitor.analysis.window import WindowStats
 
 

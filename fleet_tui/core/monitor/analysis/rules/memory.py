@@ -11,10 +11,22 @@ from operator import gt, itemgetter, le, lt, sub
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
-    GROWTH_FILLING_FRAC, GROWTH_HORIZON_S, GROWTH_IMMINENT_MIN_RISES, GROWTH_IMMINENT_S,
-    GROWTH_MAX_FLAT_S, GROWTH_MAX_POINTS, GROWTH_MAX_SINGLE_STEP_FRAC, GROWTH_MIN_FRAC_OF_TOTAL, GROWTH_MIN_RISES, GROWTH_MIN_SPAN_S,
-    GROWTH_NOISE_BYTES, GROWTH_RECENT_S, HEADROOM_MAX_FRAC, MEM_CRITICAL_FRAC,
-    MEM_PRESSURE_FRAC)
+    GROWTH_FILLING_FRAC,
+    GROWTH_HORIZON_S,
+    GROWTH_IMMINENT_MIN_RISES,
+    GROWTH_IMMINENT_S,
+    GROWTH_MAX_FLAT_S,
+    GROWTH_MAX_POINTS,
+    GROWTH_MAX_SINGLE_STEP_FRAC,
+    GROWTH_MIN_FRAC_OF_TOTAL,
+    GROWTH_MIN_RISES,
+    GROWTH_MIN_SPAN_S,
+    GROWTH_NOISE_BYTES,
+    GROWTH_RECENT_S,
+    HEADROOM_MAX_FRAC,
+    MEM_CRITICAL_FRAC,
+    MEM_PRESSURE_FRAC,
+)
 from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
 

@@ -34,13 +34,22 @@ from __future__ import annotations
 from fleet_tui.core.monitor.sources.prometheus.client import PrometheusClient
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
 from fleet_tui.core.monitor.sources.prometheus.fastparse import split_classified
-from fleet_tui.core.monitor.sources.prometheus.metrics import (DCGM_FIELDS, DYNAMIC_NAMES,
-                                                              HABANA_FIELDS, PROBE_LABEL,
-                                                              STATIC_NAMES)
-from fleet_tui.core.monitor.sources.prometheus.parse import (PrometheusResponseError,
-                                                            classify_series, decoded_rows,
-                                                            group_classified, group_series,
-                                                            parse_envelope, parse_value)
+from fleet_tui.core.monitor.sources.prometheus.metrics import (
+                                                              DCGM_FIELDS,
+                                                              DYNAMIC_NAMES,
+                                                              HABANA_FIELDS,
+                                                              PROBE_LABEL,
+                                                              STATIC_NAMES,
+)
+from fleet_tui.core.monitor.sources.prometheus.parse import (
+                                                              PrometheusResponseError,
+                                                              classify_series,
+                                                              decoded_rows,
+                                                              group_classified,
+                                                              group_series,
+                                                              parse_envelope,
+                                                              parse_value,
+)
 from fleet_tui.core.monitor.sources.prometheus.queries import build_query, build_static_query
 from fleet_tui.core.monitor.sources.prometheus.source import PrometheusSource
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
-from fleet_tui.core.monitor.sources.prometheus.metrics import (AMD_FIELDS, BLANK_THRESHOLD,
-                                                              DCGM_FIELDS,
-                                                              HABANA_FIELDS, MIB,
-                                                              VIOLATION_ACTIVE_FRAC, VIOLATION_BITS)
+from fleet_tui.core.monitor.sources.prometheus.metrics import (
+    AMD_FIELDS,
+    BLANK_THRESHOLD,
+    DCGM_FIELDS,
+    HABANA_FIELDS,
+    MIB,
+    VIOLATION_ACTIVE_FRAC,
+    VIOLATION_BITS,
+)
 from fleet_tui.core.monitor.sources.prometheus.parse import Acc
 
 

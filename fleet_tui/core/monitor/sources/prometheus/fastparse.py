@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, classify_series,
-                                                            group_classified, json_loads)
+from fleet_tui.core.monitor.sources.prometheus.parse import Acc, classify_series, group_classified, json_loads
 
 # Prometheus writes its answers compactly, fields in a fixed order (the API's Go structs), so an
 # instant vector can be cut into (label text, time, value) by string splits, about 3x faster than

@@ -16,8 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from fleet_tui.core.monitor.sources.prometheus.metrics import (AMD_FIELDS, AMD_SPECIAL,
-                                                              BLANK_THRESHOLD, PROBE_LABEL)
+from fleet_tui.core.monitor.sources.prometheus.metrics import AMD_FIELDS, AMD_SPECIAL, BLANK_THRESHOLD, PROBE_LABEL
 
 
 # -- labels ------------------------------------------------------------------------------------

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleet_tui.core.monitor.sources.prometheus.metrics import (AGE_PROBES, DCGM_ID_LABELS,
-                                                              DYNAMIC_NAMES, PROBE_LABEL,
-                                                              STATIC_NAMES)
+from fleet_tui.core.monitor.sources.prometheus.metrics import (
+    AGE_PROBES,
+    DCGM_ID_LABELS,
+    DYNAMIC_NAMES,
+    PROBE_LABEL,
+    STATIC_NAMES,
+)
 
 
 def _split(names: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -14,21 +14,28 @@ from dataclasses import fields, replace
 from operator import attrgetter
 
 from fleet_tui.core.errors import FieldError
-from fleet_tui.core.records import record
-from fleet_tui.core.redact import redact_url
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
-from fleet_tui.core.monitor.sources.prometheus.client import (Deadline, PrometheusClient,
-                                                             parse_duration_s)
+from fleet_tui.core.monitor.sources.prometheus.client import Deadline, PrometheusClient, parse_duration_s
 from fleet_tui.core.monitor.sources.prometheus.delta import ChangedOnly
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
 from fleet_tui.core.monitor.sources.prometheus.fastparse import LabelCache, split_grouped
-from fleet_tui.core.monitor.sources.prometheus.parse import (Acc, PrometheusResponseError,
-                                                            decoded_rows, group_classified,
-                                                            group_series, parse_envelope)
-from fleet_tui.core.monitor.sources.prometheus.queries import (build_changed_query,
-                                                              build_probe_query, build_query,
-                                                              build_static_query)
+from fleet_tui.core.monitor.sources.prometheus.parse import (
+    Acc,
+    PrometheusResponseError,
+    decoded_rows,
+    group_classified,
+    group_series,
+    parse_envelope,
+)
+from fleet_tui.core.monitor.sources.prometheus.queries import (
+    build_changed_query,
+    build_probe_query,
+    build_query,
+    build_static_query,
+)
+from fleet_tui.core.records import record
+from fleet_tui.core.redact import redact_url
 
 
 def _literal(text: str) -> str:

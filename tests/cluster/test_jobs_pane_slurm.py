@@ -1,0 +1,69 @@
+"""The Jobs pane asks Slurm when told to (``--slurm``) or when ``squeue`` is on PATH: a CPU-only
+job does not take a node's GPUs, array tasks show as ``J_T``, pending jobs and the partitions'
+demand are in the summary. Slurm's answers are the recorded ``squeue``/``sinfo --json`` of Debian's
+22.05.8 (tests/cluster/data/README.md), served by stand-in commands on PATH; its ``scontrol``
+refuses ``--json`` as 22.05 does."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.ui.conftest import make_app  # noqa: F401 - the fixture
+from tests.ui.fleet_fake import SimFleetSource
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def slurm_on_path(tmp_path, monkeypatch):
+    for name, data in (("squeue", "squeue_slurm_22_05_8_debian.json"),
+                       ("sinfo", "sinfo_slurm_22_05_8_debian.json")):
+        text = (DATA / data).read_text().replace('"gn1"', '"node-00"').replace('"gn2"', '"node-01"')
+        (tmp_path / data).write_text(text)
+        script = tmp_path / name
+        script.write_text(f"#!/bin/sh\ncat {tmp_path / data}\n")
+        script.chmod(0o755)
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text("#!/bin/sh\necho \"scontrol: unrecognized option '--json'\" >&2\nexit 1\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+async def _drawn(make_app, slurm):
+    source = SimFleetSource(nodes=2, devices_per_node=4)
+    app = make_app(source="sim:1", interval=0.25, slurm=slurm,
+                   overrides=dict(source=source, source_spec=source.name, start_mode="jobs"))
+    return app
+
+
+@pytest.mark.parametrize("slurm", [True, None])  # --slurm, and squeue found on PATH
+async def test_jobs_pane_reads_slurm(make_app, slurm_on_path, slurm):  # noqa: F811
+    app = await _drawn(make_app, slurm)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = app.screen
+        for _ in range(3):  # the first views may come before the engine has diagnosed
+            screen.view_ready.clear()
+            await screen.view_ready.wait()
+        await pilot.pause()
+        report = screen.report
+        assert report.slurm
+        jobs = {j.job: j for j in report.running.jobs}
+        assert set(jobs) == {"2_0", "2_1"}  # job 1 (CPU-only) holds none of node-00's GPUs
+        assert sorted(d.index for d in jobs["2_1"].devices) == [2, 3]
+        assert all(j.via == "slurm" and j.user == "ftbob" for j in jobs.values())
+        assert not any(d.node == "node-00" for d in report.running.unattributed)
+        summary = str(screen.query_one("#jobs-summary").render())
+        assert "pending: 3 jobs, 10 GPUs" in summary and "Priority 1" in summary
+        assert "gpu: " in summary
+
+
+async def test_jobs_pane_without_slurm(make_app, slurm_on_path):  # noqa: F811
+    app = await _drawn(make_app, False)
+    async with app.run_test(size=(160, 40)):
+        screen = app.screen
+        screen.view_ready.clear()
+        await screen.view_ready.wait()
+        assert not screen.report.slurm and screen.report.running.jobs == ()
