@@ -11,5 +11,6 @@ SERVING_MODES = ("interactive", "batch")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ENGINES = ("vllm", "trtllm", "sglang", "hf")  # serving engines (core/perf/engines.py profiles)
 KV_CACHE_DTYPES = ("auto", "fp16", "bf16", "fp8", "int8")  # auto = the compute dtype
-FRAMEWORKS = ("hf", "torchtune", "unsloth", "deepspeed")  # training stacks (core/sizing/stacks.py presets)
+FRAMEWORKS = ("hf", "torchtune", "unsloth", "deepspeed", "torchtitan", "megatron", "nemo", "maxtext",
+              "optimum-habana", "neuronx")  # training stacks (core/frameworks.py presets)
 OFFLOAD_TARGETS = ("activations", "optimizer", "params")  # what a training run may keep in CPU memory

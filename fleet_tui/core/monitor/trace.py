@@ -139,7 +139,10 @@ def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
     if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
         raise BadField("procs", "a list of objects")
     return tuple(ProcessInfo(pid=_int(p.get("pid", 0), "procs.pid") or 0, device_index=0,
-                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"))
+                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"),
+                             # a command line, where the capture has one (bounded)
+                             command=p["command"][:256] if isinstance(p.get("command"), str)
+                             else None)
                  for p in procs)
 
 

@@ -122,7 +122,10 @@ class RawReadings:
         if type(data) is bytes:  # a line of a run (``runs``): parsed when needed
             data = orjson.loads(data)
         device = self._device_of(static)
-        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data))
+        mem = data.get("mem_used_bytes")
+        if type(mem) not in (int, float) or mem - mem != 0:
+            mem = None
+        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data), mem)
 
     def _device_of(self, static: dict[str, Any]) -> DeviceSnapshot:
         """The ``DeviceSnapshot`` of a static line alone (its facts are every sample's)."""
