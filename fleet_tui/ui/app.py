@@ -139,7 +139,8 @@ class FleetApp(App[int]):
         watchdog = threading.Timer(self.EXIT_GRACE_S, os._exit, args=(128 + signum,))
         watchdog.daemon = True
         watchdog.start()
-        self._quit_task = asyncio.ensure_future(self._quit(1))  # kept: the loop holds tasks weakly
+        # kept: the loop holds tasks weakly; the exit status says which signal ended it (143, 129)
+        self._quit_task = asyncio.ensure_future(self._quit(1, return_code=128 + signum))
 
     #: Set once q, ctrl+c or a signal asked the app to quit: panes start no more deferred mounts.
     quitting = False
@@ -156,13 +157,13 @@ class FleetApp(App[int]):
         the focused widget, reached the app after ctrl+c, so pane keys do nothing once quitting)."""
         await self._quit()
 
-    async def _quit(self, result: int | None = None) -> None:
+    async def _quit(self, result: int | None = None, return_code: int = 0) -> None:
         self.quitting = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.QUIT_WAIT_S
         while loop.time() < deadline and self._mounting():
             await asyncio.sleep(0.01)
-        self.exit(result)
+        self.exit(result, return_code=return_code)
 
     def _mounting(self) -> bool:
         """A pane's deferred mount is pending, or a widget of the screen shown is not mounted yet."""

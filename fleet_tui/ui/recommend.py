@@ -25,6 +25,7 @@ from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.records import record
+from fleet_tui.core.textsafe import clean
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
@@ -324,15 +325,18 @@ def export_report(app, fmt: str, path: str | Path | None = None, *, overwrite: b
             if yes:
                 export_report(app, fmt, target, overwrite=True)
             else:
-                app.notify(f"{target} kept as it was", title="Export cancelled")
+                app.notify(clean(f"{target} kept as it was"), title="Export cancelled",
+                           markup=False)
 
-        app.push_screen(Confirm(f"{target} exists. Replace it?"), answered)
+        app.push_screen(Confirm(clean(f"{target} exists. Replace it?")), answered)
         return None
-    except OSError as exc:
-        app.notify(f"Cannot write {target}: {exc.strerror or exc}", title="Export failed",
-                   severity="error")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte typed into the path
+        why = "a path cannot hold a NUL byte" if isinstance(exc, ValueError) else (exc.strerror or exc)
+        app.notify(clean(f"Cannot write {target}: {why}"), title="Export failed",
+                   severity="error", markup=False)
         return None
-    app.notify(str(target), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})")
+    app.notify(clean(str(target)), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})",
+               markup=False)
     return target
 
 
