@@ -72,6 +72,12 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                           "3 + weights (= FSDP)")
     lay.add_argument("--micro-batch", metavar="M", help="training: sequences per forward on one replica; "
                      "the rest of its share of --batch is gradient accumulation")
+    lay.add_argument("--cp", metavar="N", help="training: context parallel, each sequence split over N devices "
+                     "(ring attention; Megatron/NeMo context_parallel_size, torchtitan cp)")
+    lay.add_argument("--vpp", metavar="V", help="training: interleaved pipeline, V model chunks per stage "
+                     "(virtual pipeline size; shrinks the bubble by V)")
+    lay.add_argument("--sp", dest="sequence_parallel", action="store_true", default=None,
+                     help="training: sequence parallel with --tp (norms and dropout split over the TP group)")
     g.add_argument("--serving", choices=SERVING_MODES, default=None,
                    help="inference: interactive (always-on) or batch serving")
 
@@ -90,11 +96,14 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                    help="MoE: attention data parallel and the experts split over --gpus (vLLM "
                         "--enable-expert-parallel, SGLang DP attention + EP, TensorRT-LLM attention DP)")
     t = parser.add_argument_group("training stack")
-    t.add_argument("--framework", choices=FRAMEWORKS, default=None,
+    t.add_argument("--framework", choices=FRAMEWORKS, default=None, metavar="STACK",
                    help="hf (default: Transformers + PEFT, AMP), torchtune (pure bf16, chunked loss, "
                         "activation checkpointing, FSDP2 on several GPUs), unsloth (fused kernels, offloaded "
-                        "checkpoints, fused loss, 8-bit AdamW), or deepspeed "
-                        "(Transformers + PEFT under DeepSpeed ZeRO-3 at its default knobs; with --offload)")
+                        "checkpoints, fused loss, 8-bit AdamW), deepspeed (Transformers + PEFT under "
+                        "DeepSpeed ZeRO-3 at its default knobs; with --offload), torchtitan (FSDP2 mixed "
+                        "precision, selective checkpointing), megatron, nemo (distributed optimizer, TP/SP, "
+                        "selective recompute), maxtext (TPU), optimum-habana (Gaudi) or neuronx (Trainium); "
+                        "the output states what the preset assumes")
     t.add_argument("--chunked-loss", action="store_true", default=None,
                    help="cross-entropy over chunks: no full-sequence fp32 logits")
     t.add_argument("--optimizer-in-backward", action="store_true", default=None,

@@ -8,7 +8,8 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 ``bytes_per_token``, ``sequence_tokens``} (inference with ``--gpu``), ``throughput``
 {``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
 ``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
-``accelerator``, ``assumptions``, ``unknown``} and ``training_run`` {``tokens``, ``seconds``,
+``accelerator``, ``assumptions``, ``unknown``, ``links`` (the links the speed was charged on and where
+they come from: the priced offer, ``--network``, or the device's reference system)} and ``training_run`` {``tokens``, ``seconds``,
 ``gpu_hours``, ``unknown``} (training with ``--tokens``), ``serving_plan`` (with ``--rate`` or
 ``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
 ``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
@@ -64,6 +65,10 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
+    o.add_argument("--network", metavar="NET", default=None,
+                   help="network between nodes: Gbit/s per node (3200G, 3.2T), per device (400G/gpu) or a "
+                        "fabric name (efa-v2, efa, ib-ndr, ib-hdr, ib-xdr, roce-400, tcpxo, tcpx, "
+                        "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
     o.add_argument("--burst", metavar="N", type=whole_number,
                    help="inference: N requests sent at once, as a benchmark at request rate inf "
                         "(e.g. vllm bench serve --num-prompts N): mean first token, time between "
@@ -78,19 +83,19 @@ def _gib(b: float) -> str:
 
 def handler(args: argparse.Namespace) -> int:
     """Plan the workload (:func:`fleet_tui.core.plan.plan_workload`) and print its report."""
+    from fleet_tui.commands._catalog_args import load_user_catalog
     from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._workload_args import flag, workload_from_args
-    from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.plan import PlanRequest, plan_workload
     from fleet_tui.core.workload import parse_run_tokens
 
-    catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
+    catalog = load_user_catalog(getattr(args, "catalog_dir", None))
     workload = workload_from_args(args, catalog)
     tokens = parse_run_tokens(args.tokens, "tokens") if args.tokens else None
-    layout_given = args.sharding is not None or any(getattr(args, f, None) for f in ("tp", "pp", "dp", "zero"))
+    layout_given = args.sharding is not None or any(getattr(args, f, None) for f in ("tp", "pp", "dp", "zero", "cp"))
     report = plan_workload(PlanRequest(workload, args.gpu, layout_given=layout_given,
                                        demand=demand_from_args(args, workload), training_tokens=tokens,
-                                       burst=args.burst), catalog)
+                                       burst=args.burst, network=getattr(args, "network", None)), catalog)
     data = report.to_dict(flag)
     if args.json:
         from fleet_tui.commands._output import print_json
@@ -204,6 +209,8 @@ def _render(d: dict) -> str:
     if t is not None:
         lines += ["", f"Speed on {t['accelerator']} ({t['engine']}"
                       + (f", {t['bound']}-bound):" if t["tokens_per_s"] is not None else "):")]
+        if t.get("links"):
+            lines.append(f"  links: {t['links']}")
 
         def num(x, fmt: str, scale: float = 1.0) -> str:
             return "unknown" if x is None else format(x * scale, fmt)
@@ -213,7 +220,8 @@ def _render(d: dict) -> str:
                          f"{t['unknown']}")
         elif t["phase"] == "training":
             mfu = f", MFU {t['mfu']:.0%}" if t["mfu"] else ""
-            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s, step {t['step_s']:.3f} s{mfu}")
+            per = f" ({t['tokens_per_s'] / d['gpus']:,.0f} per device)" if d.get("gpus", 1) > 1 else ""
+            lines.append(f"  training {t['tokens_per_s']:,.0f} tokens/s{per}, step {t['step_s']:.3f} s{mfu}")
         elif t["phase"] == "prefill":
             lines.append(f"  forward pass {t['tokens_per_s']:,.0f} tokens/s ({t['step_s']:.3f} s per pass)")
         elif t["tokens_per_s"] is None:

@@ -126,6 +126,12 @@ LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN = 10.0
 #: * everything else (Volta/Turing, CDNA, Gaudi, Neuron, TPU) 0.50 — an explicit assumption, no
 #:   measurement in the field notes; treat their speed estimates as rough.
 MATMUL_EFFICIENCY = {
+    # TPU and Gaudi: fitted on the tune rows of tests/fixtures/validation/training_speed.toml
+    # (MaxText's v5e/v6e tables, Intel's Gaudi 2 training table), whole-step efficiency 0.70
+    # (core.frameworks); their error is in docs/training.md
+    "TPU v5": 0.85,
+    "TPU v6e": 0.60,
+    "Gaudi": 0.70,
     "Hopper": 0.67,
     "Blackwell": 0.65,
     "Ampere": 0.85,

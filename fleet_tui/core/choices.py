@@ -14,7 +14,8 @@ Serving = Literal["interactive", "batch"]
 LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 Engine = Literal["vllm", "trtllm", "sglang", "hf"]  # serving engines (core/perf/engines.py profiles)
 KVCacheDtype = Literal["auto", "fp16", "bf16", "fp8", "int8"]  # auto = the compute dtype
-Framework = Literal["hf", "torchtune", "unsloth", "deepspeed"]  # training stacks (core/sizing/stacks.py presets)
+Framework = Literal["hf", "torchtune", "unsloth", "deepspeed", "torchtitan", "megatron", "nemo", "maxtext",
+                    "optimum-habana", "neuronx"]  # training stacks (core/frameworks.py presets)
 OffloadTarget = Literal["activations", "optimizer", "params"]  # what a training run may keep in CPU memory
 
 KINDS: tuple[WorkloadKind, ...] = get_args(WorkloadKind)

@@ -46,32 +46,38 @@ class Layout(NamedTuple):
     zero: int = 0
     micro_batch: int = 1  # sequences per forward/backward on one data-parallel rank
     idle: int = 0
+    cp: int = 1  # context-parallel ranks: each sequence split over them (ring attention)
+    vpp: int = 1  # model chunks per pipeline rank (interleaved 1F1B)
 
     @property
     def devices(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.cp * self.dp
 
     @property
     def model_split(self) -> int:
         """Devices one copy of the model is cut into (tensor × pipeline)."""
         return self.tp * self.pp
 
+    # ZeRO/FSDP and Megatron's distributed optimizer shard over the data- and context-parallel ranks
+    # (every CP rank holds the same weights: torchtitan's dp_shard_cp mesh, Megatron's dp-cp group)
     @property
     def weight_shards(self) -> int:
-        return self.dp if self.zero >= 3 else 1
+        return self.dp * self.cp if self.zero >= 3 else 1
 
     @property
     def grad_shards(self) -> int:
-        return self.dp if self.zero >= 2 else 1
+        return self.dp * self.cp if self.zero >= 2 else 1
 
     @property
     def optimizer_shards(self) -> int:
-        return self.dp if self.zero >= 1 else 1
+        return self.dp * self.cp if self.zero >= 1 else 1
 
     def label(self) -> str:
         """``TP8 × PP4 × DP8, ZeRO-1`` (axes of size 1 left out)."""
-        axes = [f"{n}{k}" for n, k in (("TP", self.tp), ("PP", self.pp), ("DP", self.dp)) if k > 1]
+        axes = [f"{n}{k}" for n, k in (("TP", self.tp), ("PP", self.pp), ("CP", self.cp), ("DP", self.dp)) if k > 1]
         text = " × ".join(axes) or "1 device"
+        if self.vpp > 1:
+            text += f" (interleaved, {self.vpp} chunks per stage)"
         if self.zero and self.dp > 1:
             text += " FSDP (ZeRO-3)" if self.zero == 3 else f", ZeRO-{self.zero}"
         return text
@@ -97,23 +103,23 @@ def parallel_layout(w: Workload, gpus: int) -> Layout:
     else:
         tp, pp = w.tp or 1, w.pp or 1
         zero = w.zero if w.zero is not None else (3 if w.sharding == "fsdp" else 0)
-    return make_layout(gpus, tp, pp, zero, w.micro_batch, w.batch, w.is_training)
+    return make_layout(gpus, tp, pp, zero, w.micro_batch, w.batch, w.is_training, w.cp, w.vpp)
 
 
 def make_layout(gpus: int, tp: int, pp: int, zero: int, micro_batch: int | None, batch: int,
-                training: bool) -> Layout:
+                training: bool, cp: int = 1, vpp: int = 1) -> Layout:
     """The :class:`Layout` of ``tp × pp`` model splits on ``gpus`` devices for a global ``batch``:
     data-parallel ranks fill the rest, at most global batch / micro-batch (training, or whenever
     a micro-batch is set); the devices left over are ``idle``."""
-    dp = max(1, gpus // (tp * pp))
+    dp = max(1, gpus // (tp * pp * cp))
     micro = micro_batch or 0
     if training or micro_batch:
         # every rank needs at least one micro-batch of the global batch
         dp = max(1, min(dp, batch // max(1, micro or 1)))
     per_rank = math.ceil(batch / dp)
     micro = min(micro, per_rank) if micro else per_rank
-    return Layout(tp=tp, pp=pp, dp=dp, zero=zero if dp > 1 else 0, micro_batch=max(1, micro),
-                  idle=gpus - tp * pp * dp)
+    return Layout(tp=tp, pp=pp, dp=dp, zero=zero if dp * cp > 1 else 0, micro_batch=max(1, micro),
+                  idle=gpus - tp * pp * cp * dp, cp=cp, vpp=vpp if pp > 1 else 1)
 
 
 def parallel_split(w: Workload, gpus: int) -> tuple[int, int, int]:

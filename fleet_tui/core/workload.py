@@ -75,7 +75,7 @@ _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "se
                                      "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "framework",
                                      "chunked_loss",
                                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing",
-                                     "tp", "pp", "zero", "micro_batch")
+                                     "tp", "pp", "zero", "micro_batch", "cp", "vpp", "sequence_parallel")
 
 
 @record(kw_only=True)
@@ -122,6 +122,9 @@ class Workload(Record):
     pp: PositiveInt | None = None
     zero: Literal[0, 1, 2, 3] | None = None
     micro_batch: PositiveInt | None = None  # sequences per forward on one rank (gradient accumulation)
+    cp: PositiveInt = 1  # context parallel: each sequence split over cp ranks (ring attention)
+    vpp: PositiveInt = 1  # interleaved pipeline: model chunks (virtual stages) per pipeline rank
+    sequence_parallel: bool = False  # Megatron SP: norms/dropout split over the TP group too
 
     def __post_init__(self) -> None:
         if self.model is None and self.params is None:
@@ -392,8 +395,8 @@ def parse_workload(fields, catalog=None) -> Workload:
                          "this model has none")
     kw.update(_stack_fields(d, kind, kw))
     _encoder_decoder_fields(d, kw)
-    if gpus > 1 and "sharding" not in kw and kw.get("framework") == "torchtune":
-        kw["sharding"] = "fsdp"  # torchtune's distributed recipes shard everything with FSDP2
+    if gpus > 1 and "sharding" not in kw and kw.get("framework") in ("torchtune", "torchtitan", "maxtext"):
+        kw["sharding"] = "fsdp"  # FSDP2 full shard (torchtune, torchtitan); MaxText's ici_fsdp_parallelism
     _layout_fields(d, kw, gpus, training)
     gpus = kw["gpus"]
     if gpus > 1 and "sharding" not in kw:
@@ -468,6 +471,13 @@ def _stack_fields(d: dict, kind: str, kw: dict) -> dict:
             out["master_weights"] = "none"
         if "optimizer" not in kw:
             out["optimizer"] = "adamw8bit"
+    if framework in ("torchtitan", "megatron", "nemo", "maxtext", "neuronx"):
+        # their defaults (core.frameworks): bf16 compute with fp32 master weights and optimizer
+        # states sharded over the replicas; torchtitan/MaxText checkpoint (selective op / remat)
+        if framework in ("torchtitan", "neuronx") and not d.get("grad_checkpointing"):
+            out["selective_checkpointing"] = True
+    if framework == "optimum-habana":
+        out["grad_checkpointing"] = True  # GaudiTrainer examples pass --gradient_checkpointing
     for f in ("chunked_loss", "optimizer_in_backward", "compile", "selective_checkpointing"):
         if d.get(f):
             out[f] = True
@@ -520,11 +530,36 @@ def _layout_fields(d: dict, kw: dict, gpus: int, training: bool) -> None:
     dp = parse_count(d.get("dp"), "dp", 1, MAX_GPUS)
     zero = parse_count(d.get("zero"), "zero", 0, 3) if d.get("zero") not in (None, "") else None
     micro = parse_count(d.get("micro_batch"), "micro_batch", 1, MAX_BATCH)
+    cp = parse_count(d.get("cp"), "cp", 1, 1024)
+    vpp = parse_count(d.get("vpp"), "vpp", 1, 1024)
+    if (cp or vpp or d.get("sequence_parallel")) and not training:
+        given = "cp" if cp else ("vpp" if vpp else "sequence_parallel")
+        raise FieldError(given, f"{{{given}}} is a training layout (context/sequence parallel, interleaved "
+                         "pipeline); it applies to {workload} training|finetune|lora|qlora")
+    seq = kw.get("seq_len")
+    if cp and cp > 1 and seq is not None and seq % (2 * cp):
+        raise FieldError("cp", f"{{cp}} {cp}: the sequence of {seq} tokens does not split into 2 × {cp} "
+                         "chunks (ring attention balances causal work over 2·cp chunks)")
+    if cp and cp > 1:
+        kw["cp"] = cp
+    if d.get("sequence_parallel"):
+        kw["sequence_parallel"] = True
+    if vpp and vpp > 1:
+        model = kw.get("model")
+        layers = model.layers if model is not None else None
+        stages = parse_count(d.get("pp"), "pp", 1, 4096) or 1
+        if stages < 2:
+            raise FieldError("vpp", f"{{vpp}} {vpp}: interleaving splits each pipeline rank's layers into chunks; "
+                             "it needs {pp} 2 or more")
+        if layers and layers < stages * vpp:
+            raise FieldError("vpp", f"{{vpp}} {vpp}: {layers} layers are fewer than {{pp}} {stages} × "
+                             f"{vpp} chunks of at least one layer")
+        kw["vpp"] = vpp
     if micro is not None and micro > kw["batch"]:
         raise FieldError("micro_batch", f"{{micro_batch}} {micro} is larger than the global {{batch}} {kw['batch']}")
     if zero is not None and not training and zero != 3:
         raise FieldError("zero", "{zero} 1 and 2 shard optimizer states and gradients: training only")
-    if tp is None and pp is None and dp is None and zero is None:
+    if tp is None and pp is None and dp is None and zero is None and not (cp and cp > 1):
         if micro is not None:
             kw["micro_batch"] = micro
         return
@@ -532,17 +567,17 @@ def _layout_fields(d: dict, kw: dict, gpus: int, training: bool) -> None:
     if tp and model is not None and model.heads % tp:
         raise FieldError("tp", f"{{tp}} {tp}: {model.heads} attention heads of "
                          f"{escape_braces(model.name or model.id)} do not split evenly")
-    split = (tp or 1) * (pp or 1)
+    split = (tp or 1) * (pp or 1) * kw.get("cp", 1)
     if dp is not None:
         need = split * dp
         if d.get("gpus") in (None, ""):
             kw["gpus"] = gpus = need
         elif need != gpus:
-            raise FieldError("dp", f"{{tp}} × {{pp}} × {{dp}} = {need} devices, but {{gpus}} is {gpus}")
+            raise FieldError("dp", f"{{tp}} × {{pp}} × {{cp}} × {{dp}} = {need} devices, but {{gpus}} is {gpus}")
     if split > gpus:
-        raise FieldError("tp", f"{{tp}} × {{pp}} = {split} devices, more than {{gpus}} {gpus}")
+        raise FieldError("tp", f"{{tp}} × {{pp}} × {{cp}} = {split} devices, more than {{gpus}} {gpus}")
     if gpus % split:
-        raise FieldError("gpus", f"{{gpus}} {gpus} is not a multiple of {{tp}} × {{pp}} = {split}")
+        raise FieldError("gpus", f"{{gpus}} {gpus} is not a multiple of {{tp}} × {{pp}} × {{cp}} = {split}")
     if zero is None:  # FSDP when asked for; else Megatron's distributed optimizer (ZeRO-1) for training
         zero = 3 if kw.get("sharding") == "fsdp" else (1 if training else 0)
     kw.update(tp=tp or 1, pp=pp or 1, zero=zero)

@@ -83,7 +83,8 @@ def test_405b_training_and_serving_on_realistic_layouts(cat):
     h100 = cat.accelerator("H100")
     train = wl(cat, model="llama-3.1-405b", workload="training", seq_len=2048, batch=256)
     ch = choose_layout(train, h100, 256, 8)
-    assert ch.fits and ch.layout.tp == 8 and ch.layout.devices == 256
+    # TP inside a node with FSDP over the rest (FSDP mixed precision keeps bf16 activations: TP4 fits)
+    assert ch.fits and ch.layout.tp in (4, 8) and ch.layout.zero == 3 and ch.layout.devices == 256
     serve = wl(cat, model="llama-3.1-405b", workload="inference", prompt_len=1024, gen_len=256, batch=8)
     ch = choose_layout(serve, h100, 16, 8)
     assert ch.fits and ch.layout.tp == 8 and ch.layout.pp == 2

@@ -1,26 +1,39 @@
 """Communication of a parallel layout, charged on the link each collective crosses.
 
 A layout (:class:`fleet_tui.core.footprint.Layout`) places tensor-parallel ranks innermost
-(neighbouring devices), pipeline stages next, data-parallel replicas outermost — Megatron's order
-(Narayanan et al., arXiv:2104.04473). A group of ``n`` ranks ``stride`` devices apart stays inside
-one node when ``n × stride`` ≤ the node's devices and then uses the intra-node link (NVLink,
-NVSwitch, Infinity Fabric, ICI, NeuronLink, PCIe); otherwise every rank's share of the node's
-network (EFA, InfiniBand, RoCE, Ethernet) is the bottleneck. Links come from
-:mod:`fleet_tui.core.interconnects` (``catalogs/interconnects.toml``; unknown = assumed slow).
+(neighbouring devices), then context-parallel, data-parallel, and pipeline stages outermost —
+Megatron-Core's default order ``tp-cp-dp-pp`` (Narayanan et al., arXiv:2104.04473). A group of
+``n`` ranks ``stride`` devices apart stays inside one node when ``n × stride`` ≤ the node's devices
+and then uses the intra-node link (NVLink/NVSwitch, Infinity Fabric, ICI, NeuronLink, PCIe).
+
+**Across nodes, collectives are hierarchical.** NCCL runs one ring (channel) per NIC and each GPU
+reaches the network through its own NIC (rail-optimised: p5, DGX, ND H100 v5). When ``k`` ranks of
+a group share a node, the group's traffic leaves the node over ``k`` NICs at once, so its bus
+bandwidth is ``k ×`` one device's share of the node's network, capped by the intra-node link: a
+64-GPU FSDP group on 8 × 400 Gbit/s per node reaches 400 GB/s, a data-parallel group with one
+rank per node (TP 8 inside) 50 GB/s. (NCCL's all-reduce bus bandwidth across DGX A100 nodes,
+8 × 200 Gbit/s, is reported near the node's 200 GB/s of NIC bandwidth.)
 
 Collective costs (ring algorithms, Thakur et al. 2005; NCCL's "bus bandwidth" convention): an
 all-reduce of ``S`` bytes over ``n`` ranks moves ``2(n−1)/n · S`` per rank, an all-gather or a
-reduce-scatter ``(n−1)/n · S``; each step pays a latency. What one training step pays:
+reduce-scatter ``(n−1)/n · S``; each step pays a latency. What one training step pays
+(:func:`training_step`), the framework's overlap taken from its preset (:mod:`fleet_tui.core.frameworks`):
 
-* **TP** (Megatron): 2 all-reduces of the micro-batch's activations per layer forward, 2 backward
-  (+2 when the layer is recomputed), never overlapped with compute;
-* **PP**: activations sent between stages each micro-batch; the 1F1B **bubble** stretches compute by
-  ``(m + pp − 1)/m`` for ``m`` micro-batches per step (bubble fraction ``(pp−1)/(m+pp−1)``);
-* **DP**: gradient all-reduce (ZeRO 0/1) or reduce-scatter (ZeRO 2) of the trainable parameters;
-  ZeRO-3/FSDP also all-gathers the 16-bit weights for forward and backward. It overlaps with
-  backward (about two thirds of the step's compute); only what sticks out is charged. The
-  synchronisation that remains at scale (stragglers, launch skew) is the measured per-doubling
-  efficiency of :data:`calibration.SCALING_PER_DOUBLING` over the data-parallel ranks.
+* **compute** split over the busy devices, the pipeline **bubble** of interleaved 1F1B stretching
+  it by ``1 + (pp − 1)/(vpp · m)`` for ``m`` micro-batches (Narayanan et al. §2.2.2);
+* **TP/SP**: per layer 2 all-reduces forward and 2 backward (+2 when the layer is recomputed) of a
+  micro-batch's activations — with sequence parallelism all-gathers and reduce-scatters of the same
+  volume; the preset's ``tp_overlap`` share is hidden behind GEMMs;
+* **CP** (ring attention): ``cp − 1`` hops of each rank's K and V per layer forward, twice that
+  backward, hidden behind the attention compute of the same layer;
+* **PP**: activations sent between (virtual) stages each micro-batch;
+* **FSDP / ZeRO-3**: every micro-batch all-gathers the 16-bit weights for forward and again for
+  backward and reduce-scatters the gradients, prefetched behind forward and backward compute;
+* **DP (ZeRO 0–2, Megatron's distributed optimizer)**: one gradient all-reduce (or reduce-scatter
+  plus the parameter all-gather) per step, in buckets overlapped with the last micro-batch's
+  backward; the last bucket is exposed;
+* **synchronisation at scale** (stragglers, launch skew): :data:`SYNC_PER_DOUBLING` per doubling of
+  the nodes.
 
 Decode with TP pays 2 latency-bound all-reduces per layer per token.
 
@@ -34,6 +47,7 @@ import math
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, activation_bytes, lora_params, weight_bytes
+from fleet_tui.core.frameworks import preset
 from fleet_tui.core.interconnects import Fabric
 from fleet_tui.core.modelspec import ParamCounts
 from fleet_tui.core.records import record
@@ -48,8 +62,12 @@ LINK_EFFICIENCY = 0.8
 LATENCY_INTRA_S = cal.TP_ALLREDUCE_S_PER_DOUBLING
 LATENCY_NETWORK_S = 15e-6
 LATENCY_UNKNOWN_S = 50e-6
-#: Share of a training step's compute that data-parallel communication can hide behind (backward).
-OVERLAP_FRACTION = 2 / 3
+#: Step time kept per doubling of the nodes a job spans (stragglers, launch skew, the slowest
+#: rank setting each collective): fitted on the multi-node tune rows of training_speed.toml.
+SYNC_PER_DOUBLING = 0.99
+#: Gradient bucket whose reduction cannot overlap (PyTorch DDP bucket_cap_mb 25; Megatron-Core
+#: buckets of 40M parameters are of the same order).
+BUCKET_BYTES = 25 * 2**20
 
 
 @record
@@ -61,14 +79,17 @@ class Link:
 
 
 def link_for(fabric: Fabric, ranks: int, stride: int) -> Link:
-    """The link a group of ``ranks`` ranks ``stride`` devices apart talks over."""
+    """The link a group of ``ranks`` ranks ``stride`` devices apart talks over: inside one node
+    the intra-node link; across nodes the NICs of the group's ranks in one node together (module
+    doc: hierarchical, one rail per device), capped by the intra-node link."""
+    intra = fabric.intra_gbs / 2 * 1e9  # one direction
     if ranks * stride <= fabric.node_devices:
-        return Link(fabric.intra_gbs / 2 * 1e9 * LINK_EFFICIENCY, LATENCY_INTRA_S, fabric.intra_link, False)
+        return Link(intra * LINK_EFFICIENCY, LATENCY_INTRA_S, fabric.intra_link, False)
     per_device = fabric.inter_gbps / 8 * 1e9 / max(1, fabric.node_devices)
-    intra = fabric.intra_gbs / 2 * 1e9
+    in_node = max(1, min(ranks, fabric.node_devices // max(1, stride)))
     latency = LATENCY_NETWORK_S if fabric.inter_known else LATENCY_UNKNOWN_S
     name = fabric.inter_link if fabric.inter_known else "unknown network"
-    return Link(min(per_device, intra) * LINK_EFFICIENCY, latency, name, True)
+    return Link(min(per_device * in_node, intra) * LINK_EFFICIENCY, latency, name, True)
 
 
 def all_reduce_s(size: float, ranks: int, link: Link) -> float:
@@ -92,62 +113,101 @@ class ParallelStep:
     compute_s: float  # per rank, with the pipeline bubble
     tp_s: float
     pp_s: float
-    dp_s: float  # data-parallel communication in total (exposed part: ``dp_exposed_s``)
-    dp_exposed_s: float
+    dp_s: float  # data-parallel communication in total
+    exposed_s: float  # communication not hidden behind compute (all kinds)
     bubble: float  # fraction of the pipeline idle
     notes: tuple[str, ...]
+    cp_s: float = 0.0  # ring-attention K/V passing in total
 
 
 def training_step(w: Workload, pc: ParamCounts, lay: Layout, fabric: Fabric,
-                  single_device_s: float) -> ParallelStep:
+                  single_device_s: float, attention_share: float = 0.0) -> ParallelStep:
     """Wall time of one step of the global batch: ``single_device_s`` (one device doing the whole
-    batch, no communication) split over the layout's busy devices, plus what the links cost."""
+    batch, no communication) split over the layout's busy devices, plus what the links cost
+    beyond what the framework overlaps (module doc). ``attention_share``: the share of the step's
+    FLOPs in attention (what ring attention hides behind)."""
     a = w.arch
+    fw = preset(w.framework)
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
     act = activation_bytes(w)
     per_rank = math.ceil(w.batch / lay.dp)
     micro = min(lay.micro_batch, per_rank)
     m = math.ceil(per_rank / micro)
-    bubble = (lay.pp - 1) / (m + lay.pp - 1)
-    compute = single_device_s / lay.devices * (m + lay.pp - 1) / m
-    if lay.dp > 1:  # synchronisation and stragglers, measured at scale (calibration.SCALING_PER_DOUBLING)
-        compute /= cal.SCALING_PER_DOUBLING["fsdp" if lay.zero >= 3 else "data"] ** math.log2(lay.dp)
+    chunks = m * lay.vpp
+    bubble = (lay.pp - 1) / (chunks + lay.pp - 1) if lay.pp > 1 else 0.0
+    compute = single_device_s / lay.devices / (1.0 - bubble)
+    nodes = lay.devices / max(1, fabric.node_devices)
+    if nodes > 1:  # stragglers and skew, growing with the nodes every collective waits on
+        compute /= SYNC_PER_DOUBLING ** math.log2(nodes)
+    recompute = w.grad_checkpointing
+    fwd_share = 1 / 4 if recompute else 1 / 3  # forward of the step's compute (full recompute: 1 of 4)
+    fwd_c, bwd_c = compute * fwd_share, compute * (1 - fwd_share)
     notes: list[str] = []
-    msg = micro * seq * a.hidden * act  # one micro-batch's activations at a layer boundary
-    tp_s = pp_s = dp_s = 0.0
+    tokens_rank = micro * seq / lay.cp  # one micro-batch's tokens on one rank
+    msg = tokens_rank * a.hidden * act  # its activations at a layer boundary
+    layers_rank = a.layers / lay.pp
+    tp_s = cp_s = pp_s = dp_s = exposed = 0.0
     if lay.tp > 1:
         link = link_for(fabric, lay.tp, 1)
-        per_layer = 6 if w.grad_checkpointing else 4
-        tp_s = a.layers / lay.pp * m * per_layer * all_reduce_s(msg, lay.tp, link)
-        notes.append(f"TP {lay.tp} over {link.name}: {tp_s * 1e3:.0f} ms per step in all-reduces")
+        per_layer = 6 if recompute else 4
+        tp_s = layers_rank * m * per_layer * all_reduce_s(msg, lay.tp, link)
+        hidden = fw.tp_overlap * tp_s
+        exposed += tp_s - hidden
+        kind = "all-gathers/reduce-scatters (sequence parallel)" if w.sequence_parallel else "all-reduces"
+        notes.append(f"TP {lay.tp} over {link.name}: {tp_s * 1e3:.0f} ms per step in {kind}"
+                     + (f", {fw.tp_overlap:.0%} overlapped with GEMMs" if fw.tp_overlap else ""))
+    if lay.cp > 1:
+        link = link_for(fabric, lay.cp, lay.tp)
+        kv = tokens_rank * a.kv_dim * 2 * act / lay.tp  # this rank's K and V chunk (TP splits heads)
+        hop = kv / link.bytes_per_s + link.latency_s
+        cp_s = (a.kv_layers or a.layers) / lay.pp * m * 3 * (lay.cp - 1) * hop  # fwd 1×, bwd 2× (dK, dV)
+        cp_exposed = max(0.0, cp_s - attention_share * compute)
+        exposed += cp_exposed
+        notes.append(f"CP {lay.cp} (ring attention) over {link.name}: {cp_s * 1e3:.0f} ms per step passing "
+                     f"K/V, {cp_exposed * 1e3:.0f} ms not hidden behind attention")
     if lay.pp > 1:
-        link = link_for(fabric, lay.pp, lay.tp)
-        pp_s = 2 * m * (msg / lay.tp / link.bytes_per_s + link.latency_s)
-        notes.append(f"PP {lay.pp}, {m} micro-batches per step: pipeline bubble {bubble:.0%}"
+        link = link_for(fabric, lay.pp, lay.tp * lay.cp * lay.dp)
+        send = msg / (lay.tp if w.sequence_parallel else 1)
+        pp_s = 2 * chunks * (send / link.bytes_per_s + link.latency_s)
+        exposed += pp_s
+        notes.append(f"PP {lay.pp}" + (f" × {lay.vpp} interleaved chunks" if lay.vpp > 1 else "")
+                     + f", {m} micro-batches per step: pipeline bubble {bubble:.0%}"
                      + (f"; stages talk over {link.name}" if link.crosses_nodes else ""))
-    if lay.dp > 1:
-        link = link_for(fabric, lay.dp, lay.tp * lay.pp)
+    ranks = lay.dp * lay.cp  # gradients are reduced over data- and context-parallel ranks
+    if ranks > 1:
+        link = link_for(fabric, ranks, lay.tp)
         split = lay.tp * lay.pp
         if w.is_adapter:
             grads = lora_params(a, w) / split * 4.0
         else:
-            amp = w.master_weights == "fp32" or w.precision == "fp32"
-            grads = pc.total / split * (4.0 if amp else act)
-        if lay.zero >= 2:
-            dp_s = all_gather_s(grads, lay.dp, link)  # reduce-scatter
-        else:
-            dp_s = all_reduce_s(grads, lay.dp, link)
-        if lay.zero >= 3:  # gather the weights (16-bit, or NF4 for QLoRA) for forward and backward
+            wide = w.master_weights == "fp32" or w.precision == "fp32"  # fp32 reduce (AMP, FSDP reduce_dtype)
+            grads = pc.total / split * (4.0 if wide else act)
+        if lay.zero >= 3:  # FSDP: per micro-batch, gather for forward and backward, reduce-scatter
             stored = weight_bytes(w, pc) if w.kind == "qlora" else pc.total * 2.0
-            dp_s += 2 * all_gather_s(stored / split, lay.dp, link)
-        what = "FSDP gathers and gradient reduce-scatter" if lay.zero >= 3 else "gradient all-reduce"
-        notes.append(f"DP {lay.dp} over {link.name}: {what} {dp_s * 1e3:.0f} ms per step")
-    exposed = max(0.0, dp_s - OVERLAP_FRACTION * compute)
-    seconds = compute + tp_s + pp_s + exposed
+            gather = all_gather_s(stored / split, ranks, link)
+            rs = 0.0 if w.is_adapter else all_gather_s(grads, ranks, link)
+            dp_s = m * (2 * gather + rs)
+            # the first unit's gather and the last unit's reduce-scatter have nothing to hide behind
+            edges = m * (gather + rs) / max(1, a.layers // lay.pp)
+            dp_exposed = (edges + max(0.0, m * gather - fw.dp_overlap * fwd_c)
+                          + max(0.0, m * (gather + rs) - fw.dp_overlap * bwd_c))
+            what = "FSDP gathers and gradient reduce-scatters"
+        else:  # once per step, in buckets behind the last micro-batch's backward
+            if lay.zero >= 1:  # reduce-scatter, then the updated 16-bit parameters all-gathered
+                dp_s = all_gather_s(grads, ranks, link) + all_gather_s(pc.total / split * 2.0, ranks, link)
+            else:
+                dp_s = all_reduce_s(grads, ranks, link)
+            tail = min(dp_s, BUCKET_BYTES / link.bytes_per_s)
+            dp_exposed = tail + max(0.0, dp_s - tail - fw.dp_overlap * (bwd_c / m + fwd_c / m))
+            what = "gradient reduce-scatter + parameter all-gather" if lay.zero >= 1 else "gradient all-reduce"
+        exposed += dp_exposed
+        notes.append(f"DP {ranks} over {link.name}: {what} {dp_s * 1e3:.0f} ms per step, "
+                     f"{dp_exposed * 1e3:.0f} ms not overlapped")
+    seconds = compute + exposed
     if lay.idle:
         notes.append(f"{lay.idle} devices idle: global batch {w.batch} / micro-batch {micro} gives at most "
                      f"{lay.dp} data-parallel ranks")
-    return ParallelStep(seconds, compute, tp_s, pp_s, dp_s, exposed, bubble, tuple(notes))
+    return ParallelStep(seconds, compute, tp_s, pp_s, dp_s, exposed, bubble, tuple(notes), cp_s)
 
 
 def decode_sync_s(w: Workload, lay: Layout, fabric: Fabric, sequences: int) -> float:

@@ -7,9 +7,10 @@ import math
 from dataclasses import field
 from typing import Literal, NamedTuple
 
-from fleet_tui.core import caches
+from fleet_tui.core import caches, frameworks
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
+from fleet_tui.core.frameworks import PRESETS, gemm_size_factor
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf import collectives
@@ -37,12 +38,9 @@ from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
 ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
-ENGINE_TRAINING = "PyTorch + Hugging Face Transformers (eager, fused AdamW)"
-#: training stack named in the speed line per ``--framework`` (the speed model is the same roofline;
-#: only hf was measured, tests/fixtures/h200)
-TRAINING_STACKS = {"hf": ENGINE_TRAINING, "torchtune": "torchtune (PyTorch, bf16, FSDP2 on several GPUs)",
-                   "unsloth": "Unsloth (fused Triton kernels)",
-                   "deepspeed": "PyTorch + Hugging Face Transformers under DeepSpeed ZeRO"}
+ENGINE_TRAINING = PRESETS["hf"].label
+#: training stack named in the speed line per ``--framework`` (:mod:`fleet_tui.core.frameworks`)
+TRAINING_STACKS = {name: p.label for name, p in PRESETS.items()}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]
@@ -142,9 +140,15 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
         missing = "; ".join(n for n in notes if n.startswith("no published"))
         return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
                           assumptions=notes, unknown=missing)
-    compute_s = tokens * flops_tok / (rate * cal.TRAINING_STEP_EFFICIENCY)
-    # memory-bound: optimizer update and AMP casts
-    amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
+    fw = PRESETS[w.framework]
+    size = gemm_size_factor(a.hidden, rate / peak_dense if peak_dense else 0.0)
+    compute_s = tokens * flops_tok / (rate * fw.step_efficiency * size)
+    if size > 1.0:
+        notes.append(f"hidden size {a.hidden}: large GEMMs run {size - 1:.0%} closer to peak than at 4096")
+    # memory-bound: optimizer update and AMP casts (FSDP/Megatron mixed precision keeps no
+    # per-step autocast copies of the weights: parameters are cast once, shard by shard)
+    amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter
+           and fw.precision == "amp")
     state32 = amp or w.precision == "fp32" or w.is_adapter
     opt_bytes = {"adamw": 28.0, "adamw8bit": 14.0, "paged_adamw8bit": 14.0, "sgd": 20.0,
                  "adafactor": 12.0}[w.optimizer]
@@ -156,7 +160,11 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     mem_s = mem_bytes / (bw * cal.COPY_BANDWIDTH_EFFICIENCY)
     step_1 = compute_s + mem_s
     # the layout's share of the step plus every collective on the link it crosses
-    par = collectives.training_step(w, pc, d.layout, d.fabric, step_1)
+    fwd_flops = 2 * n_mat + attn
+    par = collectives.training_step(w, pc, d.layout, d.fabric, step_1,
+                                    attention_share=attn / fwd_flops * (compute_s / step_1))
+    if w.framework != "hf":
+        notes.insert(0, frameworks.statement(w.framework, gpus))
     if gpus > 1:
         notes.append(f"{gpus} devices as {d.layout.label()}; {d.fabric.describe(gpus)}")
         notes.extend(par.notes)

@@ -54,6 +54,7 @@ class PlanRequest:
     burst: int | None = None
     hours_per_month: float = 730.0
     pricing: str = "on-demand"
+    network: str | None = None  # the network between nodes as the user names it (perf.fabric.job_fabric)
 
 
 def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
@@ -86,13 +87,14 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     cost = None
     if acc is not None and verdict.ok:
         cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month)
-    speed = speed_acc = None
+    speed = speed_acc = links = None
     fits = verdict.ok is not False
     if fits:
         speed_acc = acc or _reference(catalog)
         if speed_acc is not None:
+            links = _links(cost, acc, n, req.network) if acc is not None else None
             speed = estimate_throughput(running_workload(w, speed_acc, n), speed_acc, n,
-                                        _fabric(cost, speed_acc, n) if acc is not None else None)
+                                        links.fabric if links is not None else None)
             if acc is None:
                 notes.append(f"no {{gpu}} given: speed shown for {speed_acc.id}")
     if cost is not None and speed is not None and speed.tokens_per_s and speed.tokens_per_s > 0:
@@ -101,7 +103,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     if req.training_tokens is not None and speed_acc is not None and fits:
         from fleet_tui.core.perf.run import training_run
 
-        run = training_run(w, speed_acc, n, req.training_tokens)
+        run = training_run(w, speed_acc, n, req.training_tokens, links.fabric if links is not None else None)
     if req.demand is not None and not w.is_generation:
         raise FieldError("rate", "a capacity plan ({rate}/{tokens_per_s}) needs generation: {prompt_len} "
                          "and {gen_len}")
@@ -123,7 +125,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         kv_capacity=kv, fixes=fixes, speed=speed, speed_accelerator=speed_acc.id if speed_acc else None,
         training_run=run, serving_plan=plan, plan_price_source=price_source, burst=burst,
         burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost, assumptions=tuple(dict.fromkeys(assumptions)),
-        notes=tuple(notes))
+        notes=tuple(notes), links=links.words if links is not None and n > 1 else None)
 
 
 def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
@@ -142,6 +144,20 @@ def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
                                        training_tokens=req.training_tokens, burst=req.burst,
                                        hours_per_month=req.hours_per_month, pricing=req.pricing), catalog)
     return replace(report, offer=top.label)
+
+
+def _links(cost, acc: Accelerator, gpus: int, network: str | None):
+    """The links the speed is charged on and where they come from (``perf.fabric.job_fabric``):
+    the network the user names, else the priced instance's (as :func:`_fabric`), else the device's
+    reference system; None on one device."""
+    if gpus <= 1:
+        return None
+    from fleet_tui.core.perf.fabric import FabricChoice, job_fabric
+
+    choice = job_fabric(acc, gpus, None if network else cost, network)
+    if network or cost is None:
+        return choice
+    return FabricChoice(_fabric(cost, acc, gpus) or choice.fabric, cost, choice.words)
 
 
 def _fabric(cost, acc: Accelerator, gpus: int) -> Fabric | None:

@@ -80,6 +80,7 @@ def report_dict(r: PlanReport, label: Callable[[str], str]) -> dict[str, Any]:
             "assumptions": [n.format(gpu=label("gpu")) if "{gpu}" in n else n for n in r.notes]
             + list(thr.assumptions),
             "unknown": thr.unknown or None,
+            "links": r.links,
         }
     run = r.training_run
     if run is not None:

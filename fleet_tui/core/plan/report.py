@@ -79,6 +79,7 @@ class PlanReport:
     assumptions: tuple[str, ...]  # ``{field}`` templates
     notes: tuple[str, ...] = ()  # about the target itself ("no --gpu given: speed shown for H100")
     offer: str | None = None  # with the catalog as target: the top-ranked offer planned here
+    links: str | None = None  # the links the speed was charged on, and where they come from (perf.fabric)
 
     def assumption_lines(self, label: Callable[[str], str]) -> list[str]:
         return list(dict.fromkeys(render_fields(a, label) for a in self.assumptions))

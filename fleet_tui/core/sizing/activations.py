@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from fleet_tui.core.footprint import activation_bytes, stack_lengths
+from fleet_tui.core.frameworks import preset
 from fleet_tui.core.modelspec import ModelArch, ParamCounts
 from fleet_tui.core.workload import Workload
 
@@ -79,7 +80,7 @@ def train_act_per_token_layer(arch: ModelArch, w: Workload, seq: int = 0) -> flo
         return base + sum(lora_input_bytes(arch, w).values()) + moe_extra + post
     if w.precision == "fp32":
         return 24 * h + 12 * q + 8 * kv + (8 + 8 * gate) * f + 2 * moe_extra + post
-    if w.master_weights == "fp32":
+    if autocast_fp32(w):
         # AMP: fp32 residual stream and norms (x, normed: 4h + 4h each), per-linear bf16 casts of
         # the normed input (q,k,v: 3 × 2h; gate/up: 2 × 2h), bf16 q/k/v/out + contiguous out copy,
         # MLP gate, act, up, product (bf16).
@@ -102,8 +103,20 @@ def lora_input_bytes(arch: ModelArch, w: Workload) -> dict[str, float]:
 def residual_bytes(w: Workload) -> int:
     """Bytes of one value of the residual stream: the weights' dtype, fp32 under AMP (fp32 master
     weights, autocast matmuls) and in fp32; else the 16-bit compute dtype."""
-    amp = w.master_weights == "fp32" and w.precision != "fp32" and not w.is_adapter
+    amp = autocast_fp32(w) and w.precision != "fp32" and not w.is_adapter
     return 4 if (amp or w.precision == "fp32") else activation_bytes(w)
+
+
+def autocast_fp32(w: Workload) -> bool:
+    """Whether the forward runs on fp32 parameters under autocast (PyTorch AMP: fp32 residual
+    stream and norms). FSDP/FSDP2 and Megatron mixed precision keep fp32 master weights too, but
+    compute on 16-bit copies (``param_dtype=bf16``): their activations are 16-bit. So does
+    Transformers under FSDP: Accelerate's FSDP plugin sets ``MixedPrecision(param_dtype=bf16)`` for
+    ``--bf16`` (DeepSpeed ZeRO-3 keeps fp32 parameters under autocast)."""
+    if w.master_weights != "fp32" or preset(w.framework).precision != "amp":
+        return False
+    fsdp = w.gpus > 1 and (w.zero == 3 or (w.zero is None and w.sharding == "fsdp"))
+    return not (fsdp and w.framework == "hf")
 
 
 class T5BlockBytes(NamedTuple):

@@ -72,6 +72,7 @@ from fleet_tui.core.sizing.activations import (
     adafactor_state_elems,
     attention_mask_bytes,
     attention_note,
+    autocast_fp32,
     residual_bytes,
     stack_activations,
 )
@@ -81,7 +82,9 @@ from fleet_tui.core.sizing.stacks import (
     adapter_bytes,
     apply_stack,
     compile_factor,
+    distributed_optimizer,
     loss_bytes_per_vocab_token,
+    selective_kept,
 )
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
@@ -286,7 +289,20 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
             else:
                 table = cal.OPTIMIZER_BYTES_FP32 if grad_b == 4.0 else cal.OPTIMIZER_BYTES_BF16
                 opt = per_opt_shard * table[w.optimizer]
-            if amp:
+            if amp and lay.zero < 3 and distributed_optimizer(w):
+                # Megatron-Core: 16-bit parameters, an fp32 gradient buffer (also the DDP buckets),
+                # fp32 master weights and Adam moments sharded over the data-parallel ranks
+                shards = split * lay.optimizer_shards
+                weights = trainable * 2.0 / split + trainable * 4.0 / shards
+                grads = trainable * 4.0 / split
+                opt = trainable * cal.OPTIMIZER_BYTES_FP32.get(w.optimizer, 8.0) / shards
+                assumptions.append("Megatron mixed precision with the distributed optimizer: bf16 parameters, "
+                                   "fp32 gradient buffer, fp32 master weights and optimizer states sharded "
+                                   f"{lay.optimizer_shards} ways")
+            elif amp and not autocast_fp32(w):
+                assumptions.append("FSDP mixed precision: fp32 parameters, gradients and optimizer states "
+                                   "sharded; forward and backward on bf16 copies (param_dtype=bf16)")
+            elif amp:
                 assumptions.append("mixed precision (PyTorch AMP): fp32 parameters, gradients and "
                                    "optimizer states; forward under autocast")
             elif w.precision != "fp32":
@@ -299,8 +315,10 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         # in flight over its layers / pp layers (1F1B, Narayanan et al. arXiv:2104.04473)
         micro = min(b_gpu, lay.micro_batch)
         in_flight = min(math.ceil(b_gpu / micro), pp) / pp
-        amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter)
-        stacks = stack_activations(arch, w, micro, seq_len)
+        # autocast (PyTorch AMP) only: FSDP/Megatron mixed precision computes on 16-bit copies
+        amp = autocast_fp32(w) and w.precision not in ("fp32",) and not w.is_adapter
+        # context parallel: each rank keeps the activations of its seq / cp tokens (ring attention)
+        stacks = stack_activations(arch, w, micro, max(1, seq_len // lay.cp))
         tokens = stacks.head_tokens  # through the output head (encoder-decoder: the target)
         if arch.is_encoder_decoder:
             src, tgt = stack_lengths(w, seq_len)
@@ -312,8 +330,7 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         if w.grad_checkpointing or w.selective_checkpointing:
             kept = in_flight * stacks.layer_inputs * residual_bytes(w) / tp
             if w.selective_checkpointing and not w.grad_checkpointing:
-                # every other layer checkpointed (torchtune ac_mode=selective, ac_option=2)
-                kept = kept / 2 + in_flight / 2 * stacks.saved * fused
+                kept = selective_kept(w, kept, in_flight * stacks.saved * fused)
             acts = kept + head_in
             # backward recomputes one layer at a time: its activations live once more
             recompute = stacks.widest_layer * fused
@@ -342,8 +359,12 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
                                           persistent=zero3.persistent_bytes if zero3 else 0.0))
         weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts
         assumptions.extend(stack.notes)
-        ddp = grads if (lay.zero < 2 and dp > 1 and not w.is_adapter) else 0.0
+        # DDP's gradient buckets (Megatron's distributed optimizer reduces from the gradient buffer itself)
+        ddp = grads if (lay.zero < 2 and dp > 1 and not w.is_adapter and not distributed_optimizer(w)) else 0.0
         base = {"weights": weights, "optimizer_states": opt}
+        if (w.master_weights == "fp32" and w.precision != "fp32" and lay.zero < 3 and distributed_optimizer(w)
+                and not w.is_adapter):
+            base["gradients"] = grads  # Megatron's fp32 gradient buffer is allocated for the whole run
         phases.append(_Phase("forward end", {**base, "weight_copies": cast_all + fsdp_gather,
                                              "activations": acts, "logits": logits_fwd}))
         phases.append(_Phase("backward start (loss)", {**base, "weight_copies": cast_bwd + fsdp_gather,

@@ -50,8 +50,36 @@ COMPILE_ACTIVATION_FACTOR = 0.75
 #: Chunks of torchtune's CEWithChunkedOutputLoss (num_output_chunks default 8).
 LOSS_CHUNKS = 8
 
+#: Share of a layer's saved activations torchtitan's op-level selective checkpointing keeps
+#: (``activation_checkpoint.mode = "selective"``, ``selective_ac_option = "op"``): its save list
+#: keeps the outputs of matrix multiplies (every other one: "to balance memory") and of flash
+#: attention, and recomputes norms, rotary and pointwise ops. For a Llama layer (q, k, v, o, gate,
+#: up, down outputs and the attention output) that is about a fifth of the bytes eager autograd saves.
+OP_SAC_SHARE = 0.2
+
 #: Layers' worth of offloaded tensors kept on the GPU (the one in use and the one being prefetched).
 OFFLOAD_LAYERS_ON_GPU = 2
+
+
+def distributed_optimizer(w: Workload) -> bool:
+    """Megatron-Core's distributed optimizer (``--use-distributed-optimizer``; NeMo, NeuronX):
+    16-bit parameters with fp32 main gradients, fp32 master weights and Adam moments sharded over the
+    data-parallel (and context-parallel) ranks: 6 + 12/d bytes per parameter (Megatron-LM
+    docs/source/api-guide/dist_optimizer.md)."""
+    return w.framework in ("megatron", "nemo", "neuronx")
+
+
+def selective_kept(w: Workload, layer_inputs: float, saved: float) -> float:
+    """Activations kept under selective checkpointing, given each layer's input (``layer_inputs``,
+    what full checkpointing keeps) and what eager autograd saves (``saved``): torchtune's
+    ``ac_option: 2`` checkpoints every other layer; torchtitan's op-level policy keeps the layer
+    inputs plus :data:`OP_SAC_SHARE` of the rest; Megatron/NeMo's selective recompute only redoes
+    the attention core, which flash attention already does not store (everything else is kept)."""
+    if w.framework in ("torchtitan", "neuronx"):
+        return layer_inputs + OP_SAC_SHARE * saved
+    if w.framework in ("megatron", "nemo"):
+        return saved
+    return layer_inputs / 2 + saved / 2
 
 
 def adapter_bytes(w: Workload) -> int:
