@@ -15,6 +15,10 @@ Two scores per labelled behaviour of each trace:
   behaviours whose primary neither label expects (a third kind, shown while the window mixes two
   behaviours); fewer is better.
 
+* **oom**: the live engine's ticks at which the device is, in hindsight, within a minute of full
+  memory (rising now and on, without a 10 s pause, to >= 95 % of the device within 60 s) and how
+  many carry a critical memory risk (all should).
+
 * **risks**: for each label whose ``labels`` line names risks that must (``risks``) or must not
   (``no_risks``) be reported, right when a required risk is reported in at least one of the
   label's phases and a forbidden one in none (a leak needs a few seconds of rises to show).
@@ -140,6 +144,48 @@ def score_windows(path: str, expected: dict) -> dict[str, list[int]]:
 
 
 CHANGE_S = 3.0
+OOM_AHEAD_S, FULL_FRAC, RISING_FRAC, FLAT_S = 60.0, 0.95, 0.01, 10.0
+OOM_KINDS = ("memory_growth", "memory_capacity_pressure")
+
+
+def _fills_within(mem: list, i: int) -> bool:
+    """From reading ``i`` memory keeps rising (no 10 s without a rise, no fall of >= 1 % of the
+    device) until it reaches >= 95 % of the device, within 60 s."""
+    t0, last, total = mem[i][0], mem[i][1], mem[i][2]
+    last_rise = t0
+    for t, m, _ in mem[i:]:
+        if t > t0 + OOM_AHEAD_S or t - last_rise > FLAT_S or m < last - RISING_FRAC * total:
+            return False
+        if m >= FULL_FRAC * total:
+            return True
+        if m > last:
+            last_rise = t
+        last = m
+    return False
+
+
+def score_oom(path: str) -> tuple[int, int]:
+    """(ticks, ticks with a critical memory risk): the live engine's ticks at which, in
+    hindsight, the device is within a minute of full memory: its memory rose by >= 1 % of the
+    device over the last second and keeps rising (no 10 s pause, no release) to >= 95 % of the
+    device within the next 60 s. Every such tick should carry a critical out-of-memory risk."""
+    snaps = list(iter_trace(path))
+    mem = [(s.timestamp, s.devices[0].mem_used_bytes or 0, s.devices[0].mem_total_bytes or 0)
+           for s in snaps]
+    ticks = hit = 0
+    j = 0
+    for i, (_s, tick) in enumerate(live_ticks(snaps)):
+        t, used, total = mem[i]
+        if not total:
+            continue
+        while j < i and mem[j][0] < t - 1.0:
+            j += 1
+        if used - mem[j][1] < RISING_FRAC * total or not _fills_within(mem, i):
+            continue
+        ticks += 1
+        a = next(iter(tick.analyses.values()))
+        hit += any(d.kind in OOM_KINDS and d.severity == "critical" for d in a.diagnoses)
+    return ticks, hit
 
 
 def score_changes(path: str, expected: dict) -> tuple[int, int]:
@@ -169,7 +215,7 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
         print("  (no traces)")
         return tuple(tot)
     print(f"  {'trace':28s} {'label':24s} {'expected':34s} {'phases':>9s} {'windows':>9s}")
-    risk_rows, change_rows = [], []
+    risk_rows, change_rows, oom_rows = [], [], []
     for path in paths:
         exp = expectations(path)
         analyses = list(analyze_stream(iter_trace(path)))  # one analysis: phases and risks
@@ -177,6 +223,7 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
         risk_rows += [(Path(path).name, label, r)
                       for label, r in score_risks(path, analyses).items()]
         change_rows.append((Path(path).name, *score_changes(path, exp)))
+        oom_rows.append((Path(path).name, *score_oom(path)))
         for label in exp:
             if label not in ph and label not in win:
                 continue
@@ -192,6 +239,10 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     print(f"  changes: live ticks within {CHANGE_S:g} s after a labelled change showing a kind "
           f"neither label expects: {bad}/{n} ({bad / n if n else 0:.0%}); "
           + ", ".join(f"{name[:20]} {b}/{t}" for name, t, b in change_rows))
+    n, ok = sum(r[1] for r in oom_rows), sum(r[2] for r in oom_rows)
+    print(f"  oom: live ticks within a minute of full memory (rising on to >= 95 % within 60 s) "
+          f"with a critical memory risk: {ok}/{n}; "
+          + ", ".join(f"{name[:20]} {h}/{t}" for name, t, h in oom_rows if t))
     if risk_rows:
         print(f"  risks: {sum(r[0] for _, _, r in risk_rows)}/{len(risk_rows)} labels right")
         for name, label, (right, rule, shown) in risk_rows:

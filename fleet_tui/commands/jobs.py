@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fleet_tui.commands._numbers import finite_float
+from fleet_tui.commands._numbers import finite_float, timeout_seconds
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="price of one node per hour (instead of --instance)")
     j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
-    j.add_argument("--timeout", type=finite_float, default=10.0, metavar="SECONDS",
+    j.add_argument("--timeout", type=timeout_seconds, default=10.0, metavar="SECONDS",
                    help="timeout of each Slurm command and Prometheus query (default 10)")
     j.add_argument("--json", action="store_true", help="the jobs as JSON")
     j.set_defaults(func=_cmd_jobs)
@@ -66,14 +66,16 @@ def _usages(args: argparse.Namespace):
     from fleet_tui.core.cluster.jobs import usages_from_doc
     from fleet_tui.core.errors import UserError
 
-    if args.devices:
+    if args.devices is not None:
+        from fleet_tui.core.fsutil import read_text_capped
+
+        text = read_text_capped(args.devices, "device list")
         try:
-            with open(args.devices, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except OSError as exc:
-            raise UserError(f"--devices {args.devices}: {exc.strerror or exc}") from None
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{args.devices}:{exc.lineno}: not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise UserError(f"{args.devices}:1: JSON nested too deeply") from None
         return usages_from_doc(doc, args.devices)
     spec = _opt(args, "source")
     if spec is None:
@@ -86,8 +88,9 @@ def _usages(args: argparse.Namespace):
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+    from fleet_tui.core.redact import redact_spec
 
-    source = open_source(spec)
+    source = open_source(spec, timeout_s=args.timeout)
 
     async def once():
         await source.open()
@@ -96,7 +99,7 @@ def _usages(args: argparse.Namespace):
                                          instance_prices=_prices(args))
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
-                raise UserError(f"--source {spec}: no devices read ({why})")
+                raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
             try:
                 labels = await read_device_labels(source)
             except (OSError, ValueError, PrometheusResponseError) as exc:  # readings came, labels not

@@ -57,9 +57,9 @@ def _prices(args: argparse.Namespace):
     if instance and args.on_demand_price is not None:
         raise UserError("--instance and --on-demand-price both set prices: give one of them")
     if instance:
-        from fleet_tui.core.catalog import load_catalog
+        from fleet_tui.commands._catalog_args import load_user_catalog
 
-        offers = load_catalog(getattr(args, "catalog_dir", None) or []).find_instance(
+        offers = load_user_catalog(getattr(args, "catalog_dir", None)).find_instance(
             instance, args.region)
         priced = [o for o in offers if o.price("on-demand") is not None]
         if not priced:
@@ -92,9 +92,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from fleet_tui.core.cluster.portfolio import demand_from_rows, plan_portfolio, read_demand
     from fleet_tui.core.errors import UserError
 
-    if args.demand:
+    if args.demand is not None:
         demand = read_demand(args.demand)
-    elif args.source:
+    elif args.source is not None:
         demand = _prometheus_demand(args)
     else:
         from fleet_tui.core.monitor.recorder import read_rows

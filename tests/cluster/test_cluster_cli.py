@@ -40,9 +40,18 @@ def test_queue_simulate_json_contract(capsys, hand_swf):
 
 
 def test_queue_errors_exit_2_with_file_and_line(capsys, hand_swf, tmp_path):
-    code, _, err = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
-                       "--gpus-per-node", "2")
-    assert code == 2 and f"{hand_swf}:3: job 2 asks for 4 GPUs" in err and "--nodes" in err
+    code, out, _ = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
+                       "--gpus-per-node", "2", "--policy", "backfill")
+    assert code == 0 and "1 jobs ask for more than 2 GPUs and could never start: skipped (e.g. 2)" \
+        in out and "backfill scans the whole queue" in out
+    code, out, _ = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
+                       "--gpus-per-node", "4", "--backfill-depth", "500", "--json")
+    doc = json.loads(out)
+    assert doc["backfill_depth"] == 500 and doc["policies"]["backfill"]["backfill_depth"] == 500
+    with pytest.raises(SystemExit) as exc:
+        run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1", "--gpus-per-node", "4",
+            "--backfill-depth", "0")
+    assert exc.value.code == 2 and "--backfill-depth: 0" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
     bad.write_text("job,user,submit_s,run_s,gpus\na,u,0,10,1\nb,u,x,1,1\n")
     code, _, err = run(capsys, "queue", "simulate", str(bad), "--nodes", "1", "--gpus-per-node", "2")

@@ -230,7 +230,9 @@ def test_registry_declares_each_kind_once_and_diagnoses_carry_its_record(windows
     for w in windows:
         for d in w.diagnoses:
             rec = RULES[d.kind]
-            assert (d.action, d.severity) == (rec.action, rec.severity)
+            assert d.action == rec.action
+            # a risk that will hit within a minute (out of memory) is critical whatever its kind
+            assert d.severity == rec.severity or (d.severity == "critical" and d.role == "risk")
 
 
 def test_a_rule_is_a_plain_function_of_the_window_statistics():

@@ -36,6 +36,7 @@ from typing import Any
 
 from fleet_tui.core.cluster.slurm import SlurmJob, running_on
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.limits import check_count
 from fleet_tui.core.records import record
 
 JOB_ID_LABELS = ("hpc_job", "jobId", "jobid", "job_id", "jobUid", "slurm_job_id")
@@ -412,5 +413,6 @@ def usages_from_doc(doc: Any, where: str) -> list[DeviceUsage]:
     records from another tool) as device usages."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("devices"), list):
         raise UserError(f"{where}: expected an object with a \"devices\" list")
+    check_count(len(doc["devices"]), "devices", where, "devices")
     return [DeviceUsage.from_dict(d if isinstance(d, Mapping) else {}, f"{where}: devices[{i}]")
             for i, d in enumerate(doc["devices"])]

@@ -33,7 +33,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fleet_tui.core.errors import FieldError, UserError
+from fleet_tui.core.errors import FieldError, UserError, escape_braces
+from fleet_tui.core.fsutil import read_text_capped
+from fleet_tui.core.limits import BOUNDS, check_count, int_limit
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
     SpotAssumptions,
@@ -76,16 +78,44 @@ def _usd(usd_per_hour: float, hours: float) -> float:
 
 def instance_activity(demand: Sequence[float], per_instance: int) -> list[float]:
     """``u_k`` for k = 1..peak instances: the share of hours the k-th instance (stacked from the
-    bottom) is needed at all."""
+    bottom) is needed at all. The k-th (0-based) is needed in an hour with ``d > k·n`` devices,
+    i.e. when the hour needs more than ``k`` instances: counted once per hour, then summed from
+    the top, so the work is hours + peak instances (not their product: 10^6 devices × a year)."""
     hours = len(demand)
-    peak = math.ceil(max(demand, default=0) / per_instance)
-    return [sum(1 for d in demand if d > k * per_instance) / hours for k in range(peak)]
+    needs = [math.ceil(d / per_instance) for d in demand]  # instances each hour needs
+    peak = max(needs, default=0)
+    hours_needing = [0] * (peak + 1)  # hours that need exactly m instances
+    for m in needs:
+        hours_needing[m] += 1
+    out = [0.0] * peak
+    above = 0  # hours that need more than k instances
+    for k in range(peak - 1, -1, -1):
+        above += hours_needing[k + 1]
+        out[k] = above / hours
+    return out
 
 
 def device_utilization(demand: Sequence[float], per_instance: int, k: int) -> float:
     """Share of the k-th instance's device-hours that carry demand (0-based ``k``)."""
     return sum(min(max(d - k * per_instance, 0.0), per_instance) for d in demand) / (
         per_instance * len(demand))
+
+
+def reserved_device_utilization(demand: Sequence[float], per_instance: int, k: int) -> float:
+    """The mean of ``device_utilization`` over instances ``0..k-1``: the bottom ``k·n`` devices
+    carry ``min(d, k·n)`` of each hour's demand, so this is one pass over the hours."""
+    return sum(min(d, k * per_instance) for d in demand) / (k * per_instance * len(demand))
+
+
+def check_demand(demand: Sequence[float], where: str = "demand") -> None:
+    """Every hour's count finite, >= 0 and within the ``devices`` bound, and the profile within
+    ``demand_hours``: checked before anything is sized from it (a 1e9 once grew past 10 GB)."""
+    check_count(len(demand), "demand_hours", where, "hours")
+    limit = int_limit("devices")
+    for i, d in enumerate(demand):
+        if not (0 <= d <= limit):  # NaN fails both
+            raise UserError(f"{where}: hour {i + 1}: {d:g} devices is outside 0-{limit} "
+                            f"(the bound on {BOUNDS['devices'].why})")
 
 
 def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: float = 0.0,
@@ -95,11 +125,13 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
         raise FieldError("demand", "{demand} has no hours")
     if any(d < 0 or not math.isfinite(d) for d in demand):
         raise FieldError("demand", "{demand}: device counts must be finite and >= 0")
+    check_demand(demand)
     if not 0.0 <= max_spot_share <= 1.0:
         raise FieldError("spot_share", f"{{spot_share}} must be 0-1, got {max_spot_share:g}")
     bad = [t for t in terms if t not in TERMS]
     if bad:
-        raise FieldError("terms", f"{{terms}} {bad[0]!r} is not a term; allowed: {', '.join(TERMS)}")
+        raise FieldError("terms", f"{{terms}} {escape_braces(repr(bad[0]))} is not a term; "
+                                  f"allowed: {', '.join(TERMS)}")
     n = prices.devices_per_instance
     hours = len(demand)
     spot_model = spot or SpotAssumptions()
@@ -130,8 +162,8 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
             "term": term, "instances": k, "usd_per_instance_hour": price,
             "break_even_utilization_pct": round(100 * break_even_utilization(price, prices.on_demand), 2),
             "break_even_vs_flexible_pct": round(100 * price / flex, 2) if flex > 0 else None,
-            "device_utilization_pct": round(100 * sum(
-                device_utilization(demand, n, i) for i in range(k)) / k, 2) if k else None,
+            "device_utilization_pct": round(
+                100 * reserved_device_utilization(demand, n, k), 2) if k else None,
         })
     return {
         "hours": hours, "devices_per_instance": n,
@@ -164,16 +196,21 @@ def read_demand(path: str | Path) -> list[float]:
     """Hourly device counts: JSON (a list, or ``{"demand": [...]}``), CSV with a ``devices``
     column, or one number per line. Errors name the file and line."""
     p = Path(path).expanduser()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read the demand profile: {exc.strerror or exc}") from None
+    demand = _parse_demand(p, read_text_capped(p, "demand profile",
+                                               max_bytes=int_limit("demand_file_bytes")))
+    check_demand(demand, str(p))
+    return demand
+
+
+def _parse_demand(p: Path, text: str) -> list[float]:
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise UserError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise UserError(f"{p}:1: JSON nested too deeply") from None
         values = doc.get("demand") if isinstance(doc, dict) else doc
         if not isinstance(values, list):
             raise UserError(f"{p}:1: expected a list of hourly device counts or {{\"demand\": [...]}}")
@@ -181,9 +218,13 @@ def read_demand(path: str | Path) -> list[float]:
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if "," in first or not _is_number(first):
         reader = csv.DictReader(io.StringIO(text))
-        if "devices" not in (reader.fieldnames or []):
-            raise UserError(f"{p}:1: a CSV demand profile needs a 'devices' column (one row per hour)")
-        return [_count(row["devices"], f"{p}:{reader.line_num}") for row in reader]
+        try:
+            if "devices" not in (reader.fieldnames or []):
+                raise UserError(f"{p}:1: a CSV demand profile needs a 'devices' column "
+                                "(one row per hour)")
+            return [_count(row["devices"], f"{p}:{reader.line_num}") for row in reader]
+        except csv.Error as exc:
+            raise UserError(f"{p}:{reader.line_num}: not CSV: {exc}") from None
     return [_count(ln, f"{p}:{i}") for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
 
 
@@ -202,6 +243,7 @@ def _count(v: Any, where: str) -> float:
         raise UserError(f"{where}: {v!r} is not a device count") from None
     if not math.isfinite(x) or x < 0:
         raise UserError(f"{where}: device counts must be finite and >= 0, got {v!r}")
+    check_count(x, "devices", where, "device count")
     return x
 
 
@@ -211,6 +253,8 @@ def demand_from_rows(rows: Sequence[Any], *, busy_util_pct: float = 1.0) -> list
     if not rows:
         return []
     start = min(r.ts for r in rows)
+    check_count((max(r.ts for r in rows) - start) / 3600, "demand_hours", "the history",
+                "hours spanned")
     busy: dict[int, set[str]] = {}
     for r in rows:
         hour = int((r.ts - start) // 3600)

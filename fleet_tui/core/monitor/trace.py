@@ -27,7 +27,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fleet_tui.core.fsutil import atomic_writer
+from fleet_tui.core.fsutil import atomic_writer, iter_lines_capped, open_regular
+from fleet_tui.core.limits import limit
 from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, BadField, number, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
@@ -139,7 +140,10 @@ def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
     if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
         raise BadField("procs", "a list of objects")
     return tuple(ProcessInfo(pid=_int(p.get("pid", 0), "procs.pid") or 0, device_index=0,
-                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"))
+                             used_gpu_bytes=_int(p.get("used_bytes"), "procs.used_bytes"),
+                             # a command line, where the capture has one (bounded)
+                             command=p["command"][:256] if isinstance(p.get("command"), str)
+                             else None)
                  for p in procs)
 
 
@@ -227,6 +231,19 @@ def decode_line(path: Path, lineno: int, raw: bytes) -> Any:
         raise bad_line(path, lineno, "JSON nested too deeply") from None
 
 
+# a timestamp's magnitude: seconds until the year 2286; a larger one is milli-, micro- or
+# nanoseconds, which the windowing cannot step (5 s added to 1.7e18 is 1.7e18 again)
+MAX_TIMESTAMP_S = limit("time_s")
+
+
+def check_timestamp(path: Path, lineno: int, ts: float) -> None:
+    """``SourceUnavailable`` at ``path:lineno`` for a timestamp outside ±``MAX_TIMESTAMP_S``."""
+    if not -MAX_TIMESTAMP_S <= ts <= MAX_TIMESTAMP_S:
+        unit = " (nanoseconds? timestamps are seconds)" if abs(ts) > 1e15 else ""
+        raise SourceUnavailable(f"{path}:{lineno}: timestamp {ts:g} is outside "
+                                f"±{MAX_TIMESTAMP_S:g} s{unit}")
+
+
 class TraceOrderError(SourceUnavailable):
     """Timestamps go back at ``path:lineno`` (the trace reader only reads forward)."""
 
@@ -257,8 +274,8 @@ class TraceReader:
         static_kwargs: dict[str, Any] | None = None
         fmt: str | None = None
         last_ts: float | None = None
-        with p.open("rb") as fh:  # decoded line by line, so a bad byte is reported with its line
-            for lineno, raw in enumerate(fh, 1):
+        with open_regular(p, "trace") as fh:  # decoded line by line: errors name their line
+            for lineno, raw in iter_lines_capped(fh, p):
                 try:
                     data = decode_line(p, lineno, raw)
                 except NotJson:
@@ -294,6 +311,7 @@ class TraceReader:
                 except (TypeError, ValueError) as exc:  # e.g. DeviceSnapshot(**unknown shape)
                     raise SourceUnavailable(f"{p}:{lineno}: {exc}") from None
                 ts = snap.timestamp
+                check_timestamp(p, lineno, ts)
                 if self.ordered and last_ts is not None and ts <= last_ts:
                     if ts < last_ts:
                         raise TraceOrderError(p, lineno, ts, last_ts)

@@ -45,6 +45,7 @@ from fleet_tui.core.monitor.analysis import (
     analyze_device_window,
 )
 from fleet_tui.core.monitor.analysis.phases import smoothing_s
+from fleet_tui.core.monitor.analysis.thresholds import GROWTH_FILLING_FRAC, GROWTH_MIN_FRAC_OF_TOTAL
 from fleet_tui.core.monitor.history import MAX_DEVICES, History
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.records import record
@@ -147,7 +148,8 @@ class SlidingWindows:
         at, phase_start, then, analysis = kept
         if not 0 <= ts - at < due_s or phase_start != win.phase_start:
             return None
-        if not no_news(d, then) or d.clock_event_reasons != then.clock_event_reasons:
+        if (not no_news(d, then) or d.clock_event_reasons != then.clock_event_reasons
+                or mem_moved(d, then)):
             return None
         return analysis
 
@@ -226,7 +228,8 @@ class SlidingWindows:
             if (shown is not None and analysis.primary != shown[1].primary and not rebuilt
                     and shown[1].primary == "idle"
                     and ts - self._held_since.setdefault(key, ts) <= hold
-                    and win.pending(hold) and no_news(d, shown[0])):
+                    and win.pending(hold) and no_news(d, shown[0])
+                    and analysis.diagnoses[0].severity != "critical"):
                 # an idle GPU starts to work and the detector has not confirmed the change: the
                 # window dilutes the first samples of work with idle ones (7 idle samples and 1
                 # busy read input_starved); idle stands until the change is confirmed or
@@ -252,11 +255,27 @@ def hold_s(interval: float) -> float:
     return smoothing_s(interval) + interval
 
 
+def mem_moved(d: DeviceSnapshot, then: DeviceSnapshot) -> bool:
+    """Memory moved by more than 1 % of the device since ``then``: a reused analysis would miss
+    its time to impact."""
+    used, was, total = d.mem_used_bytes, then.mem_used_bytes, d.mem_total_bytes
+    if used is None or was is None or not total or used == was:
+        return False
+    return abs(used - was) > GROWTH_MIN_FRAC_OF_TOTAL * total
+
+
 def no_news(d: DeviceSnapshot, then: DeviceSnapshot) -> bool:
     """Nothing that must show at once happened since ``then``: the same device state, no new XID
-    or uncorrected ECC error."""
-    return (d.state == then.state and d.xid_errors == then.xid_errors
-            and d.ecc_uncorrected == then.ecc_uncorrected)
+    or uncorrected ECC error, and on a device over half full, memory within 1 % of the device of
+    what it was (there memory moving is time to impact: an out-of-memory risk shows on the tick
+    it appears, never held; below half, a job allocating as it starts is part of its change)."""
+    if not (d.state == then.state and d.xid_errors == then.xid_errors
+            and d.ecc_uncorrected == then.ecc_uncorrected):
+        return False
+    used, was, total = d.mem_used_bytes, then.mem_used_bytes, d.mem_total_bytes
+    if used is None or was is None or not total or max(used, was) < GROWTH_FILLING_FRAC * total:
+        return True
+    return not mem_moved(d, then)
 
 
 class _Analysed:

@@ -138,7 +138,7 @@ class Planner:
             plan = self.simulated(acc, spec, g)
             if plan.replicas is not None:
                 per_instance = next(p for gg, p, _ in options if gg == g)
-                spans = placement.instances if placement.instances > 1 else 1
+                spans = max(1, placement.instances)
                 instances = math.ceil(plan.replicas / per_instance) * spans
                 return ServedGroup(max(1, instances // placement.instances), plan)
         plan = plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -78,7 +79,8 @@ def diagnose(st: WindowStats, key: str, index: int, start: float, end: float, sa
         found = rule(st)
         if found is not None:
             d = RuleDiagnosis(rec.kind, round(min(1.0, max(0.0, found.confidence)), 3),
-                              None, None, rec.action, rec.severity, found, rec.role)
+                              None, None, rec.action, found.severity or rec.severity, found,
+                              rec.role)
             keyed.append((rank(d, found.urgent), d))
     if not keyed:
         d = RuleDiagnosis(
@@ -87,10 +89,42 @@ def diagnose(st: WindowStats, key: str, index: int, start: float, end: float, sa
                             lambda: "Not enough signals: " + (", ".join(missing) or "none") + "."))
         keyed.append((rank(d, False), d))
     if len(keyed) > 1:
+        keyed = _with_capping(keyed, st)
         keyed.sort(key=_first, reverse=True)
     diags = [d for _, d in keyed]
     return DeviceAnalysis(  # positional, in field order (once per device per tick)
         key, index, start, end, samples, tuple(diags), tuple(missing), phase)
+
+
+_CAPS = {"power_capped": "power-capped", "thermal_throttled": "thermal-throttled"}
+
+
+def _with_capping(keyed: list[tuple[tuple, RuleDiagnosis]], st: WindowStats
+                  ) -> list[tuple[tuple, RuleDiagnosis]]:
+    """A power or thermal cap modifies the bottleneck, it does not replace it: a memory-bound
+    kernel at the power limit is still memory-bound, with slower clocks. The bottleneck's
+    evidence and sentence name the cap ("memory-bound, and power-capped")."""
+    cap = next((d for _, d in keyed if d.kind in _CAPS), None)
+    if cap is None or st.sm_clock is None:
+        return keyed
+    words = _CAPS[cap.kind]
+    clock, clock_max, power, limit = st.sm_clock, st.sm_clock_max, st.power_w, st.power_limit_w
+    out = []
+    for k, d in keyed:
+        found = d.finding if isinstance(d, RuleDiagnosis) else None
+        if d.role != "bottleneck" or found is None:
+            out.append((k, d))
+            continue
+        base = found.describe
+        facts = dict(found.facts, capped_by=cap.kind, sm_clock_mhz=clock,
+                     sm_clock_max_mhz=clock_max, power_w=power, power_limit_w=limit)
+
+        def describe(base=base) -> str:
+            return (base() + f" And {words}: SM clock {clock:.0f} of {clock_max or 0:.0f} MHz"
+                    + (f" at {power:.0f} of {limit:.0f} W." if power and limit else "."))
+        out.append((k, RuleDiagnosis(d.kind, d.confidence, None, None, d.action, d.severity,
+                                     found._replace(facts=facts, describe=describe), d.role)))
+    return out
 
 
 _ROLE_RANK = {"bottleneck": 1, "risk": 0, "note": -1}
@@ -151,7 +185,9 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
             lo = bisect.bisect_left(times, start - 1e-9)
             hi = bisect.bisect_left(times, end - 1e-9)
             k += 1
-            if hi - lo < 1:
+            if hi - lo < 1:  # a gap: on to the first window that holds the next sample
+                if lo < len(times):
+                    k = max(k, math.floor((times[lo] - window_s - t0) / step))
                 continue
             g_lo = bisect.bisect_left(mem_times, end - growth_lookback_s)
             g_hi = bisect.bisect_left(mem_times, end - 1e-9)

@@ -72,6 +72,17 @@ class Diagnosis:
         return self.evidence_dict.get(signal, default)
 
     @property
+    def headline(self) -> str:
+        """The kind in words with its modifier: "memory bandwidth bound, and power-capped"."""
+        words = self.kind.replace("_", " ")
+        cap = self.evidence_value("capped_by")
+        if cap == "power_capped":
+            return words + ", and power-capped"
+        if cap == "thermal_throttled":
+            return words + ", and thermal-throttled"
+        return words
+
+    @property
     def evidence_dict(self) -> dict[str, Any]:
         return dict(self.evidence)
 
@@ -94,6 +105,9 @@ class Finding(NamedTuple):
     # a risk that cannot wait (memory full within minutes, at the slowdown temperature): it
     # outranks the bottleneck as ``primary``
     urgent: bool = False
+    # this finding's severity where it is not the kind's (memory growth that will run out of
+    # memory within a minute is critical; slower growth is the kind's warning)
+    severity: str | None = None
 
 
 class RuleDiagnosis(Diagnosis):
@@ -118,6 +132,13 @@ class RuleDiagnosis(Diagnosis):
         if finding is None:  # given in full (dataclasses.replace)
             object.__setattr__(self, "evidence", evidence)
             object.__setattr__(self, "explanation", explanation)
+
+    _finding: Finding | None  # None when given in full
+
+    @property
+    def finding(self) -> Finding | None:
+        """What the rule found (None for a diagnosis given in full)."""
+        return self._finding
 
     @cached_property
     def evidence(self) -> Evidence:  # type: ignore[override]

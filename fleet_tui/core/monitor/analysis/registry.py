@@ -99,6 +99,11 @@ _RULES = (
          "Other users' processes share this GPU: ask for a dedicated GPU, or partition it (MIG "
          "on A100/H100/H200, MPS with limits) so each tenant gets a fixed share.",
          contention.shared_gpu, "active"),
+    Rule("engine_pool", 34, "info",
+         "Nothing to fix: the engine sizes its pool with its own setting, e.g. "
+         "`vllm serve MODEL --gpu-memory-utilization 0.90`, SGLang `--mem-fraction-static 0.88`, "
+         "TensorRT-LLM `KvCacheConfig(free_gpu_memory_fraction=0.9)`; lower it to leave room for "
+         "another process.", memory.engine_pool, role="note"),
     Rule("mig_instance", 33, "info",
          "A MIG slice: size the profile to the work (nvidia-smi mig -lgip lists them); a small "
          "slice caps both SMs and memory.", contention.mig_instance, role="note"),

@@ -124,3 +124,29 @@ KERNEL_TRICKLE_SM_PCT = 0.001
 # Memory headroom: a GPU that computes (kernels >= 50% of the time) with under half its memory in
 # use can take a larger batch (or a smaller, cheaper GPU).
 HEADROOM_MAX_FRAC = 0.5
+
+# Time to impact (memory): the rate is read on the freshest readings, the last FRESH_S seconds
+# (a leak that fills 60 GB in 5 s is over before a 60 s trend notices it). Full memory within
+# OOM_CRITICAL_S at that rate is an out-of-memory error about to happen: critical, the device's
+# primary line whatever limits its work. A minute is what a person needs to checkpoint or stop it.
+FRESH_S = 5.0
+OOM_CRITICAL_S = 60.0
+# ... on at least two separate rises in those seconds (one allocation is a step, not a rate), the
+# rate a robust (Theil-Sen) slope: one big step among small ones does not set it; and projected no
+# further ahead than OOM_EXTRAPOLATE times as long as the rises have lasted: a model's weights
+# arriving at 5 GB/s for 3 s and a leak look alike, but 3 s of evidence says nothing of 25 s on.
+FRESH_MIN_RISES = 2
+OOM_EXTRAPOLATE = 3.0
+# A plateau is not growth: no rise for twice the spacing of the fresh rises (at least
+# PLATEAU_MIN_S) means the filling stopped.
+PLATEAU_MIN_S = 1.5
+# Serving engines reserve their KV-cache pool at start: vLLM gpu_memory_utilization (default 0.9
+# of the device), SGLang mem_fraction_static (~0.88), TensorRT-LLM kv_cache_free_gpu_mem_fraction
+# (0.9 of what is free after the weights), TGI/LMDeploy likewise: a step to a flat 85-96 % by
+# design, not a leak and not pressure. Matched on a process's command line (lower case).
+SERVING_ENGINES = (("vllm", "vLLM"), ("sglang", "SGLang"), ("tensorrt_llm", "TensorRT-LLM"),
+                   ("trtllm", "TensorRT-LLM"), ("tritonserver", "Triton"),
+                   ("text-generation-launcher", "TGI"), ("text_generation_server", "TGI"),
+                   ("lmdeploy", "LMDeploy"))
+ENGINE_POOL_MIN_FRAC = 0.85
+ENGINE_POOL_MAX_FRAC = 0.96

@@ -13,6 +13,7 @@ from itertools import repeat
 from operator import attrgetter, truediv
 from typing import NamedTuple
 
+from fleet_tui.core.monitor.analysis.roofline import Roofline, roofline_of
 from fleet_tui.core.monitor.analysis.tallies import Counts, col_means
 from fleet_tui.core.monitor.analysis.thresholds import (
     ACTIVITY_MIN_PCT,
@@ -36,6 +37,7 @@ from fleet_tui.core.monitor.analysis.thresholds import (
     PCIE_SATURATED_FRAC,
     POWER_BITS,
     POWER_LOW_FRAC,
+    SERVING_ENGINES,
     SPARSE_DUTY_MAX_PCT,
     TENSOR_ACTIVE_MIN_PCT,
     TENSOR_UNUSED_MAX_PCT,
@@ -107,6 +109,11 @@ class WindowStats:
     host: HostLoad | None = None  # the host's CPUs (psutil), where the caller has them
     mig: bool = False  # a MIG instance
     tenants: int = 0  # distinct users among the device's processes (0: unknown)
+    name: str = ""  # the device's name ("NVIDIA H200"): its peaks for the roofline
+    engine: str | None = None  # a serving engine among its processes ("vLLM"), see memory
+    # memory in use at the newest reading (finite), else the window's mean: capacity is judged on
+    # the freshest value (a step to 96 % in the newest of 25 readings averages to 8 %)
+    mem_now: float | None = None
 
 
 class HostLoad(NamedTuple):
@@ -149,15 +156,31 @@ class DeviceFacts(NamedTuple):
     mig_enabled: bool
     extra: tuple[tuple[str, float], ...]
     processes: tuple[ProcessInfo, ...]
+    mem_used_bytes: int | float | None = None
 
     @classmethod
     def of(cls, d: DeviceSnapshot, extra: tuple[tuple[str, float], ...] | None = None,
-           processes: tuple[ProcessInfo, ...] | None = None) -> DeviceFacts:
-        """``d``'s facts (with ``extra`` and ``processes`` in place of its own where given)."""
+           processes: tuple[ProcessInfo, ...] | None = None,
+           mem_used_bytes: int | float | None = None) -> DeviceFacts:
+        """``d``'s facts (with ``extra``, ``processes`` and ``mem_used_bytes`` in place of its own
+        where given)."""
         return cls(d.index, d.name, d.state, d.power_limit_w, d.sm_clock_max_mhz,
                    d.slowdown_temp_c, d.mem_total_bytes, d.mig_enabled,
                    d.extra if extra is None else extra,
-                   d.processes if processes is None else processes)
+                   d.processes if processes is None else processes,
+                   d.mem_used_bytes if mem_used_bytes is None else mem_used_bytes)
+
+
+def serving_engine(procs: Sequence[ProcessInfo]) -> str | None:
+    """The serving engine one of the processes runs, by its command line (see
+    ``thresholds.SERVING_ENGINES``), or None."""
+    for p in procs:
+        cmd = (p.command or "").lower()
+        if cmd:
+            for needle, engine in SERVING_ENGINES:
+                if needle in cmd:
+                    return engine
+    return None
 
 
 def nvlink_peak_bytes_s(name: str) -> float:
@@ -186,7 +209,8 @@ class Activity(NamedTuple):
     # how it computes: "tensor" (tensor cores busy), "simt" (busy SMs, tensor cores unused),
     # "busy" (fallback: busy, nothing known against it), "memory" (fallback: memory-bound)
     compute: str | None
-    dram_bound: bool  # HBM bandwidth >= DRAM_BOUND_PCT of peak (GPM)
+    dram_bound: bool  # below the ridge point with HBM bandwidth >= DRAM_BOUND_PCT of peak (GPM)
+    roof: Roofline | None = None  # the window on the roofline (GPM with DRAM bandwidth)
 
 
 def classify_activity(st: WindowStats) -> Activity:
@@ -261,14 +285,21 @@ def _classify_gpm(st: WindowStats, pf: float) -> Activity:
               and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3):
             # Sampled at ~1 Hz, starvation shows as whole samples of waiting between busy ones.
             waiting = "bursty"
-        dram_bound = dram is not None and dram >= DRAM_BOUND_PCT
-        if sm >= BUSY_SM_MIN_PCT and tensor is not None and tensor >= TENSOR_ACTIVE_MIN_PCT:
+        roof = roofline_of(tensor, st.fp32, st.fp16, dram, st.sm_clock, st.sm_clock_max)
+        # Physics: the nearer roof limits. Memory-bound when achieved intensity is below the
+        # ridge point (DRAM share >= compute share) and DRAM runs at a high share of its peak.
+        dram_bound = (dram is not None and dram >= DRAM_BOUND_PCT
+                      and (roof is None or roof.below_ridge))
+        if (sm >= BUSY_SM_MIN_PCT and tensor is not None and tensor >= TENSOR_ACTIVE_MIN_PCT
+                and not dram_bound):
             compute = "tensor"
         elif (sm >= BUSY_SM_MIN_PCT and (tensor is None or tensor < TENSOR_UNUSED_MAX_PCT)
               and not dram_bound):
             compute = "simt"
+    else:
+        roof = None
     return Activity(True, scale, "active" if active else "idle", duty, sm, fill, pf, None,
-                    _host_wait(st, waiting), compute, dram_bound)
+                    _host_wait(st, waiting), compute, dram_bound, roof)
 
 
 def window_stats(rows: Sequence[tuple], samples: Sequence[DeviceSnapshot], counts: Counts,
@@ -351,6 +382,11 @@ def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot | Dev
         st.nvlink_frac = max(nvlink_rx or 0.0, nvlink_tx or 0.0) / nvlink_peak_bytes_s(last.name)
     st.host = host
     st.mig = last.mig_enabled
+    st.name = last.name
+    now = last.mem_used_bytes
+    st.mem_now = float(now) if now is not None and now - now == 0 else mem_used
+    if procs:
+        st.engine = serving_engine(procs)
     if len(procs) > 1:
         st.tenants = len({p.user for p in procs if p.user})
     if not lost:

@@ -5,6 +5,7 @@ without."""
 from __future__ import annotations
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
+from fleet_tui.core.monitor.analysis.roofline import Roofline, device_peaks
 from fleet_tui.core.monitor.analysis.rules.activity import gpm_evidence, nvml_evidence
 from fleet_tui.core.monitor.analysis.rules.common import clamp
 from fleet_tui.core.monitor.analysis.thresholds import DRAM_BOUND_PCT, FP32_ACTIVE_MIN_PCT, POWER_HIGH_FRAC
@@ -16,17 +17,56 @@ def memory_bandwidth_bound(st: WindowStats) -> Finding | None:
     if a is None:
         return None
     if a.gpm and a.dram_bound:
-        dram, sm, tensor = st.dram, a.sm, st.tensor
-        return Finding(clamp((0.6 + (dram - DRAM_BOUND_PCT) / 100) * a.scale),
-                       dict(gpm_evidence(st), dram_active_pct=dram, tensor_active_pct=tensor),
-                       lambda: f"HBM bandwidth at {dram:.0f}% of peak (SM active {sm:.0f}%, "
-                       f"tensor {tensor or 0:.0f}%): memory traffic, not math, sets the pace.")
+        # below the ridge point: the DRAM roof is nearer than the compute roof
+        dram, sm, tensor, roof = st.dram, a.sm, st.tensor, a.roof
+        ev = dict(gpm_evidence(st), dram_active_pct=dram, tensor_active_pct=tensor)
+        ev.update(roofline_evidence(st))
+        conf = 0.6 + (dram - DRAM_BOUND_PCT) / 100
+        if roof is not None and roof.dram_share > 0:
+            # the further below the ridge, the surer: up to +0.25 at zero math
+            conf += 0.25 * (1 - roof.compute_share / roof.dram_share)
+        return Finding(clamp(conf * a.scale), ev,
+                       lambda: f"HBM bandwidth at {dram:.0f}% of peak while the math pipes run "
+                       f"at {_share(roof)} of their rated peak (SM active {sm:.0f}%, tensor "
+                       f"{tensor or 0:.0f}%): {_below(roof, st)}, so memory traffic, not math, "
+                       f"sets the pace.")
     if not a.gpm and a.compute == "memory":
         util = st.gpu_util
         return Finding(0.5, nvml_evidence(st),
                        lambda: f"Memory read/written {st.mem_util:.0f}% of the time with kernels "
                        f"running {util:.0f}%: likely HBM-bandwidth bound (no GPM to confirm).")
     return None
+
+
+def roofline_evidence(st: WindowStats) -> dict:
+    """The window on the roofline: achieved intensity against the device's ridge point."""
+    roof = st.activity.roof if st.activity is not None else None
+    if roof is None:
+        return {}
+    ev: dict = {"compute_share_of_peak": roof.compute_share, "dram_share_of_peak": roof.dram_share,
+                "intensity_vs_ridge": roof.intensity_vs_ridge}
+    peaks = device_peaks(st.name) if st.name else None
+    ridge = peaks.ridge(roof.pipe == "tensor") if peaks is not None else None
+    if ridge is not None and roof.intensity_vs_ridge is not None:
+        ev["intensity_flop_per_byte"] = roof.intensity_vs_ridge * ridge
+        ev["ridge_flop_per_byte"] = ridge
+    return ev
+
+
+def _share(roof: Roofline | None) -> str:
+    return "?" if roof is None else f"{roof.compute_share:.0%}"
+
+
+def _below(roof: Roofline | None, st: WindowStats) -> str:
+    """'achieved intensity 74 FLOP/B, below the H200's ridge of 206 FLOP/B' (or the ratio)."""
+    if roof is None or roof.intensity_vs_ridge is None:
+        return "below the ridge point"
+    peaks = device_peaks(st.name) if st.name else None
+    ridge = peaks.ridge(roof.pipe == "tensor") if peaks is not None else None
+    if ridge is None:
+        return f"achieved intensity {roof.intensity_vs_ridge:.2f}x the ridge point"
+    return (f"achieved intensity {roof.intensity_vs_ridge * ridge:.0f} FLOP/B, below the "
+            f"{peaks.name}'s ridge of {ridge:.0f} FLOP/B")
 
 
 def healthy_compute(st: WindowStats) -> Finding | None:
@@ -43,10 +83,13 @@ def healthy_compute(st: WindowStats) -> Finding | None:
                        + (f" at {power_frac:.0%} of the power limit" if power_frac else "")
                        + "; tensor-core use is unknown without GPM.")
     if a.compute == "tensor":
-        return Finding(clamp((0.55 + tensor / 200) * a.scale),
-                       dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram),
-                       lambda: f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active: "
-                       f"the GPU computes at a good share of its peak.")
+        # above the ridge point (or DRAM far from its roof): the math pipes set the pace
+        ev = dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram)
+        ev.update(roofline_evidence(st))
+        return Finding(clamp((0.55 + tensor / 200) * a.scale), ev,
+                       lambda: f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active and "
+                       f"HBM at {dram or 0:.0f}% of peak: compute-bound, the GPU computes at a "
+                       f"good share of its peak.")
     if a.compute is None and a.waiting is None and not a.dram_bound:
         # Busy but none of the limits: moderate tensor use (mixed workloads).
         return Finding(0.45 * a.scale,

@@ -7,10 +7,15 @@ from collections.abc import Sequence
 from itertools import compress, count, repeat
 from math import isfinite
 from operator import gt, itemgetter, le, lt, sub
+from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
+    ENGINE_POOL_MAX_FRAC,
+    ENGINE_POOL_MIN_FRAC,
+    FRESH_MIN_RISES,
+    FRESH_S,
     GROWTH_FILLING_FRAC,
     GROWTH_HORIZON_S,
     GROWTH_IMMINENT_MIN_RISES,
@@ -26,21 +31,25 @@ from fleet_tui.core.monitor.analysis.thresholds import (
     HEADROOM_MAX_FRAC,
     MEM_CRITICAL_FRAC,
     MEM_PRESSURE_FRAC,
+    OOM_CRITICAL_S,
+    OOM_EXTRAPOLATE,
+    PLATEAU_MIN_S,
 )
 from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
 
 def memory_capacity_pressure(st: WindowStats) -> Finding | None:
-    if st.mem_used is None or not st.mem_total:
+    used = st.mem_now
+    if used is None or not st.mem_total:
         return None
-    frac = st.mem_used / st.mem_total
-    if frac < MEM_PRESSURE_FRAC:
-        return None
-    ev = {"mem_used_frac": frac, "mem_used_bytes": st.mem_used, "mem_total_bytes": st.mem_total}
+    frac = used / st.mem_total
+    if frac < MEM_PRESSURE_FRAC or engine_pool_frac(st) is not None:
+        return None  # (a serving engine's pool is full by design: engine_pool says so)
+    ev = {"mem_used_frac": frac, "mem_used_bytes": used, "mem_total_bytes": st.mem_total}
     return Finding(clamp(0.7 + (frac - MEM_PRESSURE_FRAC) * 3), ev,
-                   lambda: f"{frac:.0%} of device memory in use ({gib(st.mem_used)} of "
+                   lambda: f"{frac:.0%} of device memory in use ({gib(used)} of "
                    f"{gib(st.mem_total)}); less than {1 - MEM_PRESSURE_FRAC:.0%} headroom.",
-                   frac >= MEM_CRITICAL_FRAC)
+                   frac >= MEM_CRITICAL_FRAC, "critical" if frac >= MEM_CRITICAL_FRAC else None)
 
 
 def memory_headroom(st: WindowStats) -> Finding | None:
@@ -57,6 +66,82 @@ def memory_headroom(st: WindowStats) -> Finding | None:
                    {"mem_used_frac": frac, "mem_free_bytes": free},
                    lambda: f"Only {frac:.0%} of device memory in use ({gib(free)} free) while "
                    f"kernels run {a.duty:.0f}% of the time: room for a larger batch.")
+
+
+def engine_pool_frac(st: WindowStats) -> float | None:
+    """The share of memory a serving engine's pre-allocated pool holds, or None: an engine process
+    on the device, 85-96 % in use (what the engines reserve) and flat on the freshest readings
+    (an allocation that stopped: the pool is reserved once at start)."""
+    used = st.mem_now
+    if st.engine is None or used is None or not st.mem_total:
+        return None
+    frac = used / st.mem_total
+    if not ENGINE_POOL_MIN_FRAC <= frac <= ENGINE_POOL_MAX_FRAC:
+        return None
+    points = st.growth_points
+    if points:
+        end_t = points[-1][0]
+        i = bisect_left(points, end_t - FRESH_S, key=_time)
+        tail = [m for _, m in points[max(0, i - 1):]]
+        if any(b - a > _NOISE for a, b in zip(tail, tail[1:])):
+            return None  # still filling
+    return frac
+
+
+def engine_pool(st: WindowStats) -> Finding | None:
+    """A serving engine's KV-cache pool: reserved on purpose, not a leak, not pressure."""
+    frac = engine_pool_frac(st)
+    if frac is None:
+        return None
+    engine, used, total = st.engine, st.mem_now, st.mem_total
+    return Finding(0.85, {"engine": engine, "mem_used_frac": frac, "mem_used_bytes": used,
+                          "mem_total_bytes": total},
+                   lambda: f"{engine} holds {frac:.0%} of device memory ({gib(used)} of "
+                   f"{gib(total)}), flat: the KV-cache pool it reserves at start, by design, "
+                   f"not a leak; requests are limited by the pool, not by the device's memory.")
+
+
+class FreshRate(NamedTuple):
+    """Memory over the freshest readings (``FRESH_S``)."""
+
+    rate_bytes_s: float  # robust (Theil-Sen) slope over the fresh span
+    rises: int  # separate rises in it
+    plateau: bool  # no rise for twice the rises' spacing: the filling stopped
+    rising_s: float  # how long the current run of rises has lasted (its evidence)
+
+
+def fresh_rate(points: GrowthPoints) -> FreshRate | None:
+    """The rate of the last ``FRESH_S`` seconds of ``points`` (memory is a step function between
+    readings: the engine keeps only changes, so the reading before the span starts it), or None
+    with fewer than two readings."""
+    if len(points) < 2:
+        return None
+    end_t = points[-1][0]
+    t0 = end_t - FRESH_S
+    i = bisect_left(points, t0, key=_time)
+    # the newest rises (up to 8): their spacing says when a pause is a plateau, and how far back
+    # the current run of rises goes
+    rises_t: list[float] = []
+    for k in range(len(points) - 1, 0, -1):
+        if points[k][1] - points[k - 1][1] > _NOISE:
+            if rises_t and rises_t[-1] - points[k][0] > GROWTH_MAX_FLAT_S:
+                break  # an earlier run
+            rises_t.append(points[k][0])
+            if len(rises_t) >= 8:
+                break
+    fresh = sum(1 for t in rises_t if t > t0)
+    plateau = False
+    if len(rises_t) >= 2:
+        spacing = (rises_t[0] - rises_t[-1]) / (len(rises_t) - 1)
+        plateau = end_t - rises_t[0] > max(2.0 * spacing, PLATEAU_MIN_S)
+    rising_s = end_t - rises_t[-1] if rises_t else 0.0
+    rate = 0.0
+    if fresh >= FRESH_MIN_RISES:
+        span = [p for p in points[max(0, i - 1):] if p[1] - p[1] == 0.0]  # NaN/inf: missing
+        if span and span[0][0] < t0:  # the reading before the span holds until the span starts
+            span[0] = (t0, span[0][1])
+        rate = theil_sen_slope(span)
+    return FreshRate(rate, fresh, plateau, rising_s)
 
 
 _time = itemgetter(0)
@@ -91,6 +176,20 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
+    fresh = fresh_rate(points)
+    if fresh is not None and fresh.plateau:
+        return None  # a plateau is not growth
+    if st.engine is not None and points[-1][1] <= ENGINE_POOL_MAX_FRAC * mem_total:
+        return None  # a serving engine loads its weights and reserves its pool (engine_pool)
+    if (fresh is not None and fresh.rises >= FRESH_MIN_RISES
+            and fresh.rate_bytes_s > GROWTH_NOISE_BYTES):
+        # time to impact on the freshest readings: full within a minute is an OOM about to happen
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), None)
+        left = (OOM_CRITICAL_S + 1.0 if end_mem is None
+                else max(0.0, (mem_total - end_mem) / fresh.rate_bytes_s))
+        if (end_mem is not None and left <= OOM_CRITICAL_S
+                and left <= OOM_EXTRAPOLATE * fresh.rising_s):
+            return _oom_imminent(st, end_mem, fresh, left)
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
     # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
     # before them). Any rise the checks below would keep as recent is one of those.
@@ -161,10 +260,29 @@ def memory_growth(st: WindowStats) -> Finding | None:
     how = (f"{frac:.0%} of the device in use and still rising" if filling
            else f"grew {gib(growth)} over {span:.0f} s ({rises} rises)")
     return Finding(conf, ev,
-                   lambda: f"Memory {how}, {slope / 2**20:.1f} MiB/s: full in about "
-                   f"{duration(time_to_full)} at this rate.",
+                   lambda: f"Memory {how}: full in {duration(time_to_full)} at "
+                   f"+{rate_text(slope)}.",
                    time_to_full <= GROWTH_IMMINENT_S
                    and (filling or rises >= GROWTH_IMMINENT_MIN_RISES))
+
+
+def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float) -> Finding:
+    mem_total = st.mem_total or 0.0
+    frac = end_mem / mem_total
+    rate = fresh.rate_bytes_s
+    ev = {"slope_bytes_s": rate, "time_to_full_s": left, "rises": fresh.rises,
+          "span_s": FRESH_S, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
+          "mem_used_frac": frac, "filling": True}
+    return Finding(clamp(0.8 + 0.2 * frac), ev,
+                   lambda: f"Out of memory in about {duration(left)}: {frac:.0%} used "
+                   f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
+                   f"+{rate_text(rate)} over the last {FRESH_S:.0f} s.",
+                   True, "critical")
+
+
+def rate_text(bytes_s: float) -> str:
+    """A memory rate for people: GB/s from a gigabyte a second, else MB/s."""
+    return f"{bytes_s / 1e9:.1f} GB/s" if abs(bytes_s) >= 1e9 else f"{bytes_s / 1e6:.0f} MB/s"
 
 
 def theil_sen_slope(points: Sequence[tuple[float, float]]) -> float:
