@@ -99,7 +99,14 @@ def test_plan_json(capsys, tmp_path):
                        "--reserved-3y-price", "4", "--reserved-1y-price", "6", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["plan"]["reserved_instances"] == 2 and doc["usd_total"] == 512
+    assert doc["plan"]["reserved_instances"] == 0 and "no commitment" in \
+        doc["plan"]["no_commitment_reason"]
+    code, out, _ = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",
+                       "--reserved-3y-price", "4", "--min-history-days", "1")
+    assert code == 0 and "plan: 2 × reserved-3y" in out and "next reservation" in out
+    code, out, _ = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",
+                       "--reserved-3y-price", "4", "--reserved-1y-price", "6")
+    assert code == 0 and "no commitment is recommended below 7 days" in out
     code, _, err = run(capsys, "plan", "--demand", str(demand))
     assert code == 2 and "--instance" in err
     code, _, err = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",
