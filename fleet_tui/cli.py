@@ -277,6 +277,8 @@ def _cause(exc: BaseException) -> str | None:
         return f"a number in the input is too large to use ({str(exc)[:200]})"
     if type(exc).__module__ == "sqlite3":  # sqlite3.Error and its subclasses, without importing it
         return f"a history database cannot be used: {exc}"
+    if isinstance(exc, RuntimeError) and "Symlink loop" in str(exc):  # pathlib before 3.13
+        return f"{str(exc)[:300]}: a symbolic link points back to itself"
     if isinstance(exc, ValueError) and "null byte" in str(exc):
         return "a path or value holds a NUL byte"
     return None
