@@ -140,6 +140,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="fleet-tui",
         description="GPU/accelerator fleets in the terminal: catalog, workload sizing, live monitor "
                     "with bottleneck diagnosis, recommendations. Without a command, opens the app.",
+        epilog="Every input is bounded (numbers within ±1e12, files read up to a stated size, "
+               "timestamps within ±1e10 s): docs/hostile-input.md lists the bounds.",
     )
     parser.add_argument("--version", action="version", version=f"fleet-tui {__version__}")
     add_app_args(parser, full_help=argv is None or any(a in _HELP_FLAGS for a in argv))

@@ -22,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(processors read as GPUs) or CSV with job,user,submit_s,run_s,gpus"
                     "[,requested_s,priority]. fifo is strict; backfill is EASY backfilling on "
                     "requested run times.")
-    s.add_argument("file", metavar="FILE", help="the job list")
+    s.add_argument("file", metavar="FILE",
+                   help="the job list (a regular file up to 128 MiB, at most 10^6 jobs; times "
+                        "finite, within 1e10 s)")
     s.add_argument("--nodes", type=whole_number, required=True, metavar="N", help="nodes")
     s.add_argument("--gpus-per-node", type=whole_number, required=True, metavar="G",
                    help="GPUs per node")
