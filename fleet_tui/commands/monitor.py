@@ -389,12 +389,17 @@ def _cmd_record(args: argparse.Namespace) -> int:
 def _cmd_rightsize(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core import paths
-    from fleet_tui.core.monitor.rightsize import rightsize
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
 
     since = None if args.since in ("all", "") else _duration("--since", args.since)
     db = args.db or str(paths.default_history_db())
-    report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
-                       pricing=args.pricing, top=args.top, clouds=args.cloud)
+    try:
+        report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
+                           pricing=args.pricing, top=args.top, clouds=args.cloud)
+    except NoRecordedSamples as exc:
+        text = exc.render(lambda field: "--" + field)
+        raise UserError(f"{text}; record some with 'fleet-tui record --db {db}'") from None
     if args.json:
         print_json(report.to_dict())
         return 0

@@ -14,8 +14,16 @@ exceeds the reserved price — the break-even utilization of ``pricing.break_eve
 ``k``, so the optimum is a prefix: reserve instances ``1..K`` with the cheapest allowed term, run the
 rest flexibly. This is exact for linear prices, which cloud price pages are.
 
-Spot: only ``max_spot_share`` of the flexible instance-hours may run on spot (work that tolerates
-interruptions). Each useful spot hour costs ``spot / (1 - overhead)`` with the interruption model of
+Spot: ``max_spot_share`` is the share of *all* the instance-hours the demand needs that may run on
+spot (work that tolerates interruptions); spot takes that many of the flexible hours above the
+reservation (or all of them, if fewer). The number of reserved instances is then the one of least
+total cost, found exactly over every count (costs are linear in each piece), and the plan reports
+the cost of one reservation more and one less (its sensitivity).
+
+Ground. A commitment is recommended only from at least ``min_history_days`` of demand (default
+``MIN_HISTORY_DAYS``): a year's reservation bought on an hour of history is a guess. Reserved prices
+the catalog derived from on-demand by a standard discount (``reserved_estimated``) are flagged
+as estimates. Each useful spot hour costs ``spot / (1 - overhead)`` with the interruption model of
 ``core.pricing`` (``SpotAssumptions``: interruptions per hour by cloud, checkpoint interval, restart
 time); the risk is reported as expected interruptions per month and the chance that an instance is
 interrupted at least once a day, ``1 - exp(-rate × 24 h)``.
@@ -46,6 +54,7 @@ from fleet_tui.core.pricing import (
 from fleet_tui.core.records import record
 
 TERMS = ("reserved-3y", "reserved-1y")
+MIN_HISTORY_DAYS = 7.0  # below this much demand history no commitment is recommended
 
 
 @record
@@ -58,6 +67,7 @@ class Prices:
     spot: float | None = None
     cloud: str = ""
     devices_per_instance: int = 1
+    reserved_estimated: bool = False  # reserved prices derived from on-demand, not published
 
     def reserved(self, term: str) -> float | None:
         return self.reserved_3y if term == "reserved-3y" else self.reserved_1y
@@ -69,7 +79,8 @@ class Prices:
             raise UserError(f"{inst.instance_type}: the catalog lists no on-demand price for it")
         return cls(on_demand=od, reserved_1y=inst.price("reserved-1y"),
                    reserved_3y=inst.price("reserved-3y"), spot=inst.price("spot"),
-                   cloud=inst.cloud, devices_per_instance=max(1, int(inst.accelerator_count or 1)))
+                   cloud=inst.cloud, devices_per_instance=max(1, int(inst.accelerator_count or 1)),
+                   reserved_estimated=bool(getattr(inst, "reserved_estimated", False)))
 
 
 def _usd(usd_per_hour: float, hours: float) -> float:
@@ -119,7 +130,8 @@ def check_demand(demand: Sequence[float], where: str = "demand") -> None:
 
 
 def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: float = 0.0,
-                   terms: Sequence[str] = TERMS, spot: SpotAssumptions | None = None) -> dict:
+                   terms: Sequence[str] = TERMS, spot: SpotAssumptions | None = None,
+                   min_history_days: float = MIN_HISTORY_DAYS) -> dict:
     """The cheapest mix (see the module docstring) as a JSON-ready document."""
     if not demand:
         raise FieldError("demand", "{demand} has no hours")
@@ -128,6 +140,9 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     check_demand(demand)
     if not 0.0 <= max_spot_share <= 1.0:
         raise FieldError("spot_share", f"{{spot_share}} must be 0-1, got {max_spot_share:g}")
+    if not 0.0 <= min_history_days < math.inf:
+        raise FieldError("min_history_days", "{min_history_days} must be zero or more days, "
+                                             f"got {min_history_days:g}")
     bad = [t for t in terms if t not in TERMS]
     if bad:
         raise FieldError("terms", f"{{terms}} {escape_braces(repr(bad[0]))} is not a term; "
@@ -138,51 +153,88 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     overhead = spot_model.overhead_fraction(prices.cloud or "other")
     share = max_spot_share if prices.spot is not None else 0.0
     spot_useful = prices.spot * spot_cost_multiplier(overhead) if prices.spot is not None else None
-    flex = prices.on_demand * (1 - share) + (spot_useful or 0.0) * share  # per useful instance-hour
+    use_spot = spot_useful is not None and spot_useful < prices.on_demand and share > 0
     term_prices = {t: prices.reserved(t) for t in terms if prices.reserved(t) is not None}
-    best_term = min(term_prices, key=term_prices.get) if term_prices else None
     util = instance_activity(demand, n)
-    reserved = 0
-    if best_term is not None:
-        be = term_prices[best_term] / flex if flex > 0 else math.inf
-        reserved = sum(1 for u in util if u > be)  # a prefix: u falls with k
-    flex_hours = sum(util[reserved:]) * hours  # instance-hours needed above the reservation
-    od_hours, spot_hours = flex_hours * (1 - share), flex_hours * share
-    cost_reserved = _usd(term_prices[best_term], reserved * hours) if reserved else 0.0
-    cost_od = _usd(prices.on_demand, od_hours)
-    cost_spot = _usd(spot_useful, spot_hours) if spot_hours else 0.0
-    total = cost_reserved + cost_od + cost_spot
-    all_od = _usd(prices.on_demand, sum(util) * hours)
+    needed_hours = sum(util) * hours  # instance-hours the demand needs
+    spot_cap = share * needed_hours if use_spot else 0.0
+    suffix = [0.0] * (len(util) + 1)  # suffix[k]: instance-hours needed above k instances
+    for k in range(len(util) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] + util[k] * hours
+
+    def mix(term: str | None, k: int) -> dict[str, float]:
+        flex = suffix[min(k, len(util))]
+        spot_h = min(flex, spot_cap)
+        od_h = flex - spot_h
+        cost_r = _usd(term_prices[term], k * hours) if term is not None and k else 0.0
+        cost_s = _usd(spot_useful, spot_h) if spot_h and spot_useful is not None else 0.0
+        cost_od = _usd(prices.on_demand, od_h)
+        return {"k": k, "od_hours": od_h, "spot_hours": spot_h, "reserved": cost_r,
+                "on_demand": cost_od, "spot": cost_s, "total": cost_r + cost_od + cost_s}
+
+    days = hours / 24.0
+    ground = None
+    if days < min_history_days:
+        ground = (f"only {hours} h ({days:.1f} days) of demand history: no commitment is "
+                  f"recommended below {min_history_days:g} days (--min-history-days)")
+    best_term, best = None, mix(None, 0)
+    per_term: dict[str, dict[str, float]] = {}
+    for term in term_prices:
+        costs = [mix(term, k) for k in range(len(util) + 1)]
+        per_term[term] = min(costs, key=lambda c: (c["total"], c["k"]))
+        if ground is None and per_term[term]["k"] and per_term[term]["total"] < best["total"]:
+            best_term, best = term, per_term[term]
+    reserved = int(best["k"])
+    total = best["total"]
+    all_od = _usd(prices.on_demand, needed_hours)
     scale = HOURS_PER_MONTH / hours
     rate = spot_model.rate_for(prices.cloud or "other")
+    flex_rate = (prices.on_demand * (needed_hours - spot_cap) + (spot_useful or 0.0) * spot_cap
+                 ) / needed_hours if needed_hours else prices.on_demand
     commitments = []
     for term, price in sorted(term_prices.items()):
         k = reserved if term == best_term else 0
         commitments.append({
             "term": term, "instances": k, "usd_per_instance_hour": price,
+            "estimated": prices.reserved_estimated,
             "break_even_utilization_pct": round(100 * break_even_utilization(price, prices.on_demand), 2),
-            "break_even_vs_flexible_pct": round(100 * price / flex, 2) if flex > 0 else None,
+            "break_even_vs_flexible_pct": round(100 * price / flex_rate, 2) if flex_rate > 0 else None,
             "device_utilization_pct": round(
                 100 * reserved_device_utilization(demand, n, k), 2) if k else None,
+            "cheapest_instances": int(per_term[term]["k"]),
         })
+    sensitivity = []
+    term_for_sens = best_term or (min(term_prices, key=term_prices.get) if term_prices else None)
+    if term_for_sens is not None:
+        for k in (reserved - 1, reserved, reserved + 1):
+            if 0 <= k <= len(util):
+                c = mix(term_for_sens, k)
+                sensitivity.append({"term": term_for_sens, "reserved_instances": k,
+                                    "usd_total": round(c["total"], 2),
+                                    "usd_vs_plan": round(c["total"] - total, 2)})
     return {
-        "hours": hours, "devices_per_instance": n,
+        "hours": hours, "history_days": round(days, 3), "min_history_days": min_history_days,
+        "devices_per_instance": n,
         "peak_devices": max(demand), "mean_devices": round(sum(demand) / hours, 3),
         "plan": {"reserved_term": best_term if reserved else None, "reserved_instances": reserved,
-                 "on_demand_instance_hours": round(od_hours, 3),
-                 "spot_instance_hours": round(spot_hours, 3)},
+                 "on_demand_instance_hours": round(best["od_hours"], 3),
+                 "spot_instance_hours": round(best["spot_hours"], 3),
+                 "no_commitment_reason": ground},
+        "prices_estimated": prices.reserved_estimated and bool(term_prices),
         "usd_total": round(total, 2), "usd_per_month": round(total * scale, 2),
         "all_on_demand_usd": round(all_od, 2),
         "savings_pct": round(100 * (1 - total / all_od), 2) if all_od else 0.0,
-        "cost_usd": {"reserved": round(cost_reserved, 2), "on_demand": round(cost_od, 2),
-                     "spot": round(cost_spot, 2)},
+        "cost_usd": {"reserved": round(best["reserved"], 2), "on_demand": round(best["on_demand"], 2),
+                     "spot": round(best["spot"], 2)},
         "commitments": commitments,
+        "sensitivity": sensitivity,
         "instance_hours_needed_pct": [round(100 * u, 2) for u in util],
         "spot": None if prices.spot is None else {
-            "share": share, "usd_per_instance_hour": prices.spot,
+            "share": share, "share_of": "all instance-hours",
+            "usd_per_instance_hour": prices.spot,
             "interruptions_per_hour": round(rate, 6), "overhead_pct": round(100 * overhead, 2),
             "paid_hours_per_useful_hour": round(spot_cost_multiplier(overhead), 4),
-            "expected_interruptions_per_month": round(rate * spot_hours * scale, 3),
+            "expected_interruptions_per_month": round(rate * best["spot_hours"] * scale, 3),
             "p_interrupted_per_instance_day": round(1 - math.exp(-rate * 24.0), 4),
         },
     }
