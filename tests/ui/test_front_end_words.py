@@ -23,3 +23,11 @@ def test_right_sizing_an_empty_history_in_each_front_end(tmp_path, capsys):
     code, _, err = run(capsys, "rightsize", "--db", str(db))
     assert code == 2
     assert f"--db '{db}': no recorded samples" in err and "fleet-tui record --db" in err
+
+
+def test_devices_left_without_work_are_called_idle(capsys):
+    code, out, _ = run(capsys, "size", "--model", "llama-3.1-70b", "--workload", "lora", "--gpu",
+                       "L40S", "--gpus", "2", "--grad-checkpointing")
+    assert code == 0
+    head = out.splitlines()[0]
+    assert "2 GPUs (1 busy, 1 idle)" in head and "(1 device)" not in head

@@ -145,16 +145,25 @@ class Demand:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-def _positive(field_name: str, value) -> float | None:
+# Sane bounds on a demand: a million requests (a billion output tokens) a second is beyond any one
+# deployment; a typo such as --rate 1e12 planned 2.6e10 replicas.
+MAX_RATE_RPS = 1e6
+MAX_OUTPUT_TOKENS_PER_S = 1e9
+
+
+def _positive(field_name: str, value, most: float | None = None, unit: str = "") -> float | None:
     if value is None or value == "":
         return None
     try:
         x = float(str(value).replace("_", ""))
     except ValueError:
         x = math.nan
+    shown = repr(str(value)).replace("{", "{{").replace("}", "}}")
     if not (x > 0 and math.isfinite(x)):
-        shown = repr(str(value)).replace("{", "{{").replace("}", "}}")
         raise FieldError(field_name, "{" + field_name + "} " + shown + ": a positive number")
+    if most is not None and x > most:
+        raise FieldError(field_name, "{" + field_name + "} " + shown
+                         + f": at most {most:,.0f} {unit} (a positive number)")
     return x
 
 
@@ -164,7 +173,8 @@ def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, 
     """The checked :class:`Demand` (None when no rate is given; targets alone are an error).
     Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``,
     ``slo_percentile``, ``length_mix``."""
-    rate, tokens = _positive("rate", rate_rps), _positive("tokens_per_s", output_tokens_per_s)
+    rate = _positive("rate", rate_rps, MAX_RATE_RPS, "requests/s")
+    tokens = _positive("tokens_per_s", output_tokens_per_s, MAX_OUTPUT_TOKENS_PER_S, "output tokens/s")
     ttft, tpot = _positive("ttft_ms", ttft_ms), _positive("tpot_ms", tpot_ms)
     pct = _positive("slo_percentile", slo_percentile)
     if pct is not None and not pct < 100:
