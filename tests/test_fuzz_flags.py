@@ -91,6 +91,8 @@ def test_every_command_survives_hostile_flags(files):
     ["queue", "simulate", "x" * 300, "--nodes", "1", "--gpus-per-node", "8"],
     ["--catalog-dir", "{deepcat}", "recommend", "--model", "llama-3.1-8b", "--top", "1"],
     ["--catalog-dir", "{loopdir}", "size", "--model", "llama-3.1-8b", "--gpu", "H100"],
+    ["catalog", "validate", "{loopdir}"],
+    ["catalog", "validate", "{deepcat}"],
 ])
 def test_the_cases_the_probe_found(argv, files):
     """Each case the first probe found (a traceback, a hang, an allocation past 10 GB): now a

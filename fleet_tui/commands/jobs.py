@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "nvml, replay:PATH")
     j.add_argument("--devices", default=None, metavar="FILE",
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
-                        "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
+                        "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool; a regular "
+                        "file up to 128 MiB, at most 10^6 devices)")
     j.add_argument("--slurm", action="store_true", default=_S,
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
@@ -51,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
     j.add_argument("--timeout", type=timeout_seconds, default=10.0, metavar="SECONDS",
-                   help="timeout of each Slurm command and Prometheus query (default 10)")
+                   help="timeout of each Slurm command and Prometheus query, at most 3600 "
+                        "(default 10)")
     j.add_argument("--json", action="store_true", help="the jobs as JSON")
     j.set_defaults(func=_cmd_jobs)
 
