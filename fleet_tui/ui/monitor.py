@@ -132,7 +132,9 @@ class MonitorScreen(PaneScreen):
         body = self.query_one(".pane-body")
         body.set_class(wide, "-wide")
         body.set_class(not wide, "-compact")
-        self.query_one("#devices", DeviceTable).max_rows = 8 if height < 40 else 16
+        table = self.query_one("#devices", DeviceTable)
+        table.max_rows = 8 if height < 40 else 16
+        table.display = not (self.focused_key is not None and not wide)
         self._grid_columns()
 
     def _grid_columns(self, cards: int | None = None) -> None:
@@ -453,6 +455,8 @@ class MonitorScreen(PaneScreen):
 
     def _apply_focus(self, redraw: bool = True) -> None:
         focused = self.focused_key is not None
+        # the small screen gives an opened card all of its rows: the answer first, then readings
+        self.query_one("#devices").display = not (focused and not self.wide)
         self.query_one("#cards").set_class(focused, "-focus")
         self.query_one("#mon-side").set_class(focused, "-focus")
         self._grid_columns()
