@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_cluster.py [--jobs 100000] [--refreshes 20] [--seed 7]
 
 1. Jobs view: 128 nodes × 8 GPUs = 1,024 diagnosed devices (``core.fleet.FleetDevice``, as the
-   fleet view hands them over) and 200 jobs — half named by dcgm-exporter's ``hpc_job`` label, half
-   known only to Slurm (node list + GPU indices), some spanning two nodes, ~10% of GPUs without a
+   fleet view hands them over) and 200 jobs — all known to Slurm (node list + GPU indices), half
+   also named by dcgm-exporter's ``hpc_job`` label, some spanning two nodes, ~10% of GPUs without a
    job. Measured per refresh: the answer of the job-label query (``promjobs.job_label_query``)
    read into per-device labels, the devices turned into ``DeviceUsage`` records carrying them,
    and ``job_view`` (attribution, roll-ups, worst-first sort). Goal <= 200 ms CPU. The fleet view itself (query,
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from fleet_tui.core.cluster.jobs import job_view  # noqa: E402
 from fleet_tui.core.cluster.promjobs import labels_from_result, usages_from_view  # noqa: E402
-from fleet_tui.core.cluster.queue import POLICIES, simulate  # noqa: E402
+from fleet_tui.core.cluster.queue import POLICIES, SLURM_BF_MAX_JOB_TEST, simulate  # noqa: E402
 from fleet_tui.core.cluster.slurm import SlurmJob  # noqa: E402
 from fleet_tui.core.cluster.workload import load_workload, swf_line  # noqa: E402
 from fleet_tui.core.fleet import fleet_device  # noqa: E402
@@ -56,14 +56,13 @@ def fleet(rng: random.Random, nodes: int = 128, gpus: int = 8, jobs: int = 200):
         if j % 2 == 0:
             for node, i in mine:
                 labels[f"{node}/{i}"] = {"hpc_job": jid, "user": f"user{j % 40}"}
-        else:
-            by_node: dict[str, list[int]] = {}
-            for node, i in mine:
-                by_node.setdefault(node, []).append(i)
-            slurm.append(SlurmJob(job=jid, user=f"user{j % 40}", state="RUNNING",
-                                  nodes=tuple(by_node), gpus=size,
-                                  gpu_indices={n: tuple(v) for n, v in by_node.items()},
-                                  start_s=time.time() - rng.uniform(600, 86400)))
+        by_node: dict[str, list[int]] = {}
+        for node, i in mine:
+            by_node.setdefault(node, []).append(i)
+        slurm.append(SlurmJob(job=jid, user=f"user{j % 40}", state="RUNNING",
+                              nodes=tuple(by_node), gpus=size,
+                              gpu_indices={n: tuple(v) for n, v in by_node.items()},
+                              start_s=time.time() - rng.uniform(600, 86400)))
     devices = []
     for node, i in slots:
         util = rng.choice((0.0, 0.0, 35.0, 80.0, 97.0))
@@ -152,6 +151,11 @@ def bench_queue(n: int, rng: random.Random, load: float = 0.9) -> None:
               f"p95 {res.p95_wait_s / 3600:6.1f} h   util {res.utilization_pct:5.1f}%   "
               f"preemptions {res.preemptions}")
     print(f"  total (parse + 5 policies) {total:.2f} s CPU (goal <= 10 s)")
+    t0 = time.process_time()
+    res = simulate(jobs, 1024, "backfill", backfill_depth=SLURM_BF_MAX_JOB_TEST)
+    print(f"  backfill with --backfill-depth {SLURM_BF_MAX_JOB_TEST} (Slurm's default "
+          f"bf_max_job_test): {time.process_time() - t0:.2f} s CPU   mean wait "
+          f"{res.mean_wait_s / 60:.1f} min   p95 {res.p95_wait_s / 3600:.1f} h")
 
 
 def main() -> None:

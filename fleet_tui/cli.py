@@ -1,7 +1,9 @@
 """Command-line entry point.
 
 ``fleet-tui`` with no subcommand opens the Textual app; subcommands are headless and print tables or
-JSON. Contract: exit 0 ok, 2 bad input (a ``UserError``: message, no traceback), 1 internal error.
+JSON. Contract: exit 0 ok, 2 bad input (a ``UserError``, or an OSError/UnicodeError/RecursionError/
+OverflowError/sqlite error that input caused: message, no traceback), 1 internal error (a
+traceback, secrets masked, and how to report it), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
 
 Start-up stays light: each command module registers its flags without importing the engine, and
 imports what it needs inside its handler, so ``--help`` and ``--version`` never import Textual or
@@ -122,6 +124,14 @@ class _Parser(argparse.ArgumentParser):
     def _get_formatter(self):
         return self.formatter_class(prog=self.prog, width=_columns() - 2)
 
+    def error(self, message: str) -> NoReturn:
+        """argparse's error (usage, message, exit 2) with secrets and control characters of the
+        words it quotes masked (``--days 'prometheus:http://u:pw@h'`` is not a number)."""
+        from fleet_tui.core.redact import redact
+        from fleet_tui.core.textsafe import clean_lines
+
+        super().error(clean_lines(redact(message)))
+
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; given the arguments of one run, only what that run needs
@@ -174,8 +184,9 @@ def flag_labels(parser: argparse.ArgumentParser, argv: list[str] | None) -> dict
 
 def _print_error(text: str) -> None:
     from fleet_tui.core.redact import redact  # only on an error: it imports urllib (~3 ms)
+    from fleet_tui.core.textsafe import clean_lines
 
-    print(f"fleet-tui: error: {redact(text)}", file=sys.stderr)
+    print(f"fleet-tui: error: {clean_lines(redact(text))}", file=sys.stderr)
 
 
 def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
@@ -215,15 +226,97 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
     target.error(f"{text}; '{target.prog} --help' lists what it takes")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fleet_tui.core.errors import FieldError, UserError
+class Signalled(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds the stack like Ctrl-C (``finally`` blocks and context
+    managers clean up: the recorder commits, temp files go), then the exit status is 128 + the
+    signal's number (143, 129), as a shell reports a process the signal ended."""
 
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    raise Signalled(signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM/SIGHUP raise ``Signalled`` in the main thread (see its docstring)."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            try:
+                signal.signal(signum, _on_signal)
+            except (ValueError, OSError):  # not the main thread (a test calling main): leave it
+                pass
+
+
+_REPORT = ("this is a bug in fleet-tui, not in your input: please report it with the command "
+           "line (secrets masked above) and the traceback")
+
+
+def _cause(exc: BaseException) -> str | None:
+    """The user-facing sentence for an exception that a user's input (a path, a file's bytes, a
+    number, a nesting) caused, or ``None`` for a bug. One mapping for every command."""
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else ""
+        why = exc.strerror or str(exc)
+        if exc.errno is not None and exc.errno == 36:  # ENAMETOOLONG
+            why = "a name in this path is over 255 bytes (the file system's limit)"
+        shown = str(name)
+        if len(shown) > 200:
+            shown = shown[:200] + "..."
+        return f"{shown}: {why}" if shown else why
+    if isinstance(exc, UnicodeError):
+        return f"an input is not UTF-8 text ({exc.__class__.__name__}: {str(exc)[:200]})"
+    if isinstance(exc, RecursionError):
+        return "an input is nested too deeply to read (a JSON or TOML document, or a catalog)"
+    if isinstance(exc, OverflowError):
+        return f"a number in the input is too large to use ({str(exc)[:200]})"
+    if type(exc).__module__ == "sqlite3":  # sqlite3.Error and its subclasses, without importing it
+        return f"a history database cannot be used: {exc}"
+    if isinstance(exc, ValueError) and "null byte" in str(exc):
+        return "a path or value holds a NUL byte"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
+    secret = any("@" in w or "?" in w or "//" in w for w in words)
+    if secret:
+        from fleet_tui.core.redact import remember_words  # a secret may be in them: mask it
+
+        remember_words(words)
     parser = build_parser(words)
     args, extra = parser.parse_known_args(words)
     if extra:
         _refuse_unknown(parser, args, extra)
     func = getattr(args, "func", None) or _run_app
+    if argv is None:
+        install_signal_handlers()
+    streams = sys.stdout, sys.stderr
+    if func is not _run_app:  # the app writes its own escape codes; a command's text is data
+        from fleet_tui.core.textsafe import SafeStream
+
+        sys.stdout, sys.stderr = (SafeStream(sys.stdout, masks=secret),
+                                  SafeStream(sys.stderr, masks=secret))
+    try:
+        return _dispatch(parser, argv, func, args)
+    finally:
+        if sys.stdout is not streams[0]:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more to say
+                pass
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: list[str] | None, func, args) -> int:
+    """``func(args)`` with the one mapping of errors to exit statuses (module doc)."""
+    from fleet_tui.core.errors import FieldError, UserError
+
     try:
         return int(func(args) or 0)
     except FieldError as exc:
@@ -236,8 +329,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Signalled as exc:
+        return 128 + exc.signum
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the one place that tells a user's mistake from a bug
+        cause = _cause(exc)
+        if cause is not None:
+            _print_error(cause)
+            return 2
+        import traceback
+
+        from fleet_tui.core.redact import redact
+
+        print(redact("".join(traceback.format_exception(exc))), file=sys.stderr, end="")
+        print(f"fleet-tui: {_REPORT}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

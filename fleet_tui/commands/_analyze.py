@@ -9,23 +9,31 @@ import sys
 from json.encoder import encode_basestring_ascii
 from math import isfinite
 
+# windows the analysis can step (core.limits): below 1 ms no sampler has two samples; above ~116
+# days a window is the whole trace; a sample in MAX_OVERLAP windows multiplies the output by that
+MIN_WINDOW_S = 1e-3
+
 
 def run_analyze(args: argparse.Namespace) -> int:
     """``fleet-tui analyze``: phases (or fixed windows) of a trace, streamed."""
     from fleet_tui.commands._output import print_table
     from fleet_tui.core.errors import UserError
+    from fleet_tui.core.limits import int_limit, limit
     from fleet_tui.core.monitor.analysis import analyze_trace
     from fleet_tui.core.monitor.analysis.readings import RawReadings
     from fleet_tui.core.monitor.analysis.stream import analyze_readings, analyze_stream
     from fleet_tui.core.monitor.trace import SORT_MAX_BYTES, TraceOrderError, TraceReader, load_sorted
 
-    if args.window is not None and args.window <= 0:
-        raise UserError(f"--window {args.window:g}: must be a positive number of seconds")
-    if args.step is not None and args.step <= 0:
-        raise UserError(f"--step {args.step:g}: must be a positive number of seconds")
+    max_window_s, max_overlap = limit("window_s"), int_limit("window_overlap")
+    for flag, value in (("--window", args.window), ("--step", args.step)):
+        if value is not None and not MIN_WINDOW_S <= value <= max_window_s:
+            raise UserError(f"{flag} {value:g}: must be {MIN_WINDOW_S:g}-{max_window_s:g} seconds")
     if args.step is not None and args.window is None:
         raise UserError("--step needs --window (phases have no step)")
     overlapping = args.step is not None and args.step < args.window
+    if overlapping and args.window / args.step > max_overlap:
+        raise UserError(f"--window {args.window:g} --step {args.step:g}: a sample would be in "
+                        f"{args.window / args.step:.0f} windows; at most {max_overlap} (raise --step)")
 
     def results(snapshots):
         if overlapping:  # overlapping windows hold the trace (analyze_trace)
@@ -35,6 +43,10 @@ def run_analyze(args: argparse.Namespace) -> int:
     # the file read straight into readings (no snapshot per sample: bench_analysis --lines);
     # overlapping windows and a file sorted in memory take snapshots
     reader = TraceReader(args.trace) if overlapping else RawReadings(args.trace)
+    if overlapping and reader.path.stat().st_size > SORT_MAX_BYTES:
+        raise UserError(f"{args.trace}: overlapping windows (--step below --window) hold the "
+                        f"trace in memory, so they take files up to {SORT_MAX_BYTES // 2**20} MB; "
+                        "leave out --step (back-to-back windows stream any length)")
 
     def first_pass():
         if overlapping:

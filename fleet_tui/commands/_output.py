@@ -7,6 +7,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from fleet_tui.core.textsafe import clean
+
 
 def _default(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
@@ -28,8 +30,9 @@ def print_json(obj: Any, *, stream=None) -> None:
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Left-aligned text columns; numbers right-aligned."""
-    text_rows = [["" if c is None else str(c) for c in row] for row in rows]
+    """Left-aligned text columns; numbers right-aligned. Every cell through
+    ``core.textsafe.clean``: a label from the network cannot move the cursor or split a row."""
+    text_rows = [["" if c is None else clean(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         for i, cell in enumerate(row):

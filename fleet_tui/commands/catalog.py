@@ -70,12 +70,9 @@ def _no_sub(parser: argparse.ArgumentParser) -> int:
 
 
 def _catalog(args: argparse.Namespace):
-    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.commands._catalog_args import load_user_catalog
 
-    cat = load_catalog(getattr(args, "catalog_dir", None) or ())
-    for p in cat.problems:
-        print(f"fleet-tui: warning: {p} (file skipped)", file=sys.stderr)
-    return cat
+    return load_user_catalog(getattr(args, "catalog_dir", None))
 
 
 def _emit(args: argparse.Namespace, headers: list[str], rows: list[list[Any]], records: list[dict], total: int) -> None:

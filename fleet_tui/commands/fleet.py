@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from fleet_tui.commands._numbers import finite_float, whole_number
+from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -23,7 +23,7 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
                    help="price of one node per hour (instead of --instance)")
     p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
-    p.add_argument("--timeout", type=finite_float, default=5.0, metavar="SECONDS",
+    p.add_argument("--timeout", type=timeout_seconds, default=5.0, metavar="SECONDS",
                    help="Prometheus query timeout (default 5)")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify the Prometheus server's TLS certificate")

@@ -60,12 +60,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Replay a trace (the raw H200 capture format or a fleet-tui recording; "
                     "'demo' = the bundled labelled H200 trace), split it at change points into "
                     "phases and diagnose each: the bottleneck (primary) and the risks. --window "
-                    "gives fixed windows instead. Streams the file in bounded memory.")
+                    "gives fixed windows instead. Streams the file in bounded memory (lines up "
+                    "to 16 MiB, timestamps in seconds within ±1e10; overlapping windows, --step "
+                    "below --window, hold the trace: files up to 32 MB).")
     a.add_argument("trace", metavar="TRACE", help="path to a .jsonl trace, or 'demo'")
     a.add_argument("--window", type=finite_float, default=None, metavar="SECONDS",
-                   help="fixed windows of SECONDS instead of phases")
+                   help="fixed windows of SECONDS (0.001-1e7) instead of phases")
     a.add_argument("--step", type=finite_float, default=None, metavar="SECONDS",
-                   help="with --window: start a window every SECONDS (default: back to back)")
+                   help="with --window: start a window every SECONDS (default: back to back; "
+                        "a sample may fall in at most 1000 windows)")
     a.add_argument("--json", action="store_true", help="JSON list of phases (or windows)")
     a.set_defaults(func=_cmd_analyze)
 
@@ -134,9 +137,9 @@ def _named(spec: str, exc: Exception):
 
 
 def _catalog(args: argparse.Namespace):
-    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.commands._catalog_args import load_user_catalog
 
-    return load_catalog(extra_dirs=_opt(args, "catalog_dir", []) or [])
+    return load_user_catalog(_opt(args, "catalog_dir", []))
 
 
 def _duration(flag: str, value: str) -> float:
@@ -391,12 +394,17 @@ def _cmd_record(args: argparse.Namespace) -> int:
 def _cmd_rightsize(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core import paths
-    from fleet_tui.core.monitor.rightsize import rightsize
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
 
     since = None if args.since in ("all", "") else _duration("--since", args.since)
     db = args.db or str(paths.default_history_db())
-    report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
-                       pricing=args.pricing, top=args.top, clouds=args.cloud)
+    try:
+        report = rightsize(db, _catalog(args), since_s=since, instance=_opt(args, "instance"),
+                           pricing=args.pricing, top=args.top, clouds=args.cloud)
+    except NoRecordedSamples as exc:
+        text = exc.render(lambda field: "--" + field)
+        raise UserError(f"{text}; record some with 'fleet-tui record --db {db}'") from None
     if args.json:
         print_json(report.to_dict())
         return 0

@@ -42,7 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cloud", default=None, help="cloud for the spot interruption rate "
                                                  "(default: the instance's, else other)")
     p.add_argument("--spot-share", type=finite_float, default=0.0, metavar="F",
-                   help="share (0-1) of the flexible hours that may run on spot (default 0)")
+                   help="share (0-1) of all the instance-hours (the work) that may run on spot "
+                        "(default 0)")
+    p.add_argument("--min-history-days", type=finite_float, default=7.0, metavar="D",
+                   help="no commitment is recommended from less demand history than this "
+                        "(default 7 days)")
     p.add_argument("--terms", default="reserved-3y,reserved-1y", metavar="LIST",
                    help="commitments allowed (default reserved-3y,reserved-1y)")
     p.add_argument("--json", action="store_true", help="the plan as JSON")
@@ -57,9 +61,9 @@ def _prices(args: argparse.Namespace):
     if instance and args.on_demand_price is not None:
         raise UserError("--instance and --on-demand-price both set prices: give one of them")
     if instance:
-        from fleet_tui.core.catalog import load_catalog
+        from fleet_tui.commands._catalog_args import load_user_catalog
 
-        offers = load_catalog(getattr(args, "catalog_dir", None) or []).find_instance(
+        offers = load_user_catalog(getattr(args, "catalog_dir", None)).find_instance(
             instance, args.region)
         priced = [o for o in offers if o.price("on-demand") is not None]
         if not priced:
@@ -92,9 +96,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from fleet_tui.core.cluster.portfolio import demand_from_rows, plan_portfolio, read_demand
     from fleet_tui.core.errors import UserError
 
-    if args.demand:
+    if args.demand is not None:
         demand = read_demand(args.demand)
-    elif args.source:
+    elif args.source is not None:
         demand = _prometheus_demand(args)
     else:
         from fleet_tui.core.monitor.recorder import read_rows
@@ -107,7 +111,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.cloud and getattr(args, "instance", None):
         prices = type(prices)(**{**_fields(prices), "cloud": args.cloud})
     terms = [t.strip() for t in args.terms.split(",") if t.strip()]
-    doc = plan_portfolio(demand, prices, max_spot_share=args.spot_share, terms=terms)
+    doc = plan_portfolio(demand, prices, max_spot_share=args.spot_share, terms=terms,
+                         min_history_days=args.min_history_days)
     doc = {"prices_from": label, **doc}
     if args.json:
         print_json(doc)
@@ -118,15 +123,26 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"plan: {plan['reserved_instances']} × {plan['reserved_term'] or 'no reservation'}, "
           f"{plan['on_demand_instance_hours']:g} on-demand and {plan['spot_instance_hours']:g} spot "
           f"instance-hours")
+    if plan["no_commitment_reason"]:
+        print(f"  {plan['no_commitment_reason']}")
     print(f"cost ${doc['usd_total']:,.2f} (${doc['usd_per_month']:,.2f}/month) vs "
           f"${doc['all_on_demand_usd']:,.2f} all on-demand: {doc['savings_pct']:.1f}% saved "
           "(assuming this profile repeats over the commitment's term)")
     print_table(["commitment", "instances", "$/h", "break-even util", "vs flexible", "device util"],
-                [[c["term"], str(c["instances"]), f"${c['usd_per_instance_hour']:,.2f}",
+                [[c["term"], str(c["instances"]),
+                  f"${c['usd_per_instance_hour']:,.2f}" + (" (est.)" if c["estimated"] else ""),
                   f"{c['break_even_utilization_pct']:.0f}%",
                   "-" if c["break_even_vs_flexible_pct"] is None else f"{c['break_even_vs_flexible_pct']:.0f}%",
                   "-" if c["device_utilization_pct"] is None else f"{c['device_utilization_pct']:.0f}%"]
                  for c in doc["commitments"]])
+    if doc["prices_estimated"]:
+        print("(est.): the catalog derives these reserved prices from on-demand by its standard "
+              "commitment discount; check the cloud's published price before committing")
+    for c in doc["sensitivity"]:
+        if c["usd_vs_plan"]:
+            which = "next" if c["reserved_instances"] > plan["reserved_instances"] else "previous"
+            print(f"{which} reservation: {c['reserved_instances']} × {c['term']} would cost "
+                  f"${c['usd_total']:,.2f} ({c['usd_vs_plan']:+,.2f})")
     if doc["spot"] and plan["spot_instance_hours"]:
         s = doc["spot"]
         print(f"spot risk: {s['expected_interruptions_per_month']:g} interruptions a month expected, "

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "side by side. FILE: 'sacct --json' output, a Parallel Workloads Archive .swf "
                     "(processors read as GPUs) or CSV with job,user,submit_s,run_s,gpus"
                     "[,requested_s,priority]. fifo is strict; backfill is EASY backfilling on "
-                    "requested run times.")
+                    "requested run times, scanning the whole queue unless --backfill-depth says "
+                    "otherwise. Jobs larger than the cluster are skipped and counted.")
     s.add_argument("file", metavar="FILE", help="the job list")
     s.add_argument("--nodes", type=whole_number, required=True, metavar="N", help="nodes")
     s.add_argument("--gpus-per-node", type=whole_number, required=True, metavar="G",
@@ -37,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "instances (interruption model of the pricing engine)")
     s.add_argument("--cloud", default="aws", help="cloud whose spot interruption rate applies "
                                                   "(aws, azure, gcp, other; default aws)")
+    s.add_argument("--backfill-depth", type=whole_number, default=None, metavar="N",
+                   help="backfill scans only the first N waiting jobs per pass, as Slurm's "
+                        "bf_max_job_test (Slurm's default: 500); default: the whole queue")
     s.add_argument("--json", action="store_true", help="the whole result as JSON")
     s.set_defaults(func=_cmd_simulate)
     q.set_defaults(func=lambda args: (q.print_help(), 2)[1])
@@ -51,13 +55,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     work = load_workload(args.file, args.format)
     doc = simulate_all(work.jobs, args.nodes, args.gpus_per_node, policies,
                        add_nodes=args.add_nodes, spot_fraction=args.spot_fraction,
-                       cloud=args.cloud)
+                       cloud=args.cloud, backfill_depth=args.backfill_depth)
     doc = {"file": work.path, "format": work.format, "skipped": work.skipped, **doc}
     if args.json:
         print_json(doc)
         return 0
     print(f"{work.path} ({work.format}): {len(work.jobs)} jobs ({work.skipped} skipped) on "
           f"{args.nodes} × {args.gpus_per_node} = {doc['gpus']} GPUs")
+    if "backfill" in doc["policies"]:
+        depth = args.backfill_depth
+        print("backfill scans " + ("the whole queue" if depth is None else
+                                   f"the first {depth} waiting jobs (--backfill-depth)"))
+    too_large = max((r["jobs_skipped_too_large"] for r in doc["policies"].values()), default=0)
+    if too_large:
+        first = next(iter(doc["policies"].values()))["skipped_jobs"]
+        print(f"{too_large} jobs ask for more than {doc['gpus']} GPUs and could never start: "
+              f"skipped (e.g. {', '.join(first[:5])})")
     _table(doc["policies"])
     for name, what in (doc.get("what_if") or {}).items():
         if name == "add_nodes":

@@ -87,10 +87,10 @@ def _split(values: Iterable[str] | None) -> list[str] | None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from fleet_tui.commands._catalog_args import load_user_catalog
     from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._output import print_json
     from fleet_tui.commands._workload_args import workload_from_args
-    from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
@@ -131,7 +131,7 @@ def handler(args: argparse.Namespace) -> int:
 
     training_tokens = (parse_run_tokens(args.training_tokens, "training_tokens")
                        if args.training_tokens is not None else None)
-    catalog = load_catalog(list(getattr(args, "catalog_dir", []) or []))
+    catalog = load_user_catalog(getattr(args, "catalog_dir", None))
     workload = workload_from_args(args, catalog)
     demand = demand_from_args(args, workload)
     rec = recommend(

@@ -49,11 +49,11 @@ def register(subparsers) -> None:
 
 
 def _load(args):
-    from fleet_tui.core.catalog import load_catalog
+    from fleet_tui.commands._catalog_args import load_user_catalog
     from fleet_tui.core.scenarios import load_scenarios
 
     dirs = list(getattr(args, "catalog_dir", []) or []) + list(args.scenario_catalog_dirs or [])
-    catalog = load_catalog(dirs)
+    catalog = load_user_catalog(dirs)
     scenarios = load_scenarios(catalog, extra_dirs=dirs)
     for line in scenarios.problems:
         print(f"fleet-tui: warning: {line}", file=sys.stderr)

@@ -83,13 +83,13 @@ def _gib(b: float) -> str:
 
 def handler(args: argparse.Namespace) -> int:
     """Plan the workload (:func:`fleet_tui.core.plan.plan_workload`) and print its report."""
+    from fleet_tui.commands._catalog_args import load_user_catalog
     from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._workload_args import flag, workload_from_args
-    from fleet_tui.core.catalog import load_catalog
     from fleet_tui.core.plan import PlanRequest, plan_workload
     from fleet_tui.core.workload import parse_run_tokens
 
-    catalog = load_catalog(list(getattr(args, "catalog_dir", None) or []))
+    catalog = load_user_catalog(getattr(args, "catalog_dir", None))
     workload = workload_from_args(args, catalog)
     tokens = parse_run_tokens(args.tokens, "tokens") if args.tokens else None
     layout_given = args.sharding is not None or any(getattr(args, f, None) for f in ("tp", "pp", "dp", "zero", "cp"))

@@ -1,9 +1,13 @@
-"""What each accelerator family is for: training and/or inference, precisions, software stack.
+"""What each accelerator family is for, and what its software stack can run: one table for every front end.
 
 Data: ``catalogs/capabilities.toml`` (a source per row), read lazily with :mod:`.tomlio` and
-validated. An accelerator not listed is a general-purpose device (both). Ranking asks
-:func:`can_train` before it sizes a training, fine-tuning, LoRA or QLoRA workload on a device:
-Inferentia and Qualcomm AI 100 are inference only.
+validated. ``[[family]]``: training and/or inference, precisions, stack (an accelerator not listed
+is a general-purpose device: both). ``[[rule]]``: a feature a workload needs (bitsandbytes for
+QLoRA and 8-bit AdamW, fp8 matrix units for fp8 training or fp8 weights) and the stacks or
+accelerators that have it. :func:`unsupported` answers "can this accelerator's stack run this
+workload" with the reason when not; the plan (``size``, the builder), the fix search and the
+ranking (``recommend``) all ask it, so none of them proposes what the stack cannot run (no QLoRA on
+a TPU or Inferentia, no fp8 on an A100 or a TPU v5e).
 """
 
 from __future__ import annotations
@@ -30,6 +34,62 @@ class Family(Record):
     source: str
 
 
+@record(kw_only=True)
+class Rule(Record):
+    """A feature some workloads need and who has it (``[[rule]]``)."""
+
+    __pydantic_config__ = FORBID_EXTRA
+    id: str
+    what: str
+    kinds: tuple[str, ...] = ()  # workload kinds that need it
+    optimizers: tuple[str, ...] = ()  # optimizers that need it
+    training_precisions: tuple[str, ...] = ()  # precisions that need it for training
+    inference_precisions: tuple[str, ...] = ()  # ... and for inference
+    stacks: tuple[str, ...] = ()  # software stacks that have it (empty: see accelerators)
+    accelerators: tuple[str, ...] = ()  # accelerators that have it (empty: every one of ``stacks``)
+    source: str
+
+    def needed_by(self, kind: str, optimizer: str, precision: str) -> bool:
+        training = kind != "inference"
+        return (kind in self.kinds or (training and optimizer in self.optimizers)
+                or (training and precision in self.training_precisions)
+                or (not training and precision in self.inference_precisions))
+
+    def has(self, accelerator: str, stack: str) -> bool:
+        if self.accelerators:
+            return accelerator in self.accelerators
+        return stack in self.stacks
+
+
+@functools.lru_cache(maxsize=4)
+def load_rules(path: Path | None = None) -> tuple[Rule, ...]:
+    """The ``[[rule]]`` rows of the capabilities table, read once; a broken file is a UserError."""
+    from fleet_tui.core.tomlio import read_toml, validate_table
+
+    file = path or paths.bundled_catalog_dir() / "capabilities.toml"
+    doc, problems = read_toml(file)
+    if doc is None:
+        raise UserError("; ".join(problems))
+    rules, problems = validate_table(doc, "rule", Rule)
+    if problems:
+        raise UserError("; ".join(problems))
+    return tuple(r for _, r in rules)
+
+
+def unsupported(accelerator: str, stack: str, kind: str, optimizer: str = "adamw",
+                precision: str = "bf16") -> str | None:
+    """Why ``accelerator`` (software ``stack``) cannot run a workload of ``kind`` with ``optimizer``
+    in ``precision``, or None when it can (sentence for the user; the rule's source is in the table)."""
+    if kind != "inference" and not can_train(accelerator):
+        return f"{accelerator} is for inference only ({stack}): it does not train"
+    for rule in load_rules():
+        if rule.needed_by(kind, optimizer, precision) and not rule.has(accelerator, stack):
+            who = (", ".join(rule.stacks) if rule.stacks and not rule.accelerators
+                   else "the devices listed in capabilities.toml")
+            return f"{rule.what} runs on {who}, not on {accelerator} ({stack})"
+    return None
+
+
 @functools.lru_cache(maxsize=4)
 def load_capabilities(path: Path | None = None) -> dict[str, Family]:
     """Families by accelerator id (bundled file by default), read once (and kept validated in the
@@ -47,6 +107,8 @@ def _read_capabilities(path: Path) -> dict[str, Family]:
     if doc is None:
         raise UserError("; ".join(problems))
     entries, problems = validate_table(doc, "family", Family)
+    unknown = set(doc.data) - {"family", "rule"}
+    problems += [f"{doc.path}: {k}: unknown table (allowed: [[family]], [[rule]])" for k in sorted(unknown)]
     if problems:
         raise UserError("; ".join(problems))
     out: dict[str, Family] = {}

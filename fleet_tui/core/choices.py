@@ -1,16 +1,31 @@
 """The choices a workload offers, in the order front ends list them (CLI ``choices=``, the builder's
-selects, :class:`~fleet_tui.core.workload.Workload`'s field types). No imports: the CLI builds its
-parser from these without loading pydantic, so ``--help`` stays fast."""
+selects, :class:`~fleet_tui.core.workload.Workload`'s field types). Each is a ``Literal`` (what the
+type checker and pydantic read) and the tuple of its values (what the front ends list). Imports only
+``typing``: the CLI builds its parser from these without loading pydantic, so ``--help`` stays fast."""
 
-KINDS = ("inference", "training", "finetune", "lora", "qlora")
-PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4")
-OPTIMIZERS = ("adamw", "adamw8bit", "paged_adamw8bit", "sgd", "adafactor")
-SHARDINGS = ("data", "tensor", "fsdp")
-MASTER_WEIGHTS = ("fp32", "none")
-SERVING_MODES = ("interactive", "batch")
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-ENGINES = ("vllm", "trtllm", "sglang", "hf")  # serving engines (core/perf/engines.py profiles)
-KV_CACHE_DTYPES = ("auto", "fp16", "bf16", "fp8", "int8")  # auto = the compute dtype
-FRAMEWORKS = ("hf", "torchtune", "unsloth", "deepspeed", "torchtitan", "megatron", "nemo", "maxtext",
-              "optimum-habana", "neuronx")  # training stacks (core/frameworks.py presets)
-OFFLOAD_TARGETS = ("activations", "optimizer", "params")  # what a training run may keep in CPU memory
+from typing import Literal, get_args
+
+WorkloadKind = Literal["inference", "training", "finetune", "lora", "qlora"]
+WeightPrecision = Literal["fp32", "fp16", "bf16", "fp8", "fp4", "int8", "int4"]
+Optimizer = Literal["adamw", "adamw8bit", "paged_adamw8bit", "sgd", "adafactor"]
+Sharding = Literal["data", "tensor", "fsdp"]
+MasterWeights = Literal["fp32", "none"]
+Serving = Literal["interactive", "batch"]
+LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+Engine = Literal["vllm", "trtllm", "sglang", "hf"]  # serving engines (core/perf/engines.py profiles)
+KVCacheDtype = Literal["auto", "fp16", "bf16", "fp8", "int8"]  # auto = the compute dtype
+Framework = Literal["hf", "torchtune", "unsloth", "deepspeed", "torchtitan", "megatron", "nemo", "maxtext",
+                    "optimum-habana", "neuronx"]  # training stacks (core/frameworks.py presets)
+OffloadTarget = Literal["activations", "optimizer", "params"]  # what a training run may keep in CPU memory
+
+KINDS: tuple[WorkloadKind, ...] = get_args(WorkloadKind)
+PRECISIONS: tuple[WeightPrecision, ...] = get_args(WeightPrecision)
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
+MASTER_WEIGHTS: tuple[MasterWeights, ...] = get_args(MasterWeights)
+SERVING_MODES: tuple[Serving, ...] = get_args(Serving)
+LORA_TARGETS: tuple[LoraTarget, ...] = get_args(LoraTarget)
+ENGINES: tuple[Engine, ...] = get_args(Engine)
+KV_CACHE_DTYPES: tuple[KVCacheDtype, ...] = get_args(KVCacheDtype)
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+OFFLOAD_TARGETS: tuple[OffloadTarget, ...] = get_args(OffloadTarget)

@@ -11,6 +11,7 @@ which any field appears as a ``{field}`` placeholder. The CLI renders the fields
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Callable
 
@@ -37,7 +38,7 @@ class FieldError(UserError):
     def __init__(self, field: str, template: str):
         self.field = field
         self.template = template
-        self.fields = tuple(name for _, name, _, _ in string.Formatter().parse(template) if name)
+        self.fields = tuple(name for _, name in _pieces(template) if name)
         super().__init__(self.render(lambda name: name))
 
     def render(self, label: Callable[[str], str]) -> str:
@@ -50,7 +51,28 @@ def escape_braces(value: str) -> str:
     return value.replace("{", "{{").replace("}", "}}")
 
 
+def _pieces(template: str) -> list[tuple[str, str | None]]:
+    """(literal text, field name or None) of ``template``. A user's text that slipped in
+    unescaped (``--policy '{0}'``, a lone ``}``) is kept as literal text, never a traceback."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:  # unbalanced braces: the {name}s that are there, the rest as it is
+        out: list[tuple[str, str | None]] = []
+        pos = 0
+        for m in re.finditer(r"\{([A-Za-z_]\w*)\}", template):
+            out.append((template[pos:m.start()], m.group(1)))
+            pos = m.end()
+        return [*out, (template[pos:], None)]
+    out = []
+    for literal, name, spec, conversion in parsed:
+        if name is not None and not name.isidentifier():
+            literal += "{" + name + (f"!{conversion}" if conversion else "") + \
+                (f":{spec}" if spec else "") + "}"
+            name = None
+        out.append((literal, name))
+    return out
+
+
 def render_fields(template: str, label: Callable[[str], str]) -> str:
     """``template`` with every ``{field}`` shown as ``label(field)`` (a flag, a form label...)."""
-    names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    return template.format(**{name: label(name) for name in names})
+    return "".join(literal + (label(name) if name else "") for literal, name in _pieces(template))

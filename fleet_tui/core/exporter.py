@@ -20,7 +20,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.fleet import FleetView, FleetViews, Prices
@@ -219,6 +221,69 @@ def held_alerts(evaluator: AlertEvaluator, view: FleetView, now: float
     return tuple(out)
 
 
+# The HTTP endpoint's limits: scrapes are small and quick, so a few workers serve them; a client
+# that sends nothing for IDLE_TIMEOUT_S is dropped, and connections beyond MAX_PENDING waiting for
+# a worker are closed at once (200 slowloris connections once made 203 threads).
+WORKERS = 4
+MAX_PENDING = 64
+IDLE_TIMEOUT_S = 10.0
+LISTEN_BACKLOG = 128  # socketserver's default is 5
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT_S  # StreamRequestHandler sets it on the socket: reads time out
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass  # scrapes are not logged (prometheus-client's own handler is silent too)
+
+
+class MetricsServer(WSGIServer):
+    """``/metrics`` over a bounded pool of worker threads (see the limits above)."""
+
+    request_queue_size = LISTEN_BACKLOG
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], family: socket.AddressFamily):
+        self.address_family = family
+        super().__init__(address, _QuietHandler)
+        self._pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="fleet-tui-scrape")
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._pending_lock:
+            if self._pending >= MAX_PENDING:
+                self.shutdown_request(request)  # shed load: the pool is busy with slow clients
+                return
+            self._pending += 1
+        self._pool.submit(self._work, request, client_address)
+
+    def _work(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except (OSError, ValueError):  # a client that timed out, reset or sent garbage
+            pass
+        finally:
+            self.shutdown_request(request)
+            with self._pending_lock:
+                self._pending -= 1
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serve_metrics(registry: Any, bind: str, port: int) -> MetricsServer:
+    """A ``MetricsServer`` of ``registry``'s metrics listening on ``bind:port`` (not yet
+    serving: call ``serve_forever`` in a thread)."""
+    from prometheus_client import make_wsgi_app
+
+    family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
+    server = MetricsServer((bind, port), family)
+    server.set_app(make_wsgi_app(registry))
+    return server
+
+
 class FleetExporter:
     """The engine's subscriber + HTTP endpoint. ``run_forever`` blocks; ``start``/``stop`` for
     tests."""
@@ -265,19 +330,17 @@ class FleetExporter:
 
     def serve(self, bind: str = "127.0.0.1", port: int = 9877) -> int:
         """Start the HTTP endpoint in a daemon thread; returns the port (0 = pick a free one)."""
-        from prometheus_client import start_http_server
-
         try:
-            result = start_http_server(port, addr=bind, registry=self.registry)
+            server = serve_metrics(self.registry, bind, port)
         except OSError as exc:
             shown = f"{bind} {{port}} {port}: cannot listen there ({exc.strerror or exc})"
             raise FieldError("port", "{bind} " + shown.replace("{", "{{").replace("}", "}}")
                              .replace("{{port}}", "{port}") + "; pick another {port}") from None
-        if isinstance(result, tuple):  # prometheus-client >= 0.19 returns (server, thread)
-            self._server, self._thread = result
-            self.port = self._server.server_address[1]
-        else:
-            self.port = port
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True,
+                                        name="fleet-tui-metrics")
+        self._thread.start()
+        self.port = server.server_address[1]
         return self.port
 
     def start(self, bind: str = "127.0.0.1", port: int = 0) -> int:

@@ -73,13 +73,17 @@ class Layout(NamedTuple):
         return self.dp * self.cp if self.zero >= 1 else 1
 
     def label(self) -> str:
-        """``TP8 × PP4 × DP8, ZeRO-1`` (axes of size 1 left out)."""
+        """``TP8 × PP4 × DP8, ZeRO-1`` (axes of size 1 left out), ``DP2, 2 idle`` with devices
+        left without work."""
         axes = [f"{n}{k}" for n, k in (("TP", self.tp), ("PP", self.pp), ("CP", self.cp), ("DP", self.dp)) if k > 1]
-        text = " × ".join(axes) or "1 device"
+        # "2 GPUs (1 device)" read as a contradiction: say which devices have no work
+        text = " × ".join(axes) or ("1 busy" if self.idle else "1 device")
         if self.vpp > 1:
             text += f" (interleaved, {self.vpp} chunks per stage)"
         if self.zero and self.dp > 1:
             text += " FSDP (ZeRO-3)" if self.zero == 3 else f", ZeRO-{self.zero}"
+        if self.idle:
+            text += f", {self.idle} idle"
         return text
 
 

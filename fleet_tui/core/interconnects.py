@@ -29,6 +29,7 @@ from pathlib import Path
 from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.records import FORBID_EXTRA, Record, record
+from fleet_tui.core.types import PositiveFloat, PositiveInt
 
 #: Chips one TPU slice joins on ICI (v5e/v6e pods are 256 chips; v4/v5p slices can be larger).
 TPU_ICI_DOMAIN = 256

@@ -119,9 +119,17 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         inter = cfg["shared_expert_intermediate_size"]
     window = cfg.get("sliding_window")
     window_layers = 0
-    if window and cfg.get("use_sliding_window", True) is not False:
-        if model_type.startswith("gemma2") or model_type.startswith("gemma3"):
-            window_layers = int(layers) // 2 if model_type.startswith("gemma2") else int(layers) * 5 // 6
+    kinds = cfg.get("layer_types")
+    if window and isinstance(kinds, list) and kinds and cfg.get("use_sliding_window", True) is not False:
+        # the config says which layers are local (gpt-oss, Gemma 2/3, Qwen3 in recent transformers):
+        # the others keep every token
+        window_layers = sum(1 for k in kinds if "sliding" in str(k))
+    elif window and cfg.get("use_sliding_window", True) is not False:
+        pattern = cfg.get("sliding_window_pattern")
+        if model_type.startswith("gemma3") and _whole(pattern):
+            window_layers = int(layers) - int(layers) // int(pattern)  # every pattern-th layer is global
+        elif model_type.startswith("gemma2") or model_type.startswith("gemma3"):
+            window_layers = int(layers) // 2 if model_type.startswith("gemma2") else int(layers) - int(layers) // 6
         elif model_type.startswith("qwen2"):
             window_layers = 0  # Qwen2 ships sliding_window but use_sliding_window false by default
         else:

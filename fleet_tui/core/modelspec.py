@@ -28,6 +28,7 @@ from typing import Literal
 from fleet_tui.core import caches
 from fleet_tui.core.errors import FieldError, escape_braces
 from fleet_tui.core.records import FORBID_EXTRA, Record, record
+from fleet_tui.core.types import NonEmptyStr, NonNegativeInt, PositiveFloat, PositiveInt
 
 
 @record(kw_only=True)

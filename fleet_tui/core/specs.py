@@ -18,6 +18,7 @@ from dataclasses import field
 from typing import Literal
 
 from fleet_tui.core.records import FORBID_EXTRA, Record, record
+from fleet_tui.core.types import NonEmptyStr, PositiveFloat
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")
 Precision = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleet_tui.core.fsutil import InputFileError, read_bytes_capped
+from fleet_tui.core.limits import int_limit
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -110,15 +113,18 @@ class TomlDoc:
 def read_toml(path: Path) -> tuple[TomlDoc | None, list[str]]:
     """Parse ``path``; on failure return ``(None, [problem])`` naming the line and column."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return None, [problem(path, None, "", f"cannot read file: {exc.strerror or exc}")]
+        raw = read_bytes_capped(path, "catalog file", max_bytes=int_limit("catalog_file_bytes"))
+    except InputFileError as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        return None, [problem(path, None, "", why.replace("cannot read the catalog file", "cannot read file"))]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, [problem(path, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        return None, [problem(path, None, "syntax", "TOML nested too deeply")]
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = _SYNTAX_LINE.search(msg)

@@ -41,22 +41,22 @@ from fleet_tui.core.choices import (
     PRECISIONS,
     SERVING_MODES,
     SHARDINGS,
+    Engine,
+    Framework,
+    KVCacheDtype,
+    MasterWeights,
+    OffloadTarget,
+    Optimizer,
+    Serving,
+    Sharding,
+    WeightPrecision,
+    WorkloadKind,
 )
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
 from fleet_tui.core.records import FORBID_EXTRA, Record, record, validate
-
-WorkloadKind = Literal[KINDS]
-WeightPrecision = Literal[PRECISIONS]
-Optimizer = Literal[OPTIMIZERS]
-Sharding = Literal[SHARDINGS]
-MasterWeights = Literal[MASTER_WEIGHTS]
-Serving = Literal[SERVING_MODES]
-Engine = Literal[ENGINES]
-KVCacheDtype = Literal[KV_CACHE_DTYPES]
-Framework = Literal[FRAMEWORKS]
-OffloadTarget = Literal[OFFLOAD_TARGETS]
+from fleet_tui.core.types import PositiveInt, UnitFraction
 
 #: Serving engine assumed when none is given for a decoder-only model (continuous batching, paged
 #: KV cache, CUDA graphs): the decode model before engines were named described exactly this class.

@@ -139,7 +139,8 @@ class FleetApp(App[int]):
         watchdog = threading.Timer(self.EXIT_GRACE_S, os._exit, args=(128 + signum,))
         watchdog.daemon = True
         watchdog.start()
-        self._quit_task = asyncio.ensure_future(self._quit(1))  # kept: the loop holds tasks weakly
+        # kept: the loop holds tasks weakly; the exit status says which signal ended it (143, 129)
+        self._quit_task = asyncio.ensure_future(self._quit(1, return_code=128 + signum))
 
     #: Set once q, ctrl+c or a signal asked the app to quit: panes start no more deferred mounts.
     quitting = False
@@ -156,13 +157,13 @@ class FleetApp(App[int]):
         the focused widget, reached the app after ctrl+c, so pane keys do nothing once quitting)."""
         await self._quit()
 
-    async def _quit(self, result: int | None = None) -> None:
+    async def _quit(self, result: int | None = None, return_code: int = 0) -> None:
         self.quitting = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.QUIT_WAIT_S
         while loop.time() < deadline and self._mounting():
             await asyncio.sleep(0.01)
-        self.exit(result)
+        self.exit(result, return_code=return_code)
 
     def _mounting(self) -> bool:
         """A pane's deferred mount is pending, or a widget of the screen shown is not mounted yet."""
@@ -255,32 +256,39 @@ class FleetApp(App[int]):
         return True
 
     def action_help(self) -> None:
-        from fleet_tui.ui.help import HelpScreen  # Markdown is heavy: load it on first use
+        from fleet_tui.ui.help import HelpScreen  # loaded on first use
 
         if isinstance(self.screen, HelpScreen) or self.quitting:
             return
-        self.push_screen(HelpScreen(self.help_text()))
+        self.push_screen(HelpScreen(self.help_sections()))
 
-    def help_text(self) -> str:
+    def help_sections(self) -> list[Any]:
         """The current pane's keys first, then the keys that work everywhere, then the others."""
-        from fleet_tui.ui.help import bindings_markdown
+        from fleet_tui.ui.help import HelpSection, binding_keys, pane_section
 
         current = getattr(self.screen, "MODE", None)
         if current is None and len(self.screen_stack) > 1:  # opened over a modal: the pane below
             current = getattr(self.screen_stack[-2], "MODE", None)
         panes = self.available_panes()
-        ordered = [p for p in panes if p.mode == current] + [p for p in panes if p.mode != current]
 
-        def pane_section(pane: PaneInfo):
-            return (pane.title if pane.mode != current else f"{pane.title} (this pane)",
-                    self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", [])))
+        def section(pane: PaneInfo) -> HelpSection:
+            title = pane.title if pane.mode != current else f"{pane.title} (this pane)"
+            return pane_section(pane.mode, title,
+                                self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", [])))
 
-        sections = [pane_section(p) for p in ordered[:1] if p.mode == current]
-        sections.append(("Everywhere", self._bindings_list(self.BINDINGS)))
-        sections += [pane_section(p) for p in ordered if p.mode != current]
-        sections.append(("Command palette (ctrl+p)", [
-            Binding("ctrl+p", "command_palette", "Switch pane or theme, export the report, quit")]))
-        return bindings_markdown(sections)
+        switch = f"{panes[0].key}–{panes[-1].key}" if len(panes) > 1 else panes[0].key
+        everywhere = HelpSection("Everywhere", (
+            (switch, "switch pane"),
+            *binding_keys([b for b in self._bindings_list(self.BINDINGS) if b.show]),
+            ("ctrl+p", "command palette")))
+        return ([section(p) for p in panes if p.mode == current] + [everywhere]
+                + [section(p) for p in panes if p.mode != current])
+
+    def help_text(self) -> str:
+        """The help as the ``?`` screen shows it at 80 columns."""
+        from fleet_tui.ui.help import format_help
+
+        return format_help(self.help_sections())
 
     @staticmethod
     def _bindings_list(items) -> list[Binding]:

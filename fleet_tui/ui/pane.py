@@ -16,6 +16,20 @@ from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
 MOUNTING = "pane-mounting"
 
 
+class KeyFooter(Footer):
+    """Textual's footer with the keys that work everywhere first (``? Help``, ``q Quit``): a pane
+    that shows one key more (``r Restart replay`` once a replay has ended) then cuts its own last
+    key at 80 columns, never ``?`` or ``q`` (they were cut)."""
+
+    FIRST = ("help", "quit")
+
+    def compose(self) -> ComposeResult:
+        keys = list(super().compose())
+        first = [k for k in keys if getattr(k, "action", None) in self.FIRST]  # a FooterKey
+        first.sort(key=lambda k: self.FIRST.index(k.action))
+        yield from first + [k for k in keys if k not in first]
+
+
 class PaneScreen(Screen):
     """Pane bar on top, the pane's body, the status line and the key footer at the bottom.
 
@@ -29,7 +43,7 @@ class PaneScreen(Screen):
         with Vertical(classes="pane-body"):
             yield from self.compose_body()
         yield StatusLine()
-        yield Footer(compact=True)  # ? and q must fit at 80 columns with the pane keys
+        yield KeyFooter(compact=True)
 
     def compose_body(self) -> ComposeResult:
         return iter(())

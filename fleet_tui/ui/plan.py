@@ -114,6 +114,8 @@ def plan_markup(doc, days: int, spot_share: float) -> str:
              f"{plan['reserved_term'] or 'no reservation'}, "
              f"{plan['on_demand_instance_hours']:g} on-demand and "
              f"{plan['spot_instance_hours']:g} spot instance-hours",
+             *([f"[$warning]{escape(plan['no_commitment_reason'])}[/]"]
+               if plan.get("no_commitment_reason") else []),
              f"[b]Cost[/]  {usd(doc['usd_total'])} ({usd(doc['usd_per_month'])}/month) vs "
              f"{usd(doc['all_on_demand_usd'])} all on-demand: "
              f"[$success]{doc['savings_pct']:.1f}% saved[/]",
@@ -121,8 +123,16 @@ def plan_markup(doc, days: int, spot_share: float) -> str:
     lines.append("[b]commitment   instances   $/h        break-even util   device util[/]")
     for c in doc["commitments"]:
         util = "-" if c["device_utilization_pct"] is None else f"{c['device_utilization_pct']:.0f}%"
-        lines.append(f"{c['term']:<12} {c['instances']:>9}   {usd(c['usd_per_instance_hour']):<10} "
+        price = usd(c["usd_per_instance_hour"]) + ("*" if c.get("estimated") else "")
+        lines.append(f"{c['term']:<12} {c['instances']:>9}   {price:<10} "
                      f"{c['break_even_utilization_pct']:>14.0f}%   {util:>11}")
+    if doc.get("prices_estimated"):
+        lines.append("[$text-muted]* estimated from on-demand by the catalog's standard "
+                     "commitment discount, not a published price[/]")
+    for c in doc.get("sensitivity", ()):
+        if c["usd_vs_plan"]:
+            lines.append(f"[$text-muted]{c['reserved_instances']} × {c['term']}: "
+                         f"{usd(c['usd_total'])} ({c['usd_vs_plan']:+,.2f})[/]")
     if doc["spot"] and plan["spot_instance_hours"]:
         s = doc["spot"]
         lines += ["", f"[b]Spot risk[/]  {s['expected_interruptions_per_month']:g} interruptions "

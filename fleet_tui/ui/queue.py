@@ -25,7 +25,8 @@ FIELDS = (("file", "Job list", "sacct --json / .swf / .csv path", ""),
           ("nodes", "Nodes", "16", "16"),
           ("gpus_per_node", "GPUs/node", "8", "8"),
           ("add_nodes", "+ nodes", "0", "4"),
-          ("spot_fraction", "Spot share", "0-1", "0.2"))
+          ("spot_fraction", "Spot share", "0-1", "0.2"),
+          ("backfill_depth", "Backfill depth", "all (Slurm: 500)", ""))
 COLUMNS = (("policy", "policy"), ("mean", "mean wait"), ("p95", "p95 wait"),
            ("slow", "slowdown"), ("util", "util"), ("span", "makespan"), ("pre", "preempted"),
            ("top", "top user"))
@@ -95,7 +96,7 @@ class QueueScreen(PaneScreen):
         try:
             if not values["file"]:
                 raise FieldError("file", "{file}: give the path of a job list")
-            numbers = {}
+            numbers: dict = {}
             for dest, kind in (("nodes", int), ("gpus_per_node", int), ("add_nodes", int),
                                ("spot_fraction", float)):
                 try:
@@ -103,11 +104,17 @@ class QueueScreen(PaneScreen):
                 except ValueError:
                     raise FieldError(dest, f"{{{dest}}}: {escape_braces(repr(values[dest]))} "
                                            "is not a number") from None
+            depth_text = values.get("backfill_depth", "").strip()
+            try:
+                depth = int(depth_text) if depth_text else None
+            except ValueError:
+                raise FieldError("backfill_depth", "{backfill_depth}: "
+                                 f"{escape_braces(repr(depth_text))} is not a whole number") from None
             work_ = load_workload(values["file"])
             doc = simulate_all(work_.jobs, numbers["nodes"], numbers["gpus_per_node"],
                                ["fifo", "priority", "fair-share", "backfill", "preemption"],
                                add_nodes=numbers["add_nodes"],
-                               spot_fraction=numbers["spot_fraction"])
+                               spot_fraction=numbers["spot_fraction"], backfill_depth=depth)
             doc = {"file": work_.path, "format": work_.format, "jobs": len(work_.jobs),
                    "skipped": work_.skipped, **doc}
         except FieldError as exc:
@@ -130,8 +137,13 @@ class QueueScreen(PaneScreen):
 
     def _draw(self, doc) -> None:
         self.doc = doc
+        too_large = max((r["jobs_skipped_too_large"] for r in doc["policies"].values()), default=0)
+        depth = doc.get("backfill_depth")
         self._status(f"{escape(str(doc['file']))} ({doc['format']}): {doc['jobs']} jobs "
-                     f"({doc['skipped']} skipped) on {doc['gpus']} GPUs")
+                     f"({doc['skipped']} skipped) on {doc['gpus']} GPUs"
+                     + (f"; {too_large} larger than the cluster, skipped" if too_large else "")
+                     + "; backfill scans " + ("the whole queue" if depth is None
+                                              else f"the first {depth} waiting jobs"))
         table = self.query_one("#queue-table", DataTable)
         table.clear()
         for name, row in policy_rows(doc["policies"]):

@@ -20,11 +20,12 @@ from textual.widgets import DataTable, Select, Static
 from fleet_tui.core import report
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.fsutil import write_atomic
-from fleet_tui.core.monitor.rightsize import rightsize
+from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
 from fleet_tui.core.pricing import PRICING_CHOICES
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.records import record
+from fleet_tui.core.textsafe import clean
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
@@ -324,15 +325,18 @@ def export_report(app, fmt: str, path: str | Path | None = None, *, overwrite: b
             if yes:
                 export_report(app, fmt, target, overwrite=True)
             else:
-                app.notify(f"{target} kept as it was", title="Export cancelled")
+                app.notify(clean(f"{target} kept as it was"), title="Export cancelled",
+                           markup=False)
 
-        app.push_screen(Confirm(f"{target} exists. Replace it?"), answered)
+        app.push_screen(Confirm(clean(f"{target} exists. Replace it?")), answered)
         return None
-    except OSError as exc:
-        app.notify(f"Cannot write {target}: {exc.strerror or exc}", title="Export failed",
-                   severity="error")
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte typed into the path
+        why = "a path cannot hold a NUL byte" if isinstance(exc, ValueError) else (exc.strerror or exc)
+        app.notify(clean(f"Cannot write {target}: {why}"), title="Export failed",
+                   severity="error", markup=False)
         return None
-    app.notify(str(target), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})")
+    app.notify(clean(str(target)), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})",
+               markup=False)
     return target
 
 
@@ -347,8 +351,10 @@ def show_rightsizing(app) -> None:
     link = app.monitor
     db = getattr(link, "session_db", None)
     if link is None or link.latest is None or db is None or app.catalog is None:
-        app.notify("Right-sizing needs monitor history: start with --source (a GPU host, "
-                   "replay:demo or sim:N) and let it run a little.", severity="warning")
+        app.notify("Right-sizing needs what the Monitor pane (3) has seen, and it has seen no "
+                   "device yet. Without a GPU here, start the app on a recording "
+                   "(fleet-tui --source replay:demo) or the simulator (--source sim:8).",
+                   severity="warning")
         return
     screen = _recommend_screen(app)
     if screen is not None:
@@ -394,14 +400,7 @@ def rightsize_lines(report) -> list[str]:
 
 
 def _rightsize_in_thread(app, db, recorder=None) -> None:
-    try:
-        if recorder is not None:  # the session history writes in batches: the newest first
-            recorder.flush()
-        lines = rightsize_lines(rightsize(db, app.catalog, since_s=None, instance=app.instance_type))
-    except UserError as exc:
-        lines = [f"[$warning]{escape(error_text(exc))}[/]"]
-    except Exception as exc:  # shown, not raised: the pane stays usable
-        lines = [f"[$error]Right-sizing failed: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"]
+    lines = rightsize_text(db, app.catalog, app.instance_type, recorder)
 
     def show() -> None:
         screen = _recommend_screen(app)
@@ -411,3 +410,19 @@ def _rightsize_in_thread(app, db, recorder=None) -> None:
                 "[b $primary]Right-sizing from observed usage[/]\n" + "\n".join(lines))
 
     app.call_from_thread(show)
+
+
+def rightsize_text(db, catalog, instance_type: str | None, recorder=None) -> list[str]:
+    """The right-sizing panel's lines for the session history ``db``, errors in this app's words."""
+    try:
+        if recorder is not None:  # the session history writes in batches: the newest first
+            recorder.flush()
+        lines = rightsize_lines(rightsize(db, catalog, since_s=None, instance=instance_type))
+    except NoRecordedSamples:
+        lines = ["[$warning]No samples in this session's history yet: let the Monitor pane (3) "
+                 "run a little, then press s again.[/]"]
+    except UserError as exc:
+        lines = [f"[$warning]{escape(error_text(exc))}[/]"]
+    except Exception as exc:  # shown, not raised: the pane stays usable
+        lines = [f"[$error]Right-sizing failed: {escape(type(exc).__name__)}: {escape(str(exc))}[/]"]
+    return lines

@@ -40,9 +40,18 @@ def test_queue_simulate_json_contract(capsys, hand_swf):
 
 
 def test_queue_errors_exit_2_with_file_and_line(capsys, hand_swf, tmp_path):
-    code, _, err = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
-                       "--gpus-per-node", "2")
-    assert code == 2 and f"{hand_swf}:3: job 2 asks for 4 GPUs" in err and "--nodes" in err
+    code, out, _ = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
+                       "--gpus-per-node", "2", "--policy", "backfill")
+    assert code == 0 and "1 jobs ask for more than 2 GPUs and could never start: skipped (e.g. 2)" \
+        in out and "backfill scans the whole queue" in out
+    code, out, _ = run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1",
+                       "--gpus-per-node", "4", "--backfill-depth", "500", "--json")
+    doc = json.loads(out)
+    assert doc["backfill_depth"] == 500 and doc["policies"]["backfill"]["backfill_depth"] == 500
+    with pytest.raises(SystemExit) as exc:
+        run(capsys, "queue", "simulate", str(hand_swf), "--nodes", "1", "--gpus-per-node", "4",
+            "--backfill-depth", "0")
+    assert exc.value.code == 2 and "--backfill-depth: 0" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
     bad.write_text("job,user,submit_s,run_s,gpus\na,u,0,10,1\nb,u,x,1,1\n")
     code, _, err = run(capsys, "queue", "simulate", str(bad), "--nodes", "1", "--gpus-per-node", "2")
@@ -90,7 +99,14 @@ def test_plan_json(capsys, tmp_path):
                        "--reserved-3y-price", "4", "--reserved-1y-price", "6", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["plan"]["reserved_instances"] == 2 and doc["usd_total"] == 512
+    assert doc["plan"]["reserved_instances"] == 0 and "no commitment" in \
+        doc["plan"]["no_commitment_reason"]
+    code, out, _ = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",
+                       "--reserved-3y-price", "4", "--min-history-days", "1")
+    assert code == 0 and "plan: 2 × reserved-3y" in out and "next reservation" in out
+    code, out, _ = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",
+                       "--reserved-3y-price", "4", "--reserved-1y-price", "6")
+    assert code == 0 and "no commitment is recommended below 7 days" in out
     code, _, err = run(capsys, "plan", "--demand", str(demand))
     assert code == 2 and "--instance" in err
     code, _, err = run(capsys, "plan", "--demand", str(demand), "--on-demand-price", "10",

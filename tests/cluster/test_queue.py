@@ -96,12 +96,39 @@ def test_what_ifs_add_nodes_and_spot():
     assert spot["expected_interruptions"] > 0
 
 
-def test_too_big_a_job_names_the_flag():
-    with pytest.raises(FieldError) as exc:
-        simulate([J("big", 0, 1, 9)], 8, "fifo")
-    assert exc.value.field == "nodes"
+def test_a_job_larger_than_the_cluster_is_skipped_and_counted():
+    jobs = [J("big", 0, 1, 9), J("a", 0, 5, 2), J("b", 1, 5, 8)]
+    for policy in POLICIES:
+        res = simulate(jobs, 8, policy)
+        assert res.skipped == ("big",) and [r.job for r in res.runs] == ["a", "b"]
+        assert res.summary()["jobs_skipped_too_large"] == 1
+    assert simulate([J("big", 0, 1, 9)], 8, "backfill").skipped == ("big",)
     with pytest.raises(FieldError):
         simulate_all(HAND, 1, 4, ["lifo"])
+
+
+def test_backfill_scans_the_whole_queue_unless_a_depth_is_given():
+    """4 GPUs; r holds 2 until t=100. The head h needs 4 (shadow time 100); x1-x3 need 4 too; s
+    needs 2 for 10 s and ends before the shadow time, so EASY backfill starts it at once — unless
+    the scan stops (Slurm's bf_max_job_test) before reaching it."""
+    jobs = [J("r", 0, 100, 2), J("h", 1, 10, 4), J("x1", 2, 10, 4), J("x2", 3, 10, 4),
+            J("x3", 4, 10, 4), J("s", 5, 10, 2)]
+    start = {r.job: r.start_s for r in simulate(jobs, 4, "backfill").runs}
+    assert start["s"] == 5
+    shallow = simulate(jobs, 4, "backfill", backfill_depth=3)
+    assert {r.job: r.start_s for r in shallow.runs}["s"] > 100 and shallow.backfill_depth == 3
+    assert simulate(jobs, 4, "backfill", backfill_depth=4).runs[-1].start_s == 5
+    with pytest.raises(FieldError) as exc:
+        simulate(jobs, 4, "backfill", backfill_depth=0)
+    assert exc.value.field == "backfill_depth"
+
+
+def test_spot_interruptions_count_every_instance_of_a_job():
+    one = simulate_all([J("a", 0, 3600, 8)], 2, 8, ["fifo"], spot_fraction=1.0)
+    two = simulate_all([J("a", 0, 3600, 16)], 2, 8, ["fifo"], spot_fraction=1.0)
+    s1, s2 = one["what_if"]["spot"], two["what_if"]["spot"]
+    assert s2["expected_interruptions"] > 2 * s1["expected_interruptions"] * 0.999
+    assert s2["paid_hours_per_useful_hour"] > s1["paid_hours_per_useful_hour"]
 
 
 def test_swf_reader_reads_processors_as_gpus(tmp_path):
@@ -176,3 +203,68 @@ def test_every_policy_respects_capacity_and_submission(raw, policy):
         order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
         starts = [res.runs[i].start_s for i in order]
         assert starts == sorted(starts)
+
+
+def reference_easy(jobs, total, depth=None):
+    """EASY backfilling written plainly (Mu'alem & Feitelson 2001), the whole waiting queue
+    scanned (or the first ``depth`` after the head), for the property test below: start times."""
+    import math as m
+    t0 = min(j.submit_s for j in jobs)
+    pending = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
+    queue, running, start = [], [], {}  # running: (end, requested end, gpus, i)
+    free, now, k = total, 0.0, 0
+    while k < len(pending) or queue or running:
+        t_arr = jobs[pending[k]].submit_s - t0 if k < len(pending) else m.inf
+        t_end = min((r[0] for r in running), default=m.inf)
+        now = min(t_arr, t_end)
+        for r in [r for r in running if r[0] <= now]:
+            running.remove(r)
+            free += r[2]
+        while k < len(pending) and jobs[pending[k]].submit_s - t0 <= now:
+            queue.append(pending[k])
+            k += 1
+        while queue and jobs[queue[0]].gpus <= free:
+            i = queue.pop(0)
+            free -= jobs[i].gpus
+            start[i] = now
+            running.append((now + jobs[i].run_s, now + max(jobs[i].requested_s, 0.0),
+                            jobs[i].gpus, i))
+        if len(queue) < 2 or not free:
+            continue
+        head = queue[0]
+        avail, shadow = free, now
+        ends = sorted((r[1], r[3]) for r in running)
+        p = 0
+        while p < len(ends) and avail < jobs[head].gpus:
+            avail += jobs[ends[p][1]].gpus
+            shadow = max(ends[p][0], now)
+            p += 1
+        while p < len(ends) and ends[p][0] <= shadow:
+            avail += jobs[ends[p][1]].gpus
+            p += 1
+        extra = avail - jobs[head].gpus
+        for i in list(queue[1:] if depth is None else queue[1:depth + 1]):
+            g, req = jobs[i].gpus, max(jobs[i].requested_s, 0.0)
+            if g > free or not (now + req <= shadow or g <= extra):
+                continue
+            if now + req > shadow:
+                extra -= g
+            queue.remove(i)
+            free -= g
+            start[i] = now
+            running.append((now + jobs[i].run_s, now + req, g, i))
+            if not free:
+                break
+    return [start[i] for i in range(len(jobs))]
+
+
+_bf_jobs = st.lists(st.tuples(st.integers(0, 40), st.integers(1, 30), st.integers(1, 4),
+                              st.integers(0, 30)), min_size=1, max_size=300)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_bf_jobs, st.sampled_from([None, 1, 3, 50]))
+def test_backfill_gives_the_textbook_start_of_every_job(raw, depth):
+    jobs = [J(str(k), s, r, g, req=r + extra) for k, (s, r, g, extra) in enumerate(raw)]
+    res = simulate(jobs, 4, "backfill", backfill_depth=depth)
+    assert [r.start_s for r in res.runs] == reference_easy(jobs, 4, depth)

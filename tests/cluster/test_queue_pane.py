@@ -43,11 +43,18 @@ async def test_queue_pane_simulates_the_hand_case_and_names_bad_fields(tmp_path,
         assert [str(k.value) for k in table.rows] == ["fifo", "priority", "fair-share", "backfill",
                                                       "preemption"]
         assert "With 2 nodes" in str(screen.query_one("#queue-whatif-text", Static).render())
-        # 2 GPUs per node cannot hold job 2 (4 GPUs): the error names the form's field
+        assert "backfill scans the whole queue" in str(screen.query_one("#queue-status",
+                                                                         Static).render())
+        # 2 GPUs per node cannot hold job 2 (4 GPUs): skipped and counted, the rest simulated
         screen.doc = None
         screen.query_one("#q-gpus_per_node", Input).value = "2"
         await pilot.press("enter")
         status = screen.query_one("#queue-status", Static)
-        await wait_for(pilot, lambda: "asks for 4 GPUs" in str(status.render()), "the error")
-        assert screen.doc is None
-        assert "(Nodes × GPUs/node)" in str(status.render())  # the form labels, not flags
+        await wait_for(pilot, lambda: screen.doc is not None, "the simulation")
+        assert "1 larger than the cluster, skipped" in str(status.render())
+        # a bad depth: the error names the form's field
+        screen.doc = None
+        screen.query_one("#q-backfill_depth", Input).value = "0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "must be at least 1" in str(status.render()), "the error")
+        assert screen.doc is None and "Backfill depth" in str(status.render())

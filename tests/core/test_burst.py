@@ -103,7 +103,7 @@ def test_size_burst_reports_the_simulated_setup(capsys, setup):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--burst", "0"], "--burst: 0: must be a whole number >= 1"),
+    (["--burst", "0"], "--burst: 0: must be a whole number"),
     (["--burst", "many"], "--burst: 'many' is not a whole number"),
 ])
 def test_size_burst_bad_counts_exit_2(capsys, argv, needle):

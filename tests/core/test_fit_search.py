@@ -48,8 +48,10 @@ def test_checkpointing_is_paired_even_when_an_offload_fits_alone(cat):
     w = Workload(kind="qlora", model=cat.model("llama-3.1-70b"), seq_len=2048, batch=1, gpus=2)
     fixes = check_fit(w, acc, 2).suggestions
     verified(fixes, acc)
-    assert fixes[0].change == "offload_activations"
+    # same-hardware maths changes (checkpointing with a layout) come before moving state over PCIe
+    assert any(s.change == "offload_activations" for s in fixes)
     pair = next(s for s in fixes if s.change == "checkpointing+layout")
+    assert fixes.index(pair) < next(i for i, s in enumerate(fixes) if s.change == "offload_activations")
     assert pair.gpus == 2 and pair.workload.grad_checkpointing
     assert fixes.index(pair) < min(i for i, s in enumerate(fixes) if s.gpus != 2)
 

@@ -134,3 +134,26 @@ def test_prefill_beside_decodes_costs_more_than_decodes_alone(llama):
     alone = step.seconds(64, 64 * 1500.0, 0, 0.0)
     mixed = step.seconds(64, 64 * 1500.0, 2048, 2048 * 1024.0)
     assert mixed > alone + 0.5 * 2048 / (serving_speed(w, acc, 1, 2048, 1).prefill_tokens_per_s or 1)
+
+
+def test_a_closed_loop_keeps_its_clients_busy_and_no_more():
+    from fleet_tui.core.perf.arrivals import closed_loop
+
+    r = simulate(config(step=FlatStep(0.01)), closed_loop(4, 40, 16, 10))
+    assert r.completed == 40 and r.running_max == 4 and r.queue_max == 0
+    # ten rounds of four requests, one after another: each round a prefill and nine decodes
+    assert r.duration_s == pytest.approx(10 * 10 * 0.01)
+    assert r.ttft.p99 == pytest.approx(0.01)
+
+
+def test_the_front_end_delays_first_tokens_and_caps_the_request_rate():
+    from dataclasses import replace
+
+    base = config(step=FlatStep(0.01))
+    slow = replace(base, frontend_s=0.05, frontend_latency_s=0.02)
+    alone = simulate(slow, burst(1, 16, 10))
+    assert alone.ttft.mean == pytest.approx(0.01 + 0.05 + 0.02)
+    # a burst reaches the scheduler one request per 50 ms: 100 of them take 5 s to get in
+    many = simulate(slow, burst(100, 16, 2))
+    assert many.duration_s == pytest.approx(100 * 0.05 + 0.02 + 2 * 0.01, abs=0.02)
+    assert simulate(base, burst(100, 16, 2)).duration_s < 0.5

@@ -18,6 +18,7 @@ FILES = {
     "serving.toml": ("measurement", ("value",)),
     "serving_amd.toml": ("measurement", ("value",)),
     "serving_bursts.toml": ("measurement", ("value",)),
+    "serving_latency.toml": ("measurement", ("value",)),
     "kv_capacity.toml": ("capacity", ("kv_tokens", "gpu_blocks", "kv_cache_gib")),
     "finetune_memory.toml": ("run", ("value",)),
 }
@@ -25,7 +26,7 @@ FILES = {
 POSITIVE = (
     "value", "gpu_count", "tp", "pp", "input_len", "output_len", "kv_tokens", "gpu_blocks",
     "kv_cache_gib", "weights_gb", "weights_gib", "max_concurrency", "batch_size", "seq_len",
-    "tokens_per_s", "gpu_memory_gb", "gpu_total_memory_gib",
+    "tokens_per_s", "gpu_memory_gb", "gpu_total_memory_gib", "requests",
 )
 
 

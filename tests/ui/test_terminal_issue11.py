@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from textual.widgets import Static
 
 from tests.ui.conftest import settle, wait_for
@@ -80,12 +82,12 @@ async def test_help_opens_on_the_current_panes_keys_each_key_once(make_app):
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = app.help_text()
-        sections = [line for line in text.splitlines() if line.startswith("## ")]
-        assert sections[0] == "## Monitor (this pane)" and sections[1] == "## Everywhere"
-        assert text.count("| Faster |") == 1 and "| `+` | Faster |" in text
+        lines = text.splitlines()
+        assert lines[1] == "Monitor (this pane)" and "Everywhere" in lines[2:12]
+        assert text.count("Faster") == 1 and re.search(r"\+ +Faster", text)
         await pilot.press("escape", "2")
         await pilot.pause()
-        assert app.help_text().split("## ")[1].startswith("Workload builder (this pane)")
+        assert app.help_text().splitlines()[1] == "Workload builder (this pane)"
 
 
 async def test_footer_shows_help_and_quit_at_80_and_120_columns(make_app):

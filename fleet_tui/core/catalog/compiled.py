@@ -59,7 +59,7 @@ _ROW_FIELDS = tuple(f.name for f in fields(Instance))  # Instance(*row) rebuilds
 # (Paths, not imports: a cache hit must not pay for importing the TOML and validation code.)
 _PACKAGE = Path(__file__).parent
 _CODE_FILES = (*sorted(_PACKAGE / name for name in os.listdir(_PACKAGE) if name.endswith(".py")),
-               *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "records.py", "tomlio.py",
+               *(_PACKAGE.parent / name for name in ("specs.py", "modelspec.py", "records.py", "tomlio.py", "limits.py",
                                                      "interconnects.py", "capabilities.py")))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from fleet_tui.core.catalog.clouds import registered_cloud
 from fleet_tui.core.catalog.models import PRICE_FIELD, PRICING_OPTIONS, Instance, unknown_message
+from fleet_tui.core.limits import MIN_PRICE_USD_PER_HOUR, limit
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.tomlio import TomlDoc, problem, read_toml, validate_table
@@ -34,6 +35,22 @@ _NUMBER_FIELDS = {
     "reserved_1y_usd_per_hour": "price", "reserved_3y_usd_per_hour": "price",
 }
 _STR_FIELDS = ("cloud", "instance_type", "region", "accelerator", "source", "as_of")
+# physical ranges: beyond them a value is a typo or a unit slip, and one such offer would rank
+# first (1e12 devices, a price of 1e-300). Devices: core.limits; memory: the largest device has
+# 288 GB; vCPUs and RAM: ~16x today's largest machines.
+_NUMBER_RANGE = {
+    "accelerator_count": (0.0, limit("instance_devices")),
+    "accelerator_memory_gib": (0.0, 4096.0),
+    "vcpus": (0.0, 16384.0),
+    "ram_gib": (0.0, 262144.0),
+    **{k: (MIN_PRICE_USD_PER_HOUR, limit("price_usd_per_hour"))
+       for k, kind in _NUMBER_FIELDS.items() if kind == "price"},
+}
+
+
+def _in_range(key: str, value: float) -> bool:
+    low, high = _NUMBER_RANGE[key]
+    return value <= high and (value >= low or low == 0.0)
 
 
 @dataclass
@@ -113,6 +130,10 @@ def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: li
                                                   if kind == "price" else ""))
         elif kind == "nonneg" and v < 0:
             err(k, f"must be >= 0 (got {v!r})")
+        elif not _in_range(k, v):
+            low, high = _NUMBER_RANGE[k]
+            err(k, f"{v!r} is outside the physical range {low:g}-{high:g}"
+                + (" USD per hour" if kind == "price" else ""))
         else:
             d[k] = float(v)
     if "accelerator_count" not in row:

@@ -36,6 +36,7 @@ from typing import Any
 
 from fleet_tui.core.cluster.slurm import SlurmJob, running_on
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.limits import check_count
 from fleet_tui.core.records import record
 
 JOB_ID_LABELS = ("hpc_job", "jobId", "jobid", "job_id", "jobUid", "slurm_job_id")
@@ -331,7 +332,7 @@ def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = ()
             continue
         if account is not None and (sj.account if sj else "") != account:
             continue
-        jobs.append(_rollup(job_id, job_user, owner.via, devs, sj, now))
+        jobs.append(rollup_job(job_id, job_user, owner.via, devs, sj, now))
     jobs.sort(key=JobUsage.sort_key)
     return JobsView(tuple(jobs), tuple(loose), tuple(conflicts))
 
@@ -341,7 +342,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _rollup(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: SlurmJob | None,
+def rollup_job(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: SlurmJob | None,
             now: float | None) -> JobUsage:
     runtime = sj.runtime_s(now) if sj is not None and now is not None else None
     if runtime is None:
@@ -412,5 +413,6 @@ def usages_from_doc(doc: Any, where: str) -> list[DeviceUsage]:
     records from another tool) as device usages."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("devices"), list):
         raise UserError(f"{where}: expected an object with a \"devices\" list")
+    check_count(len(doc["devices"]), "devices", where, "devices")
     return [DeviceUsage.from_dict(d if isinstance(d, Mapping) else {}, f"{where}: devices[{i}]")
             for i, d in enumerate(doc["devices"])]

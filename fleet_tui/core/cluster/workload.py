@@ -33,6 +33,8 @@ from typing import Any
 from fleet_tui.core.cluster.queue import QueueJob
 from fleet_tui.core.cluster.slurm import slurm_number
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.fsutil import InputFileError, read_text_capped
+from fleet_tui.core.limits import BOUNDS, int_limit, limit
 from fleet_tui.core.records import record
 
 FORMATS = ("swf", "sacct-json", "csv")
@@ -54,9 +56,9 @@ class Workload:
 def load_workload(path: str | Path, fmt: str | None = None) -> Workload:
     p = Path(path).expanduser()
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise FileError(f"{p}: cannot read the job list: {exc.strerror or exc}") from None
+        text = read_text_capped(p, "job list", errors="replace")
+    except InputFileError as exc:
+        raise FileError(str(exc)) from None
     fmt = fmt or guess_format(p.name, text)
     if fmt == "swf":
         jobs, skipped = parse_swf(text, str(p))
@@ -85,6 +87,33 @@ def guess_format(name: str, text: str) -> str:
     return "csv"
 
 
+def checked(job: QueueJob, jobs: list[QueueJob]) -> QueueJob:
+    """``job`` with every time finite and within the ``time_s`` bound and its GPUs within
+    ``job_gpus``, checked as it is read, in every format, so the simulator's loop always steps
+    (a NaN time in sacct JSON once looped forever); ``jobs`` (the list so far) within ``jobs``."""
+    where = job.where or "<jobs>"
+    bound = limit("time_s")
+    for name in ("submit_s", "run_s", "requested_s", "priority"):
+        value = getattr(job, name)
+        if not math.isfinite(value) or abs(value) > bound:
+            raise FileError(f"{where}: {name} {value!r} must be finite and within ±{bound:g} "
+                            f"({BOUNDS['time_s'].why})")
+    if job.gpus > int_limit("job_gpus"):
+        raise FileError(f"{where}: {job.gpus} GPUs is over the bound of "
+                        f"{int_limit('job_gpus')} GPUs for one job")
+    if len(jobs) >= int_limit("jobs"):
+        raise FileError(f"{where}: more than {int_limit('jobs')} jobs (the bound on one job list)")
+    return job
+
+
+def _float(text: str) -> float:
+    """A number of an SWF or CSV field: ``float`` without its NaN/inf spellings."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
+
+
 # --------------------------------------------------------------------------------------------
 # SWF
 
@@ -100,17 +129,18 @@ def parse_swf(text: str, where: str = "<swf>") -> tuple[list[QueueJob], int]:
         if len(f) < 18:
             raise FileError(f"{where}:{lineno}: an SWF line has 18 fields, this one has {len(f)}")
         try:
-            submit, run = float(f[1]), float(f[3])
-            alloc, req_procs, req_time = int(float(f[4])), int(float(f[7])), float(f[8])
+            submit, run = _float(f[1]), _float(f[3])
+            alloc, req_procs, req_time = int(_float(f[4])), int(_float(f[7])), _float(f[8])
         except ValueError:
-            raise FileError(f"{where}:{lineno}: SWF fields 2, 4, 5, 8 and 9 must be numbers") from None
+            raise FileError(f"{where}:{lineno}: SWF fields 2, 4, 5, 8 and 9 must be finite "
+                            "numbers") from None
         gpus = req_procs if req_procs > 0 else alloc
         if run <= 0 or gpus <= 0 or submit < 0 or not math.isfinite(run + submit):
             skipped += 1
             continue
-        jobs.append(QueueJob(job=f[0], user=f[11], submit_s=submit, run_s=run, gpus=gpus,
-                             requested_s=req_time if req_time > 0 else run,
-                             where=f"{where}:{lineno}"))
+        jobs.append(checked(QueueJob(job=f[0], user=f[11], submit_s=submit, run_s=run, gpus=gpus,
+                                     requested_s=req_time if req_time > 0 else run,
+                                     where=f"{where}:{lineno}"), jobs))
     return jobs, skipped
 
 
@@ -145,6 +175,8 @@ def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob],
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FileError(f"{where}:{exc.lineno}: not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise FileError(f"{where}:1: JSON nested too deeply") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise FileError(f"{where}:1: expected sacct --json output: an object with a \"jobs\" list")
     jobs: list[QueueJob] = []
@@ -156,38 +188,67 @@ def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob],
         jid = str(rec.get("job_id", n))
         line = _line_of(text, f'"job_id": {jid}', _line_of(text, f'"job_id":{jid}'))
         t = rec.get("time") or {}
-        submit, start, end = slurm_number(t.get("submission")), slurm_number(t.get("start")), slurm_number(t.get("end"))
         tres = rec.get("tres") or {}
+        if not isinstance(t, dict) or not isinstance(tres, dict):
+            raise FileError(f"{where}:{line}: job {jid}: 'time' and 'tres' must be objects")
+        submit, start, end = (_finite(slurm_number(t.get(k)), where, line, jid, f"time.{k}")
+                              for k in ("submission", "start", "end"))
         gpus = _gpus_from_tres(tres.get("allocated")) or _gpus_from_tres(tres.get("requested"))
         if not start or not end or end <= start or not gpus:
             skipped += 1
             continue
         if submit is None:
             raise FileError(f"{where}:{line}: job {jid} has no time.submission")
-        limit_min = slurm_number(t.get("limit"))
+        limit_min = _finite(slurm_number(t.get("limit")), where, line, jid, "time.limit")
+        priority = _finite(slurm_number(rec.get("priority")), where, line, jid, "priority")
         user = rec.get("user") or rec.get("user_name") or ""
-        jobs.append(QueueJob(job=jid, user=str(user), submit_s=submit, run_s=end - start,
-                             gpus=gpus, requested_s=limit_min * 60.0 if limit_min else end - start,
-                             priority=slurm_number(rec.get("priority")) or 0.0, where=f"{where}:{line}"))
+        jobs.append(checked(QueueJob(
+            job=jid, user=str(user), submit_s=submit, run_s=end - start, gpus=gpus,
+            requested_s=limit_min * 60.0 if limit_min else end - start,
+            priority=priority or 0.0, where=f"{where}:{line}"), jobs))
     return jobs, skipped
+
+
+def _finite(value: float | None, where: str, line: int, jid: str, name: str) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise FileError(f"{where}:{line}: job {jid}: {name} must be a finite number, got {value!r}")
+    return value
 
 
 # --------------------------------------------------------------------------------------------
 # CSV
 
 
+def _csv_rows(reader: csv.DictReader, where: str) -> Iterable[dict[Any, Any]]:
+    """The rows of ``reader``; a line the csv module cannot split is a ``FileError`` at it."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise FileError(f"{where}:{reader.line_num}: not CSV: {exc}") from None
+        yield row
+
+
 def parse_csv(text: str, where: str = "<csv>") -> tuple[list[QueueJob], int]:
     reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in reader.fieldnames or ()]
+    try:
+        header = [h.strip() for h in reader.fieldnames or ()]
+    except csv.Error as exc:
+        raise FileError(f"{where}:1: not CSV: {exc}") from None
     missing = [c for c in CSV_REQUIRED if c not in header]
     if missing:
         raise FileError(f"{where}:1: the CSV header must name {', '.join(CSV_REQUIRED)} "
                         f"(optional: requested_s, priority); missing {', '.join(missing)}")
     jobs: list[QueueJob] = []
     skipped = 0
-    for row in reader:
+    for raw in _csv_rows(reader, where):
         lineno = reader.line_num
-        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+        if None in raw:  # csv.DictReader puts the fields past the header under None
+            raise FileError(f"{where}:{lineno}: {len(header) + len(raw[None])} fields, the "
+                            f"header names {len(header)}")
+        row = {(k or "").strip(): (v or "").strip() for k, v in raw.items()}
         try:
             submit, run = float(row["submit_s"]), float(row["run_s"])
             gpus_f = float(row["gpus"])
@@ -205,7 +266,8 @@ def parse_csv(text: str, where: str = "<csv>") -> tuple[list[QueueJob], int]:
         if run == 0 or gpus_f == 0:
             skipped += 1
             continue
-        jobs.append(QueueJob(job=row["job"] or str(lineno), user=row["user"], submit_s=submit,
-                             run_s=run, gpus=int(gpus_f), requested_s=req, priority=prio,
-                             where=f"{where}:{lineno}"))
+        jobs.append(checked(QueueJob(job=row["job"] or str(lineno), user=row["user"],
+                                     submit_s=submit, run_s=run, gpus=int(gpus_f),
+                                     requested_s=req, priority=prio, where=f"{where}:{lineno}"),
+                            jobs))
     return jobs, skipped

@@ -150,8 +150,11 @@ class Recorder:
         self.rollup_retention_s = rollup_retention_s
         self.maintain_every_s = maintain_every_s
         self._lock = threading.Lock()
+        existed = self.path.is_file() and self.path.stat().st_size > 0
         self._conn = connect(self.path)
         self._last_maintain: float | None = None
+        if existed:
+            self._refuse_corrupt(path)
         try:
             with self._lock:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -172,6 +175,22 @@ class Recorder:
         self._flush_lock = threading.Lock()
         self._first_ts: float | None = None  # this run's first and last committed tick
         self._last_ts: float | None = None
+
+    def _refuse_corrupt(self, path: str | Path) -> None:
+        """``PRAGMA quick_check`` (every page and index entry, not the slower cross-checks of
+        ``integrity_check``) before a run appends: rows added to a corrupt file could be lost
+        with it, and the damage only grows. A corrupt history is a ``UserError``, nothing
+        written."""
+        try:
+            found = [row[0] for row in self._conn.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            found = [str(exc)]
+        if found != ["ok"]:
+            self._conn.close()
+            shown = " ".join("; ".join(found).split())[:300]
+            raise UserError(f"--db {str(path)!r}: the history database is damaged (SQLite "
+                            f"quick_check: {shown}); nothing appended. Keep it "
+                            "aside (sqlite3 .recover may save its rows) and record to a new file")
 
     def set_retention(self, raw_retention_s: float, rollup_retention_s: float) -> None:
         """Change the retention (the app's session history follows the device count and

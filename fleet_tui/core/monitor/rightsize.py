@@ -26,7 +26,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from fleet_tui.core.errors import UserError
+from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.monitor.analysis.summary import TimeShares
 from fleet_tui.core.monitor.recorder import read_rows
 from fleet_tui.core.pricing import HOURS_PER_MONTH
@@ -189,6 +189,16 @@ def usage_from_db(db: str | Path, since_s: float | None = None) -> tuple[list[De
     return out, start, end
 
 
+class NoRecordedSamples(FieldError):
+    """The history ``db`` holds no sample (in the ``since`` window): nothing to right-size from.
+    Each front end says how to get samples in its own words."""
+
+    def __init__(self, db: str | Path, since_s: float | None) -> None:
+        self.db = str(db)
+        super().__init__("db", "{db} " + escape_braces(repr(self.db)) + ": no recorded samples"
+                         + (" in the {since} window" if since_s else ""))
+
+
 def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400.0,
               instance: str | None = None, pricing: str = "on-demand",
               top: int = 5, clouds: Sequence[str] | None = None) -> RightsizeReport:
@@ -197,9 +207,7 @@ def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400
     usage, start, end = usage_from_db(db, since_s)
     notes: list[str] = []
     if not usage:
-        raise UserError(f"--db {str(db)!r}: no recorded samples"
-                        + (" in the --since window" if since_s else "")
-                        + "; record some with 'fleet-tui record'")
+        raise NoRecordedSamples(db, since_s)
     current = None
     acc_id = None
     if instance:

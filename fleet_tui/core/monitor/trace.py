@@ -27,7 +27,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from fleet_tui.core.fsutil import atomic_writer
+from fleet_tui.core.fsutil import atomic_writer, iter_lines_capped, open_regular
+from fleet_tui.core.limits import limit
 from fleet_tui.core.monitor.serialize import RECORDING_FORMAT, BadField, number, snapshot_from_dict, snapshot_to_dict
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, HostSnapshot, ProcessInfo, Snapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
@@ -230,6 +231,19 @@ def decode_line(path: Path, lineno: int, raw: bytes) -> Any:
         raise bad_line(path, lineno, "JSON nested too deeply") from None
 
 
+# a timestamp's magnitude: seconds until the year 2286; a larger one is milli-, micro- or
+# nanoseconds, which the windowing cannot step (5 s added to 1.7e18 is 1.7e18 again)
+MAX_TIMESTAMP_S = limit("time_s")
+
+
+def check_timestamp(path: Path, lineno: int, ts: float) -> None:
+    """``SourceUnavailable`` at ``path:lineno`` for a timestamp outside ±``MAX_TIMESTAMP_S``."""
+    if not -MAX_TIMESTAMP_S <= ts <= MAX_TIMESTAMP_S:
+        unit = " (nanoseconds? timestamps are seconds)" if abs(ts) > 1e15 else ""
+        raise SourceUnavailable(f"{path}:{lineno}: timestamp {ts:g} is outside "
+                                f"±{MAX_TIMESTAMP_S:g} s{unit}")
+
+
 class TraceOrderError(SourceUnavailable):
     """Timestamps go back at ``path:lineno`` (the trace reader only reads forward)."""
 
@@ -260,8 +274,8 @@ class TraceReader:
         static_kwargs: dict[str, Any] | None = None
         fmt: str | None = None
         last_ts: float | None = None
-        with p.open("rb") as fh:  # decoded line by line, so a bad byte is reported with its line
-            for lineno, raw in enumerate(fh, 1):
+        with open_regular(p, "trace") as fh:  # decoded line by line: errors name their line
+            for lineno, raw in iter_lines_capped(fh, p):
                 try:
                     data = decode_line(p, lineno, raw)
                 except NotJson:
@@ -297,6 +311,7 @@ class TraceReader:
                 except (TypeError, ValueError) as exc:  # e.g. DeviceSnapshot(**unknown shape)
                     raise SourceUnavailable(f"{p}:{lineno}: {exc}") from None
                 ts = snap.timestamp
+                check_timestamp(p, lineno, ts)
                 if self.ordered and last_ts is not None and ts <= last_ts:
                     if ts < last_ts:
                         raise TraceOrderError(p, lineno, ts, last_ts)

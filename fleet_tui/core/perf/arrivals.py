@@ -1,9 +1,11 @@
 """Requests offered to a serving replica: when each arrives and how long its prompt and output are.
 
-Three arrival patterns (:class:`Arrivals`): a **burst** (every request at time 0: a benchmark at
+Arrival patterns (:class:`Arrivals`): a **burst** (every request at time 0: a benchmark at
 request rate "inf"), a **fixed rate** (a Poisson process: exponential gaps of mean ``1 / rate``,
-seeded, as ``vllm bench serve --request-rate R`` sends them) and either with a **length
-distribution**: every request the same (``"fixed"``) or a named mix (:data:`LENGTH_MIXES`).
+seeded, as ``vllm bench serve --request-rate R`` sends them), a **closed loop** of ``concurrency``
+clients (``--max-concurrency C`` at rate inf: each sends its next request when its last one ends),
+each with a **length distribution**: every request the same (``"fixed"``) or a named mix
+(:data:`LENGTH_MIXES`).
 
 The ShareGPT-like mix
 ---------------------
@@ -27,7 +29,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-Pattern = Literal["burst", "poisson"]
+Pattern = Literal["burst", "poisson", "concurrency"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class Arrivals:
     rate_rps: float | None = None  # poisson only
     mix: str = "fixed"
     seed: int = 0
+    concurrency: int | None = None  # closed loop only: clients each with one request in flight
 
     def __post_init__(self) -> None:
         if self.requests < 1:
@@ -75,6 +78,8 @@ class Arrivals:
             raise ValueError("prompt and output lengths are at least one token")
         if self.pattern == "poisson" and not (self.rate_rps and self.rate_rps > 0 and math.isfinite(self.rate_rps)):
             raise ValueError("a Poisson arrival pattern needs a positive finite rate")
+        if self.pattern == "concurrency" and not (self.concurrency and self.concurrency >= 1):
+            raise ValueError("a closed loop needs at least one client")
         if self.mix != "fixed" and self.mix not in LENGTH_MIXES:
             raise ValueError(f"length mix {self.mix!r}: one of fixed, {', '.join(LENGTH_MIXES)}")
 
@@ -90,13 +95,22 @@ def poisson(rate_rps: float, requests: int, prompt_tokens: int, gen_tokens: int,
     return Arrivals("poisson", requests, prompt_tokens, gen_tokens, float(rate_rps), mix, seed)
 
 
+def closed_loop(concurrency: int, requests: int, prompt_tokens: int, gen_tokens: int, mix: str = "fixed",
+                seed: int = 0) -> Arrivals:
+    """``requests`` sent by ``concurrency`` clients, each sending its next when its last one ends."""
+    return Arrivals("concurrency", requests, prompt_tokens, gen_tokens, None, mix, seed, int(concurrency))
+
+
 @dataclass(frozen=True, slots=True)
 class Trace:
-    """The drawn requests, in arrival order: arrival time (s), prompt and output tokens."""
+    """The drawn requests, in arrival order: arrival time (s), prompt and output tokens. In a
+    closed loop (``clients`` > 0) only the first ``clients`` have a time (0): the simulation sends
+    each next one when a request ends."""
 
     times_s: tuple[float, ...]
     prompts: tuple[int, ...]
     gens: tuple[int, ...]
+    clients: int = 0
 
 
 def _lengths(seed: int, mix: LengthMix, n: int, prompt_mean: float, gen_mean: float,
@@ -144,12 +158,16 @@ def _mixed(seed: int, mix: str, n: int, prompt_mean: float, gen_mean: float) -> 
 def draw(a: Arrivals) -> Trace:
     """The requests of ``a`` (the same ``seed``, the same trace)."""
     n = a.requests
+    clients = 0
     if a.pattern == "burst":
         times: tuple[float, ...] = (0.0,) * n
+    elif a.pattern == "concurrency":
+        clients = min(n, int(a.concurrency or 1))
+        times = (0.0,) * clients + (math.inf,) * (n - clients)
     else:
         rate = float(a.rate_rps or 0.0)
         times = tuple(t / rate for t in _unit_gaps(a.seed, n))
     if a.mix == "fixed":
-        return Trace(times, (a.prompt_tokens,) * n, (a.gen_tokens,) * n)
+        return Trace(times, (a.prompt_tokens,) * n, (a.gen_tokens,) * n, clients)
     prompts, gens = _mixed(a.seed + 1, a.mix, n, float(a.prompt_tokens), float(a.gen_tokens))
-    return Trace(times, prompts, gens)
+    return Trace(times, prompts, gens, clients)

@@ -98,6 +98,18 @@ class ServingPlan:
     #: the scheduler simulation at the planned load per replica (None: the analytic plan)
     simulated: SimLatency | None = None
 
+    @property
+    def latency_label(self) -> str:
+        """What ``ttft_s``/``tpot_s`` are: "p95 " (simulated, at the plan's percentile) or "mean "."""
+        return f"p{self.slo_percentile:g} " if self.simulated is not None and self.slo_percentile else "mean "
+
+    @property
+    def slo_words(self) -> str:
+        """" (meets the targets)" / " (misses the targets)", or "" when none were given."""
+        if not self.has_targets:
+            return ""
+        return " (meets the targets)" if self.meets_slo else " (misses the targets)"
+
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__slots__ if k not in ("notes", "simulated")}
         return out | {"notes": list(self.notes),
@@ -137,24 +149,34 @@ class Demand:
     def label(self) -> str:
         what = (f"{self.rate_rps:g} req/s" if self.rate_rps is not None
                 else f"{self.output_tokens_per_s:g} output tokens/s")
-        slo = [f"first token ≤ {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
-        slo += [f"≤ {self.tpot_ms:g} ms per token"] if self.tpot_ms is not None else []
+        p = f"p{self.slo_percentile:g} " if self.simulate else ""
+        slo = [f"{p}first token ≤ {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
+        slo += [f"{p}≤ {self.tpot_ms:g} ms per token"] if self.tpot_ms is not None else []
         return what + (f" ({', '.join(slo)})" if slo else "")
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-def _positive(field_name: str, value) -> float | None:
+# Sane bounds on a demand: a million requests (a billion output tokens) a second is beyond any one
+# deployment; a typo such as --rate 1e12 planned 2.6e10 replicas.
+MAX_RATE_RPS = 1e6
+MAX_OUTPUT_TOKENS_PER_S = 1e9
+
+
+def _positive(field_name: str, value, most: float | None = None, unit: str = "") -> float | None:
     if value is None or value == "":
         return None
     try:
         x = float(str(value).replace("_", ""))
     except ValueError:
         x = math.nan
+    shown = repr(str(value)).replace("{", "{{").replace("}", "}}")
     if not (x > 0 and math.isfinite(x)):
-        shown = repr(str(value)).replace("{", "{{").replace("}", "}}")
         raise FieldError(field_name, "{" + field_name + "} " + shown + ": a positive number")
+    if most is not None and x > most:
+        raise FieldError(field_name, "{" + field_name + "} " + shown
+                         + f": at most {most:,.0f} {unit} (a positive number)")
     return x
 
 
@@ -164,7 +186,8 @@ def demand(rate_rps=None, output_tokens_per_s=None, ttft_ms=None, tpot_ms=None, 
     """The checked :class:`Demand` (None when no rate is given; targets alone are an error).
     Fields are named as the CLI's dests: ``rate``, ``tokens_per_s``, ``ttft_ms``, ``tpot_ms``,
     ``slo_percentile``, ``length_mix``."""
-    rate, tokens = _positive("rate", rate_rps), _positive("tokens_per_s", output_tokens_per_s)
+    rate = _positive("rate", rate_rps, MAX_RATE_RPS, "requests/s")
+    tokens = _positive("tokens_per_s", output_tokens_per_s, MAX_OUTPUT_TOKENS_PER_S, "output tokens/s")
     ttft, tpot = _positive("ttft_ms", ttft_ms), _positive("tpot_ms", tpot_ms)
     pct = _positive("slo_percentile", slo_percentile)
     if pct is not None and not pct < 100:

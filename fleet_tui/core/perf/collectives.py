@@ -167,9 +167,13 @@ def training_step(w: Workload, pc: ParamCounts, lay: Layout, fabric: Fabric,
                      f"K/V, {cp_exposed * 1e3:.0f} ms not hidden behind attention")
     if lay.pp > 1:
         link = link_for(fabric, lay.pp, lay.tp * lay.cp * lay.dp)
-        send = msg / (lay.tp if w.sequence_parallel else 1)
-        pp_s = 2 * chunks * (send / link.bytes_per_s + link.latency_s)
-        exposed += pp_s
+        # each TP rank sends its 1/tp slice (Megatron's scatter/gather of stage hand-offs, §4.1)
+        send = msg / lay.tp
+        hop = send / link.bytes_per_s + link.latency_s
+        pp_s = 2 * chunks * hop
+        # sends of the interleaved chunks run while the next chunk computes (Megatron
+        # overlap_p2p_comm); one hand-off forward and one backward per micro-batch stays exposed
+        exposed += 2 * m * hop
         notes.append(f"PP {lay.pp}" + (f" × {lay.vpp} interleaved chunks" if lay.vpp > 1 else "")
                      + f", {m} micro-batches per step: pipeline bubble {bubble:.0%}"
                      + (f"; stages talk over {link.name}" if link.crosses_nodes else ""))

@@ -79,6 +79,12 @@ class SchedulerConfig:
     step: StepTime
     block_size: int = 16
     policy: Policy = "vllm"
+    #: the API server's work per request before the scheduler sees it (HTTP, chat template,
+    #: tokenizer), one request after another: it caps the rate requests reach the engine
+    frontend_s: float = 0.0
+    #: time a request spends outside the GPU's queue besides that (the request path and the first
+    #: token's way back), added to its first-token time
+    frontend_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kv_blocks < 1 or self.max_num_seqs < 1 or self.block_size < 1:
@@ -183,8 +189,14 @@ class _Replica:
     def __init__(self, cfg: SchedulerConfig, trace: Trace):
         self.cfg = cfg
         self.bs = cfg.block_size
-        self.times, self.prompts, self.gens = trace.times_s, trace.prompts, trace.gens
+        self.times, self.prompts, self.gens = list(trace.times_s), trace.prompts, trace.gens
         n = len(self.times)
+        self.released = trace.clients or n  # a closed loop sends the next request when one ends
+        # when each request reaches the scheduler: through the serial front end, then its latency
+        self.ready = [math.inf] * n
+        self.frontend_free = -math.inf
+        for k in range(self.released):
+            self._through_frontend(k)
         self.n = n
         self.full = cfg.policy == "trtllm"  # the whole sequence reserved at admission
         self.produced = [0] * n  # tokens generated (while not decoding: so far)
@@ -305,8 +317,8 @@ class _Replica:
 
     def run(self) -> SimResult:
         cfg, bs = self.cfg, self.bs
-        times, n = self.times, self.n
-        now, nxt = (times[0] if n else 0.0), 0
+        times, n = self.ready, self.n
+        now, nxt = (self.times[0] if n else 0.0), 0
         done = 0
         q_area = run_area = kv_area = 0.0
         q_max = run_max = 0
@@ -317,6 +329,7 @@ class _Replica:
             while nxt < n and times[nxt] <= now:
                 if -(-(self.prompts[nxt] + self.gens[nxt]) // bs) > cfg.kv_blocks:
                     self.rejected += 1  # the engine refuses a request longer than its pool
+                    self._release(now)
                 else:
                     self.waiting.append(nxt)
                 nxt += 1
@@ -357,9 +370,22 @@ class _Replica:
                 self.held[i] = 0
                 del self.running[i]
                 self.end[i] = now
+                self._release(now)
                 done += 1
             done += self._finish_prefills(now)
         return self._result(now - t_start, q_area, run_area, kv_area, q_max, run_max, kv_peak)
+
+    def _through_frontend(self, k: int) -> None:
+        cfg = self.cfg
+        self.frontend_free = max(self.times[k], self.frontend_free) + cfg.frontend_s
+        self.ready[k] = self.frontend_free + cfg.frontend_latency_s
+
+    def _release(self, now: float) -> None:
+        """A closed loop's client whose request ended (or was refused) sends its next one now."""
+        if self.released < self.n:
+            self.times[self.released] = now
+            self._through_frontend(self.released)
+            self.released += 1
 
     def _finish_prefills(self, now: float) -> int:
         """Requests whose prompt completed in the iteration just run: a token each."""
@@ -374,6 +400,7 @@ class _Replica:
                 self.held[i] = 0
                 del self.running[i]
                 self.end[i] = now
+                self._release(now)
                 done += 1
             else:
                 if not self.full:
@@ -537,5 +564,6 @@ class _Replica:
             request_rps=len(served) / span, ttft=_summary(ttft), tpot=_summary(tpot), e2e=_summary(e2e),
             queue_mean=q_area / span, queue_max=q_max, running_mean=run_area / span, running_max=run_max,
             kv_use_mean=kv_area / span / blocks, kv_use_max=kv_peak / blocks, preemptions=self.preemptions,
-            iterations=self.iterations, arrival_span_s=(self.times[-1] - self.times[0]) if self.n else 0.0,
+            iterations=self.iterations,
+            arrival_span_s=(max(t for t in self.times if t < math.inf) - self.times[0]) if self.n else 0.0,
             backlog_growth_s=growth, ttft_sorted_s=ttft, tpot_sorted_s=tpot, e2e_sorted_s=e2e)

@@ -60,6 +60,28 @@ BURST_LIMIT = 20_000
 _POLICY: dict[str, Policy] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 
 
+@record
+class Frontend:
+    """An engine's API server per request: serial seconds before the scheduler sees it (HTTP,
+    chat template, tokenizer) and further seconds on its first token's path."""
+
+    serial_s: float
+    latency_s: float
+
+
+#: Fitted by bench/fit_frontend.py (grid 0-40 ms serial × 0-60 ms latency, median |error| of each
+#: engine's replayed tune rows of serving_latency.toml, serving_bursts.toml and serving.toml; a
+#: larger value kept only for a gain of 1 point): vLLM 0.11 30 ms serial (50.0 % -> 25.7 %: its
+#: burst of 1,000 128-token requests took 22.7 s for what the GPU does in ~5 s, and a closed loop
+#: of 4 saw 60 ms first tokens for ~10 ms of GPU work), SGLang 5 ms serial (53.9 % -> 51.3 %: its
+#: misses are its decode iterations, not the front end), TensorRT-LLM (0.14 Triton backend and
+#: trtllm-serve 1.2) 15 ms serial + 10 ms latency (25.7 % -> 15.1 %). The serial part caps what one
+#: replica admits at 1 / serial requests per second (vLLM ~33/s); these runs had their client on
+#: the serving host.
+FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.030, 0.0), "sglang": Frontend(0.005, 0.0),
+                                 "trtllm": Frontend(0.015, 0.010)}
+
+
 def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> SchedulerConfig | None:
     """The simulator's inputs for one replica of ``gpus`` devices (None: the engine is not a
     continuous-batching one, a published rate is missing, or the pool holds no block). Expert
@@ -73,10 +95,26 @@ def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) ->
     blocks = pool.tokens // BLOCK_SIZE
     if blocks < 1:
         return None
-    seqs = w.max_num_seqs or e.max_seqs
-    batched = max(w.max_num_batched_tokens or e.batched_tokens, seqs)
+    seqs, batched = scheduler_limits(w, acc)
+    fe = FRONTEND.get(e.id, Frontend(0.0, 0.0))
     return SchedulerConfig(kv_blocks=blocks, max_num_seqs=seqs, max_num_batched_tokens=batched, step=step,
-                           block_size=BLOCK_SIZE, policy=policy)
+                           block_size=BLOCK_SIZE, policy=policy, frontend_s=fe.serial_s,
+                           frontend_latency_s=fe.latency_s)
+
+
+def scheduler_limits(w: Workload, acc: Accelerator) -> tuple[int, int]:
+    """(running-request limit, tokens per iteration) the engine schedules with: the workload's
+    ``max_num_seqs`` / ``max_num_batched_tokens`` where given, else the engine's defaults. vLLM V1's
+    API server takes them from the device (``EngineArgs.get_batch_defaults``): 1,024 requests and
+    8,192 tokens on a GPU of at least 70 GiB that is not an A100 (H100, H200, MI300X), 256 and
+    2,048 otherwise; the others' are their profiles' (:mod:`.engines`)."""
+    e = engine_profile(w)
+    seqs, batched = e.max_seqs, e.batched_tokens
+    if e.id == "vllm":
+        big = acc.memory_gib >= 70 and "a100" not in acc.id.lower()
+        seqs, batched = (1024, 8192) if big else (256, 2048)
+    seqs = w.max_num_seqs or seqs
+    return seqs, max(w.max_num_batched_tokens or batched, seqs)
 
 
 def _ep_share(w: Workload, gpus: int) -> int:

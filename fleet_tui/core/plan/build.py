@@ -31,6 +31,7 @@ from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
 from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
+from fleet_tui.core.sizing.capacity import workload_unsupported
 from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.serving import engine_fit, running_workload, serves_with_engine
@@ -67,6 +68,11 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         raise FieldError("burst", "{burst} (requests sent at once) needs generation: give {prompt_len} "
                          "and {gen_len} (inference)")
     if acc is not None:
+        why = workload_unsupported(w, acc)
+        if why is not None:  # the capability table: e.g. QLoRA (bitsandbytes) on a TPU
+            field = ("workload" if w.kind == "qlora" or not w.is_training or "inference only" in why
+                     else "optimizer" if w.optimizer in ("adamw8bit", "paged_adamw8bit") else "precision")
+            raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
         ok, msg = precision_support(w.precision, acc)
         if not ok:
             raise FieldError("precision", "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))

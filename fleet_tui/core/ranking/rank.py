@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from fleet_tui.core.capabilities import can_train
+from fleet_tui.core.capabilities import can_train, unsupported
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
@@ -30,9 +30,20 @@ from fleet_tui.core.ranking.reasons import OfferBuilder
 from fleet_tui.core.ranking.serving import Planner
 from fleet_tui.core.ranking.table import OfferTable
 
+
+def unsupported_example(workload, index) -> str:
+    """One reason a catalog device cannot run ``workload`` (for the note that counts them)."""
+    for group in index.groups:
+        why = unsupported(group.acc.id, group.acc.software_stack, workload.kind, workload.optimizer,
+                          workload.precision)
+        if why:
+            return why
+    return "no reason found"
+
+
 SKIP_ORDER = (
     "excluded_rows", "filtered_rows", "no_accelerator_spec_rows", "odd_device_count_rows",
-    "inference_only_rows",
+    "inference_only_rows", "unsupported_stack_rows",
     "not_fitting_rows", "too_slow_rows", "unpriced_offers", "over_budget_offers",
     "latency_unknown_rows",
 )
@@ -128,6 +139,9 @@ def recommend(
         rows = group.rows
         if training and not can_train(acc.id):  # inference-only devices (capabilities.toml)
             skipped["inference_only_rows"] += len(rows)
+            continue
+        if unsupported(acc.id, acc.software_stack, workload.kind, workload.optimizer, workload.precision):
+            skipped["unsupported_stack_rows"] += len(rows)  # e.g. QLoRA without bitsandbytes (capabilities.toml)
             continue
         if (vendor_set is not None and group.vendor_key not in vendor_set) or (
                 stack_set is not None and acc.software_stack.lower() not in stack_set) or (
@@ -277,6 +291,10 @@ def recommend(
     if skipped["inference_only_rows"]:
         notes.append(f"{skipped['inference_only_rows']} catalog rows of inference-only accelerators "
                      "(Inferentia, Qualcomm AI 100: capabilities.toml) are not ranked for training")
+    if skipped["unsupported_stack_rows"]:
+        why = unsupported_example(workload, index)
+        notes.append(f"{skipped['unsupported_stack_rows']} catalog rows are not ranked: their software stack "
+                     f"cannot run this workload ({why}; capabilities.toml)")
     if not marketplace_multi_node and any(g.marketplace for g in index.groups):
         notes.append("marketplace boxes (vast, runpod) are ranked one instance at a time: their network "
                      "between hosts is unknown (multi-node marketplace layouts only when asked for)")

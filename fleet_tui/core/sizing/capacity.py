@@ -6,7 +6,9 @@ Below :mod:`.layout` and :mod:`.fit`, which both need it.
 from __future__ import annotations
 
 from fleet_tui.core import calibration as cal
+from fleet_tui.core.capabilities import family_of
 from fleet_tui.core.specs import Accelerator
+from fleet_tui.core.workload import Workload
 
 
 def capacity_bytes(accelerator: Accelerator) -> int:
@@ -22,6 +24,11 @@ def precision_support(precision: str, accelerator: Accelerator) -> tuple[bool, s
     int8/int4 are weight-only formats that run on any CUDA/ROCm GPU.
     """
     name = accelerator.id
+    fam = family_of(name)
+    # fp8 needs fp8 matrix units: a family that lists its precisions without fp8 has none (TPU v5e/v6e)
+    if precision == "fp8" and fam is not None and fam.precisions and precision not in fam.precisions:
+        listed = ", ".join(p for p in fam.precisions if p != "fp32")
+        return False, (f"{name} ({fam.stack}) runs {listed}, not {precision} (catalogs/capabilities.toml)")
     known = accelerator.supports(precision)
     if precision in ("int8", "int4"):
         if known or accelerator.software_stack in ("CUDA", "ROCm"):
@@ -42,3 +49,12 @@ def precision_support(precision: str, accelerator: Accelerator) -> tuple[bool, s
         alternatives.append("int8")
     alt = " or ".join(alternatives) or "fp32"
     return False, f"{name}{arch} has no {precision} support; use {alt}"
+
+
+def workload_unsupported(w: Workload, accelerator: Accelerator) -> str | None:
+    """Why ``accelerator``'s software stack cannot run ``w`` (QLoRA or 8-bit AdamW without
+    bitsandbytes, fp8 training without fp8 units, training on an inference-only device), or None
+    (:func:`fleet_tui.core.capabilities.unsupported`)."""
+    from fleet_tui.core.capabilities import unsupported
+
+    return unsupported(accelerator.id, accelerator.software_stack, w.kind, w.optimizer, w.precision)

@@ -28,7 +28,7 @@ from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import parallel_layout
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
+from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support, workload_unsupported
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
 from fleet_tui.core.sizing.serving import serves_with_engine
@@ -83,15 +83,18 @@ class FitResult:
 #: smaller problem (shorter sequences, a smaller global batch).
 #: Offloading keeps the maths and the devices (it costs host RAM and PCIe time per step), so it
 #: ranks with the layout and recomputation, after them.
+# Same-hardware maths changes that keep the step on the device (8-bit Adam states, pure bf16) come
+# before offload, which moves state over PCIe every step; adapters and quantization change the job
 COST_TIERS = {
     "layout": 0, "micro_batch": 0, "checkpointing": 0,
-    "offload_activations": 0, "offload": 0, "offload_params": 0,
     "engine_memory": 0, "engine_chunk": 0,
-    "optimizer": 1, "master_weights": 1, "lora": 1, "qlora": 1, "precision": 1, "kv_cache_dtype": 1,
-    "gpus": 2, "device": 2, "seq_len": 3, "batch": 3,
+    "optimizer": 1, "master_weights": 1,
+    "offload_activations": 2, "offload": 2, "offload_params": 2,
+    "lora": 3, "qlora": 3, "precision": 3, "kv_cache_dtype": 1,
+    "gpus": 4, "device": 4, "seq_len": 5, "batch": 5,
 }
-_ORDER_IN_TIER = ("layout", "engine_chunk", "engine_memory", "micro_batch", "checkpointing", "offload_activations", "offload", "offload_params",
-                  "kv_cache_dtype", "optimizer", "master_weights",
+_ORDER_IN_TIER = ("layout", "engine_chunk", "engine_memory", "micro_batch", "checkpointing",
+                  "kv_cache_dtype", "optimizer", "master_weights", "offload_activations", "offload", "offload_params",
                   "precision", "qlora", "lora", "gpus", "seq_len", "batch")
 #: Changes not tried under another layout of the same devices when they do not fit under the
 #: user's: a layout is its own change (its search tries micro-batches), and a smaller problem is
@@ -320,8 +323,8 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     seen: set[str] = set()
 
     def consider(change: str, desc: str, w2: Workload, n: int) -> bool:
-        if change in seen:
-            return False
+        if change in seen or workload_unsupported(w2, acc) is not None:
+            return False  # never a change the device's software stack cannot run (capabilities.toml)
         try:
             total = estimate_memory(w2, n).total_bytes
         except ValueError:

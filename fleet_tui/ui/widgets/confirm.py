@@ -27,7 +27,7 @@ class Confirm(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self._question, id="confirm-question")
+            yield Label(self._question, id="confirm-question", markup=False)  # a path is text
             yield Label("y: yes   n / escape: no", id="confirm-keys")
 
     def action_answer(self, yes: bool) -> None:

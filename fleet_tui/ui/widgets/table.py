@@ -17,9 +17,15 @@ them at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from rich.text import Text
 from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
+
+from fleet_tui.core.textsafe import clean
 
 STALE_SCAN_LIMIT = 2000  # cache entries looked through for a changed cell's (~0.1 ms)
 
@@ -32,7 +38,31 @@ def free_ring(cache: LRUCache) -> None:
     cache.clear()
 
 
+def safe_cell(value: object) -> object:
+    """A cell as it may be shown: text from outside (a node's label, a job's name, an error)
+    through ``core.textsafe.clean`` and as Rich ``Text``, so neither an escape code nor
+    ``[markup]`` in it acts (DataTable reads a ``str`` cell as markup). Plain text without
+    ``[`` stays a ``str`` (the common case, no cost)."""
+    if isinstance(value, str) and (not value.isprintable() or "[" in value):
+        return Text(clean(value))
+    return value
+
+
 class Table(DataTable):
+    """Textual's DataTable with its caches freed as they are dropped (module doc) and every cell
+    passed through ``safe_cell``."""
+
+    def add_row(self, *cells: Any, height: int | None = 1, key: str | None = None,
+                label: Any = None) -> RowKey:
+        return super().add_row(*map(safe_cell, cells), height=height, key=key, label=label)
+
+    def add_rows(self, rows: Iterable[Iterable[Any]]) -> list[RowKey]:
+        return super().add_rows([list(map(safe_cell, row)) for row in rows])
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, *,
+                    update_width: bool = False) -> None:
+        super().update_cell(row_key, column_key, safe_cell(value), update_width=update_width)
+
     def _rings(self) -> tuple[LRUCache, ...]:
         return (self._row_render_cache, self._cell_render_cache, self._row_renderable_cache,
                 self._line_cache, self._offset_cache, self._ordered_row_cache)
@@ -62,6 +92,7 @@ class Table(DataTable):
         """Change one cell and repaint only its row; False when it already held ``value``.
         ``DataTable.update_cell`` repaints every visible row, and on a monitor tick usually a few
         numbers change. Columns keep their widths (set them fixed where values vary)."""
+        value = safe_cell(value)
         if self.get_cell(row_key, column_key) == value:
             return False
         row, column = RowKey(row_key), ColumnKey(column_key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -184,7 +185,9 @@ def analyze_trace(snapshots: Iterable[Snapshot], *, window_s: float = 5.0,
             lo = bisect.bisect_left(times, start - 1e-9)
             hi = bisect.bisect_left(times, end - 1e-9)
             k += 1
-            if hi - lo < 1:
+            if hi - lo < 1:  # a gap: on to the first window that holds the next sample
+                if lo < len(times):
+                    k = max(k, math.floor((times[lo] - window_s - t0) / step))
                 continue
             g_lo = bisect.bisect_left(mem_times, end - growth_lookback_s)
             g_hi = bisect.bisect_left(mem_times, end - 1e-9)

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from fleet_tui.core.fsutil import iter_lines_capped, open_regular
 from fleet_tui.core.monitor.analysis.stream import Reading, device_readings
 from fleet_tui.core.monitor.analysis.window import DeviceFacts, HostLoad
 from fleet_tui.core.monitor.serialize import BadField
@@ -31,9 +32,11 @@ from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.source import SourceUnavailable
 from fleet_tui.core.monitor.trace import (
     DEMO_TRACE,
+    MAX_TIMESTAMP_S,
     TraceOrderError,
     TraceReader,
     bad_line,
+    check_timestamp,
     decode_line,
     raw_extras,
     raw_processes,
@@ -136,8 +139,8 @@ class RawReadings:
 
     def is_raw(self) -> bool:
         """Whether the file is a raw capture (static + sample lines), not a recording."""
-        with self.path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
+        with open_regular(self.path, "trace") as fh:
+            for lineno, raw in iter_lines_capped(fh, self.path):
                 try:
                     data = decode_line(self.path, lineno, raw)
                 except SourceUnavailable:
@@ -154,8 +157,8 @@ class RawReadings:
             return
         self.restart()
         line = self.line
-        with self.path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
+        with open_regular(self.path, "trace") as fh:
+            for lineno, raw in iter_lines_capped(fh, self.path):
                 item = line(lineno, raw)
                 if item is not None:
                     yield item
@@ -195,6 +198,8 @@ class RawReadings:
         except _Slow:
             r = self._slow(data, static, p, lineno)
         ts = r.ts
+        if not -MAX_TIMESTAMP_S <= ts <= MAX_TIMESTAMP_S:
+            check_timestamp(p, lineno, ts)
         last_ts = self.last_ts
         if last_ts is not None and ts <= last_ts:
             if ts < last_ts:

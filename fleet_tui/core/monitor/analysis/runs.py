@@ -22,9 +22,11 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
+from fleet_tui.core.fsutil import iter_line_blocks, open_regular
 from fleet_tui.core.monitor.analysis.readings import RawReadings
 from fleet_tui.core.monitor.analysis.stream import Reading
 from fleet_tui.core.monitor.analysis.window import HostLoad
+from fleet_tui.core.monitor.trace import MAX_TIMESTAMP_S, check_timestamp
 from fleet_tui.core.records import record
 
 BLOCK_BYTES = 256 * 2**10  # (4 MB blocks were ~15 % slower: bench_analysis --lines)
@@ -160,12 +162,9 @@ def read_items(reader: RawReadings) -> Iterator[tuple[str, Reading] | Run]:
         yield from reader
         return
     reader.restart()
-    with reader.path.open("rb") as fh:
+    with open_regular(reader.path, "trace") as fh:
         lineno = 1
-        while True:
-            lines = fh.readlines(BLOCK_BYTES)
-            if not lines:
-                break
+        for lines in iter_line_blocks(fh, reader.path, BLOCK_BYTES):  # each line bounded
             yield from _items(reader, lines, lineno)
             lineno += len(lines)
 
@@ -174,6 +173,9 @@ def _items(reader: RawReadings, lines: list[bytes],
            lineno: int) -> Iterator[tuple[str, Reading] | Run]:
     run = _run_of(reader, lines)
     if run is not None:
+        bad = np.flatnonzero(np.abs(run.ts) > MAX_TIMESTAMP_S)  # NaN cannot come (msgspec)
+        if bad.size:
+            check_timestamp(reader.path, lineno + int(bad[0]), float(run.ts[bad[0]]))
         reader.last_ts = float(run.ts[-1])
         yield run
     elif len(lines) > MIN_RUN:

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 
 from fleet_tui.core.monitor.sources.prometheus.parse import PrometheusResponseError
 from fleet_tui.core.records import record
-from fleet_tui.core.redact import redact_url
+from fleet_tui.core.redact import redact_url, remember, split_url
+from fleet_tui.core.textsafe import clean
 
 MAX_RESPONSE_BYTES = 512 << 20  # ~20x a 1,024-GPU fleet's answer; more means a runaway query
 MAX_REDIRECTS = 5
@@ -112,12 +113,10 @@ class PrometheusClient:
                  ca_file: str | None = None, timeout_s: float = 5.0,
                  env: Mapping[str, str] | None = None):
         env = os.environ if env is None else env
-        parts = urllib.parse.urlsplit(url)
-        if parts.username and basic_auth is None and token is None:
-            basic_auth = (urllib.parse.unquote(parts.username),
-                          urllib.parse.unquote(parts.password or ""))
-        host = parts.netloc.rpartition("@")[2]
-        self._base = urllib.parse.urlunsplit(parts._replace(netloc=host)).rstrip("/")
+        split = split_url(url)  # the user information ends at the last "@" (core.redact)
+        if split.username and basic_auth is None and token is None:
+            basic_auth = (split.username, split.password or "")
+        self._base = split.url.rstrip("/")
         self.url = redact_url(self._base)
         self.origin = origin(self._base)
         if token is None and basic_auth is None:
@@ -127,8 +126,10 @@ class PrometheusClient:
                 basic_auth = (user, env.get("FLEET_TUI_PROM_PASSWORD", ""))
         self.auth_header: str | None = None
         if token:
+            remember(token)
             self.auth_header = f"Bearer {token}"
         elif basic_auth:
+            remember(basic_auth[1])
             raw = f"{basic_auth[0]}:{basic_auth[1]}".encode()
             self.auth_header = "Basic " + base64.b64encode(raw).decode("ascii")
         if verify_tls is None:
@@ -136,7 +137,7 @@ class PrometheusClient:
         self.verify_tls = verify_tls
         self._ca_file = ca_file
         self._ssl: ssl.SSLContext | None = None
-        if parts.scheme == "https":
+        if urllib.parse.urlsplit(self._base).scheme == "https":
             self._ssl = self._tls_context()
         self.timeout_s = float(timeout_s)
         # PromQL durations take no fractions ("0.5s" is refused): milliseconds
@@ -249,7 +250,7 @@ class PrometheusClient:
         detail = ""
         try:
             doc = json.loads(body)
-            detail = f": {doc.get('errorType', '')}: {doc.get('error', '')}"
+            detail = f": {clean(doc.get('errorType', ''))}: {clean(doc.get('error', ''))}"
         except (ValueError, AttributeError):
             pass
         if status in (401, 403):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fleet_tui.core.monitor.sources.prometheus.metrics import AMD_FIELDS, AMD_SPECIAL, BLANK_THRESHOLD, PROBE_LABEL
+from fleet_tui.core.textsafe import clean
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -46,14 +47,15 @@ def parse_envelope(body: bytes, *, expect: tuple[str, ...] = ("vector",)) -> lis
     try:
         doc = json_loads(body)  # orjson: ~1.4x json's speed on range answers; see fastparse
     except (ValueError, UnicodeDecodeError) as exc:
-        snippet = body[:60].decode("utf-8", "replace").replace("\n", " ")
+        snippet = clean(body[:60].decode("utf-8", "replace"))
         raise PrometheusResponseError(f"response is not JSON ({exc.__class__.__name__}: "
                                       f"starts {snippet!r})") from None
     if not isinstance(doc, dict):
         raise PrometheusResponseError("response is JSON but not an API object")
     if doc.get("status") != "success":
         raise PrometheusResponseError(
-            f"query failed: {doc.get('errorType', 'error')}: {doc.get('error', 'no message')}")
+            f"query failed: {clean(doc.get('errorType', 'error'))}: "
+            f"{clean(doc.get('error', 'no message'))}")
     data = doc.get("data")
     if not isinstance(data, dict) or data.get("resultType") not in expect:
         got = data.get("resultType") if isinstance(data, dict) else type(data).__name__

@@ -35,7 +35,7 @@ from fleet_tui.core.monitor.sources.prometheus.queries import (
     build_static_query,
 )
 from fleet_tui.core.records import record
-from fleet_tui.core.redact import redact_url
+from fleet_tui.core.redact import redact_url, split_url
 
 
 def _literal(text: str) -> str:
@@ -99,8 +99,12 @@ class PrometheusSource(Source):
         # backend) do not apply: Prometheus' own scrape interval decides how fresh data is.
         del interval_s, _other_source_opts
         url = url.strip()
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:  # the user information ends at the last "@" (core.redact): a "/" in it is no host
+            parts = urllib.parse.urlsplit(split_url(url).url)
+            port_ok = parts.port is None or parts.port >= 0  # .port raises for "9x"
+        except ValueError:  # a port that is no number, an unbalanced "[": no traceback quoting it
+            parts, port_ok = urllib.parse.urlsplit(""), False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
             raise BadPrometheusUrl(
                 "source", f"{{source}} prometheus:{_literal(redact_url(url))}: the Prometheus URL must start "
                 "with http:// or https:// and name a host, e.g. prometheus:http://localhost:9090")
