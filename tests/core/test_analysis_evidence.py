@@ -33,7 +33,7 @@ def test_every_rule_s_every_value_is_said_with_its_unit(diagnoses):
     seen = set()
     for d in diagnoses:
         seen.add(d.kind)
-        for key, value in d.evidence:
+        for key, _value in d.evidence:
             assert key in FORMATS, (d.kind, key)  # a value without words: add it to FORMATS
         for line in d.evidence_text:
             assert UNIT.search(line), (d.kind, line)

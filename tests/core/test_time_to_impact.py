@@ -98,7 +98,7 @@ def _fired(path: str, rule_name: str) -> set[str]:
     evaluator = AlertEvaluator([dataclasses.replace(rule, duration_s=8.0)])
     labels = set()
     for s, tick in live_ticks(load_trace(path)):
-        for alert in evaluator.evaluate(s.timestamp, s.devices, tick.analyses):
+        for _alert in evaluator.evaluate(s.timestamp, s.devices, tick.analyses):
             labels.add(s.devices[0].phase)
     return labels
 
