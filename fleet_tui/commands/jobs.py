@@ -166,7 +166,7 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                             finished_note=finished_note, user=args.user, account=args.account,
                             slurm=args.slurm)
     if words:
-        return _report(args, report, words[1])
+        return _report(args, report, words[1], slurm_jobs, accounting)
     if args.json:
         print_json(report.to_dict())
         return 0
@@ -174,21 +174,73 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace, report, job_id: str) -> int:
+def _report(args: argparse.Namespace, report, job_id: str, slurm_jobs, accounting) -> int:
+    """One job: running (the fleet's view now) or finished (sacct, and its GPUs' Prometheus
+    history over its life with --source prometheus:URL)."""
+    import time
+
     from fleet_tui.commands._output import print_json
+    from fleet_tui.core.cluster.jobreport import job_report, slurm_efficiency, slurm_lines
     from fleet_tui.core.errors import UserError
 
+    now = time.time()
+    known = [*slurm_jobs, *(accounting or ())]
+    sj = next((j for j in known if job_id in j.ids), None)
     try:
         job = report.running_job(job_id)
     except KeyError as exc:
-        raise UserError(f"jobs report {job_id}: {exc.args[0]}") from None
+        job, missing = None, exc.args[0]
+    history = None
+    if job is None and sj is not None:
+        history = _history(args, sj, now, report.usd_per_gpu_hour)
+        job = history.job if history is not None else None
+    if job is None and sj is None:
+        raise UserError(f"jobs report {job_id}: {missing}"
+                        + ("" if args.slurm else "; --slurm also looks in Slurm's accounting"))
+    note = history.note if history is not None else (
+        None if job is not None else "the job's GPU history needs --source prometheus:URL")
     if args.json:
-        print_json(job.to_dict(with_devices=True))
-    else:
-        from fleet_tui.core.cluster.jobreport import job_report
-
+        doc = job.to_dict(with_devices=True) if job is not None else {"job": sj.job}
+        doc["slurm"] = sj.to_dict() if sj is not None else None
+        doc["efficiency"] = slurm_efficiency(sj, now) if sj is not None else None
+        doc["history_note"] = note
+        if history is not None:
+            doc["history"] = {"step_s": history.step_s, "samples": history.samples,
+                              "power_w": history.power_w}
+        print_json(doc)
+        return 0
+    if job is not None:
         sys.stdout.write(job_report(job))
+        if history is not None:
+            power = "N/A" if history.power_w is None else f"{history.power_w:.0f} W"
+            print(f"(over its life from Prometheus: {history.samples} samples, step "
+                  f"{history.step_s:g} s; mean power {power})")
+    else:
+        print(f"Job {sj.job}  user {sj.user or 'unknown'}  {sj.gpus} GPUs on "
+              f"{', '.join(sj.nodes) or 'no node'}")
+    if note:
+        print(f"GPU history: {note}")
+    if sj is not None:
+        print("\n".join(slurm_lines(sj, now)))
     return 0
+
+
+def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
+    spec = _opt(args, "source")
+    if not spec:
+        return None
+    from fleet_tui.core.cluster.jobhistory import JobHistory, job_history
+    from fleet_tui.core.monitor.sources import open_source, parse_source_spec
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+
+    if parse_source_spec(spec).kind != "prometheus":
+        return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
+                                "prometheus:URL")
+    source = open_source(spec)
+    try:
+        return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
+    except (OSError, ValueError, PrometheusResponseError) as exc:
+        return JobHistory(None, f"Prometheus history not read: {exc}")
 
 
 def _limit(s: float | None) -> str:

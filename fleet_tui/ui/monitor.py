@@ -57,6 +57,11 @@ CARD_WIDTH = 48  # a card's comfortable width: the grid gets as many columns as 
 SIDE_WIDTH = 42
 
 
+# What the app can show without a device: it is started so, there is no field for it.
+NO_DEVICE_TRY = ("No device here? Start the app on a recorded H200, fleet-tui --source replay:demo, "
+                 "or on simulated ones, fleet-tui --source sim:8.")
+
+
 class MonitorScreen(PaneScreen):
     MODE = "monitor"
     BINDINGS = [
@@ -150,8 +155,7 @@ class MonitorScreen(PaneScreen):
         if link is not None:
             link.redraw_now()
         else:
-            update_text(self.query_one("#mon-message", Static), "No monitor source. Start with "
-                        "--source sim:8, --source replay:demo or on a GPU host.")
+            update_text(self.query_one("#mon-message", Static), f"No monitor source. {NO_DEVICE_TRY}")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
     startup_frozen = False  # gc.freeze() done (once a process)
@@ -186,6 +190,8 @@ class MonitorScreen(PaneScreen):
             message = f"REPLAY of a recorded trace ({snap.source}) — not live data."
         elif snap.source_kind == "simulated":
             message = f"SIMULATED devices ({snap.source}) — synthetic data, not real hardware."
+        elif snap.source_kind == "none":  # what to do first, then why each backend failed
+            message = (f"{NO_DEVICE_TRY} Why: {message}" if message else NO_DEVICE_TRY)
         if snap.errors:
             message += ("  " if message else "") + "; ".join(snap.errors)
         cards_message = self._draw_cards(view)  # one update a tick: each one repaints the line

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.slurm_accounting import kill_holders
+
 SLURM_PROGRAMS = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "sinfo")
 NODE = "ftnode"
 
@@ -125,6 +127,17 @@ PartitionName=gpu Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
         return out.stdout.strip().split(";")[0]
 
     def stop(self) -> None:
+        """Cancel the jobs and wait for them (a job's slurmstepd outlives slurmd), stop the
+        daemons, then kill whatever still holds a file of the cluster's directory."""
+        if self.procs and all(p.poll() is None for p in self.procs):
+            try:
+                subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True,
+                               timeout=15)
+                self._wait(lambda: not subprocess.run(
+                    ["squeue", "-h", "-o", "%A"], capture_output=True, text=True, env=self.env,
+                    timeout=10).stdout.strip(), "the jobs to end")
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass  # killed below
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
@@ -134,6 +147,7 @@ PartitionName=gpu Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        kill_holders(self.root, [])
 
 
 @pytest.fixture(scope="module")

@@ -269,13 +269,13 @@ DefMemPerCPU=500
                 p.kill()
                 p.wait()
         self._log.close()
-        _kill_holders(self.root, [*USERS])
+        kill_holders(self.root, [*USERS])
         for user in self.users_made:
             subprocess.run(["userdel", user], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _kill_holders(root: Path, users: list[str]) -> None:
+def kill_holders(root: Path, users: list[str]) -> None:
     """SIGKILL the processes that hold a file under ``root`` open, run from it, or run as one
     of the test's users (a job's shell and its children): only this cluster's processes."""
     uids = set()

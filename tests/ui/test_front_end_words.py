@@ -31,3 +31,27 @@ def test_devices_left_without_work_are_called_idle(capsys):
     assert code == 0
     head = out.splitlines()[0]
     assert "2 GPUs (1 busy, 1 idle)" in head and "(1 device)" not in head
+
+
+async def test_no_device_says_how_to_try_the_app_without_one(make_app, monkeypatch, tmp_path):
+    import sys
+
+    import pynvml as real
+
+    from tests.fakes.fake_pynvml import FakeNvml
+    from tests.ui.conftest import settle
+
+    fake = FakeNvml.h200(devices=1, init_error=real.NVML_ERROR_LIBRARY_NOT_FOUND)
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no hl-smi, neuron-monitor or amd-smi
+    app = make_app(source="auto")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        await app.switch_mode("monitor")
+        await pilot.pause()
+        app.monitor.redraw_now()
+        await pilot.pause()
+        text = str(app.screen.query_one("#mon-message").render())
+        assert "fleet-tui --source replay:demo" in text and "--source sim:8" in text
+        assert "no accelerator found" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fleet_tui.core.cluster.jobs import HEALTHY, JobUsage
+from fleet_tui.core.cluster.slurm import SlurmJob
 
 # What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
 ADVICE = {
@@ -65,3 +66,34 @@ def job_report(job: JobUsage) -> str:
         lines.append("What to change:")
         lines += [f"  - {a}" for a in actions[:5]]
     return "\n".join(lines) + "\n"
+
+
+def slurm_efficiency(sj: SlurmJob, now: float) -> dict[str, float | None]:
+    """CPU efficiency = TotalCPU / (elapsed × allocated CPUs) and host-memory efficiency =
+    MaxRSS / allocated memory, as ``seff``/jobstats report them (sacct's fields)."""
+    elapsed = sj.runtime_s(now) or 0.0
+    cpu = (sj.total_cpu_s / (elapsed * sj.cpus) * 100.0
+           if sj.total_cpu_s is not None and sj.cpus and elapsed > 0 else None)
+    mem = (sj.max_rss_bytes / sj.mem_bytes * 100.0
+           if sj.max_rss_bytes is not None and sj.mem_bytes else None)
+    return {"elapsed_s": elapsed, "cpu_efficiency_pct": cpu, "mem_efficiency_pct": mem,
+            "total_cpu_s": sj.total_cpu_s, "max_rss_bytes": sj.max_rss_bytes,
+            "cpus": sj.cpus, "mem_bytes": sj.mem_bytes}
+
+
+def slurm_lines(sj: SlurmJob, now: float) -> list[str]:
+    e = slurm_efficiency(sj, now)
+    cpu_time = "N/A" if e["total_cpu_s"] is None else hours(e["total_cpu_s"])
+    lines = [f"Slurm: {sj.state}{' exit ' + sj.exit_code if sj.exit_code else ''}  account "
+             f"{sj.account or '-'}  partition {sj.partition or '-'}  name {sj.name or '-'}  "
+             f"limit {hours(sj.time_limit_s) if sj.time_limit_s else '-'}",
+             f"  CPU efficiency {pct(e['cpu_efficiency_pct'])} ({cpu_time} of CPU time on "
+             f"{sj.cpus or '?'} CPUs over {hours(e['elapsed_s'])})   host memory "
+             f"{pct(e['mem_efficiency_pct'])} (peak RSS {gib(sj.max_rss_bytes)} of "
+             f"{gib(sj.mem_bytes)})"]
+    if e["cpu_efficiency_pct"] is not None and e["cpu_efficiency_pct"] < 25 and (sj.cpus or 0) > 1:
+        lines.append(f"  - CPUs mostly idle: ask for fewer than {sj.cpus} (--cpus-per-task).")
+    if e["mem_efficiency_pct"] is not None and e["mem_efficiency_pct"] < 25 and sj.mem_bytes \
+            and sj.mem_bytes > 4 * 2**30:
+        lines.append("  - Host memory mostly unused: ask for less (--mem).")
+    return lines

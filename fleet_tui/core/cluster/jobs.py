@@ -332,7 +332,7 @@ def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = ()
             continue
         if account is not None and (sj.account if sj else "") != account:
             continue
-        jobs.append(_rollup(job_id, job_user, owner.via, devs, sj, now))
+        jobs.append(rollup_job(job_id, job_user, owner.via, devs, sj, now))
     jobs.sort(key=JobUsage.sort_key)
     return JobsView(tuple(jobs), tuple(loose), tuple(conflicts))
 
@@ -342,7 +342,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def _rollup(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: SlurmJob | None,
+def rollup_job(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: SlurmJob | None,
             now: float | None) -> JobUsage:
     runtime = sj.runtime_s(now) if sj is not None and now is not None else None
     if runtime is None:

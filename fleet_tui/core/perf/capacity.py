@@ -98,6 +98,18 @@ class ServingPlan:
     #: the scheduler simulation at the planned load per replica (None: the analytic plan)
     simulated: SimLatency | None = None
 
+    @property
+    def latency_label(self) -> str:
+        """What ``ttft_s``/``tpot_s`` are: "p95 " (simulated, at the plan's percentile) or "mean "."""
+        return f"p{self.slo_percentile:g} " if self.simulated is not None and self.slo_percentile else "mean "
+
+    @property
+    def slo_words(self) -> str:
+        """" (meets the targets)" / " (misses the targets)", or "" when none were given."""
+        if not self.has_targets:
+            return ""
+        return " (meets the targets)" if self.meets_slo else " (misses the targets)"
+
     def to_dict(self) -> dict:
         out = {k: getattr(self, k) for k in self.__slots__ if k not in ("notes", "simulated")}
         return out | {"notes": list(self.notes),
@@ -137,8 +149,9 @@ class Demand:
     def label(self) -> str:
         what = (f"{self.rate_rps:g} req/s" if self.rate_rps is not None
                 else f"{self.output_tokens_per_s:g} output tokens/s")
-        slo = [f"first token ≤ {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
-        slo += [f"≤ {self.tpot_ms:g} ms per token"] if self.tpot_ms is not None else []
+        p = f"p{self.slo_percentile:g} " if self.simulate else ""
+        slo = [f"{p}first token ≤ {self.ttft_ms:g} ms"] if self.ttft_ms is not None else []
+        slo += [f"{p}≤ {self.tpot_ms:g} ms per token"] if self.tpot_ms is not None else []
         return what + (f" ({', '.join(slo)})" if slo else "")
 
     def to_dict(self) -> dict:

@@ -26,6 +26,7 @@ so re-ranking after a rate, pricing or filter change computes no speed at all.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -141,7 +142,8 @@ class Planner:
                 spans = max(1, placement.instances)
                 instances = math.ceil(plan.replicas / per_instance) * spans
                 return ServedGroup(max(1, instances // placement.instances), plan)
-        plan = plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate)
+        plan = dataclasses.replace(plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate),
+                                   has_targets=self.demand.has_targets)
         return ServedGroup(max(1, instances // placement.instances), plan)
 
     def simulated(self, acc, spec: Any, g: int) -> ServingPlan:
