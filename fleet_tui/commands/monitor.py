@@ -337,6 +337,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
         raise UserError(f"--interval {interval:g}: must be at least 0.01 seconds for recording")
     if args.duration is not None and args.duration <= 0:
         raise UserError(f"--duration {args.duration:g}: must be positive")
+    if args.duration is not None and interval > args.duration:
+        raise UserError(f"--interval {interval:g} is longer than --duration {args.duration:g}: "
+                        "the run would wait past its end for its next tick")
     raw_s = _duration("--raw-retention", args.raw_retention)
     roll_s = _duration("--rollup-retention", args.rollup_retention)
     db = args.db or str(paths.default_history_db())
