@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, whole_number
+from fleet_tui.commands._output import kind_words
 
 _S = argparse.SUPPRESS  # re-declared app flags keep a value given before the subcommand
 
@@ -178,7 +179,7 @@ def _device_line(d, analysis) -> list[str]:
     mem = "N/A"
     if d.mem_used_bytes is not None and d.mem_total_bytes:
         mem = f"{d.mem_used_bytes / 2**30:.1f}/{d.mem_total_bytes / 2**30:.0f} GiB"
-    primary = analysis.primary if analysis is not None else "-"
+    primary = kind_words(analysis.primary) if analysis is not None else "-"
     conf = analysis.primary_diagnosis.confidence if analysis is not None and analysis.diagnoses else None
     return [str(d.index), d.name[:28], d.state, _fmt(d.gpu_util_pct, "%"),
             _fmt(d.sm_active_pct, "%"), _fmt(d.tensor_active_pct, "%"), mem,
@@ -221,7 +222,7 @@ def _print_tick_text(tick, stream) -> None:
             rows = [[d.node, *row] for d, row in zip(snap.devices, rows)]
         stream.write(format_table(headers, rows) + "\n")
         for f in tick.diagnoses[:6]:
-            stream.write(f"  {f.device}: {f.kind} ({f.confidence:.0%}) {f.evidence[0]}\n")
+            stream.write(f"  {f.device}: {kind_words(f.kind)} ({f.confidence:.0%}) {f.evidence[0]}\n")
             stream.write(f"    -> {f.actions[0]}\n")
     if tick.cost is not None:
         stream.write("  cost: " + "; ".join(f"{k} {v}" for k, v in tick.cost.lines()) + "\n")
