@@ -140,6 +140,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="fleet-tui",
         description="GPU/accelerator fleets in the terminal: catalog, workload sizing, live monitor "
                     "with bottleneck diagnosis, recommendations. Without a command, opens the app.",
+        epilog="Every input is bounded (numbers within ±1e12, files read up to a stated size, "
+               "timestamps within ±1e10 s): docs/hostile-input.md lists the bounds.",
     )
     parser.add_argument("--version", action="version", version=f"fleet-tui {__version__}")
     add_app_args(parser, full_help=argv is None or any(a in _HELP_FLAGS for a in argv))
@@ -277,6 +279,8 @@ def _cause(exc: BaseException) -> str | None:
         return f"a number in the input is too large to use ({str(exc)[:200]})"
     if type(exc).__module__ == "sqlite3":  # sqlite3.Error and its subclasses, without importing it
         return f"a history database cannot be used: {exc}"
+    if isinstance(exc, RuntimeError) and "Symlink loop" in str(exc):  # pathlib before 3.13
+        return f"{str(exc)[:300]}: a symbolic link points back to itself"
     if isinstance(exc, ValueError) and "null byte" in str(exc):
         return "a path or value holds a NUL byte"
     return None

@@ -166,7 +166,8 @@ def _analysis_parts(w, pad: str) -> list[str] | None:
         lead = "[\n" + p2
         for d in w.diagnoses:
             vals = [_leaf(d.kind), _leaf(round(d.confidence, 3)), _evidence(d.evidence_dict, p3),
-                    _leaf(d.explanation), _leaf(d.action), _leaf(d.severity), _leaf(d.role)]
+                    _strings(list(d.evidence_text), p3 + "  ", p3), _leaf(d.explanation),
+                    _leaf(d.action), _leaf(d.severity), _leaf(d.role)]
             if None in vals:
                 return None
             out += [lead, "{"]
@@ -181,8 +182,8 @@ def _analysis_parts(w, pad: str) -> list[str] | None:
 
 _ANALYSIS_KEYS = ('"start": ', '"end": ', '"phase": ', '"device": ', '"device_key": ',
                   '"primary": ', '"risks": ', '"samples": ', '"missing_signals": ')
-_DIAGNOSIS_KEYS = ('"kind": ', '"confidence": ', '"evidence": ', '"explanation": ', '"action": ',
-                   '"severity": ', '"role": ')
+_DIAGNOSIS_KEYS = ('"kind": ', '"confidence": ', '"evidence": ', '"evidence_text": ',
+                   '"explanation": ', '"action": ', '"severity": ', '"role": ')
 
 
 def _evidence(ev: dict, pad: str) -> str | None:

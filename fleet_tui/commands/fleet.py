@@ -25,7 +25,7 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
     p.add_argument("--timeout", type=timeout_seconds, default=5.0, metavar="SECONDS",
-                   help="Prometheus query timeout (default 5)")
+                   help="Prometheus query timeout, at most 3600 (default 5)")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify the Prometheus server's TLS certificate")
 

@@ -24,14 +24,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "job are counted apart. With --slurm, jobs that finished since --since "
                     "(sacct, when accounting is on) are listed too. 'fleet-tui jobs report JOB' "
                     "prints one job's efficiency report.")
-    j.add_argument("words", nargs="*", metavar="report JOB",
-                   help="'report JOB': the efficiency report of one job")
+    j.add_argument("words", nargs="*", metavar="report JOB | summary",
+                   help="'report JOB': the efficiency report of one job (running or finished); "
+                        "'summary': the digest of --since (per user and account GPU-hours, idle "
+                        "GPU-hours, $, worst jobs), from sacct")
     j.add_argument("--source", default=_S,
                    help="where readings come from, usually prometheus:URL (a fleet); also sim[:N], "
                         "nvml, replay:PATH")
     j.add_argument("--devices", default=None, metavar="FILE",
                    help="instead of --source: a JSON document {\"devices\": [{\"node\", \"index\", "
-                        "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool)")
+                        "\"labels\", \"util_pct\", ...}]} (e.g. saved from another tool; a regular "
+                        "file up to 128 MiB, at most 10^6 devices)")
     j.add_argument("--slurm", action="store_true", default=_S,
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
@@ -50,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
     j.add_argument("--timeout", type=timeout_seconds, default=10.0, metavar="SECONDS",
-                   help="timeout of each Slurm command and Prometheus query (default 10)")
+                   help="timeout of each Slurm command and Prometheus query, at most 3600 "
+                        "(default 10)")
     j.add_argument("--json", action="store_true", help="the jobs as JSON")
     j.set_defaults(func=_cmd_jobs)
 
@@ -138,9 +142,11 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     from fleet_tui.core.errors import UserError
 
     words = list(args.words)
+    if words == ["summary"]:
+        return _summary(args)
     if words and (words[0] != "report" or len(words) != 2):
-        raise UserError(f"jobs: unexpected {' '.join(words)!r}; use 'fleet-tui jobs' or "
-                        "'fleet-tui jobs report JOB'")
+        raise UserError(f"jobs: unexpected {' '.join(words)!r}; use 'fleet-tui jobs', "
+                        "'fleet-tui jobs report JOB' or 'fleet-tui jobs summary --since 7d'")
     args.slurm = bool(getattr(args, "slurm", None))
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
@@ -242,6 +248,78 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:
         return JobHistory(None, f"Prometheus history not read: {exc}")
+
+
+SUMMARY_HISTORY_JOBS = 20  # jobs (most GPU-hours first) whose Prometheus history a summary reads
+
+
+def _since(text: str) -> str:
+    """``7d``/``12h`` -> sacct's ``now-7days``/``now-12hours``; anything else as sacct takes it."""
+    import re
+
+    m = re.fullmatch(r"(\d{1,4})([dh])", text.strip())
+    if m:
+        return f"now-{m.group(1)}{'days' if m.group(2) == 'd' else 'hours'}"
+    return text
+
+
+def _summary(args: argparse.Namespace) -> int:
+    """``jobs summary --since 7d``: sacct's GPU jobs of the period; with --source prometheus:URL
+    the GPU history of the SUMMARY_HISTORY_JOBS largest gives their idle GPU-hours."""
+    import time
+
+    from fleet_tui.commands._output import print_json, print_table
+    from fleet_tui.core.cluster.headnode import jobs_summary
+    from fleet_tui.core.cluster.slurm import SlurmReader
+
+    now = time.time()
+    since = _since(args.since)
+    reader = SlurmReader(timeout_s=args.timeout)
+    accounting = reader.sacct(since=since, user=args.user, account=args.account)
+    price = None
+    if args.node_price is not None or _opt(args, "instance"):
+        from fleet_tui.core.cluster.slurm import SlurmError
+
+        per_node = next(iter((_prices(args) or {}).values()))
+        try:  # a node's price is shared by its GPUs (sinfo's GRES)
+            gpus_per_node = max((n.gpus for n in reader.nodes() if n.gpus), default=0)
+        except SlurmError:
+            gpus_per_node = 0
+        if not gpus_per_node:
+            gpus_per_node = max((j.gpus // max(1, len(j.nodes)) for j in accounting if j.nodes),
+                                default=1) or 1
+        price = per_node / gpus_per_node
+    usage = {}
+    spec = _opt(args, "source")
+    if spec:
+        ranked = sorted((j for j in accounting if j.started and j.gpus > 0),
+                        key=lambda j: -(j.gpus * (j.runtime_s(now) or 0.0)))
+        for j in ranked[:SUMMARY_HISTORY_JOBS]:
+            history = _history(args, j, now, price)
+            if history is not None and history.job is not None:
+                usage[j.job] = history.job
+    digest = jobs_summary(accounting, now=now, since=since, usage=usage, usd_per_gpu_hour=price)
+    if args.json:
+        print_json(digest.to_dict())
+        return 0
+    print(f"since {since}: {digest.jobs} GPU jobs, {digest.gpu_hours:.2f} GPU-hours"
+          + (f" at ${price:,.2f}/GPU-hour" if price is not None else "")
+          + (f"; idle hours from the GPU history of {digest.history_jobs} jobs" if spec else
+             "; idle hours need --source prometheus:URL"))
+    money = lambda v: "-" if v is None else f"${v:,.2f}"  # noqa: E731
+    print_table(["user", "account", "jobs", "gpu-h", "idle gpu-h", "$", "idle $"],
+                [[c.user or "-", c.account or "-", str(c.jobs), f"{c.gpu_hours:.2f}",
+                  f"{c.idle_gpu_hours:.2f}", money(c.usd), money(c.usd_idle)]
+                 for c in digest.rows[:50]])
+    if digest.worst:
+        print("\nworst jobs:")
+        print_table(["job", "user", "account", "state", "gpus", "gpu-h", "util", "idle gpu-h",
+                     "idle $"],
+                    [[w.job, w.user or "-", w.account or "-", w.state, str(w.gpus),
+                      f"{w.gpu_hours:.2f}", _pct(w.util_pct),
+                      "-" if w.idle_gpu_hours is None else f"{w.idle_gpu_hours:.2f}",
+                      money(w.usd_idle)] for w in digest.worst])
+    return 0
 
 
 def _limit(s: float | None) -> str:

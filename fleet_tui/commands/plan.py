@@ -21,7 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "reserved, on-demand and spot capacity, each commitment's break-even "
                     "utilization, and the spot interruption risk.")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demand", metavar="FILE", help="hourly device counts")
+    src.add_argument("--demand", metavar="FILE",
+                     help="hourly device counts (a regular file up to 16 MiB: at most 87,840 hours "
+                          "of at most 10^6 devices)")
     src.add_argument("--db", metavar="DB", help="a 'fleet-tui record' history database")
     src.add_argument("--source", default=None, metavar="prometheus:URL",
                      help="a fleet's Prometheus: the devices busy each hour over --days")

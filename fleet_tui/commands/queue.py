@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "[,requested_s,priority]. fifo is strict; backfill is EASY backfilling on "
                     "requested run times, scanning the whole queue unless --backfill-depth says "
                     "otherwise. Jobs larger than the cluster are skipped and counted.")
-    s.add_argument("file", metavar="FILE", help="the job list")
+    s.add_argument("file", metavar="FILE",
+                   help="the job list (a regular file up to 128 MiB, at most 10^6 jobs; times "
+                        "finite, within 1e10 s)")
     s.add_argument("--nodes", type=whole_number, required=True, metavar="N", help="nodes")
     s.add_argument("--gpus-per-node", type=whole_number, required=True, metavar="G",
                    help="GPUs per node")

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
+from fleet_tui.core.fsutil import InputFileError, open_regular
 from fleet_tui.core.modelspec import ModelArch, check_param_bounds
 from fleet_tui.core.records import validate
 
@@ -51,8 +52,13 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     if p.is_dir():
         p = p / "config.json"
     try:
-        with p.open("rb") as fh:
+        with open_regular(p, "model config") as fh:  # a FIFO or /dev/zero: refused, not read
             raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except InputFileError as exc:
+        if p.exists():
+            raise FieldError("model_config", f"{{model_config}} {escape_braces(str(exc))}") from None
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
+                         "Hugging Face config.json or the folder holding one)") from None
     except FileNotFoundError:
         raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
                          "Hugging Face config.json or the folder holding one)") from None

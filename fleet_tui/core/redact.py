@@ -44,6 +44,7 @@ def remember(secret: str | None) -> None:
              urllib.parse.quote(secret)}
     # as repr() and JSON show it (an error quoting the value with !r, a JSON field)
     forms |= {repr(f)[1:-1] for f in list(forms)} | {json.dumps(f)[1:-1] for f in list(forms)}
+    forms |= {f.lower() for f in forms}  # a value a command folds to lower case (--cloud)
     with _secrets_lock:
         _secrets.update(f for f in forms if len(f) >= _MIN_REMEMBERED)
 

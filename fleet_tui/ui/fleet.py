@@ -24,7 +24,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
@@ -32,6 +31,7 @@ from textual.worker import Worker, get_current_worker
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.fleet_table import FleetTable
 from fleet_tui.ui.widgets.gauges import pct, usd
+from fleet_tui.ui.widgets.text import escape_text
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
@@ -220,12 +220,12 @@ class FleetScreen(FleetViewPane):
         try:
             node = fleet.node(self.drill_node)
         except KeyError as exc:
-            self._set_text("#fleet-side-text", f"[$error]{escape(str(exc))}[/]")
+            self._set_text("#fleet-side-text", f"[$error]{escape_text(str(exc))}[/]")
             return
         side.border_title = f"Node {node.node}"
         lines = [f"{node.device_count} devices · util {pct(node.mean_gpu_util_pct)} · "
                  f"SM {pct(node.mean_sm_active_pct)} · idle {node.idle_devices}"]
-        lines += [escape(e) for e in node.errors]
+        lines += [escape_text(e) for e in node.errors]
         lines.append("")
         lines.append(offenders_markup(node.devices, fleet.ages, with_node=False))
         self._set_text("#fleet-side-text", "\n".join(lines))
@@ -268,7 +268,7 @@ def summary_markup(fleet) -> str:
         parts.append(f"[$error]{fleet.stale_devices} stale[/]")
     text = "  ·  ".join(parts)
     if fleet.errors:
-        text += "\n[$error]" + escape("; ".join(fleet.errors[:3])) + "[/]"
+        text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
     return text
 
 
@@ -294,7 +294,7 @@ def grid_markup(fleet, highlight: str | None = None) -> str:
     width = max((len(name or "(this host)") for name, _ in rows[:GRID_ROWS]), default=4)
     lines = []
     for name, devices in rows[:GRID_ROWS]:
-        label = escape((name or "(this host)").ljust(width))
+        label = escape_text((name or "(this host)").ljust(width))
         if highlight is not None and name == highlight:
             label = f"[reverse]{label}[/]"
         lines.append(f"{label}  " + " ".join(_cell(d) for d in devices))
@@ -310,7 +310,7 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
     for d in list(devices)[:OFFENDERS if with_node else None]:
         style = SEVERITY_STYLE.get(d.severity, "$text")
         where = f"{d.node}/" if with_node and d.node else ""
-        head = f"[b {style}]{escape(d.primary.replace('_', ' '))}[/] {escape(where)}#{d.index}"
+        head = f"[b {style}]{escape_text(d.primary.replace('_', ' '))}[/] {escape_text(where)}#{d.index}"
         detail = f"util {pct(d.gpu_util_pct)}"
         if d.sm_active_pct is not None:
             detail += f", SM {pct(d.sm_active_pct)}"
@@ -319,7 +319,7 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
         if d.state != "ok":
             age_s = ages.get(d.key)
             age = f" {age_s:.0f} s old" if age_s is not None else ""
-            detail = f"[$error]{escape(d.state)}{age}: {escape(d.error or '')}[/]"
+            detail = f"[$error]{escape_text(d.state)}{age}: {escape_text(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
 

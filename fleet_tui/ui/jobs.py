@@ -21,7 +21,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.markup import escape
 from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
@@ -29,6 +28,7 @@ from textual.worker import get_current_worker
 from fleet_tui.ui.fleet import FleetViewPane
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.text import escape_text
 
 LABELS_EVERY_S = 30.0
 MAX_ROWS = 500  # a bounded page: DataTable measures every cell (STYLE.md)
@@ -214,10 +214,10 @@ class JobsScreen(FleetViewPane):
             job = (self.report.running_job(self.report_job) if self.report is not None
                    else self.jobs.job(self.report_job))
         except KeyError as exc:
-            text.update(f"[$error]{escape(str(exc.args[0]))}[/]")
+            text.update(f"[$error]{escape_text(str(exc.args[0]))}[/]")
             return
         self.query_one("#jobs-report").border_title = f"Job {job.job}"
-        text.update(escape(job_report(job)))
+        text.update(escape_text(job_report(job), lines=True))
 
     # ----- actions -----
     def action_report(self) -> None:
@@ -248,14 +248,14 @@ def summary_markup(jobs, error: str | None = None, report=None) -> str:
              f"({sum(1 for d in loose if d.idle_fraction > 0)} idle)[/]"]
     text = "  ·  ".join(parts)
     if report is not None and report.slurm:
-        text += "\n" + escape(slurm_summary(report))
+        text += "\n" + escape_text(slurm_summary(report), lines=True)
     elif not jobs.jobs:
         text += ("\n[$text-muted]No device carries a job label (hpc_job, pod, job_id, or "
                  "jobstats' nvidia_gpu_jobId); --slurm (or squeue on PATH) joins Slurm's view.[/]")
     for c in jobs.conflicts[:3]:
-        text += f"\n[$warning]conflict: {escape(c.message)}[/]"
+        text += f"\n[$warning]conflict: {escape_text(c.message)}[/]"
     if error:
-        text += f"\n[$error]{escape(error)}[/]"
+        text += f"\n[$error]{escape_text(error)}[/]"
     return text
 
 

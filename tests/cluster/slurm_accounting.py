@@ -30,8 +30,9 @@ PROGRAMS = ("slurmctld", "slurmd", "slurmdbd", "munged", "mungekey", "sbatch", "
 GPU_NODES = ("gn1", "gn2")
 CPU_NODE = "cn1"
 GPUS_PER_NODE = 4
-# user -> account; the accounts belong to the cluster's root account
 USER_COMMENT = "fleet-tui test user"
+# user -> account; each run makes them with a suffix of its own ("ftdave-3fa9"), so two runs on
+# one machine (and their cleanup) never touch each other's users
 USERS = {"ftalice": "physics", "ftbob": "physics", "ftcarol": "bio", "ftdave": "bio"}
 
 
@@ -64,6 +65,8 @@ class AccountingCluster:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.users_made: list[str] = []
+        tag = "".join(c for c in self.root.name.rsplit("-", 1)[-1].lower() if c.isalnum())[:4]
+        self.users = {name: f"{name}-{tag}" for name in USERS}  # name in the tests -> real
         self.cluster = "fleetacct"
         self._log = open(self.root / "console.log", "wb")  # noqa: SIM115 - closed in stop()
 
@@ -87,14 +90,15 @@ class AccountingCluster:
         for account in sorted(set(USERS.values())):
             self.sacctmgr("add", "account", account, f"cluster={self.cluster}")
         for user, account in USERS.items():
-            self.sacctmgr("add", "user", user, f"account={account}", f"cluster={self.cluster}")
+            self.sacctmgr("add", "user", self.users[user], f"account={account}",
+                          f"cluster={self.cluster}")
         self._spawn(["slurmctld", "-D", "-i", "-f", str(self.conf)])
         for node in (*GPU_NODES, CPU_NODE):
             self._spawn(["slurmd", "-D", "-N", node, "-f", str(self.conf)])
         self.wait(self._all_idle, "the nodes to be idle", 60)
 
     def _users(self) -> None:
-        for user in USERS:
+        for user in self.users.values():
             try:
                 pwd.getpwnam(user)
             except KeyError:
@@ -211,7 +215,8 @@ DefMemPerCPU=500
 
     def run(self, *argv: str, user: str | None = None, check: bool = True
             ) -> subprocess.CompletedProcess[str]:
-        cmd = list(argv) if user is None else ["runuser", "-u", user, "--", *argv]
+        cmd = list(argv) if user is None else ["runuser", "-u", self.users.get(user, user), "--",
+                                               *argv]
         out = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=60,
                              check=False)
         if check and out.returncode != 0:
@@ -253,7 +258,7 @@ DefMemPerCPU=500
         made and the directory."""
         if self.procs and all(p.poll() is None for p in self.procs):
             try:
-                for user in USERS:
+                for user in self.users.values():
                     self.run("scancel", "-u", user, check=False)
                 self.wait(lambda: not self.run("squeue", "-h", "-o", "%A",
                                                check=False).stdout.strip(), "jobs to end", 30)
@@ -269,7 +274,7 @@ DefMemPerCPU=500
                 p.kill()
                 p.wait()
         self._log.close()
-        kill_holders(self.root, [*USERS])
+        kill_holders(self.root, [*self.users.values()])
         for user in self.users_made:
             subprocess.run(["userdel", user], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -4,7 +4,8 @@ checked against ``squeue``, ``sacct``, ``scontrol`` and ``sinfo`` of the same cl
 reports only hours that have ended, so minute-old jobs are checked through the sacct figures it
 sums: allocated GPUs × elapsed).
 
-The cluster, set up once for the module:
+The cluster, set up once for the module (users ftalice, ftbob, ftcarol and ftdave, each with this
+run's own suffix):
 
 - a finished GPU job (ftdave, 1 GPU, burns one CPU for 2 s, exits 3) and a finished CPU-only one;
 - a job cancelled while it waited for GPUs (ftcarol): it never started;
@@ -163,7 +164,7 @@ def test_running_jobs_hold_exactly_their_allocated_gpus(cluster):
         assert report["util_pct"] == util
     # gn1's four GPUs belong to nobody: not billed to alice
     assert doc["unattributed"]["devices"] == 4 and doc["unattributed"]["idle_devices"] == 4
-    assert "ftalice" not in {row["user"] for row in doc["chargeback"]}
+    assert c.users["ftalice"] not in {row["user"] for row in doc["chargeback"]}
 
 
 def test_stale_labels_lose_to_slurm_and_are_shown(cluster):
@@ -214,7 +215,7 @@ def test_finished_jobs_match_sacct(cluster):
     gpu_done = finished[c.ids["gpu_done"]]
     r = rows[c.ids["gpu_done"]]
     assert (gpu_done["user"], gpu_done["account"], gpu_done["state"], gpu_done["exit_code"]) == \
-        (r[1], r[2], r[3], r[4]) == ("ftdave", "bio", "FAILED", "3:0")
+        (r[1], r[2], r[3], r[4]) == (c.users["ftdave"], "bio", "FAILED", "3:0")
     gpus = int(r[5].split("gres/gpu=")[1].split(",")[0])
     assert gpu_done["devices"] == gpus == 1
     assert gpu_done["gpu_hours"] == pytest.approx(gpus * int(r[6]) / 3600, abs=1e-3)
@@ -225,19 +226,19 @@ def test_finished_jobs_match_sacct(cluster):
                    "start=now-1hours", "end=now+1hours").stdout
     assert "TRES type is gres/gpu" in header
     (bob,) = [row for row in doc["chargeback"] if row["account"] == "physics"]
-    assert bob["user"] == "ftbob" and bob["jobs"] == 2  # the running array's tasks
+    assert bob["user"] == c.users["ftbob"] and bob["jobs"] == 2  # the running array's tasks
 
 
 def test_user_and_account_filters_are_applied_by_the_tool(cluster):
     c = cluster
-    raw = json.loads(c.run("sacct", "--json", "--user", "ftdave").stdout)
-    others = {j["user"] for j in raw["jobs"]} - {"ftdave"}
-    doc = _doc(c, "--user", "ftdave")
-    truth = {r[0] for r in _sacct(c, "--user", "ftdave", fmt="JobID|User")}
+    raw = json.loads(c.run("sacct", "--json", "--user", c.users["ftdave"]).stdout)
+    others = {j["user"] for j in raw["jobs"]} - {c.users["ftdave"]}
+    doc = _doc(c, "--user", c.users["ftdave"])
+    truth = {r[0] for r in _sacct(c, "--user", c.users["ftdave"], fmt="JobID|User")}
     assert {f["job"] for f in doc["finished"]} <= truth
-    assert all(f["user"] == "ftdave" for f in doc["finished"])
+    assert all(f["user"] == c.users["ftdave"] for f in doc["finished"])
     assert {p["job"] for p in doc["pending"]} == {c.ids["held"], c.ids["dep"]}
-    assert doc["jobs"] == [] and {row["user"] for row in doc["chargeback"]} <= {"ftdave"}
+    assert doc["jobs"] == [] and {row["user"] for row in doc["chargeback"]} <= {c.users["ftdave"]}
     if others:  # Slurm 22.05: sacct --json --user does not filter; the tool must
         assert not others & {f["user"] for f in doc["finished"]}
     doc = _doc(c, "--account", "physics")
@@ -251,7 +252,7 @@ def test_report_by_array_id_and_raw_id(cluster):
     raw = c.run("squeue", "-h", "-j", task, "-o", "%A").stdout.strip()
     by_task = _tool(c, "--devices", str(c.devices), "report", task)
     assert by_task.returncode == 0, by_task.stderr
-    assert by_task.stdout.startswith(f"Job {task}  user ftbob")
+    assert by_task.stdout.startswith(f"Job {task}  user {c.users['ftbob']}")
     by_raw = _tool(c, "--devices", str(c.devices), "report", raw)
     assert by_raw.returncode == 0 and by_raw.stdout == by_task.stdout
 
@@ -298,6 +299,11 @@ def test_finished_job_report_from_sacct_and_prometheus_history(cluster, tmp_path
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
         text = _tool(c, "--source", f"prometheus:{prom.url}", "report", jid).stdout
+        summary = _tool(c, "--source", f"prometheus:{prom.url}", "--node-price", "8", "--json",
+                        "--since", "1d", "summary")
+        assert summary.returncode == 0, summary.stderr
+        digest = json.loads(summary.stdout)
+        summary_text = _tool(c, "--since", "1d", "summary").stdout
     finally:
         prom.stop()
     # GPUs: the labelled GPU over the job's life, not gn1's idle others
@@ -315,5 +321,23 @@ def test_finished_job_report_from_sacct_and_prometheus_history(cluster, tmp_path
         100 * eff["total_cpu_s"] / (cpus * int(row[5])), rel=0.01)
     assert eff["total_cpu_s"] > 0  # it burned a CPU (as much as 2 cores shared allow)
     assert doc["slurm"]["exit_code"] == "3:0" and doc["slurm"]["state"] == "FAILED"
-    assert text.startswith(f"Job {jid}  user ftdave") and "CPU efficiency" in text
+    assert text.startswith(f"Job {jid}  user {c.users['ftdave']}") and "CPU efficiency" in text
     assert "over its life from Prometheus" in text
+
+    # the digest: per user/account GPU-hours as sacct's AllocTRES × Elapsed, idle hours from the
+    # history (the finished job's GPU was busy: 0 idle), dollars at the node's price per GPU
+    rows = _sacct(c, "-a", "-S", "now-1days", fmt="JobID|User|Account|AllocTRES|ElapsedRaw|NodeList")
+    truth: dict = {}
+    for r in rows:
+        if "gres/gpu=" in r[3] and r[5] != "None assigned":
+            g = int(r[3].split("gres/gpu=")[1].split(",")[0])
+            truth[(r[1], r[2])] = truth.get((r[1], r[2]), 0.0) + g * int(r[4]) / 3600
+    shown = {(x["user"], x["account"]): x for x in digest["by_user_account"]}
+    dave_bio = (c.users["ftdave"], "bio")
+    assert set(shown) == set(truth) == {dave_bio, (c.users["ftbob"], "physics")}
+    assert shown[dave_bio]["gpu_hours"] == pytest.approx(truth[dave_bio], abs=2e-4)
+    dave = next(w for w in digest["worst_jobs"] if w["job"] == jid)
+    assert dave["idle_gpu_hours"] == 0 and dave["util_pct"] == 93.0
+    assert digest["usd_per_gpu_hour"] == 2.0  # $8 per 4-GPU node
+    assert c.users["ftdave"] in summary_text and "worst jobs:" in summary_text
+    assert "idle hours need --source prometheus:URL" in summary_text

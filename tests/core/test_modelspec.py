@@ -145,9 +145,13 @@ def _config(tmp_path, **override) -> Path:
     return p
 
 
-def test_an_endless_file_is_refused_after_a_bounded_read():
-    with pytest.raises(UserError, match=r"/dev/zero: larger than 4 MiB"):
+def test_an_endless_file_is_refused_after_a_bounded_read(tmp_path):
+    with pytest.raises(UserError, match=r"/dev/zero: not a regular file"):  # never read
         load_model_config("/dev/zero")
+    big = tmp_path / "config.json"
+    big.write_bytes(b" " * (5 * 2**20))
+    with pytest.raises(UserError, match=r"config.json: larger than 4 MiB"):
+        load_model_config(big)
 
 
 def test_a_binary_config_is_not_utf8_text_with_file_and_line(tmp_path):
@@ -177,7 +181,7 @@ def test_a_non_number_shape_key_is_named(tmp_path, value):
 
 
 @pytest.mark.parametrize("argv, expect", [
-    (["--model-config", "/dev/zero"], "/dev/zero: larger than 4 MiB"),
+    (["--model-config", "/dev/zero"], "/dev/zero: not a regular file"),
     (["--model-config", "BIN"], "BIN:1: not UTF-8 text"),
 ])
 def test_cli_bad_config_files_exit_2_without_a_traceback(tmp_path, capsys, argv, expect):

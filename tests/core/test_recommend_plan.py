@@ -194,7 +194,7 @@ def test_cli_table_shows_plan_columns(capsys):
                          "--top", "3")
     assert code == 0, err
     assert "$/1M TOK" in out and "REPLICAS" in out and "SLO MET" in out
-    assert "ranked by USD/month at the demand (3000 output tokens/s (≤ 40 ms per token))" in out
+    assert "ranked by USD/month at the demand (3000 output tokens/s (p95 ≤ 40 ms per token))" in out
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -220,4 +220,4 @@ def test_current_setup_is_planned_on_its_instance_type(cat):
     rec = recommend(w, cat, demand=demand(20, tpot_ms=30), current=("g6.xlarge", 1), top=1)
     assert rec.current.plan is None and rec.current.cost_per_unit is None
     assert any("g6.xlarge cannot serve the demand" in n and "L4 cannot meet" in n for n in rec.notes)
-    assert "The current setup cannot serve 20 req/s (≤ 30 ms per token): L4 cannot meet" in "\n".join(explain(rec))
+    assert "The current setup cannot serve 20 req/s (p95 ≤ 30 ms per token): L4 cannot meet" in "\n".join(explain(rec))

@@ -10,6 +10,7 @@ A broken file never stops loading: every problem is recorded in ``Catalog.proble
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -186,7 +187,9 @@ def validate_paths(targets: Sequence[Path | str]) -> tuple[list[str], Catalog]:
         else:
             problems.append(f"{p}: no such file or directory")
     bundled = catalog_files(paths.bundled_catalog_dir())
-    bundled_resolved = {b.resolve() for b in bundled}
-    extra = [f for f in files if f.resolve() not in bundled_resolved]
+    # realpath, not Path.resolve: that raises RuntimeError on a symlink loop (the file's own
+    # problem, reported when it is read)
+    bundled_resolved = {os.path.realpath(b) for b in bundled}
+    extra = [f for f in files if os.path.realpath(f) not in bundled_resolved]
     cat = build_catalog(bundled + extra)
     return problems + cat.problems, cat

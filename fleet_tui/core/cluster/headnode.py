@@ -217,3 +217,82 @@ def head_node_view(devices: Sequence[DeviceUsage], slurm_jobs: Sequence[SlurmJob
         usd_per_gpu_hour=price, slurm=slurm,
         aliases={j.job_raw: j.job for j in (*slurm_jobs, *(accounting or ()))
                  if j.job_raw and j.job_raw != j.job})
+
+
+@record
+class SummaryJob:
+    job: str
+    user: str
+    account: str
+    state: str
+    gpus: int
+    gpu_hours: float
+    util_pct: float | None  # None: no GPU history read for it
+    idle_gpu_hours: float | None
+    usd: float | None
+    usd_idle: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        r = lambda x, d=4: None if x is None else round(x, d)  # noqa: E731
+        return {"job": self.job, "user": self.user, "account": self.account,
+                "state": self.state, "gpus": self.gpus, "gpu_hours": r(self.gpu_hours),
+                "util_pct": r(self.util_pct, 2), "idle_gpu_hours": r(self.idle_gpu_hours),
+                "usd": r(self.usd, 2), "usd_idle": r(self.usd_idle, 2)}
+
+
+@record
+class JobsSummary:
+    """A period's digest: per user and account GPU-hours, idle GPU-hours and dollars, and the
+    worst jobs (most idle dollars, then idle GPU-hours, then GPU-hours)."""
+
+    since: str
+    jobs: int
+    gpu_hours: float
+    rows: tuple[ChargeRow, ...]
+    worst: tuple[SummaryJob, ...]
+    history_jobs: int  # jobs whose GPU history was read (idle figures cover these)
+    usd_per_gpu_hour: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": self.since, "jobs": self.jobs, "gpu_hours": round(self.gpu_hours, 4),
+                "history_jobs": self.history_jobs, "usd_per_gpu_hour": self.usd_per_gpu_hour,
+                "by_user_account": [c.to_dict() for c in self.rows],
+                "worst_jobs": [w.to_dict() for w in self.worst]}
+
+
+def jobs_summary(accounting: Sequence[SlurmJob], *, now: float, since: str,
+                 usage: dict[str, JobUsage] | None = None,
+                 usd_per_gpu_hour: float | None = None, worst: int = 10) -> JobsSummary:
+    """The digest of the GPU jobs in ``accounting`` (sacct over the period, running jobs too).
+    ``usage``: job id -> its usage over its life (``jobhistory``) for the jobs whose history was
+    read; the others count GPU-hours but no idle hours."""
+    usage = usage or {}
+    rows: dict[tuple[str, str], list[float]] = {}
+    items = []
+    for j in accounting:
+        if not j.started or j.gpus <= 0:
+            continue
+        gpu_h = j.gpus * (j.runtime_s(now) or 0.0) / 3600.0
+        u = usage.get(j.job)
+        idle_h = u.idle_device_hours if u is not None else None
+        usd = gpu_h * usd_per_gpu_hour if usd_per_gpu_hour is not None else None
+        usd_idle = (idle_h * usd_per_gpu_hour if usd_per_gpu_hour is not None and
+                    idle_h is not None else None)
+        items.append(SummaryJob(j.job, j.user, j.account, j.state, j.gpus, gpu_h,
+                                u.util_pct if u is not None else None, idle_h, usd, usd_idle))
+        r = rows.setdefault((j.user, j.account), [0, 0.0, 0.0])
+        r[0] += 1
+        r[1] += gpu_h
+        r[2] += idle_h or 0.0
+    price = usd_per_gpu_hour
+    charge = [ChargeRow(user=u, account=a, jobs=int(r[0]), gpu_hours=r[1], idle_gpu_hours=r[2],
+                        usd=None if price is None else r[1] * price,
+                        usd_idle=None if price is None else r[2] * price)
+              for (u, a), r in rows.items()]
+    charge.sort(key=lambda c: (-c.gpu_hours, c.user, c.account))
+    items.sort(key=lambda s: (-(s.usd_idle or 0.0), -(s.idle_gpu_hours or 0.0), -s.gpu_hours,
+                              s.job))
+    return JobsSummary(since=since, jobs=len(items), gpu_hours=sum(s.gpu_hours for s in items),
+                       rows=tuple(charge), worst=tuple(items[:worst]),
+                       history_jobs=sum(1 for s in items if s.idle_gpu_hours is not None),
+                       usd_per_gpu_hour=price)

@@ -20,10 +20,9 @@ def plan_lines(rec: Recommendation) -> list[str]:
         p = best.plan
         lines.append(
             f"Capacity plan for {rec.demand.label()}: {p.replicas} replica(s) of {p.gpus_per_replica} "
-            f"device(s) on {best.devices}, {p.concurrency_per_replica} sequences in flight each, first token "
-            f"{p.ttft_s * 1e3:,.0f} ms, {p.tpot_s * 1e3:,.1f} ms per token "
-            f"({'meets' if p.meets_slo else 'misses'} the targets), "
-            f"{money(best.usd_per_million_tokens)} per 1M output tokens.")
+            f"device(s) on {best.devices}, {p.concurrency_per_replica} sequences in flight each, "
+            f"{p.latency_label}first token {p.ttft_s * 1e3:,.0f} ms, {p.latency_label}{p.tpot_s * 1e3:,.1f} ms per "
+            f"token{p.slo_words}, {money(best.usd_per_million_tokens)} per 1M output tokens.")
     by_kind: dict[str, list[str]] = {}
     for acc, kind, why in rec.plan_dropped:
         if kind == "slo_unmet_rows":  # the numbers say how far off each device is

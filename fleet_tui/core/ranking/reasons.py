@@ -113,11 +113,11 @@ def reason_parts(acc, inst, placement: Placement, p: str, flags, scale: int = 1,
 
 def plan_text(plan, usd_per_million: float | None) -> str:
     """The capacity plan of an offer in a few words (its reason, the explanation)."""
-    slo = "meets the targets" if plan.meets_slo else "misses the targets"
     money_part = f", {money(usd_per_million)} per 1M output tokens" if usd_per_million is not None else ""
+    pct = plan.latency_label
     return (f"plan: {plan.replicas} replica(s) × {plan.gpus_per_replica} device(s), "
-            f"{plan.concurrency_per_replica} in flight each, first token {plan.ttft_s * 1e3:,.0f} ms, "
-            f"{plan.tpot_s * 1e3:,.1f} ms/token ({slo}){money_part}")
+            f"{plan.concurrency_per_replica} in flight each, {pct}first token {plan.ttft_s * 1e3:,.0f} ms, "
+            f"{pct}{plan.tpot_s * 1e3:,.1f} ms/token{plan.slo_words}{money_part}")
 
 
 _UNSET: Any = object()

@@ -26,6 +26,7 @@ so re-ranking after a rate, pricing or filter change computes no speed at all.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -120,7 +121,7 @@ class Planner:
                     missed = cap
                 continue
             replicas = replicas_for(cap, self.rate)
-            instances = math.ceil(replicas / per_instance) * spans
+            instances = math.ceil((replicas or 1) / per_instance) * spans
             if best is None or instances < best[0]:
                 best = (instances, g, cap, replicas)
             if instances == spans:
@@ -141,7 +142,8 @@ class Planner:
                 spans = max(1, placement.instances)
                 instances = math.ceil(plan.replicas / per_instance) * spans
                 return ServedGroup(max(1, instances // placement.instances), plan)
-        plan = plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate)
+        plan = dataclasses.replace(plan_from_capacity(self.workload, cap, self.prompt, self.gen, self.rate),
+                                   has_targets=self.demand.has_targets)
         return ServedGroup(max(1, instances // placement.instances), plan)
 
     def simulated(self, acc, spec: Any, g: int) -> ServingPlan:
@@ -162,8 +164,8 @@ class Planner:
         d = self.demand
         got = []
         if d.ttft_ms is not None:
-            got.append(f"first token {cap.ttft_s * 1e3:,.0f} ms (target {d.ttft_ms:g})")
+            got.append(f"first token {(cap.ttft_s or 0.0) * 1e3:,.0f} ms (target {d.ttft_ms:g})")
         if d.tpot_ms is not None:
-            got.append(f"{cap.tpot_s * 1e3:,.1f} ms per token (target {d.tpot_ms:g})")
+            got.append(f"{(cap.tpot_s or 0.0) * 1e3:,.1f} ms per token (target {d.tpot_ms:g})")
         return (f"{acc.id} cannot meet the targets at any replica count: one sequence alone on "
                 f"{cap.gpus} device(s) gets " + ", ".join(got))

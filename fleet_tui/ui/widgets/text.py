@@ -18,6 +18,15 @@ from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
 
+from fleet_tui.core.textsafe import clean, clean_lines
+
+
+def escape_text(text: object, *, lines: bool = False) -> str:
+    """Text from outside (a node's name, an error from the network) as markup that shows it as
+    typed: control characters through ``core.textsafe.clean`` (``lines=True``: newlines kept, for
+    a report of several lines), ``[`` escaped."""
+    return escape(clean_lines(text) if lines else clean(text))
+
 
 def styled_line(parts: Iterable[tuple[str, str | None]], outer: str | None = None
                 ) -> tuple[str, Content]:
@@ -28,6 +37,8 @@ def styled_line(parts: Iterable[tuple[str, str | None]], outer: str | None = Non
     for text, style in parts:
         if not text:
             continue
+        if not text.isprintable():  # a process name or label from outside: no escape codes
+            text = clean(text)
         end = pos + len(text)
         if style:
             spans.append(Span(pos, end, style))

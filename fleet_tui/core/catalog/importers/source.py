@@ -18,6 +18,7 @@ from typing import Any
 
 from fleet_tui.core.catalog.clouds import CLOUDS
 from fleet_tui.core.errors import UserError
+from fleet_tui.core.fsutil import read_bytes_capped, read_text_capped
 
 
 @dataclass
@@ -43,7 +44,7 @@ def read_source_txt(csv_path: Path) -> SourceInfo:
     info = SourceInfo()
     if not src.is_file():
         return info
-    text = src.read_text(encoding="utf-8", errors="replace")
+    text = read_text_capped(src, "SOURCE.txt", errors="replace")
     blocks = [b for b in re.split(r"(?m)^(?=Source:)", text) if b.strip()]
     text = next((b for b in blocks if csv_path.name in b), blocks[0] if blocks else text)
     m = re.search(r"Source:\s*([\w.-]+/[\w.-]+).*?\bpath\s+(\S+?)[,\s]", text, re.S)
@@ -125,10 +126,7 @@ class Row:
 
 def read_skypilot_csv(path: Path) -> tuple[list[Row], bool]:
     """Rows of one SkyPilot-format CSV, columns matched by name."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    raw = read_bytes_capped(path, "SkyPilot CSV")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:  # a binary or mis-encoded file: say where, not a traceback
