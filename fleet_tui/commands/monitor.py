@@ -178,8 +178,9 @@ def _device_line(d, analysis) -> list[str]:
     mem = "N/A"
     if d.mem_used_bytes is not None and d.mem_total_bytes:
         mem = f"{d.mem_used_bytes / 2**30:.1f}/{d.mem_total_bytes / 2**30:.0f} GiB"
-    primary = analysis.primary if analysis is not None else "-"
-    conf = analysis.primary_diagnosis.confidence if analysis is not None and analysis.diagnoses else None
+    top = analysis.primary_diagnosis if analysis is not None else None
+    primary = top.headline if top is not None else "-"  # the words the app's row shows
+    conf = top.confidence if top is not None else None
     return [str(d.index), d.name[:28], d.state, _fmt(d.gpu_util_pct, "%"),
             _fmt(d.sm_active_pct, "%"), _fmt(d.tensor_active_pct, "%"), mem,
             _fmt(d.temp_c, "C"), _fmt(d.power_w, "W"),
@@ -221,7 +222,11 @@ def _print_tick_text(tick, stream) -> None:
             rows = [[d.node, *row] for d, row in zip(snap.devices, rows)]
         stream.write(format_table(headers, rows) + "\n")
         for f in tick.diagnoses[:6]:
-            stream.write(f"  {f.device}: {f.kind} ({f.confidence:.0%}) {f.evidence[0]}\n")
+            if f.severity == "ok":
+                continue  # a healthy primary: its row says so
+            stream.write(f"  {f.device}: {f.title} {f.evidence[0]}\n")
+            for line in f.evidence[1:]:
+                stream.write(f"      {line}\n")
             stream.write(f"    -> {f.actions[0]}\n")
     if tick.cost is not None:
         stream.write("  cost: " + "; ".join(f"{k} {v}" for k, v in tick.cost.lines()) + "\n")

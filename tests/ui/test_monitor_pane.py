@@ -176,9 +176,11 @@ async def test_cards_scrolled_into_view_are_brought_up_to_date(make_app):
         await pilot.press("p")  # freeze the data so "up to date" is well defined
         await pilot.pause(0.3)
         latest = app.monitor.latest.snapshot.devices
+        analyses = app.monitor.latest.tick.analyses
         last_card = list(app.screen.query(DeviceCard))[-1]
         app.screen.query_one("#cards").scroll_end(animate=False)
-        await wait_for(pilot, lambda: last_card._last_markup == device_markup(latest[-1]),
+        await wait_for(pilot, lambda: last_card._last_markup == device_markup(
+            latest[-1], analysis=analyses.get(latest[-1].key)),
                        "the last card redrawn from the latest tick")
 
 
@@ -191,7 +193,7 @@ def test_diagnoses_panel_keeps_what_it_shows_until_its_refresh():
     from fleet_tui.ui.monitor import DIAGNOSES_REFRESH_S, MonitorScreen
 
     def finding(key, kind="input_starved", severity="warning"):
-        return F(device_key=key, kind=kind, severity=severity)
+        return F(device_key=key, kind=kind, severity=severity, primary=True)  # its device's first
 
     pane = F(_diag_shown=(("a", "input_starved"), ("b", "input_starved")), _diag_drawn_at=100.0)
 

@@ -27,7 +27,7 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
 
 SEVERITIES = ("info", "warning", "critical")
@@ -40,7 +40,7 @@ DEVICE_METRICS = ("gpu_util_pct", "mem_util_pct", "mem_used_pct", "mem_used_byte
                   "fp16_active_pct", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_bytes_s",
                   "nvlink_rx_bytes_s", "nvlink_tx_bytes_s", "ecc_corrected", "ecc_uncorrected")
 _KEYS = ("name", "metric", "diagnosis", "op", "threshold", "duration", "severity", "cooldown",
-         "message", "min_confidence", "enabled", "min_devices")
+         "message", "min_confidence", "enabled", "min_devices", "unless")
 MACHINE_KEY = "machine"
 
 
@@ -86,6 +86,9 @@ class AlertRule:
     enabled: bool = True
     source: str = ""  # file:line the rule came from
     min_devices: int | None = None  # a job rule: this many of a job's devices meet the condition
+    # a diagnosis kind that explains the condition away: while the device has it, the rule does
+    # not hold (memory-high unless engine_pool: a serving engine's pool is full by design)
+    unless: str | None = None
 
     @property
     def machine_wide(self) -> bool:
@@ -100,6 +103,8 @@ class AlertRule:
                 else f"diagnosis {self.diagnosis}")
         if self.per_job:
             what = f"{self.min_devices}+ devices of a job with {what}"
+        if self.unless:
+            what += f" unless {self.unless}"
         return f"{what} for {self.duration_s:g} s"
 
 
@@ -227,13 +232,18 @@ def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
         err("min_devices", "must be a whole number of devices, 1 or more")
     elif min_devices is not None and metric in MACHINE_METRICS:
         err("min_devices", f"a job rule needs a device metric or a diagnosis, not {metric!r}")
+    unless = entry.get("unless")
+    if unless is not None and unless not in KINDS:
+        near = difflib.get_close_matches(str(unless), KINDS, n=1)
+        err("unless", f"unknown diagnosis {unless!r}"
+            + (f"; did you mean {near[0]!r}?" if near else "") + f" (allowed: {', '.join(KINDS)})")
     if errs:
         return None, errs
     return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
                      cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
                      threshold=float(threshold) if threshold is not None else None,
                      min_confidence=float(min_conf), message=message, enabled=enabled,
-                     source=f"{path}:{start}", min_devices=min_devices), []
+                     source=f"{path}:{start}", min_devices=min_devices, unless=unless), []
 
 
 def load_alert_rules(files: Sequence[Path] | None = None, *,
@@ -265,6 +275,13 @@ def strict_rules(files: Sequence[Path]) -> list[AlertRule]:
 class _State:
     since: float | None = None
     last_fired: float | None = None
+
+
+def _has(an: DeviceAnalysis, kind: str) -> bool:
+    for d in an.diagnoses:
+        if d.kind == kind:
+            return True
+    return False
 
 
 def _due_at(held: Sequence[tuple[AlertRule, _State]]) -> float:
@@ -405,7 +422,8 @@ class AlertEvaluator:
             held: list[tuple[AlertRule, _State]] = []
             for pos, rule in idx.metric:
                 v = metric_value(d, rule.metric)  # type: ignore[arg-type]
-                if v is None or not OPS[rule.op](v, rule.threshold):
+                if v is None or not OPS[rule.op](v, rule.threshold) or (
+                        rule.unless is not None and an is not None and _has(an, rule.unless)):
                     st = state.get((rule.name, key))
                     if st is not None:
                         st.since = None
@@ -517,7 +535,8 @@ class AlertEvaluator:
             for d, key, kinds in per_device:
                 if metric:
                     v = metric_value(d, metric)
-                    held = v is not None and op(v, threshold)
+                    held = v is not None and op(v, threshold) and not (
+                        rule.unless is not None and kinds is not None and rule.unless in kinds)
                     value: float | str | None = v
                 else:
                     diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
@@ -533,8 +552,3 @@ class AlertEvaluator:
                 if a:
                     out.append(a)
         return out
-
-    def evaluate_snapshot(self, snapshot: Snapshot,
-                          analyses: Mapping[str, DeviceAnalysis] | None = None,
-                          machine: Mapping[str, float | None] | None = None) -> list[Alert]:
-        return self.evaluate(snapshot.timestamp, snapshot.devices, analyses, machine)
