@@ -116,6 +116,10 @@ def layout_flags(w: Workload, gpus: int) -> str:
         parts += ([f"{{tp}} {lay.tp}"] if lay.tp > 1 else []) + ([f"{{pp}} {lay.pp}"] if lay.pp > 1 else [])
         if w.is_training and lay.dp > 1:
             parts.append(f"{{zero}} {lay.zero}")
+    if lay.cp > 1:
+        parts.append(f"{{cp}} {lay.cp}")
+    if lay.vpp > 1:
+        parts.append(f"{{vpp}} {lay.vpp}")
     if w.micro_batch:
         parts.append(f"{{micro_batch}} {w.micro_batch}")
     return " ".join(parts)
@@ -134,7 +138,7 @@ def _layout_words(w: Workload, gpus: int) -> str:
 
 def _layout_free(w: Workload) -> Workload:
     """``w`` with any layout the user set (TP, PP, ZeRO) cleared, for a layout search."""
-    return w.derive(tp=None, pp=None, zero=None) if layout_is_set(w) else w
+    return w.derive(tp=None, pp=None, zero=None, cp=1, vpp=1) if layout_is_set(w) else w
 
 
 def _with_offload(w: Workload, *targets: str) -> Workload:
