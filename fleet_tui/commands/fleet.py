@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
+from fleet_tui.commands._output import kind_words
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -142,7 +143,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                      "waste $/h"], [_device_row(d, view.age_of(d)) for d in node.devices])
         for d in node.devices:
             if d.diagnoses and d.primary not in ("healthy_compute", "idle"):
-                print(f"  gpu {d.index}: {d.primary}: {d.diagnoses[0].get('action', '')}")
+                print(f"  gpu {d.index}: {kind_words(d.primary)}: {d.diagnoses[0].get('action', '')}")
         return 0
     if args.json:
         print_json(view.to_dict())
@@ -190,7 +191,7 @@ def _device_row(d, age_s: float | None) -> list[str]:
     state = d.state if age_s is None or d.state == "ok" else f"{d.state} ({age_s:.0f}s)"
     conf = "" if d.confidence is None else f" ({d.confidence:.0%})"
     return [str(d.index), d.name[:24], state, _pct(d.gpu_util_pct), _pct(d.sm_active_pct), mem,
-            "N/A" if d.power_w is None else f"{d.power_w:.0f}W", d.primary + conf,
+            "N/A" if d.power_w is None else f"{d.power_w:.0f}W", kind_words(d.primary) + conf,
             _usd(d.usd_per_hour), _usd(d.waste_usd_per_hour)]
 
 

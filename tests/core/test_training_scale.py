@@ -140,6 +140,8 @@ def test_405b_on_16384_h100_reads_mfu_in_the_published_range(cat):
     fab = with_network(default_fabric("H100", "CUDA"), "roce-400")
     thr = estimate_throughput(w, cat.accelerator("H100"), 16384, fab)
     assert 0.30 <= thr.mfu <= 0.45
+    r = plan_workload(PlanRequest(w, "H100", layout_given=True), cat)  # what size prints: it fits, priced
+    assert r.verdict.ok and r.cost is not None and 0.30 <= r.speed.mfu <= 0.45
 
 
 def test_interleaving_shrinks_the_bubble(cat):

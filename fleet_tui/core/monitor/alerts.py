@@ -27,7 +27,7 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
 
 SEVERITIES = ("info", "warning", "critical")
@@ -552,8 +552,3 @@ class AlertEvaluator:
                 if a:
                     out.append(a)
         return out
-
-    def evaluate_snapshot(self, snapshot: Snapshot,
-                          analyses: Mapping[str, DeviceAnalysis] | None = None,
-                          machine: Mapping[str, float | None] | None = None) -> list[Alert]:
-        return self.evaluate(snapshot.timestamp, snapshot.devices, analyses, machine)

@@ -116,8 +116,6 @@ class Tick:
                 "cost": self.cost.to_dict() if self.cost is not None else None}
 
 
-EngineState = Tick
-
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
 
 
