@@ -4,7 +4,7 @@
 is ``[the strip itself]``, so the strip refers to itself through its own cache. The compositor
 divides every line it draws, so each line drawn unchanged across a region became a reference cycle
 that only the garbage collector frees. Where the fleet panes freeze what survives a refresh
-(``ui.fleet.FrozenSurvivors``), those cycles waited for the next full collection of ~250,000
+(``ui.runtime.FrozenSurvivors``), those cycles waited for the next full collection of ~250,000
 objects (~150-190 ms with the GIL held at 4,096 GPUs): ~1,200 strips and ~17,000 objects they
 held per 60 refreshes. The same answer without the cache entry costs a list comprehension.
 

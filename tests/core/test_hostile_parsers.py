@@ -113,3 +113,30 @@ def test_load_workload_refuses_what_is_not_a_file(tmp_path):
             assert bad in str(exc)
         else:
             raise AssertionError(bad)
+
+
+TOML_VALUES = ["1e12", "1e-300", "nan", "inf", "-inf", '"8"', "[1, 2]", "{ a = 1 }", "true", "0",
+               "-1", "9" * 400, "8", "8.0", "1e308", "1_000_000", "0x10"]
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(["accelerator_count", "accelerator_memory_gib", "vcpus",
+                                        "ram_gib", "zones", "on_demand_usd_per_hour",
+                                        "spot_usd_per_hour", "reserved_1y_usd_per_hour"]),
+                       st.sampled_from(TOML_VALUES), max_size=5))
+def test_a_catalog_row_of_any_values_is_loaded_or_a_located_problem(tmp_path, fields):
+    from fleet_tui.core.catalog.validation import read_catalog_file
+
+    row = {"accelerator_count": "8", "on_demand_usd_per_hour": "10.0", **fields}
+    body = ", ".join(f"{k} = {v}" for k, v in row.items())
+    path = tmp_path / "instances" / "aws.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('instance = [\n  {cloud = "aws", instance_type = "odd.1", region = "r", '
+                    f'accelerator = "H100", {body}}},\n]\n')
+    result = read_catalog_file(path)
+    assert all(p.startswith(str(path)) for p in result.problems), result.problems
+    if not result.problems:
+        for _, offer in result.rows:
+            assert 0 < offer["accelerator_count"] <= 65536
+            price = offer.get("on_demand_usd_per_hour")
+            assert price is None or 1e-5 <= price <= 1e6
