@@ -19,7 +19,8 @@ from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.perf.arrivals import Arrivals, closed_loop, poisson
-from fleet_tui.core.perf.engines import kv_pool
+from fleet_tui.core.perf.capacity import burst_speed, first_token_s, steady_state
+from fleet_tui.core.perf.engines import kv_pool, serving_speed
 from fleet_tui.core.perf.serving_sim import SimResult
 from fleet_tui.core.perf.sim_plan import BurstReport, burst_report, simulate_replica
 from fleet_tui.core.plan import PlanReport, PlanRequest, plan_workload
@@ -281,6 +282,65 @@ def predict_serving(r: dict, file: str = "serving") -> Result:
         pred = got[metric] * 1e3
     else:
         return Result(predicted=None, reason=f"metric {metric} not modelled", **base)
+    if r.get("scope") == "per_gpu":
+        pred /= gpus
+    elif r.get("scope") == "per_node":
+        pred /= gpus / 8
+    return Result(predicted=pred, **base)
+
+
+def predict_serving_analytic(r: dict) -> Result:
+    """The same row by the analytic model (``capacity.burst_speed`` / ``steady_state`` /
+    ``engines.serving_speed``), which the product keeps for Hugging Face and ``--analytic-plan``:
+    bench/bench_serving_latency.py prints it beside the simulation."""
+    metric = r["metric"]
+    kind = "latency" if metric in LATENCY_METRICS else "throughput"
+    w, inp, out, why = _serving_workload(r)
+    if w is not None:  # the analytic model takes the client's concurrency instead
+        w = w.derive(max_num_seqs=None)
+    base = dict(file="serving", id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    try:
+        acc = catalog().accelerator(r["gpu"])
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
+    gpus = int(r["gpu_count"])
+    if not r.get("tp") and not r.get("parallelism") and gpus > 1:
+        # the source states no layout (MLPerf): take the tensor-parallel size the tool finds fastest
+        w = max((w.derive(gpus=t, sharding="tensor" if t > 1 else "data") for t in (1, 2, 4, 8) if gpus % t == 0),
+                key=lambda c: (serving_speed(c, acc, c.gpus, inp, out).output_tokens_per_s or 0.0) / c.gpus)
+    replicas = max(1, gpus // w.gpus)
+    conc = r.get("max_concurrency")
+    per_replica = max(1, int(conc) // replicas) if conc else None
+    rate = r.get("request_rate")
+    burst = r["scenario"] == "burst_all_at_once" or rate == "inf"
+    n_burst = int(conc) if conc else 500  # trtllm 0.14 online table: 'with 500 requests'
+    if burst:  # n requests at once: never more than n in flight, each prefilled once
+        b = burst_speed(w, acc, w.gpus, inp, out, max(1, n_burst // replicas))
+        if b is None:
+            return Result(predicted=None, reason="the engine's speed is unknown here", **base)
+        out_tps, ttft_s, tpot_s = b.output_tokens_per_s * replicas, b.ttft_s, b.itl_s
+    else:
+        if isinstance(rate, (int, float)) and kind == "latency":
+            sp = steady_state(w, acc, w.gpus, inp, out, float(rate) / replicas)
+        else:
+            sp = serving_speed(w, acc, w.gpus, inp, out, per_replica)
+        if sp.output_tokens_per_s is None:
+            return Result(predicted=None, reason=sp.unknown, **base)
+        out_tps, ttft_s, tpot_s = sp.output_tokens_per_s * replicas, first_token_s(sp), sp.loaded_tpot_s
+    if isinstance(rate, (int, float)):
+        out_tps = min(out_tps, float(rate) * out)
+    if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
+        pred = out_tps
+    elif metric == "total_tokens_per_s":
+        pred = out_tps * (inp + out) / out
+    elif metric == "input_tokens_per_s":
+        pred = out_tps * inp / out
+    elif metric == "ttft_ms_mean":
+        pred = ttft_s * 1e3
+    else:
+        pred = tpot_s * 1e3
     if r.get("scope") == "per_gpu":
         pred /= gpus
     elif r.get("scope") == "per_node":
