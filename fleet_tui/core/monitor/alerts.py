@@ -27,6 +27,7 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
+from fleet_tui.core.monitor.severity import severity_rank
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
 
@@ -40,7 +41,7 @@ DEVICE_METRICS = ("gpu_util_pct", "mem_util_pct", "mem_used_pct", "mem_used_byte
                   "fp16_active_pct", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_bytes_s",
                   "nvlink_rx_bytes_s", "nvlink_tx_bytes_s", "ecc_corrected", "ecc_uncorrected")
 _KEYS = ("name", "metric", "diagnosis", "op", "threshold", "duration", "severity", "cooldown",
-         "message", "min_confidence", "enabled", "min_devices", "unless")
+         "message", "min_confidence", "enabled", "min_devices", "unless", "min_severity")
 MACHINE_KEY = "machine"
 
 
@@ -89,6 +90,9 @@ class AlertRule:
     # a diagnosis kind that explains the condition away: while the device has it, the rule does
     # not hold (memory-high unless engine_pool: a serving engine's pool is full by design)
     unless: str | None = None
+    # a diagnosis rule: only a finding this severe or worse holds it (memory_growth at "critical":
+    # out of memory within a minute, told at once)
+    min_severity: str | None = None
 
     @property
     def machine_wide(self) -> bool:
@@ -103,6 +107,8 @@ class AlertRule:
                 else f"diagnosis {self.diagnosis}")
         if self.per_job:
             what = f"{self.min_devices}+ devices of a job with {what}"
+        if self.min_severity:
+            what += f" at {self.min_severity} or worse"
         if self.unless:
             what += f" unless {self.unless}"
         return f"{what} for {self.duration_s:g} s"
@@ -237,13 +243,17 @@ def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
         near = difflib.get_close_matches(str(unless), KINDS, n=1)
         err("unless", f"unknown diagnosis {unless!r}"
             + (f"; did you mean {near[0]!r}?" if near else "") + f" (allowed: {', '.join(KINDS)})")
+    min_severity = entry.get("min_severity")
+    if min_severity is not None and (min_severity not in SEVERITIES or diagnosis is None):
+        err("min_severity", f"must be one of {', '.join(SEVERITIES)}, on a diagnosis rule")
     if errs:
         return None, errs
     return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
                      cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
                      threshold=float(threshold) if threshold is not None else None,
                      min_confidence=float(min_conf), message=message, enabled=enabled,
-                     source=f"{path}:{start}", min_devices=min_devices, unless=unless), []
+                     source=f"{path}:{start}", min_devices=min_devices, unless=unless,
+                     min_severity=min_severity), []
 
 
 def load_alert_rules(files: Sequence[Path] | None = None, *,
@@ -275,6 +285,12 @@ def strict_rules(files: Sequence[Path]) -> list[AlertRule]:
 class _State:
     since: float | None = None
     last_fired: float | None = None
+
+
+def _severe(diag: Any, rule: AlertRule) -> bool:
+    """The finding is as severe as the rule asks (any, without ``min_severity``)."""
+    return rule.min_severity is None or severity_rank(diag.severity) <= severity_rank(
+        rule.min_severity)
 
 
 def _has(an: DeviceAnalysis, kind: str) -> bool:
@@ -444,7 +460,7 @@ class AlertEvaluator:
                         continue
                     seen.append(kind)
                     for pos, rule in rules:
-                        if diag.confidence < rule.min_confidence:
+                        if diag.confidence < rule.min_confidence or not _severe(diag, rule):
                             continue
                         held_names.append(rule.name)
                         # value: the diagnosis, whose explanation is built only if the rule fires
@@ -540,7 +556,8 @@ class AlertEvaluator:
                     value: float | str | None = v
                 else:
                     diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
-                    held = diag is not None and diag.confidence >= rule.min_confidence
+                    held = (diag is not None and diag.confidence >= rule.min_confidence
+                            and _severe(diag, rule))
                     value = diag  # its explanation, built only if the rule fires
                 if not held:
                     # the common case: nothing holds, so only an existing timer needs resetting
