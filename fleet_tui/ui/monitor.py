@@ -14,7 +14,6 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 
 from __future__ import annotations
 
-import gc
 import time
 
 from textual.app import ComposeResult
@@ -25,6 +24,7 @@ from textual.markup import escape
 from textual.widgets import Static
 
 from fleet_tui.core.monitor.severity import severity_rank
+from fleet_tui.ui import runtime
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
@@ -39,7 +39,6 @@ DIAGNOSES_REFRESH_S = 5.0
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
 MAX_FINDINGS_COMPACT = 3  # the small screen's table already shows every device's primary one
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
-STEADY_GC_THRESHOLDS = (5000, 4, 10)  # gc.set_threshold once the monitor draws (see redraw)
 
 
 class CardsScroll(VerticalScroll):
@@ -177,25 +176,9 @@ class MonitorScreen(PaneScreen):
             update_text(self.query_one("#mon-message", Static), f"No monitor source. {NO_DEVICE_TRY}")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
-    startup_frozen = False  # gc.freeze() done (once a process)
-
     def redraw(self, view) -> None:
         """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
-        if not MonitorScreen.startup_frozen:
-            # The first tick comes after the catalog has loaded: what exists now lives as long as
-            # the app. Python's full collections walked it all again every ~30 s, ~50 ms each
-            # (1.6-1.8 ms a second, an eighth of the pane's CPU at 1 s on sim:8; measured with
-            # gc.callbacks, bench/bench_monitor_cpu.py --gc). Frozen, they skip it.
-            MonitorScreen.startup_frozen = True
-            gc.freeze()
-            # A tick's survivors (readings kept in history, rendered lines kept in the widgets'
-            # caches for a few ticks) went through a young collection about every second and an
-            # older one every ten; most of the cached lines die a few ticks later anyway. With
-            # young collections every 5,000 net allocations instead of 700 (older ones every 4 of
-            # them) the collector cost 0.29 ms a second instead of 0.77 on sim:64 at 1 s (150 s,
-            # gc.callbacks), its longest pause 11 ms instead of 18. The fleet panes collect young
-            # garbage themselves after each view (fleet.FrozenSurvivors).
-            gc.set_threshold(*STEADY_GC_THRESHOLDS)
+        runtime.settle_after_first_tick()  # the first tick comes after the catalog has loaded
         with self.app.batch_update():
             self._redraw(view)
 

@@ -258,7 +258,7 @@ class MonitorEngine:
     @property
     def filling(self) -> bool:
         """True until the live readings span ``fill_s``: until then the engine's memory grows by
-        design, not by a leak (the fleet pane's collector rule, ``ui.fleet.FrozenSurvivors``)."""
+        design, not by a leak (the fleet pane's collector rule, ``ui.runtime.FrozenSurvivors``)."""
         return self._first_ts is None or self._last_ts - self._first_ts < self.fill_s
 
     # ----- cost -----

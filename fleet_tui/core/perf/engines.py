@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from dataclasses import field
 
+from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import (
     activation_bytes,
@@ -291,10 +292,21 @@ class EngineReserve:
         return cal.CUDA_CONTEXT_BYTES + fixed + pool
 
 
+_RESERVES = caches.memo("perf.engine_reserve", 4096)
+
+
 def engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> EngineReserve:
     """The engine's charges per GPU before its pool (see the module docstring). ``fabric``: the GPUs
     talk over NVLink-class links, which add NCCL's channels and the custom all-reduce buffers.
-    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts."""
+    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts.
+    Memoised: it does not depend on the device, so a ranking computes it once per device count
+    (bench/bench_recommend.py)."""
+    linked = fabric and gpus > 1  # one device has no links: one entry for both
+    return _RESERVES.get_or_compute((w, gpus, seq_tokens, linked),
+                                    lambda: _engine_reserve(w, gpus, seq_tokens, linked))
+
+
+def _engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> EngineReserve:
     e = engine_profile(w)
     arch = w.arch
     pc = param_counts(arch)
