@@ -44,6 +44,19 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region
 from textual.strip import Strip
 
+#: The Textual release these corrections were written against (pyproject.toml pins it), and the
+#: SHA-256 (first 16 hex digits) of the source of each Textual function they replace or wrap, as of
+#: that release: tests/ui/test_textual_fixes.py fails when Textual's source differs, so an upgrade
+#: re-reads each correction before it ships.
+WRITTEN_FOR = "8.2.8"
+PATCHED = {
+    "textual.strip:Strip.divide": "708bd67448d837d1",  # self-referencing cache entry
+    "textual._compositor:Compositor.render_partial_update": "b61a8d73910172a0",  # renders all in the box
+    "textual._compositor:Compositor._get_renders": "c5f86e10abeff84b",
+    "textual.drivers.linux_driver:LinuxDriver.__init__": "6f29bfa419143f25",  # 0.1 s input polling
+    "textual.drivers.linux_driver:LinuxDriver.run_input_thread": "3c7a9834635c05f9",
+}
+
 _installed = False
 # More dirty regions than this (a fleet grid repainted cell by cell): checking each widget against
 # each region would cost more than it saves; Textual's own choice then.
