@@ -369,7 +369,7 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     if more is not None and "gpus" not in seen:
         found.append(more)
     if not w.is_training and "precision" not in seen:  # quantize and split: fewest devices per format
-        for change, desc, w2, n in _candidates(w, gpus, acc, node):
+        for change, desc, w2, _n in _candidates(w, gpus, acc, node):
             if change == "precision":
                 alt = _more_devices(w2, gpus, acc, node)
                 if alt is not None and (more is None or alt.gpus < more.gpus):

@@ -242,7 +242,7 @@ def flag_outliers(offers: list[dict[str, Any]]) -> None:
     for d in offers:
         if d["on_demand_usd_per_hour"] is not None:
             by_type[d["instance_type"]].append(d)
-    for itype, grp in by_type.items():
+    for _itype, grp in by_type.items():
         if len(grp) < 3:
             continue
         med = statistics.median(d["on_demand_usd_per_hour"] for d in grp)
