@@ -189,7 +189,8 @@ def _render(d: dict) -> str:
         elif not d["fits"]:
             lines.append("No change on these or more of these devices makes it fit; try a larger accelerator.")
         if not d["fits"]:
-            lines.append("Speed: not estimated (it does not " + ("start)." if v["status"] == "does_not_start" else "fit)."))
+            lines.append("Speed: not estimated (it does not "
+                         + ("start)." if v["status"] == "does_not_start" else "fit)."))
     kv = d["kv_capacity"]
     engine = ""
     if "engine" in w:
