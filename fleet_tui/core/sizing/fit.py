@@ -111,7 +111,8 @@ def layout_flags(w: Workload, gpus: int) -> str:
     lay = parallel_layout(w, gpus)
     parts = [f"{{gpus}} {gpus}"]
     if lay.tp == 1 and lay.pp == 1:
-        parts.append("{sharding} fsdp" if lay.zero == 3 else (f"{{zero}} {lay.zero}" if lay.zero else "{sharding} data"))
+        parts.append("{sharding} fsdp" if lay.zero == 3
+                     else (f"{{zero}} {lay.zero}" if lay.zero else "{sharding} data"))
     else:
         parts += ([f"{{tp}} {lay.tp}"] if lay.tp > 1 else []) + ([f"{{pp}} {lay.pp}"] if lay.pp > 1 else [])
         if w.is_training and lay.dp > 1:
