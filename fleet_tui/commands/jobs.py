@@ -243,7 +243,7 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
     if parse_source_spec(spec).kind != "prometheus":
         return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
                                 "prometheus:URL")
-    source = open_source(spec)
+    source = open_source(spec, timeout_s=args.timeout)
     try:
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:
