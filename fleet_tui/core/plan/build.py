@@ -75,7 +75,8 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
             raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
         ok, msg = precision_support(w.precision, acc)
         if not ok:
-            raise FieldError("precision", "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+            raise FieldError("precision",
+                             "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
@@ -130,7 +131,8 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         layout=parallel_layout(w, n).label() if n > 1 else None, verdict=verdict, memory=mem, engine=eng,
         kv_capacity=kv, fixes=fixes, speed=speed, speed_accelerator=speed_acc.id if speed_acc else None,
         training_run=run, serving_plan=plan, plan_price_source=price_source, burst=burst,
-        burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost, assumptions=tuple(dict.fromkeys(assumptions)),
+        burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost,
+        assumptions=tuple(dict.fromkeys(assumptions)),
         notes=tuple(notes), links=links.words if links is not None and n > 1 else None)
 
 
