@@ -144,7 +144,8 @@ ENGINES: dict[str, EngineProfile] = {
     "trtllm": EngineProfile(
         id="trtllm", label="TensorRT-LLM (in-flight batching, paged KV cache, CUDA graphs)",
         batching="continuous", memory_rule="free", memory_utilization=0.90, batched_tokens=8192,
-        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False, tp_reserve_bytes=0,
+        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False,
+        tp_reserve_bytes=0,
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=1.0e-3, seq_overhead_s=1e-5,
         sources=("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9; scheduler policy "
