@@ -31,6 +31,9 @@ Sets: ``--tune`` traces were looked at while writing the rules and thresholds (d
 H200 trace and ``tests/fixtures/traces/tune/*.jsonl``); ``--holdout`` traces were not (default:
 ``tests/fixtures/traces/holdout/*.jsonl``).
 The two are reported separately; only the holdout figure says how well the rules generalize.
+``--synthetic`` traces (default: ``tests/fixtures/traces/synthetic/*.jsonl``, written by
+``scripts/synth_corpus.py`` from the physics its docstring states) cover cases no recording does
+yet; they are reported apart and are not measurements.
 ``--resample HZ`` adds the tune traces decimated to HZ (what a 1 Hz monitor sees): the same data,
 so a robustness check of the sampling rate, not a held-out score.
 """
@@ -255,6 +258,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tune", nargs="*", default=None)
     p.add_argument("--holdout", nargs="*", default=None)
+    p.add_argument("--synthetic", nargs="*", default=None,
+                   help="SYNTHETIC labelled traces (default: tests/fixtures/traces/synthetic/)")
     p.add_argument("--resample", type=float, default=1.0,
                    help="also score the tune traces decimated to this rate (0: off)")
     args = p.parse_args()
@@ -268,6 +273,11 @@ def main() -> None:
                                           "holdout").glob("*.jsonl"))
     report("tune (looked at while writing the rules)", tune)
     report("holdout (never used for tuning)", holdout)
+    synthetic = args.synthetic
+    if synthetic is None:
+        synthetic = sorted(str(x) for x in (ROOT / "tests" / "fixtures" / "traces" /
+                                            "synthetic").glob("*.jsonl"))
+    report("SYNTHETIC (scripts/synth_corpus.py: modelled physics, not measurements)", synthetic)
     if args.resample:
         import tempfile
 

@@ -138,7 +138,7 @@ def bench_single_inputs() -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--lines", type=int, default=100_000, help="section 1: the longer trace's lines")
     p.add_argument("--stream-lines", type=int, default=0, help="section 2: lines fed (10^7)")
     p.add_argument("--skip-files", action="store_true", help="leave out section 1")

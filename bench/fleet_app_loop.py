@@ -84,7 +84,7 @@ def app_loop_blocks(make_source: Callable[[], object], refreshes: int, interval_
                 gap[:] = [0.0, 0.0]
             cpu = (time.process_time() - cpu0) / refreshes * 1e3
             devices = screen.view.device_count
-            frozen = getattr(screen, "_frozen", None)  # ui.fleet.FrozenSurvivors
+            frozen = getattr(screen, "_frozen", None)  # ui.runtime.FrozenSurvivors
             full = frozen.full_collections - 1 if frozen is not None else 0
             done.set()
             await task

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +116,25 @@ async def shoot(out: Path, size: tuple[int, int]) -> None:
         await _wait(app, [w for w in app.workers if w.group == "fleet-view"])
         await pilot.pause()
         _write(app, out, "fleet", "fleet-tui: fleet pane — SIMULATED 12 × 8 fleet (test data)")
+        # Queue what-if: a small job list replayed under the five policies (made here, like
+        # the README's own example)
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as folder:
+            os.chdir(folder)  # the status line shows the path as typed: jobs.csv
+            try:
+                Path("jobs.csv").write_text("job,user,submit_s,run_s,gpus\n" + "".join(
+                    f"{i},{('alice', 'bob', 'carol')[i % 3]},{i * 60},{600 + (i * 997) % 3000},"
+                    f"{(4, 8, 16)[i % 3]}\n" for i in range(1, 41)), encoding="utf-8")
+                await pilot.press("8")
+                await _settle(app, pilot)
+                app.screen.query_one("#q-file").value = "jobs.csv"
+                app.screen.action_simulate()
+                await _wait(app, [w for w in app.workers if w.group == "queue"])
+                app.set_focus(None)
+                await pilot.pause(0.3)
+            finally:
+                os.chdir(here)
+        _write(app, out, "queue", "fleet-tui: queue what-if — 40 jobs under five policies")
 
 
 def main() -> int:

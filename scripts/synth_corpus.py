@@ -14,12 +14,14 @@ Gen5 x16), the values of the real take c's ``static`` line.
 
 Physics each case models:
 
-* **Power and clocks.** Board power is idle power plus a dynamic part that grows with the work
-  done per cycle: P = 80 W + 700 W x (0.55 tensor + 0.30 DRAM + 0.15 SM activity) at the max
-  clock (dynamic power ~ f·V², so per-cycle energy is taken constant over the small clock range
-  here). Where that demand exceeds the 700 W limit the driver lowers the clock until it does not:
-  f = f_max x (700 - 80) / (demand - 80), and the clock-event reason "SW power cap" (0x4) is set;
-  an idle GPU reports reason 0x1 (GPU idle) and its idle clock.
+* **Power and clocks.** Board power is idle power plus a dynamic part that grows with each unit's
+  activity, at the max clock: P = 80 W + 9.4 W/% x tensor + 2.2 W/% x DRAM + 1.5 W/% x SM
+  activity. The coefficients are fitted to the real demo trace (fleet_tui/demo): its HBM-copy phase
+  (DRAM 87 %, SM 99 %, 1973 MHz) drew 423 W, its bf16 GEMM phase (tensor 92 %, DRAM 17 %, SM 95 %)
+  664 W at the 700 W cap and 1482 MHz, i.e. ~1120 W of demand at 1980 MHz with dynamic power
+  ~ f² (f·V², V rising with f). Where the demand exceeds the enforced limit the driver lowers the
+  clock until it fits: f = f_max x sqrt((limit - 80) / (demand - 80)), and sets the clock-event
+  reason "SW power cap" (0x4); an idle GPU reports reason 0x1 (GPU idle) and its idle clock.
 * **GPM counters.** ``gpm_sm_util``, ``gpm_any_tensor_util`` and ``gpm_fp*`` are shares of cycles
   at the current clock; ``gpm_dram_bw_util`` is a share of peak DRAM bandwidth, which a lower SM
   clock does not change. Each reading carries Gaussian noise (sd 1.5 points), clipped to 0-100.
@@ -28,7 +30,9 @@ Physics each case models:
   out-of-memory error, exits, and its memory is freed at once.
 * **A mat-vec / small-batch decode step** reads every weight once per token: ~2 FLOP per 2-byte
   weight, 1 FLOP/B, far below the H200's ridge (~206 FLOP/B); the tensor pipes idle while the
-  weights stream, so DRAM runs at ~63 % of peak and the tensor pipes at ~30 %.
+  weights stream, so DRAM runs at ~63 % of peak and the tensor pipes at ~30 %. This server's
+  board is held at 500 W (``nvidia-smi -pl 500``, as inference fleets do to save power), so the
+  decode runs at its power cap.
 * **A serving engine** (vLLM) loads its weights over PCIe (host-to-device at ~5 GB/s), then
   reserves its KV-cache pool in one allocation to ``gpu_memory_utilization`` = 0.90 of the device,
   and holds it flat whatever the load.
@@ -50,7 +54,8 @@ INTERVAL_S = 0.5
 GAP_S = 4.0
 TOTAL = 150754820096  # bytes, the H200 of take c
 DRIVER = 648347648  # bytes the driver holds with no process (take c's idle reading)
-LIMIT_W, IDLE_W, DYNAMIC_W = 700.0, 80.0, 700.0
+LIMIT_W, IDLE_W = 700.0, 80.0
+W_PER_TENSOR_PCT, W_PER_DRAM_PCT, W_PER_SM_PCT = 9.4, 2.2, 1.5  # fitted to the demo trace
 CLOCK_MAX, CLOCK_IDLE = 1980.0, 345.0
 GB = 1e9
 
@@ -72,19 +77,19 @@ def _work(sm: float = 0.0, tensor: float = 0.0, dram: float = 0.0, fp32: float =
                 procs=procs or [])
 
 
-def _sample(rng: random.Random, t: float, phase: str, w: Work) -> dict:
+def _sample(rng: random.Random, t: float, phase: str, w: Work, limit_w: float = LIMIT_W) -> dict:
     def noisy(v: float) -> float:
         return 0.0 if v <= 0 else min(100.0, max(0.0, rng.gauss(v, 1.5)))
 
     sm, tensor, dram, fp32 = (noisy(w["sm"]), noisy(w["tensor"]), noisy(w["dram"]),
                               noisy(w["fp32"]))
     busy = w["util"] > 0
-    demand = IDLE_W + DYNAMIC_W * (0.55 * tensor + 0.30 * dram + 0.15 * sm) / 100.0
+    demand = IDLE_W + W_PER_TENSOR_PCT * tensor + W_PER_DRAM_PCT * dram + W_PER_SM_PCT * sm
     if not busy:
         clock, power, reasons = CLOCK_IDLE, IDLE_W + rng.gauss(0, 0.3), 0x1
-    elif demand > LIMIT_W:  # the power limit lowers the clock until the board fits it
-        clock = CLOCK_MAX * (LIMIT_W - IDLE_W) / (demand - IDLE_W)
-        power, reasons = LIMIT_W - abs(rng.gauss(0, 4.0)), 0x4
+    elif demand > limit_w:  # the power limit lowers the clock until the board fits it
+        clock = CLOCK_MAX * ((limit_w - IDLE_W) / (demand - IDLE_W)) ** 0.5
+        power, reasons = limit_w - abs(rng.gauss(0, 4.0)), 0x4
     else:
         clock, power, reasons = CLOCK_MAX, demand + rng.gauss(0, 3.0), 0x0
     used = DRIVER + sum(p["used_bytes"] for p in w["procs"])
@@ -120,12 +125,14 @@ def idle(_: float = 0.0) -> Iterator[tuple[str, Work]]:
 
 def leak_to_oom() -> Iterator[tuple[str, Work]]:
     """Idle compute; one 60 GB allocation, then +6.5 GB every 0.5 s (13 GB/s) until the next
-    step does not fit: out of memory, the process exits, its memory is freed."""
+    step does not fit: out of memory; the process unwinds (the exception, its traceback, the CUDA
+    context's teardown: ~1.5 s) and exits, and its memory is freed."""
     held = 60 * GB
     while DRIVER + held + 6.5 * GB <= TOTAL:
         yield "leak_to_oom", _work(sm=0.0, procs=[_proc(4101, held)])
         held += 6.5 * GB
-    yield "leak_to_oom", _work(procs=[_proc(4101, held)])
+    for _k in range(_steps(2.0)):  # the failed allocation, then the process unwinding
+        yield "leak_to_oom", _work(procs=[_proc(4101, held)])
     for _k in range(_steps(3.0)):  # after the OOM: nothing runs, memory freed
         yield "idle_gap", _work()
 
@@ -177,8 +184,10 @@ def plateau() -> Iterator[tuple[str, Work]]:
 
 LABELS = {
     "idle": {"expected": ["idle"], "risks": [], "no_risks": ["memory_growth"]},
+    # the phase closes full and flat (the process unwinding): capacity is its risk then; the
+    # growth before it is scored tick by tick (the bench's OOM score)
     "leak_to_oom": {"expected": ["memory_growth", "memory_capacity_pressure"],
-                    "risks": ["memory_growth"], "no_risks": []},
+                    "risks": ["memory_capacity_pressure"], "no_risks": []},
     "leak_under_compute": {"expected": ["healthy_compute", "memory_growth"],
                            "risks": ["memory_growth"], "no_risks": []},
     "matvec_decode": {"expected": ["memory_bandwidth_bound"], "risks": [], "no_risks": []},
@@ -190,33 +199,34 @@ LABELS = {
                 "no_risks": ["memory_growth"]},
     "idle_gap": {"expected": ["idle"], "risks": [], "no_risks": []},
 }
-CASES: dict[str, tuple[Callable[[], Iterator[tuple[str, Work]]], ...]] = {
-    "synthetic_leak_to_oom.jsonl": (leak_to_oom, leak_under_compute),
-    "synthetic_matvec_decode.jsonl": (matvec_decode,),
-    "synthetic_engine_pool.jsonl": (engine_pool,),
-    "synthetic_plateau.jsonl": (plateau,),
+# file -> (cases, the board's enforced power limit in W)
+CASES: dict[str, tuple[tuple[Callable[[], Iterator[tuple[str, Work]]], ...], float]] = {
+    "synthetic_leak_to_oom.jsonl": ((leak_to_oom, leak_under_compute), LIMIT_W),
+    "synthetic_matvec_decode.jsonl": ((matvec_decode,), 500.0),
+    "synthetic_engine_pool.jsonl": ((engine_pool,), LIMIT_W),
+    "synthetic_plateau.jsonl": ((plateau,), LIMIT_W),
 }
 
 
 def write(path: Path, cases: tuple[Callable[[], Iterator[tuple[str, Work]]], ...],
-          seed: int) -> int:
+          seed: int, limit_w: float = LIMIT_W) -> int:
     rng = random.Random(seed)
     t, n = 0.0, 0
     used = {lab for case in cases for lab, _ in case()} | {"idle", "idle_gap"}
     labels = {k: v for k, v in LABELS.items() if k in used}
     with path.open("w") as fh:
-        fh.write(json.dumps(STATIC) + "\n")
+        fh.write(json.dumps(dict(STATIC, power_limit_mw=int(limit_w * 1000))) + "\n")
         fh.write(json.dumps({"kind": "labels", "labels": labels}) + "\n")
         fh.write(json.dumps({"kind": "note", "text": "SYNTHETIC: generated by "
                              "scripts/synth_corpus.py from the physics in its docstring; not a "
                              "measurement"}) + "\n")
         for case in (idle,) + cases:
             for label, w in case():
-                fh.write(json.dumps(_sample(rng, t, label, w)) + "\n")
+                fh.write(json.dumps(_sample(rng, t, label, w, limit_w)) + "\n")
                 t += INTERVAL_S
                 n += 1
             for _k in range(_steps(GAP_S)):
-                fh.write(json.dumps(_sample(rng, t, "idle_gap", _work())) + "\n")
+                fh.write(json.dumps(_sample(rng, t, "idle_gap", _work(), limit_w)) + "\n")
                 t += INTERVAL_S
                 n += 1
     return n
@@ -227,8 +237,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for i, (name, cases) in enumerate(CASES.items()):
-        n = write(args.out / name, cases, seed=34 + i)
+    for i, (name, (cases, limit_w)) in enumerate(CASES.items()):
+        n = write(args.out / name, cases, seed=34 + i, limit_w=limit_w)
         print(f"{args.out / name}: {n} samples")
 
 

@@ -114,6 +114,7 @@ def hostile_values(files: Files) -> list[str]:
     """Values a careless script or an attacker might pass to any flag."""
     return [
         "", "0", "-1", "1e9", "1e308", "-1e308", "nan", "inf", "1e-300", "9" * 400,
+        "1000000000", "999999999999",
         "a" * 300, "x/" + "b" * 300, "/dev/zero", files.path("fifo"), files.path("dir"),
         files.path("binary.bin"), files.path("deep.json"), files.path("unreadable.txt"),
         files.path("loopdir"), files.path("deepcat"), files.path("demand_huge.txt"),

@@ -92,6 +92,8 @@ def test_every_command_survives_hostile_flags(files):
     ["--catalog-dir", "{deepcat}", "recommend", "--model", "llama-3.1-8b", "--top", "1"],
     ["--catalog-dir", "{loopdir}", "size", "--model", "llama-3.1-8b", "--gpu", "H100"],
     ["catalog", "validate", "{loopdir}"],
+    ["record", "--db", "{history.db}", "--source", "sim:1", "--duration", "0.3", "--interval", "1e9"],
+    ["rightsize", "--db", "{history.db}", "--cloud", f"prometheus:http://u:{hostile_cli.PASSWORD}@h:9"],
     ["catalog", "validate", "{deepcat}"],
 ])
 def test_the_cases_the_probe_found(argv, files):

@@ -82,3 +82,23 @@ def test_library_example_runs():
     total, fits = first.split()
     assert int(total) > 0 and fits in ("True", "False")
     assert rest  # the explanation
+
+
+def _indented_commands() -> list[str]:
+    """The README's indented command lines (Set up): 4 spaces, outside fenced blocks."""
+    unfenced = re.sub(r"^```.*?^```", "", README, flags=re.S | re.M)
+    return [line.strip() for line in unfenced.splitlines() if line.startswith("    ") and line.strip()]
+
+
+def test_setup_commands_are_the_ones_ci_runs_and_parse():
+    lines = _indented_commands()
+    test_line = next(line for line in lines if "pytest" in line)
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    assert test_line in ci.splitlines(), "the README's test command is not the one .ci/run runs"
+    app_lines = [line.split("&&")[-1].strip() for line in lines if "fleet-tui" in line]
+    assert any("--source replay:demo" in line for line in app_lines)  # try it without a GPU
+    for line in app_lines:
+        words = shlex.split(line)
+        assert words[0].endswith("fleet-tui"), line
+        args = build_parser(words[1:]).parse_args(words[1:])
+        assert getattr(args, "func", None) is None  # the app itself, no subcommand

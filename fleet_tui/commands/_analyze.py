@@ -9,6 +9,8 @@ import sys
 from json.encoder import encode_basestring_ascii
 from math import isfinite
 
+from fleet_tui.commands._output import kind_words
+
 # windows the analysis can step (core.limits): below 1 ms no sampler has two samples; above ~116
 # days a window is the whole trace; a sample in MAX_OVERLAP windows multiplies the output by that
 MIN_WINDOW_S = 1e-3
@@ -86,7 +88,7 @@ def run_analyze(args: argparse.Namespace) -> int:
         return 0
     print_table(["start", "end", "gpu", "phase", "primary", "conf", "risks", "also"], out.table())
     print()
-    print("\n".join(out.shares.lines()))
+    print("\n".join(out.shares.lines(kind_words)))
     return 0
 
 
@@ -117,11 +119,11 @@ class _AnalyzeOutput:
             return
         d = w.primary_diagnosis
         risks = w.risks
-        others = ", ".join(x.kind for x in w.diagnoses[1:] if x.kind not in risks)
+        others = ", ".join(kind_words(x.kind) for x in w.diagnoses[1:] if x.kind not in risks)
         self.rows.append(((w.start, w.device_index, w.device_key),
                           [f"{w.start:.1f}", f"{w.end:.1f}", str(w.device_index), w.phase or "",
-                           w.primary, f"{d.confidence:.2f}" if d else "", ", ".join(risks),
-                           others]))
+                           kind_words(w.primary), f"{d.confidence:.2f}" if d else "",
+                           ", ".join(map(kind_words, risks)), others]))
 
     def table(self) -> list[list[str]]:
         return [row for _, row in sorted(self.rows, key=lambda r: r[0])]
@@ -164,7 +166,8 @@ def _analysis_parts(w, pad: str) -> list[str] | None:
         lead = "[\n" + p2
         for d in w.diagnoses:
             vals = [_leaf(d.kind), _leaf(round(d.confidence, 3)), _evidence(d.evidence_dict, p3),
-                    _leaf(d.explanation), _leaf(d.action), _leaf(d.severity), _leaf(d.role)]
+                    _strings(list(d.evidence_text), p3 + "  ", p3), _leaf(d.explanation),
+                    _leaf(d.action), _leaf(d.severity), _leaf(d.role)]
             if None in vals:
                 return None
             out += [lead, "{"]
@@ -179,8 +182,8 @@ def _analysis_parts(w, pad: str) -> list[str] | None:
 
 _ANALYSIS_KEYS = ('"start": ', '"end": ', '"phase": ', '"device": ', '"device_key": ',
                   '"primary": ', '"risks": ', '"samples": ', '"missing_signals": ')
-_DIAGNOSIS_KEYS = ('"kind": ', '"confidence": ', '"evidence": ', '"explanation": ', '"action": ',
-                   '"severity": ', '"role": ')
+_DIAGNOSIS_KEYS = ('"kind": ', '"confidence": ', '"evidence": ', '"evidence_text": ',
+                   '"explanation": ', '"action": ', '"severity": ', '"role": ')
 
 
 def _evidence(ev: dict, pad: str) -> str | None:

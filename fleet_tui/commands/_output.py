@@ -10,6 +10,12 @@ from typing import Any
 from fleet_tui.core.textsafe import clean
 
 
+def kind_words(kind: str) -> str:
+    """A diagnosis kind as the tables print it: ``memory_bandwidth_bound`` -> ``memory bandwidth
+    bound``, the words the app shows (JSON keeps the kind itself)."""
+    return kind.replace("_", " ")
+
+
 def _default(obj: Any) -> Any:
     dump = getattr(obj, "model_dump", None)
     if dump is not None:

@@ -43,6 +43,9 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
                         "compute precision)")
     g.add_argument("--batch", metavar="B", help="sequences per step (global; split across "
                    "data-parallel GPUs), default 1")
+    g.add_argument("--batch-per-device", metavar="B", help="training: sequences per data-parallel GPU, as "
+                   "torchtune's batch_size, Transformers' per_device_train_batch_size or MaxText's "
+                   "per_device_batch_size count them (the global batch is B x gpus / (tp x pp x cp))")
     g.add_argument("--seq-len", metavar="S", help="tokens per sequence: a training step, or one "
                    "inference forward pass returning logits at every position")
     g.add_argument("--target-len", metavar="T", help="encoder-decoder (T5-family) models: decoder tokens per "

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
+from fleet_tui.commands._output import kind_words
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -89,7 +90,7 @@ def _prices(args: argparse.Namespace):
 
 def _open(args: argparse.Namespace, default: str):
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact_spec
 
     spec = _opt(args, "source", default)
     if args.timeout <= 0:
@@ -98,7 +99,7 @@ def _open(args: argparse.Namespace, default: str):
 
     if parse_source_spec(spec).kind == "prometheus":
         if not spec.startswith("prometheus:"):
-            raise UserError(f"--source {redact(spec)!r}: use prometheus:URL, e.g. "
+            raise UserError(f"--source {redact_spec(spec)!r}: use prometheus:URL, e.g. "
                             "prometheus:http://localhost:9090")
         from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 
@@ -113,7 +114,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.fleet import read_fleet_view, unavailable_reason
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     if args.window < 0:
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
@@ -128,7 +129,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     view = asyncio.run(read_fleet_view(source, window_s=args.window, instance_prices=prices))
     if not view.device_count:
         why = unavailable_reason(view.errors, view.message)
-        raise UserError(redact(f"--source {_opt(args, 'source')}: {why}"))
+        raise UserError(redact(f"--source {redact_spec(_opt(args, 'source') or '')}: {why}"))
     if args.node is not None:
         try:
             node = view.node(args.node)
@@ -142,7 +143,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                      "waste $/h"], [_device_row(d, view.age_of(d)) for d in node.devices])
         for d in node.devices:
             if d.diagnoses and d.primary not in ("healthy_compute", "idle"):
-                print(f"  gpu {d.index}: {d.primary}: {d.diagnoses[0].get('action', '')}")
+                print(f"  gpu {d.index}: {kind_words(d.primary)}: {d.diagnoses[0].get('action', '')}")
         return 0
     if args.json:
         print_json(view.to_dict())
@@ -190,7 +191,7 @@ def _device_row(d, age_s: float | None) -> list[str]:
     state = d.state if age_s is None or d.state == "ok" else f"{d.state} ({age_s:.0f}s)"
     conf = "" if d.confidence is None else f" ({d.confidence:.0%})"
     return [str(d.index), d.name[:24], state, _pct(d.gpu_util_pct), _pct(d.sm_active_pct), mem,
-            "N/A" if d.power_w is None else f"{d.power_w:.0f}W", d.primary + conf,
+            "N/A" if d.power_w is None else f"{d.power_w:.0f}W", kind_words(d.primary) + conf,
             _usd(d.usd_per_hour), _usd(d.waste_usd_per_hour)]
 
 
@@ -212,10 +213,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     exporter = FleetExporter(source, instance_prices=prices, interval_s=interval)
     port = exporter.serve(args.bind, args.port)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     print(f"fleet-tui: serving metrics on http://{host}:{port}/metrics from "
-          f"{redact(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
+          f"{redact_spec(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
           file=sys.stderr, flush=True)
 
     def ready(tick) -> None:

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
+from fleet_tui.commands._output import kind_words
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -246,7 +247,7 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
     if parse_source_spec(spec).kind != "prometheus":
         return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
                                 "prometheus:URL")
-    source = open_source(spec)
+    source = open_source(spec, timeout_s=args.timeout)
     try:
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:
@@ -347,7 +348,7 @@ def _print_text(args: argparse.Namespace, report) -> None:
                      _pct(j.sm_active_pct), ("" if j.state else "≥") + _hours(j.runtime_s),
                      *([_limit(j.time_limit_s)] if slurm_cols else []),
                      f"{j.idle_device_hours:.2f}",
-                     "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", j.primary])
+                     "-" if j.usd_idle is None else f"${j.usd_idle:,.2f}", kind_words(j.primary)])
     print_table(headers, rows)
     if not args.slurm and any(not j.user for j in view.jobs):
         print("(user -: the labels name no user; --slurm reads users and start times from Slurm)")

@@ -130,10 +130,11 @@ def _open(spec: str, interval: float):
 def _named(spec: str, exc: Exception):
     """A source's refusal to open, naming the flag: ``--source nvml: NVML library not found``."""
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     text = str(exc)
-    return UserError(redact(text if text.startswith("--source") else f"--source {spec}: {text}"))
+    return UserError(redact(text if text.startswith("--source")
+                            else f"--source {redact_spec(spec)}: {text}"))
 
 
 def _catalog(args: argparse.Namespace):
@@ -161,11 +162,11 @@ def no_device_error(spec: str, snapshot):
     """The answer a headless command gives when its source has no device: the source and why
     (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
     hint = NO_DEVICE_HINT if snapshot.source_kind == "none" else ""
-    return UserError(f"--source {redact(spec)}: {redact(why.split('; retrying')[0])}{hint}")
+    return UserError(f"--source {redact_spec(spec)}: {redact(why.split('; retrying')[0])}{hint}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
@@ -178,8 +179,9 @@ def _device_line(d, analysis) -> list[str]:
     mem = "N/A"
     if d.mem_used_bytes is not None and d.mem_total_bytes:
         mem = f"{d.mem_used_bytes / 2**30:.1f}/{d.mem_total_bytes / 2**30:.0f} GiB"
-    primary = analysis.primary if analysis is not None else "-"
-    conf = analysis.primary_diagnosis.confidence if analysis is not None and analysis.diagnoses else None
+    top = analysis.primary_diagnosis if analysis is not None else None
+    primary = top.headline if top is not None else "-"  # the words the app's row shows
+    conf = top.confidence if top is not None else None
     return [str(d.index), d.name[:28], d.state, _fmt(d.gpu_util_pct, "%"),
             _fmt(d.sm_active_pct, "%"), _fmt(d.tensor_active_pct, "%"), mem,
             _fmt(d.temp_c, "C"), _fmt(d.power_w, "W"),
@@ -221,7 +223,11 @@ def _print_tick_text(tick, stream) -> None:
             rows = [[d.node, *row] for d, row in zip(snap.devices, rows)]
         stream.write(format_table(headers, rows) + "\n")
         for f in tick.diagnoses[:6]:
-            stream.write(f"  {f.device}: {f.kind} ({f.confidence:.0%}) {f.evidence[0]}\n")
+            if f.severity == "ok":
+                continue  # a healthy primary: its row says so
+            stream.write(f"  {f.device}: {f.title} {f.evidence[0]}\n")
+            for line in f.evidence[1:]:
+                stream.write(f"      {line}\n")
             stream.write(f"    -> {f.actions[0]}\n")
     if tick.cost is not None:
         stream.write("  cost: " + "; ".join(f"{k} {v}" for k, v in tick.cost.lines()) + "\n")
@@ -239,7 +245,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
     from fleet_tui.core.monitor.source import SourceUnavailable
     from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
@@ -283,7 +289,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
                 why += "; --alerts has no device to watch"
             if no_accelerator:
                 why += NO_DEVICE_HINT
-            failed.append(redact(f"--source {spec}: {why}"))
+            failed.append(redact(f"--source {redact_spec(spec)}: {why}"))
             engine.stop()
             return
         if args.alerts:
@@ -337,6 +343,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
         raise UserError(f"--interval {interval:g}: must be at least 0.01 seconds for recording")
     if args.duration is not None and args.duration <= 0:
         raise UserError(f"--duration {args.duration:g}: must be positive")
+    if args.duration is not None and interval > args.duration:
+        raise UserError(f"--interval {interval:g} is longer than --duration {args.duration:g}: "
+                        "the run would wait past its end for its next tick")
     raw_s = _duration("--raw-retention", args.raw_retention)
     roll_s = _duration("--rollup-retention", args.rollup_retention)
     db = args.db or str(paths.default_history_db())
@@ -367,9 +376,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             engine.stop()
 
     engine.subscribe(on_tick)
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact_spec
 
-    print(f"recording {redact(spec)} every {interval:g} s to {db}", file=sys.stderr)
+    print(f"recording {redact_spec(spec)} every {interval:g} s to {db}", file=sys.stderr)
     refused: UserError | None = None
     try:
         asyncio.run(engine.run())

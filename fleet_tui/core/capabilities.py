@@ -125,8 +125,3 @@ def family_of(accelerator: str) -> Family | None:
 def can_train(accelerator: str) -> bool:
     fam = family_of(accelerator)
     return fam is None or fam.training
-
-
-def can_serve(accelerator: str) -> bool:
-    fam = family_of(accelerator)
-    return fam is None or fam.inference

@@ -87,10 +87,6 @@ class Layout(NamedTuple):
         return text
 
 
-def sequences_per_rank(w: Workload, dp: int) -> int:
-    return math.ceil(w.batch / max(1, dp))
-
-
 def parallel_layout(w: Workload, gpus: int) -> Layout:
     """The layout ``w`` runs on ``gpus`` devices: its own ``tp``/``pp``/``zero`` where set, else
     what its ``sharding`` names (``data``: replicas, ``tensor``: all devices split each layer,

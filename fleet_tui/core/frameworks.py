@@ -119,6 +119,9 @@ def statement(name: str, gpus: int) -> str:
     return f"{p.label}: {policy}, {ckpt}, {loss}, {batch}{shard}"
 
 
+#: Presets whose step efficiency is the one measured on 1B-8B models (the H200 rows): it already
+#: includes the narrower GEMMs of models below :data:`REFERENCE_HIDDEN`.
+MEASURED_ON_SMALL_MODELS = ("hf", "torchtune", "unsloth", "deepspeed")
 #: Hidden size at which the measured step efficiencies hold (the H200 rows' 1B-8B models have
 #: 2048-4096); wider GEMMs run closer to peak (cuBLAS on Hopper: ~0.8 of the dense peak at 8192+).
 REFERENCE_HIDDEN = 4096
@@ -129,14 +132,16 @@ GEMM_HALF_WIDTH = 2048
 MAX_GEMM_EFFICIENCY = 0.8
 
 
-def gemm_size_factor(hidden: int, base_efficiency: float) -> float:
-    """How much faster than at :data:`REFERENCE_HIDDEN` the GEMMs of a model ``hidden`` wide run
-    (1 at or below it), never past :data:`MAX_GEMM_EFFICIENCY` of peak for a device whose
-    reference efficiency is ``base_efficiency``."""
-    if hidden <= REFERENCE_HIDDEN:
-        return 1.0
+def gemm_size_factor(hidden: int, base_efficiency: float, narrow: bool = False) -> float:
+    """How much faster than at :data:`REFERENCE_HIDDEN` the GEMMs of a model ``hidden`` wide run,
+    never past :data:`MAX_GEMM_EFFICIENCY` of peak for a device whose reference efficiency is
+    ``base_efficiency``. Below the reference width the factor is 1 unless ``narrow``: a step
+    efficiency measured on 1B-8B models (Transformers on the H200 rows) already includes their
+    narrower GEMMs; one fitted on 7B-405B runs (the other presets) does not."""
     def curve(h: float) -> float:
         return h / (h + GEMM_HALF_WIDTH)
+    if hidden <= REFERENCE_HIDDEN:
+        return curve(hidden) / curve(REFERENCE_HIDDEN) if narrow else 1.0
     factor = curve(hidden) / curve(REFERENCE_HIDDEN)
     if base_efficiency > 0:
         factor = min(factor, max(1.0, MAX_GEMM_EFFICIENCY / base_efficiency))

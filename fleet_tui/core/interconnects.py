@@ -215,8 +215,8 @@ def default_fabric(accelerator: str, software_stack: str = "", node_devices: int
     the device's reference system (stated as assumed), else an unknown one."""
     base = fabric_for(accelerator, node_devices, None, None, software_stack)
     dev = load_interconnects().devices.get(accelerator)
-    if dev is None or not dev.network_gbps or software_stack == "XLA":
-        return base
+    if dev is None or not dev.network_gbps:
+        return base  # (a TPU's "node" is its ICI slice; its network is the DCN between slices)
     per_node = dev.network_gbps / dev.node_devices * base.node_devices
     return dataclasses.replace(base, inter_link=dev.network or "network", inter_gbps=per_node, inter_known=True,
                                inter_source=f"assumed: the network {accelerator} is usually sold with; "

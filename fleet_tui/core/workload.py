@@ -328,6 +328,9 @@ def parse_workload(fields, catalog=None) -> Workload:
     adapter = kind in ("lora", "qlora")
     model, params = _resolve_model(d, catalog)
     batch = parse_count(d.get("batch"), "batch", 1, MAX_BATCH) or 1
+    per_device = parse_count(d.get("batch_per_device"), "batch_per_device", 1, MAX_BATCH)
+    if per_device is not None:
+        batch = _global_batch(d, per_device, kind)
     seq = parse_count(d.get("seq_len"), "seq_len")
     target = parse_count(d.get("target_len"), "target_len")
     prompt = parse_count(d.get("prompt_len"), "prompt_len")
@@ -387,7 +390,8 @@ def parse_workload(fields, catalog=None) -> Workload:
         bad = [t for t in names if t not in LORA_TARGETS]
         if bad or not names:
             raise FieldError("lora_targets", f"{{lora_targets}} {escape_braces(repr(targets))}: unknown module(s) "
-                             f"{escape_braces(', '.join(bad)) or '(none)'}; allowed: {', '.join(LORA_TARGETS)} or 'all'")
+                             f"{escape_braces(', '.join(bad)) or '(none)'}; "
+                             f"allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
     kw.update(_serving_fields(d, training))
     if kw.get("expert_parallel") and not (model is not None and model.is_moe):
@@ -409,6 +413,25 @@ def parse_workload(fields, catalog=None) -> Workload:
         return Workload(**kw)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+
+
+def _global_batch(d: dict, per_device: int, kind: str) -> int:
+    """The global batch of ``per_device`` sequences on each data-parallel rank (torchtune's and
+    Transformers' ``batch_size`` / ``per_device_train_batch_size``, MaxText's per_device_batch_size):
+    × gpus / (tp × pp × cp)."""
+    if kind == "inference":
+        raise FieldError("batch_per_device", "{batch_per_device} is a training batch size; inference takes {batch}")
+    if d.get("batch") not in (None, ""):
+        raise FieldError("batch_per_device", "give {batch} (global) or {batch_per_device}, not both")
+    gpus = parse_count(d.get("gpus"), "gpus", 1, MAX_GPUS) or 1
+    split = 1
+    for f in ("tp", "pp", "cp"):
+        split *= parse_count(d.get(f), f, 1, MAX_GPUS) or 1
+    total = per_device * max(1, gpus // split)
+    if total > MAX_BATCH:
+        raise FieldError("batch_per_device", f"{{batch_per_device}} {per_device} on {gpus} GPUs is a global batch "
+                         f"of {total:,}, beyond {MAX_BATCH:,}")
+    return total
 
 
 def _serving_fields(d: dict, training: bool) -> dict:

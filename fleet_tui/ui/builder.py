@@ -32,7 +32,7 @@ LABELS = {
     "grad_checkpointing": "checkpointing", "master_weights": "master weights",
     "engine": "engine (infer)", "kv_cache_dtype": "KV cache dtype", "framework": "framework (train)",
     "rate": "demand req/s", "ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "slo_percentile": "at percentile",
-    "tokens_per_s": "demand req/s", "precision_": "precision",
+    "tokens_per_s": "demand req/s",
 }
 
 
@@ -52,7 +52,7 @@ class BuilderChoice:
     rate_rps: float | None = None  # serving demand: shows the capacity plan
     ttft_ms: float | None = None  # latency targets of the plan
     tpot_ms: float | None = None
-    slo_percentile: float = 95.0  # the percentile the targets are for
+    slo_percentile: float = 95.0  # the percentile the targets are for (the core's default, p95)
     layout_given: bool = False  # the sharding field names one (else the layout is searched)
 
     def demand(self, workload):
@@ -61,7 +61,8 @@ class BuilderChoice:
             return None
         from fleet_tui.core.perf.capacity import demand
 
-        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload)
+        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload,
+                      slo_percentile=self.slo_percentile)
 
 
 @record
@@ -373,6 +374,11 @@ def describe_plan(report) -> str:
         return f"[b $primary]Plan[/]  speed unknown: {escape(plan.unknown)}"
     line = (f"[b $primary]Plan[/]  {plan.rate_rps:g} req/s → {plan.replicas} replica(s), {plan.devices} devices, "
             f"{plan.concurrency_per_replica} in flight each ({escape(plan.engine)})")
+    if plan.ttft_s is not None and plan.tpot_s is not None:
+        at = f" at p{plan.slo_percentile:g}" if plan.slo_percentile is not None else " (mean)"
+        met = ("" if not plan.has_targets else
+               " · [$success]meets the targets[/]" if plan.meets_slo else " · [$error]misses the targets[/]")
+        line += (f" · first token {plan.ttft_s * 1e3:,.0f} ms, {plan.tpot_s * 1e3:,.1f} ms/token{at}{met}")
     if plan.usd_per_month is not None:
         line += f" · {usd(plan.usd_per_month, 0)}/month · {usd(plan.usd_per_million_tokens)} per 1M output tokens"
     return line

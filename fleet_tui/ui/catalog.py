@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.markup import escape
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Select, Static
 
 from fleet_tui.core.records import record
@@ -34,6 +35,12 @@ SORT_KEYS = (("$/GPU-hour", "usd_per_gpu_hour"), ("$/hour", "price"), ("memory/d
 COLUMNS = (("cloud", "cloud"), ("instance", "instance"), ("acc", "accelerator"), ("n", "n"),
            ("gpuh", "$/GPU-h"), ("price", "$/hour"), ("mem", "GiB/dev"), ("region", "region"),
            ("vcpu", "vCPU"), ("ram", "RAM GiB"), ("flags", "flags"))
+# Under NARROW_AT columns (80x24): what tells two offers apart first, the instance name last (it
+# is the longest); Enter shows the whole offer.
+NARROW_AT = 110
+NARROW_COLUMNS = (("cloud", "cloud"), ("region", "region"), ("devices", "devices"),
+                  ("gpuh", "$/GPU-h"), ("price", "$/hour"), ("instance", "instance"))
+NARROW_REGION = 16  # characters; longer names keep their start and their end
 
 
 @record
@@ -73,6 +80,7 @@ class CatalogScreen(PaneScreen):
         self._generation = 0
         self._filters_ready = False  # the filter fields are mounted after the first page
         self._filters_mounting = False
+        self._narrow = False  # the 80-column table (NARROW_COLUMNS)
 
     def compose_body(self) -> ComposeResult:
         # The filter row's ten fields (five Selects, each with its option overlay) cost the first
@@ -108,11 +116,11 @@ class CatalogScreen(PaneScreen):
         ]
 
     def on_mount(self) -> None:
+        self._set_narrow(self.size.width)
         self._reset_columns(self.query_one("#cat-table", DataTable))
         self.query_one("#cat-detail").border_title = "Details"
         self.watch(self.app, "catalog", self._catalog_changed)
         self.watch(self.app, "catalog_status", self._catalog_status_changed)
-        self._set_narrow(self.size.width)
 
     def _catalog_status_changed(self, status) -> None:
         if getattr(status, "state", None) == "error":
@@ -137,19 +145,30 @@ class CatalogScreen(PaneScreen):
     def on_resize(self, event) -> None:
         self._set_narrow(event.size.width)
 
-    @staticmethod
-    def _reset_columns(table: DataTable) -> None:
+    def _reset_columns(self, table: DataTable) -> None:
         # columns too, on every page: DataTable only ever widens a column, so after a page of long
         # instance names a narrower page would keep pushing price and region off screen
         table.clear(columns=True)
-        for key, label in COLUMNS:
+        for key, label in NARROW_COLUMNS if self._narrow else COLUMNS:
             table.add_column(label, key=key)
 
     def _set_narrow(self, width: int) -> None:
         # Beside the table from 150 columns; below it down to 110 (beside, it would push the price
-        # and region columns off screen); hidden under that (80x24).
-        self.query_one("#cat-detail").set_class(width < 110, "-narrow")
-        self.query_one("#cat-main").set_class(110 <= width < 150, "-below")
+        # and region columns off screen); under that (80x24) Enter shows it.
+        self.query_one("#cat-detail").set_class(width < NARROW_AT, "-narrow")
+        self.query_one("#cat-main").set_class(NARROW_AT <= width < 150, "-below")
+        narrow = width < NARROW_AT
+        if narrow != self._narrow:
+            self._narrow = narrow
+            if self._page is not None and not self._page.error:
+                self._fill(self.query_one("#cat-table", DataTable), self._page)
+
+    def _fill(self, table: DataTable, page: CatalogPage) -> None:
+        row = table.cursor_row
+        self._reset_columns(table)
+        table.add_rows(page.rows if not self._narrow else [narrow_row(r) for r in page.rows])
+        if 0 < row < len(page.rows):
+            table.move_cursor(row=row)
 
     def _catalog_changed(self, catalog) -> None:
         if catalog is None:
@@ -219,7 +238,7 @@ class CatalogScreen(PaneScreen):
         if page.error:
             count.update(f"[$error]{escape(page.error)}[/]")
             return
-        table.add_rows(page.rows)
+        table.add_rows(page.rows if not self._narrow else [narrow_row(r) for r in page.rows])
         shown = len(page.rows)
         if page.total > shown:
             count.update(f"showing {shown:,} of {page.total:,} — refine filters")
@@ -230,6 +249,13 @@ class CatalogScreen(PaneScreen):
     @on(DataTable.RowHighlighted, "#cat-table")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_detail(event.cursor_row)
+
+    @on(DataTable.RowSelected, "#cat-table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        page = self._page
+        if page is not None and 0 <= event.cursor_row < len(page.instances):
+            self.app.push_screen(OfferDetail(instance_detail(self.app.catalog,
+                                                             page.instances[event.cursor_row])))
 
     def _show_detail(self, row: int) -> None:
         page = self._page
@@ -262,6 +288,47 @@ class CatalogScreen(PaneScreen):
             return
         order = self.query_one("#f-order", Select)
         order.value = "desc" if order.value == "asc" else "asc"
+
+
+class OfferDetail(ModalScreen[None]):
+    """One offer in full (Enter on a row): the detail panel, for terminals too narrow for it."""
+
+    BINDINGS = [Binding("escape,enter,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    OfferDetail { align: center middle; }
+    OfferDetail > VerticalScroll { width: 100%; max-width: 80; height: auto; max-height: 100%;
+                                   border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(self._text, id="offer-detail")
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).border_title = "Offer · esc closes"
+
+    def action_dismiss(self, result=None) -> None:
+        self.dismiss(None)
+
+
+def middle_clip(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its start and end kept: regions that differ only at the
+    end (``northamerica-northeast1`` and ``…2``) stay apart."""
+    if len(text) <= width:
+        return text
+    tail = (width - 1) // 2
+    return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
+
+
+def narrow_row(row: tuple[str, ...]) -> tuple[str, ...]:
+    """A COLUMNS row as NARROW_COLUMNS shows it."""
+    cells = dict(zip((key for key, _ in COLUMNS), row))
+    return (cells["cloud"], middle_clip(cells["region"], NARROW_REGION),
+            f"{cells['n']}× {cells['acc']}", cells["gpuh"], cells["price"], cells["instance"])
 
 
 def filter_options(catalog) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

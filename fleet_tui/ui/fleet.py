@@ -16,8 +16,6 @@ Each drawn view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what te
 from __future__ import annotations
 
 import asyncio
-import gc
-import sys
 import threading
 
 from textual import on, work
@@ -28,31 +26,15 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import Worker, get_current_worker
 
+from fleet_tui.ui import runtime
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.runtime import FrozenSurvivors
 from fleet_tui.ui.widgets.fleet_table import FleetTable
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.text import escape_text
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
-# Full garbage collections at fleet scale: the core keeps ~40 objects per device (readings in
-# history and windows, analyses), ~250,000 at 4,096 GPUs, and a full collection walks them all with
-# the GIL held: 130-250 ms, every 2-3 refreshes, the UI's longest block (bench/fleet_app_loop.py).
-# After each drawn view the survivors are frozen (``gc.freeze``: out of the collector's sight;
-# reference counting still frees them), so collections see only what the refreshes since made.
-# What dies in a reference cycle after it was frozen stays until a full collection. Those cycles
-# were Textual's (DataTable's cache rings, strips caching themselves: ``widgets.table``,
-# ``textual_fixes``) and each view worker's; with them gone a refresh leaves none behind, and a
-# full collection runs only when Python's memory (``sys.getallocatedblocks``: 30 µs, where counting
-# the frozen objects walks them all) has doubled since the base (more devices, or a cycle we do not
-# know of): what unknown cycles can hold is bounded by what lives, as Go's collector bounds its heap
-# by default (GOGC=100). The base is taken after the first view and again once the engine's history
-# and windows are full (``MonitorEngine.filling``: 720 s of readings under the fleet policy); while
-# they fill, memory grows by design (x3.3 at 4,096 GPUs) and no full collection runs: each one there
-# walked ~250,000-1,000,000 objects for 0.2-0.5 s and found nothing (bench/bench_fleet.py
-# --app-refreshes 400: two such blocks, at the 114th and 359th refresh). What a cycle leaks during
-# the fill waits for the doubling rule after it.
-FULL_COLLECT_GROWTH = 1.0
 SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
@@ -75,7 +57,7 @@ class FleetViewPane(PaneScreen):
         self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
 
     def on_unmount(self) -> None:
-        gc.unfreeze()  # what the pane froze goes back to the collector (tests run many apps)
+        runtime.release_frozen()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A finished view worker lets go of its task. The task's context holds the worker (as
@@ -322,36 +304,6 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
             detail = f"[$error]{escape_text(d.state)}{age}: {escape_text(d.error or '')}[/]"
         lines.append(f"{head}  [$text-muted]{detail}[/]")
     return "\n".join(lines) or "[$success]No devices reporting problems.[/]"
-
-
-class FrozenSurvivors:
-    """What a fleet pane keeps out of the garbage collector's sight (FULL_COLLECT_GROWTH)."""
-
-    def __init__(self) -> None:
-        self.base: int | None = None  # Python's memory blocks when the base was last taken
-        self.full_collections = 0
-        self._filled = False  # the base was retaken after the engine's windows filled
-
-    def freeze(self, filling: bool = False) -> None:
-        """After a drawn view: collect this refresh's young garbage, then freeze what survives;
-        a full collection first on the first view, and when Python's memory grew by
-        FULL_COLLECT_GROWTH over the base. ``filling``: the engine's history and windows are
-        still filling (``MonitorEngine.filling``), so growth is expected and not checked; the
-        first view after that retakes the base."""
-        blocks = sys.getallocatedblocks()
-        if self.base is None or (not filling and self._filled
-                                 and blocks > self.base * (1 + FULL_COLLECT_GROWTH)):
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            self.base = sys.getallocatedblocks()
-            self.full_collections += 1
-            return
-        if not filling and not self._filled:
-            self._filled = True
-            self.base = blocks  # what the pane needs with its windows full
-        gc.collect(1)  # this refresh's young garbage first, so none of it is frozen
-        gc.freeze()
 
 
 def fleet_views(app):

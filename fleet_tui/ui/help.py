@@ -23,7 +23,7 @@ from fleet_tui.core.monitor.sources import SOURCES
 # Keys a pane's widgets answer without a Binding of the pane (so the bindings cannot list them),
 # by pane mode: shown first, as they are what the pane is used with.
 WIDGET_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
-    "catalog": (("↑ ↓", "choose an offer"),),
+    "catalog": (("↑ ↓", "choose an offer"), ("enter", "the offer in full")),
     "builder": (("↑ ↓", "scroll the results"),),
     "monitor": (("↑ ↓", "choose a device"), ("enter", "the device's card")),
     "recommend": (("↑ ↓", "choose an offer"),),

@@ -14,7 +14,6 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 
 from __future__ import annotations
 
-import gc
 import time
 
 from textual.app import ComposeResult
@@ -24,9 +23,12 @@ from textual.geometry import Region
 from textual.markup import escape
 from textual.widgets import Static
 
+from fleet_tui.core.monitor.severity import severity_rank
+from fleet_tui.ui import runtime
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.device_table import DeviceTable
+from fleet_tui.ui.widgets.diagnosis_text import diagnosis_lines
 from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
 from fleet_tui.ui.widgets.process_table import ProcessTable
 from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
@@ -37,9 +39,6 @@ DIAGNOSES_REFRESH_S = 5.0
 MAX_FINDINGS = 6  # most important first (the engine's order); focus a device to see all of its own
 MAX_FINDINGS_COMPACT = 3  # the small screen's table already shows every device's primary one
 MAX_CARDS = 16  # cards drawn at once; a fleet's devices belong in the Fleet pane's grid
-STEADY_GC_THRESHOLDS = (5000, 4, 10)  # gc.set_threshold once the monitor draws (see redraw)
-SEVERITY_STYLE = {"critical": "$error", "error": "$error", "warning": "$warning",
-                  "warn": "$warning", "info": "$primary"}
 
 
 class CardsScroll(VerticalScroll):
@@ -54,7 +53,17 @@ class CardsScroll(VerticalScroll):
 
 WIDE_AT = (110, 40)  # (columns, rows) from which cards, side panel and processes are shown
 CARD_WIDTH = 48  # a card's comfortable width: the grid gets as many columns as fit
-SIDE_WIDTH = 42
+SIDE_WIDTH = 42  # the side panel's least width
+
+
+def side_width(columns: int, focused: bool = False) -> int:
+    """The side panel's width at ``columns``: what whole cards leave (at 200 columns 56, beside
+    three cards), or half the width beside one device's card, so the diagnoses' sentences and
+    evidence wrap less as the terminal widens."""
+    if focused:
+        return max(SIDE_WIDTH, columns // 2)
+    cards = max(1, (columns - SIDE_WIDTH) // CARD_WIDTH)
+    return max(SIDE_WIDTH, columns - cards * CARD_WIDTH)
 
 
 # What the app can show without a device: it is started so, there is no field for it.
@@ -127,7 +136,9 @@ class MonitorScreen(PaneScreen):
         body = self.query_one(".pane-body")
         body.set_class(wide, "-wide")
         body.set_class(not wide, "-compact")
-        self.query_one("#devices", DeviceTable).max_rows = 8 if height < 40 else 16
+        table = self.query_one("#devices", DeviceTable)
+        table.max_rows = 8 if height < 40 else 16
+        table.display = not (self.focused_key is not None and not wide)
         self._grid_columns()
 
     def _grid_columns(self, cards: int | None = None) -> None:
@@ -135,8 +146,15 @@ class MonitorScreen(PaneScreen):
         container = self.query_one("#cards")
         if cards is None:
             cards = max(len(container.children), 1)
-        width = self.size.width - SIDE_WIDTH
-        columns = 1 if self.focused_key is not None else max(1, min(cards, width // CARD_WIDTH))
+        focused = self.focused_key is not None
+        side = side_width(self.size.width, focused)
+        # wide: the side panel takes its share of the width; compact: all of it (a line each)
+        want = side if self.wide else "1fr"
+        panel = self.query_one("#mon-side")
+        if str(panel.styles.width) != str(want if isinstance(want, str) else f"{want}"):
+            panel.styles.width = want
+        width = self.size.width - side
+        columns = 1 if focused else max(1, min(cards, width // CARD_WIDTH))
         if container.styles.grid_size_columns != columns:
             container.styles.grid_size_columns = columns
 
@@ -158,25 +176,9 @@ class MonitorScreen(PaneScreen):
             update_text(self.query_one("#mon-message", Static), f"No monitor source. {NO_DEVICE_TRY}")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
-    startup_frozen = False  # gc.freeze() done (once a process)
-
     def redraw(self, view) -> None:
         """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
-        if not MonitorScreen.startup_frozen:
-            # The first tick comes after the catalog has loaded: what exists now lives as long as
-            # the app. Python's full collections walked it all again every ~30 s, ~50 ms each
-            # (1.6-1.8 ms a second, an eighth of the pane's CPU at 1 s on sim:8; measured with
-            # gc.callbacks, bench/bench_monitor_cpu.py --gc). Frozen, they skip it.
-            MonitorScreen.startup_frozen = True
-            gc.freeze()
-            # A tick's survivors (readings kept in history, rendered lines kept in the widgets'
-            # caches for a few ticks) went through a young collection about every second and an
-            # older one every ten; most of the cached lines die a few ticks later anyway. With
-            # young collections every 5,000 net allocations instead of 700 (older ones every 4 of
-            # them) the collector cost 0.29 ms a second instead of 0.77 on sim:64 at 1 s (150 s,
-            # gc.callbacks), its longest pause 11 ms instead of 18. The fleet panes collect young
-            # garbage themselves after each view (fleet.FrozenSurvivors).
-            gc.set_threshold(*STEADY_GC_THRESHOLDS)
+        runtime.settle_after_first_tick()  # the first tick comes after the catalog has loaded
         with self.app.batch_update():
             self._redraw(view)
 
@@ -306,30 +308,22 @@ class MonitorScreen(PaneScreen):
         # DIAGNOSES_REFRESH_S, as the numbers in the sentences do, and so does the count of the
         # findings left out ("+N more"; on 64 devices it moved on most ticks).
         signature = (focused, frozenset((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                         getattr(d, "severity", None)) for d in shown),
+                                         getattr(d, "severity", None), d.primary,
+                                         d.diagnosis.headline if d.primary else None)
+                                        for d in shown),
                      more > 0, bool(view.snapshot.devices))
         if signature == self._diag_signature and now - self._diag_drawn_at < DIAGNOSES_REFRESH_S:
             return
         self._diag_signature, self._diag_drawn_at = signature, now
         self._diag_shown = tuple(_finding_id(d) for d in shown) if focused is None else ()
         # Lines built as (text, style) parts, not markup to parse: a re-render after the findings
-        # changed parsed every changed line's markup again (a third of its ~3 ms on sim:8).
+        # changed parsed every changed line's markup again (a third of its ~3 ms on sim:8). The
+        # words come from diagnosis_lines, as the card's do.
         lines = []
         for diag in shown:
-            style = SEVERITY_STYLE.get(str(getattr(diag, "severity", "info")), "$text")
             where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
-            title = getattr(diag, "title", None) or getattr(diag, "kind", "diagnosis")
-            head = [(str(title), f"b {style}")]
-            if where not in (None, ""):
-                head += [(" ", None), (f"· {where}", "$text-muted")]
-            lines.append(styled_line(head))
-            evidence = _as_list(getattr(diag, "evidence", ()))
-            if focused is None:
-                evidence = evidence[:1]  # the sentence; the signal values show when focused
-            for item in evidence:
-                lines.append(styled_line([("  ", None), ("•", "$text-muted"), (f" {item}", None)]))
-            for item in _as_list(getattr(diag, "actions", ())):
-                lines.append(styled_line([("  ", None), ("→", "$accent"), (f" {item}", None)]))
+            lines += diagnosis_lines(diag.diagnosis, where=where, evidence=focused is not None,
+                                     primary=diag.primary)
         if more:
             lines.append(styled_line([(f"+{more} more — Enter on a device shows all of its "
                                        "diagnoses", "$text-muted")]))
@@ -356,7 +350,14 @@ class MonitorScreen(PaneScreen):
         kept = [found.get(i) for i in kept_ids]
         if any(d is None for d in kept):
             return top
-        from fleet_tui.core.monitor.engine import severity_rank  # the order findings rank by
+        # a device shown must show its primary of this tick, first (what its row says)
+        primaries = {d.device_key: d for d in findings if d.primary}
+        seen: set = set()
+        for d in kept:
+            if d.device_key not in seen:
+                seen.add(d.device_key)
+                if primaries.get(d.device_key) is not d:
+                    return top
 
         def rank(diag) -> int:
             return severity_rank(str(getattr(diag, "severity", "info")))
@@ -443,6 +444,8 @@ class MonitorScreen(PaneScreen):
 
     def _apply_focus(self, redraw: bool = True) -> None:
         focused = self.focused_key is not None
+        # the small screen gives an opened card all of its rows: the answer first, then readings
+        self.query_one("#devices").display = not (focused and not self.wide)
         self.query_one("#cards").set_class(focused, "-focus")
         self.query_one("#mon-side").set_class(focused, "-focus")
         self._grid_columns()
@@ -455,10 +458,6 @@ class MonitorScreen(PaneScreen):
 
 def _finding_id(diag) -> tuple:
     return (getattr(diag, "device_key", None), getattr(diag, "kind", None))
-
-
-def _as_list(value) -> list:
-    return [] if value is None else [value] if isinstance(value, str) else list(value)
 
 
 __all__ = ["MonitorScreen", "usd"]

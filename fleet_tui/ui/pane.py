@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -11,6 +12,9 @@ from textual.widgets import Footer
 from textual.worker import Worker
 
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
+
+if TYPE_CHECKING:  # for the checker only: the app module imports this one
+    from fleet_tui.ui.app import FleetApp
 
 #: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
 MOUNTING = "pane-mounting"
@@ -37,6 +41,10 @@ class PaneScreen(Screen):
     from ``compose_body``."""
 
     MODE = ""
+
+    if TYPE_CHECKING:
+        @property
+        def app(self) -> FleetApp: ...  # every pane runs in the FleetApp
 
     def compose(self) -> ComposeResult:
         yield PaneBar(self.MODE, self.app.available_panes())

@@ -4,7 +4,7 @@
 is ``[the strip itself]``, so the strip refers to itself through its own cache. The compositor
 divides every line it draws, so each line drawn unchanged across a region became a reference cycle
 that only the garbage collector frees. Where the fleet panes freeze what survives a refresh
-(``ui.fleet.FrozenSurvivors``), those cycles waited for the next full collection of ~250,000
+(``ui.runtime.FrozenSurvivors``), those cycles waited for the next full collection of ~250,000
 objects (~150-190 ms with the GIL held at 4,096 GPUs): ~1,200 strips and ~17,000 objects they
 held per 60 refreshes. The same answer without the cache entry costs a list comprehension.
 
@@ -43,6 +43,19 @@ from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.geometry import Region
 from textual.strip import Strip
+
+#: The Textual release these corrections were written against (pyproject.toml pins it), and the
+#: SHA-256 (first 16 hex digits) of the source of each Textual function they replace or wrap, as of
+#: that release: tests/ui/test_textual_fixes.py fails when Textual's source differs, so an upgrade
+#: re-reads each correction before it ships.
+WRITTEN_FOR = "8.2.8"
+PATCHED = {
+    "textual.strip:Strip.divide": "708bd67448d837d1",  # self-referencing cache entry
+    "textual._compositor:Compositor.render_partial_update": "b61a8d73910172a0",  # renders all in the box
+    "textual._compositor:Compositor._get_renders": "c5f86e10abeff84b",
+    "textual.drivers.linux_driver:LinuxDriver.__init__": "6f29bfa419143f25",  # 0.1 s input polling
+    "textual.drivers.linux_driver:LinuxDriver.run_input_thread": "3c7a9834635c05f9",
+}
 
 _installed = False
 # More dirty regions than this (a fleet grid repainted cell by cell): checking each widget against

@@ -11,16 +11,12 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 from textual.theme import Theme
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.paths import bundled_themes_dir, user_themes_dir
 from fleet_tui.core.records import record
+from fleet_tui.core.tomlio import tomllib  # the project's TOML reader (tomli before 3.11)
 
 DEFAULT_THEME = "fleet-dark"
 

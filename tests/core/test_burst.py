@@ -1,5 +1,7 @@
 """A burst of n requests sent at once (a serving benchmark at request rate "inf"): never more than
-n sequences in flight, each request prefilled once (core/perf/capacity.burst_speed)."""
+n sequences in flight, each request prefilled once. The analytic waves (core/perf/capacity.burst_speed,
+which bench/validation_rows.py predicts with) and what ``size --burst`` shows, the scheduler
+simulation (core/perf/sim_plan.burst_report)."""
 
 from __future__ import annotations
 
@@ -130,3 +132,17 @@ def test_a_huge_burst_is_computed_in_closed_form(setup):
     assert b.ttft_s == pytest.approx(b.duration_s / 2, rel=1e-3)
     small = burst_speed(w, acc, 1, PROMPT, GEN, 3 * b.concurrency)
     assert b.itl_s == pytest.approx(small.itl_s)  # every wave is a full one: the same time between tokens
+
+
+def test_a_huge_simulated_burst_is_its_first_requests_scaled(setup):
+    """``size --burst`` simulates at most BURST_LIMIT requests a replica; beyond, the steady waves
+    repeat: duration and mean waiting scale with the requests, throughput and per-token time do not."""
+    from fleet_tui.core.perf.sim_plan import BURST_LIMIT
+
+    w, acc = setup
+    limit, huge = burst_report(w, acc, BURST_LIMIT), burst_report(w, acc, 10**12)
+    assert huge.simulated_requests == BURST_LIMIT
+    assert huge.duration_s == pytest.approx(limit.duration_s * 10**12 / BURST_LIMIT)
+    assert huge.ttft_s == pytest.approx(limit.ttft_s * 10**12 / BURST_LIMIT)
+    assert huge.output_tokens_per_s == pytest.approx(limit.output_tokens_per_s)
+    assert huge.itl_s == pytest.approx(limit.itl_s)

@@ -265,16 +265,22 @@ def test_lazy_diagnoses_read_compare_copy_and_pickle_like_eager_ones(trace):
             d.kind = "idle"  # type: ignore[misc]
 
 
-def test_tick_findings_are_the_non_ok_diagnoses_most_important_first():
+def test_tick_findings_are_each_device_s_primary_then_its_other_non_ok_diagnoses():
+    """Each device's findings start with its primary (the row's line, even when "ok"), then its
+    other non-"ok" diagnoses in the analysis's order; devices whose primary is worst first."""
     src = SimSource(n=6, interval_s=1.0, start_time=1_700_000_000.0)
     eng = MonitorEngine(None, interval=1.0, usd_per_hour=10.0)
-    rank = {"critical": 0, "warning": 1, "info": 2}
+    rank = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
     for k in range(120):
         tick = eng.process(src.snapshot_at(k))
-        expected = sorted(((key, d) for key, a in tick.analyses.items() for d in a.diagnoses
-                           if d.severity != "ok"),
-                          key=lambda kd: (rank[kd[1].severity], -kd[1].confidence))
+        order = sorted(enumerate(tick.analyses.items()),
+                       key=lambda ia: (rank[ia[1][1].diagnoses[0].severity], ia[0]))
+        expected = [(key, d) for _, (key, a) in order for i, d in enumerate(a.diagnoses)
+                    if i == 0 or d.severity != "ok"]
         got = tick.diagnoses
+        assert [f.primary for f in got] == [
+            i == 0 for _, (key, a) in order for i, d in enumerate(a.diagnoses)
+            if i == 0 or d.severity != "ok"]
         assert [(f.device_key, f.diagnosis) for f in got] == expected
         for f in got:
             assert f.evidence[0] == f.diagnosis.explanation and f.actions == (f.diagnosis.action,)

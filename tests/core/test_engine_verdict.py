@@ -108,3 +108,17 @@ def test_start_up_logs_start_or_fail_as_logged(cat):
     # the one miss: two RTX 3090s without NVLink (PCIe), whose tensor-parallel buffers the
     # device-independent start requirement charges as NVLink-class links (docs/serving.md)
     assert len(rows) >= 25 and wrong == ["vllm-pr1995-2x3090-qwen3.8-27b-fp8-tp2-fp8kv"], wrong
+
+
+@pytest.mark.parametrize("model,gpu,gpus,batch,engine", [
+    ("llama-3.1-8b", "H100", 1, 1024, "vllm"), ("llama-3.1-8b", "L4", 1, 64, "trtllm"),
+    ("llama-3.1-70b", "H100", 4, 600, "sglang"), ("qwen3-next-80b-a3b", "H200", 2, 512, "vllm"),
+    ("llama-3.1-8b", "H100", 2, 3, "vllm"), ("llama-3.1-70b", "L4", 1, 8, "vllm")])
+def test_the_rankings_running_count_is_the_engine_verdicts(cat, model, gpu, gpus, batch, engine):
+    from fleet_tui.core.sizing import running_workload
+
+    w = parse_workload(dict(model=model, prompt_len=3000, gen_len=500, batch=batch, gpus=gpus, engine=engine), cat)
+    acc = cat.accelerator(gpu)
+    fit = engine_fit(w, acc, gpus)
+    expected = fit.running if fit.starts and 0 < fit.running < batch else batch
+    assert running_workload(w, acc, gpus).batch == expected

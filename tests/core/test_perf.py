@@ -39,7 +39,7 @@ L40S = Accelerator(id="L40S", vendor="NVIDIA", software_stack="CUDA", memory_gib
 
 def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
     w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128)
-    h, l = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
+    h, l40 = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
     assert h.phase == "decode" and h.bound == "memory" and h.engine == ENGINES["vllm"].label
     assert h.assumptions[0].startswith("serving engine: vllm (default)")
     # batch-1 latency ratio = ratio of the bandwidths the engine reaches on each (datasheet × its
@@ -47,7 +47,7 @@ def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
     e = ENGINES["vllm"]
     fixed = e.step_overhead_s + e.seq_overhead_s
     reached = (3350 * decode_efficiency(e, H100)) / (864 * decode_efficiency(e, L40S))
-    assert ((l.time_per_output_token_s - fixed) / (h.time_per_output_token_s - fixed)
+    assert ((l40.time_per_output_token_s - fixed) / (h.time_per_output_token_s - fixed)
             == pytest.approx(reached, rel=0.02))
     # ≥ weights / bandwidth: never faster than streaming the weights once per token
     assert h.time_per_output_token_s > 2 * param_counts(L8).total / 3350e9

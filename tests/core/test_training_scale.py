@@ -140,6 +140,8 @@ def test_405b_on_16384_h100_reads_mfu_in_the_published_range(cat):
     fab = with_network(default_fabric("H100", "CUDA"), "roce-400")
     thr = estimate_throughput(w, cat.accelerator("H100"), 16384, fab)
     assert 0.30 <= thr.mfu <= 0.45
+    r = plan_workload(PlanRequest(w, "H100", layout_given=True), cat)  # what size prints: it fits, priced
+    assert r.verdict.ok and r.cost is not None and 0.30 <= r.speed.mfu <= 0.45
 
 
 def test_interleaving_shrinks_the_bubble(cat):
@@ -249,3 +251,25 @@ def test_held_out_published_runs_every_case_a_number_median_within_20_percent():
     assert held and all(r.predicted is not None for r in held)
     n, median, within, _ = tr.summary(held)
     assert median <= 0.20 and within >= 0.75, (median, within)
+
+
+def test_batch_per_device_is_what_the_per_device_frameworks_count(cat):
+    w = wl(cat, model="llama-3.1-8b", workload="finetune", seq_len=2048, batch_per_device=2, gpus=8,
+           framework="torchtune")
+    assert w.batch == 16
+    tp = wl(cat, model="llama-3.1-70b", workload="training", seq_len=2048, batch_per_device=2, gpus=16, tp=8)
+    assert tp.batch == 4  # two data-parallel ranks
+    with pytest.raises(FieldError):
+        wl(cat, model="llama-3.1-8b", workload="finetune", seq_len=2048, batch_per_device=2, batch=4, gpus=8)
+
+
+def test_the_layout_search_keeps_to_what_the_framework_runs(cat):
+    h100 = cat.accelerator("H100")
+    tune = plan_workload(PlanRequest(wl(cat, model="llama-3.1-8b", workload="finetune", seq_len=2048, batch=16,
+                                        gpus=8, framework="torchtune"), "H100"), cat)
+    lay = parallel_layout(tune.workload, 8)
+    assert lay.zero == 3 and lay.tp == 1  # FSDP2 full shard, never TP × ZeRO-1
+    nemo = plan_workload(PlanRequest(wl(cat, model="llama-3.1-70b", workload="training", seq_len=8192, batch=128,
+                                        gpus=64, framework="nemo"), "H100"), cat)
+    assert parallel_layout(nemo.workload, 64).zero in (0, 1) and nemo.verdict.ok
+    assert h100 is not None

@@ -71,7 +71,9 @@ def test_80x24_every_pane_answers_on_the_first_screen(tmux, tmp_path):  # noqa: 
             tmux.keys(key)
             time.sleep(0.8)
         try:
-            tmux.wait_for("Does not fit", "First change that would make it fit", "→", timeout=15)
+            # vLLM (the default engine) cannot start 70B bf16 on one 80 GB device: the verdict and the
+            # first fix are on the first screen
+            tmux.wait_for("Does not start", "First change that would make it start", "→", timeout=15)
             break
         except AssertionError:
             if attempt == 2:

@@ -79,6 +79,12 @@ async def test_latency_targets_are_fields_the_capacity_plan_meets(make_app):
         plan = screen.last_result.report.serving_plan
         assert plan.meets_slo and plan.tpot_s <= 0.020 and plan.ttft_s <= 0.400
         assert app.builder_context.tpot_ms == 20 and app.builder_context.ttft_ms == 400
+        assert plan.slo_percentile == 95  # the default, named on the plan line
+        assert "at p95" in screen.last_result.markup
+        screen.query_one("#b-pct", Select).value = "p99"
+        await settle(app, pilot)
+        await wait_for(pilot, lambda: screen.last_result.report is not None
+                       and screen.last_result.report.serving_plan.slo_percentile == 99, "the p99 plan")
         screen.query_one("#b-tpot", Input).value = "-3"
         await settle(app, pilot)
         await wait_for(pilot, lambda: screen.last_result.error is not None, "the error")

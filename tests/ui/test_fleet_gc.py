@@ -13,7 +13,7 @@ import gc
 from rich.segment import Segment
 from textual.strip import Strip
 
-from fleet_tui.ui import fleet, textual_fixes
+from fleet_tui.ui import runtime, textual_fixes
 from fleet_tui.ui.widgets.table import Table
 from tests.ui.conftest import widget_app
 from tests.ui.fleet_fake import SimFleetSource
@@ -89,8 +89,8 @@ async def test_fleet_refreshes_leave_no_cycles(make_app):
 
 def test_full_collection_only_when_memory_doubled_after_the_windows_filled(monkeypatch):
     blocks = [1_000_000]
-    monkeypatch.setattr(fleet.sys, "getallocatedblocks", lambda: blocks[0])
-    frozen = fleet.FrozenSurvivors()
+    monkeypatch.setattr(runtime.sys, "getallocatedblocks", lambda: blocks[0])
+    frozen = runtime.FrozenSurvivors()
     try:
         frozen.freeze(filling=True)
         assert (frozen.full_collections, frozen.base) == (1, 1_000_000)  # the first: in full

@@ -176,9 +176,11 @@ async def test_cards_scrolled_into_view_are_brought_up_to_date(make_app):
         await pilot.press("p")  # freeze the data so "up to date" is well defined
         await pilot.pause(0.3)
         latest = app.monitor.latest.snapshot.devices
+        analyses = app.monitor.latest.tick.analyses
         last_card = list(app.screen.query(DeviceCard))[-1]
         app.screen.query_one("#cards").scroll_end(animate=False)
-        await wait_for(pilot, lambda: last_card._last_markup == device_markup(latest[-1]),
+        await wait_for(pilot, lambda: last_card._last_markup == device_markup(
+            latest[-1], analysis=analyses.get(latest[-1].key)),
                        "the last card redrawn from the latest tick")
 
 
@@ -191,7 +193,7 @@ def test_diagnoses_panel_keeps_what_it_shows_until_its_refresh():
     from fleet_tui.ui.monitor import DIAGNOSES_REFRESH_S, MonitorScreen
 
     def finding(key, kind="input_starved", severity="warning"):
-        return F(device_key=key, kind=kind, severity=severity)
+        return F(device_key=key, kind=kind, severity=severity, primary=True)  # its device's first
 
     pane = F(_diag_shown=(("a", "input_starved"), ("b", "input_starved")), _diag_drawn_at=100.0)
 
@@ -210,3 +212,21 @@ def test_diagnoses_panel_keeps_what_it_shows_until_its_refresh():
         ("b", "input_starved"), ("a", "input_starved"), ("c", "input_starved")]
     pane._diag_shown = ()  # nothing shown yet (or a device was focused): the top ones
     assert shown([c, a, b]) == [("c", "input_starved"), ("a", "input_starved")]
+
+
+async def test_at_200_columns_the_panels_share_the_width(make_app):
+    """The diagnoses panel takes what whole cards leave, and half the screen beside an opened
+    card (it stayed 42 columns wide beside an empty one)."""
+    app = make_app(source="sim:8", interval=0.25)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 8, "eight cards")
+        side = app.screen.query_one("#mon-side")
+        cards = app.screen.query_one("#cards")
+        await wait_for(pilot, lambda: side.size.width >= 56, "the side panel's share")
+        assert cards.size.width + side.size.width >= 196
+        assert cards.styles.grid_size_columns == 3
+        await pilot.press("enter")  # open the first device
+        await wait_for(pilot, lambda: side.size.width >= 100, "half the width beside one card")
+        card = next(iter(app.screen.query(DeviceCard)))
+        await wait_for(pilot, lambda: "· primary" in card._last_markup, "the card's answer")
+        assert card.size.width >= 90

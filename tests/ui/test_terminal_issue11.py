@@ -101,7 +101,7 @@ async def test_footer_shows_help_and_quit_at_80_and_120_columns(make_app):
                 for mode in ("catalog", "builder", "monitor", "recommend"):
                     await app.switch_mode(mode)
                     footer = app.screen.query_one(Footer)
-                    await wait_for(pilot, lambda: footer.query("FooterKey"), "the footer's keys")
+                    await wait_for(pilot, lambda footer=footer: footer.query("FooterKey"), "the footer's keys")
                     await pilot.pause(0.1)
                     keys = {item.key: item for item in footer.query("FooterKey")}
                     palette = keys.get("ctrl+p")  # docked right, over anything below it

@@ -60,3 +60,31 @@ async def test_partial_updates_write_the_same_bytes_rendering_fewer_widgets(monk
     assert len(compared) >= 8, compared
     assert all(ours <= theirs for theirs, ours in compared)
     assert sum(ours for _t, ours in compared) < 0.8 * sum(theirs for theirs, _o in compared)
+
+
+def _source_hash(target: str) -> str:
+    """SHA-256 (16 hex digits) of ``module:Class.method``'s source in the installed Textual, read
+    from the file (install() may already have replaced the attribute)."""
+    import ast
+    import hashlib
+    import importlib
+
+    module, qualname = target.split(":")
+    cls_name, fn_name = qualname.split(".")
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    cls = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == fn_name)
+    segment = ast.get_source_segment(src, fn)
+    assert segment is not None
+    return hashlib.sha256(segment.encode()).hexdigest()[:16]
+
+
+def test_the_patched_textual_code_is_the_code_the_corrections_were_written_for():
+    from importlib.metadata import version
+
+    assert version("textual") == textual_fixes.WRITTEN_FOR
+    changed = {t: _source_hash(t) for t, h in textual_fixes.PATCHED.items() if _source_hash(t) != h}
+    assert changed == {}, "Textual changed what ui/textual_fixes.py patches: re-read each correction"

@@ -23,7 +23,7 @@ def test_light_theme_colours_survive_16_and_256_colour_terminals():
     for name in ("foreground", "primary", "error", "warning", "success", "accent", "pane-border"):
         colour = Color.parse(colors.get(name) or theme.variables[name])
         ansi16 = colour.downgrade(ColorSystem.STANDARD).number
-        assert ansi16 not in LIGHT_ON_WHITE, (name, value, ansi16)
+        assert ansi16 not in LIGHT_ON_WHITE, (name, colour, ansi16)
         assert colour.downgrade(ColorSystem.EIGHT_BIT).number != background.downgrade(
             ColorSystem.EIGHT_BIT).number, name
     # success and primary keep their hue: green is not grey, blue is not cyan

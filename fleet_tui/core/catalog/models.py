@@ -258,10 +258,6 @@ class Catalog:
                                             show_all=True))
         return picked
 
-    def instance_types(self, name: str) -> list[Instance]:
-        """Alias of :meth:`find_instance` without a region."""
-        return self.find_instance(name)
-
     @property
     def clouds(self) -> list[str]:
         return sorted({i.cloud for i in self.instances})

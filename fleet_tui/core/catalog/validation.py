@@ -83,7 +83,10 @@ def check_meta(doc: TomlDoc, out: list[str]) -> dict[str, str]:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A TOML int or float a float can hold (a 400-digit int is not one: float() overflows)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    return isinstance(v, float) or abs(v) <= 2**1023
 
 
 def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: list[str]) -> dict | None:

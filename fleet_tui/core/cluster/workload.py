@@ -191,6 +191,9 @@ def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob],
         tres = rec.get("tres") or {}
         if not isinstance(t, dict) or not isinstance(tres, dict):
             raise FileError(f"{where}:{line}: job {jid}: 'time' and 'tres' must be objects")
+        for key in ("allocated", "requested"):
+            if not isinstance(tres.get(key) or [], list):
+                raise FileError(f"{where}:{line}: job {jid}: tres.{key} must be a list")
         submit, start, end = (_finite(slurm_number(t.get(k)), where, line, jid, f"time.{k}")
                               for k in ("submission", "start", "end"))
         gpus = _gpus_from_tres(tres.get("allocated")) or _gpus_from_tres(tres.get("requested"))

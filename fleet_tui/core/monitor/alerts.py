@@ -27,7 +27,8 @@ from fleet_tui.core import paths
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.analysis import KINDS, DeviceAnalysis, Diagnosis
 from fleet_tui.core.monitor.history import metric_value
-from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
+from fleet_tui.core.monitor.severity import severity_rank
+from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
 
 SEVERITIES = ("info", "warning", "critical")
@@ -40,7 +41,7 @@ DEVICE_METRICS = ("gpu_util_pct", "mem_util_pct", "mem_used_pct", "mem_used_byte
                   "fp16_active_pct", "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_bytes_s",
                   "nvlink_rx_bytes_s", "nvlink_tx_bytes_s", "ecc_corrected", "ecc_uncorrected")
 _KEYS = ("name", "metric", "diagnosis", "op", "threshold", "duration", "severity", "cooldown",
-         "message", "min_confidence", "enabled", "min_devices")
+         "message", "min_confidence", "enabled", "min_devices", "unless", "min_severity")
 MACHINE_KEY = "machine"
 
 
@@ -86,6 +87,12 @@ class AlertRule:
     enabled: bool = True
     source: str = ""  # file:line the rule came from
     min_devices: int | None = None  # a job rule: this many of a job's devices meet the condition
+    # a diagnosis kind that explains the condition away: while the device has it, the rule does
+    # not hold (memory-high unless engine_pool: a serving engine's pool is full by design)
+    unless: str | None = None
+    # a diagnosis rule: only a finding this severe or worse holds it (memory_growth at "critical":
+    # out of memory within a minute, told at once)
+    min_severity: str | None = None
 
     @property
     def machine_wide(self) -> bool:
@@ -100,6 +107,10 @@ class AlertRule:
                 else f"diagnosis {self.diagnosis}")
         if self.per_job:
             what = f"{self.min_devices}+ devices of a job with {what}"
+        if self.min_severity:
+            what += f" at {self.min_severity} or worse"
+        if self.unless:
+            what += f" unless {self.unless}"
         return f"{what} for {self.duration_s:g} s"
 
 
@@ -227,13 +238,22 @@ def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
         err("min_devices", "must be a whole number of devices, 1 or more")
     elif min_devices is not None and metric in MACHINE_METRICS:
         err("min_devices", f"a job rule needs a device metric or a diagnosis, not {metric!r}")
+    unless = entry.get("unless")
+    if unless is not None and unless not in KINDS:
+        near = difflib.get_close_matches(str(unless), KINDS, n=1)
+        err("unless", f"unknown diagnosis {unless!r}"
+            + (f"; did you mean {near[0]!r}?" if near else "") + f" (allowed: {', '.join(KINDS)})")
+    min_severity = entry.get("min_severity")
+    if min_severity is not None and (min_severity not in SEVERITIES or diagnosis is None):
+        err("min_severity", f"must be one of {', '.join(SEVERITIES)}, on a diagnosis rule")
     if errs:
         return None, errs
     return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
                      cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
                      threshold=float(threshold) if threshold is not None else None,
                      min_confidence=float(min_conf), message=message, enabled=enabled,
-                     source=f"{path}:{start}", min_devices=min_devices), []
+                     source=f"{path}:{start}", min_devices=min_devices, unless=unless,
+                     min_severity=min_severity), []
 
 
 def load_alert_rules(files: Sequence[Path] | None = None, *,
@@ -265,6 +285,19 @@ def strict_rules(files: Sequence[Path]) -> list[AlertRule]:
 class _State:
     since: float | None = None
     last_fired: float | None = None
+
+
+def _severe(diag: Any, rule: AlertRule) -> bool:
+    """The finding is as severe as the rule asks (any, without ``min_severity``)."""
+    return rule.min_severity is None or severity_rank(diag.severity) <= severity_rank(
+        rule.min_severity)
+
+
+def _has(an: DeviceAnalysis, kind: str) -> bool:
+    for d in an.diagnoses:
+        if d.kind == kind:
+            return True
+    return False
 
 
 def _due_at(held: Sequence[tuple[AlertRule, _State]]) -> float:
@@ -405,7 +438,8 @@ class AlertEvaluator:
             held: list[tuple[AlertRule, _State]] = []
             for pos, rule in idx.metric:
                 v = metric_value(d, rule.metric)  # type: ignore[arg-type]
-                if v is None or not OPS[rule.op](v, rule.threshold):
+                if v is None or not OPS[rule.op](v, rule.threshold) or (
+                        rule.unless is not None and an is not None and _has(an, rule.unless)):
                     st = state.get((rule.name, key))
                     if st is not None:
                         st.since = None
@@ -426,7 +460,7 @@ class AlertEvaluator:
                         continue
                     seen.append(kind)
                     for pos, rule in rules:
-                        if diag.confidence < rule.min_confidence:
+                        if diag.confidence < rule.min_confidence or not _severe(diag, rule):
                             continue
                         held_names.append(rule.name)
                         # value: the diagnosis, whose explanation is built only if the rule fires
@@ -517,11 +551,13 @@ class AlertEvaluator:
             for d, key, kinds in per_device:
                 if metric:
                     v = metric_value(d, metric)
-                    held = v is not None and op(v, threshold)
+                    held = v is not None and op(v, threshold) and not (
+                        rule.unless is not None and kinds is not None and rule.unless in kinds)
                     value: float | str | None = v
                 else:
                     diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
-                    held = diag is not None and diag.confidence >= rule.min_confidence
+                    held = (diag is not None and diag.confidence >= rule.min_confidence
+                            and _severe(diag, rule))
                     value = diag  # its explanation, built only if the rule fires
                 if not held:
                     # the common case: nothing holds, so only an existing timer needs resetting
@@ -533,8 +569,3 @@ class AlertEvaluator:
                 if a:
                     out.append(a)
         return out
-
-    def evaluate_snapshot(self, snapshot: Snapshot,
-                          analyses: Mapping[str, DeviceAnalysis] | None = None,
-                          machine: Mapping[str, float | None] | None = None) -> list[Alert]:
-        return self.evaluate(snapshot.timestamp, snapshot.devices, analyses, machine)

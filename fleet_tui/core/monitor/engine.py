@@ -63,11 +63,13 @@ class Finding:
     confidence: float
     diagnosis: Diagnosis
 
+    primary: bool = False  # the device's primary diagnosis of this tick (what its row shows)
+
     @property
     def evidence(self) -> tuple[str, ...]:
-        """The explanation sentence, then "signal = value" lines."""
+        """The explanation sentence, then each value with its unit and scale."""
         diag = self.diagnosis
-        return (diag.explanation,) + tuple(f"{k} = {v}" for k, v in diag.evidence if v is not None)
+        return (diag.explanation,) + diag.evidence_text
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -75,7 +77,7 @@ class Finding:
 
     @property
     def title(self) -> str:
-        return f"{self.kind.replace('_', ' ')} ({self.confidence:.0%})"
+        return f"{self.diagnosis.headline} ({self.confidence:.0%})"
 
 
 @record
@@ -114,33 +116,37 @@ class Tick:
                 "cost": self.cost.to_dict() if self.cost is not None else None}
 
 
-EngineState = Tick
-
 Subscriber = Callable[[Tick], Any] | asyncio.Queue
 
 
-def _finding_rank(f: Finding) -> tuple[int, float]:
-    return (severity_rank(f.severity), -f.confidence)
-
-
 def findings(snapshot: Snapshot, analyses: Mapping[str, DeviceAnalysis]) -> tuple[Finding, ...]:
-    """The non-"ok" diagnoses of every device as display findings, most important first."""
+    """Each device's primary diagnosis (whatever its severity: the same line its table row shows),
+    then its other non-"ok" diagnoses in the analysis's order; devices whose primary is most
+    severe first, then in the snapshot's order. Every view lists a device's findings from here, so
+    the first one of a device is its primary of this tick."""
     devices = None
-    out = []
-    for key, an in analyses.items():
-        name = None
-        for diag in an.diagnoses:
-            if diag.severity == "ok":
+    groups: list[tuple[int, int, list[Finding]]] = []
+    for pos, (key, an) in enumerate(analyses.items()):
+        if not an.diagnoses:
+            continue
+        if devices is None:
+            devices = {d.key: d for d in snapshot.devices}
+        d = devices.get(key)
+        name = key if d is None else f"GPU {d.index}" + (f" ({d.name})" if d.name else "")
+        out = []
+        for i, diag in enumerate(an.diagnoses):
+            if i and diag.severity == "ok":
                 continue
-            if name is None:
-                if devices is None:
-                    devices = {d.key: d for d in snapshot.devices}
-                d = devices.get(key)
-                name = key if d is None else f"GPU {d.index}" + (f" ({d.name})" if d.name else "")
-            out.append(Finding(key, name, diag.kind, diag.severity, diag.confidence, diag))
-    if len(out) > 1:
-        out.sort(key=_finding_rank)
-    return tuple(out)
+            out.append(Finding(key, name, diag.kind, diag.severity, diag.confidence, diag,
+                               primary=i == 0))
+        groups.append((severity_rank(an.diagnoses[0].severity), pos, out))
+    if len(groups) > 1:
+        groups.sort(key=_group_rank)
+    return tuple(f for _, _, group in groups for f in group)
+
+
+def _group_rank(group: tuple[int, int, list[Finding]]) -> tuple[int, int]:
+    return group[0], group[1]
 
 
 class MonitorEngine:
@@ -252,7 +258,7 @@ class MonitorEngine:
     @property
     def filling(self) -> bool:
         """True until the live readings span ``fill_s``: until then the engine's memory grows by
-        design, not by a leak (the fleet pane's collector rule, ``ui.fleet.FrozenSurvivors``)."""
+        design, not by a leak (the fleet pane's collector rule, ``ui.runtime.FrozenSurvivors``)."""
         return self._first_ts is None or self._last_ts - self._first_ts < self.fill_s
 
     # ----- cost -----

@@ -2,8 +2,8 @@
 
 Modules: :mod:`.rates` (device rates, FLOPs and bytes per token), :mod:`.throughput` (training step,
 prefill, decode), :mod:`.run` (a whole training run), :mod:`.engines` (serving engine profiles, KV
-pools, offline serving speed), :mod:`.capacity` (serving capacity plan). Byte formulas shared with memory sizing (weights,
-KV cache, LoRA parameters) are in :mod:`fleet_tui.core.footprint`.
+pools, offline serving speed), :mod:`.capacity` (serving capacity plan). Byte formulas shared with
+memory sizing (weights, KV cache, LoRA parameters) are in :mod:`fleet_tui.core.footprint`.
 
 Method
 ------

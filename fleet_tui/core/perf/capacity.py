@@ -31,6 +31,7 @@ its targets as the user gives them, checked once (``recommend`` and ``size`` tak
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import field
 
@@ -67,7 +68,7 @@ class SimLatency:
     preemptions: int
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 @record
@@ -111,7 +112,7 @@ class ServingPlan:
         return " (meets the targets)" if self.meets_slo else " (misses the targets)"
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("notes", "simulated")}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("notes", "simulated")}
         return out | {"notes": list(self.notes),
                       "simulated": self.simulated.to_dict() if self.simulated is not None else None}
 
@@ -155,7 +156,7 @@ class Demand:
         return what + (f" ({', '.join(slo)})" if slo else "")
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 # Sane bounds on a demand: a million requests (a billion output tokens) a second is beyond any one
@@ -245,7 +246,7 @@ def replica_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen:
     if sp.output_tokens_per_s is None or sp.tpot_s is None or not sp.concurrency:
         return ReplicaCapacity(gpus, 0, None, None, None, None, False, sp.unknown or "speed unknown")
     ttft = first_token_s(sp)
-    latency = ttft + gen * sp.loaded_tpot_s
+    latency = ttft + gen * (sp.loaded_tpot_s or sp.tpot_s)
     return ReplicaCapacity(gpus, sp.concurrency, sp.concurrency / latency, latency, ttft, sp.loaded_tpot_s, met)
 
 
@@ -292,7 +293,7 @@ def steady_state(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int
     c = 1
     for _ in range(50):
         sp = serving_speed(w, acc, gpus, prompt, gen, c)
-        want = min(top.concurrency, max(1, math.ceil(rate_rps * (first_token_s(sp) + gen * sp.loaded_tpot_s))))
+        want = min(top.concurrency, max(1, math.ceil(rate_rps * (first_token_s(sp) + gen * (sp.loaded_tpot_s or 0.0)))))
         if want == c:
             break
         c = want
@@ -312,7 +313,7 @@ class BurstSpeed:
     duration_s: float
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def burst_speed(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, n: int) -> BurstSpeed | None:
@@ -374,7 +375,7 @@ def serving_plan(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int
     ``prompt`` + ``gen`` tokens on replicas of ``gpus`` × ``acc`` within the latency targets."""
     if rate_rps is None and output_tokens_per_s is None:
         raise ValueError("give a request rate or an output token rate")
-    rate = float(rate_rps) if rate_rps is not None else float(output_tokens_per_s) / gen
+    rate = float(rate_rps) if rate_rps is not None else float(output_tokens_per_s or 0.0) / gen
     cap = replica_capacity(w, acc, gpus, prompt, gen, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
     return plan_from_capacity(w, cap, prompt, gen, rate, usd_per_device_hour=usd_per_device_hour)
 
@@ -392,9 +393,9 @@ def plan_from_capacity(w: Workload, cap: ReplicaCapacity, prompt: int, gen: int,
         return ServingPlan(**base, concurrency_per_replica=0, replica_rps=None, replicas=None, devices=None,
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
                            unknown=cap.unknown or "speed unknown")
-    latency = cap.latency_s
+    latency = cap.latency_s or 0.0
     c = cap.concurrency
-    replicas = max(replicas or 0, replicas_for(cap, rate))
+    replicas = max(replicas or 0, replicas_for(cap, rate) or 1)
     devices = replicas * gpus
     if not cap.meets_slo:
         notes.append("the latency targets cannot be met on this device even with one sequence in flight")

@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 from dataclasses import field
 
+from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import (
     activation_bytes,
@@ -143,7 +144,8 @@ ENGINES: dict[str, EngineProfile] = {
     "trtllm": EngineProfile(
         id="trtllm", label="TensorRT-LLM (in-flight batching, paged KV cache, CUDA graphs)",
         batching="continuous", memory_rule="free", memory_utilization=0.90, batched_tokens=8192,
-        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False, tp_reserve_bytes=0,
+        max_seqs=1024, reserve_full_sequence=True, cuda_graph_bytes=int(0.5 * cal.GiB), profiles_peak=False,
+        tp_reserve_bytes=0,
         gemm_efficiency=_GEMM_DEFAULT, moe_prefill_efficiency=0.70, decode_bandwidth_efficiency=0.70,
         step_overhead_s=1.0e-3, seq_overhead_s=1e-5,
         sources=("TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9; scheduler policy "
@@ -291,10 +293,21 @@ class EngineReserve:
         return cal.CUDA_CONTEXT_BYTES + fixed + pool
 
 
+_RESERVES = caches.memo("perf.engine_reserve", 4096)
+
+
 def engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> EngineReserve:
     """The engine's charges per GPU before its pool (see the module docstring). ``fabric``: the GPUs
     talk over NVLink-class links, which add NCCL's channels and the custom all-reduce buffers.
-    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts."""
+    Expert parallel: every GPU keeps the attention and dense weights and 1/gpus of the experts.
+    Memoised: it does not depend on the device, so a ranking computes it once per device count
+    (bench/bench_recommend.py)."""
+    linked = fabric and gpus > 1  # one device has no links: one entry for both
+    return _RESERVES.get_or_compute((w, gpus, seq_tokens, linked),
+                                    lambda: _engine_reserve(w, gpus, seq_tokens, linked))
+
+
+def _engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> EngineReserve:
     e = engine_profile(w)
     arch = w.arch
     pc = param_counts(arch)

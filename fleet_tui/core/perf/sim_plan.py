@@ -285,7 +285,7 @@ class BurstReport:
     unknown: str = ""
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def burst_report(w: Workload, acc: Accelerator, n: int, mix: str = "fixed") -> BurstReport:

@@ -10,7 +10,7 @@ from typing import Literal, NamedTuple
 from fleet_tui.core import caches, frameworks
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
-from fleet_tui.core.frameworks import PRESETS, gemm_size_factor
+from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf import collectives
@@ -116,7 +116,7 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Thr
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
     a, pc = w.arch, d.params
-    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    rate, bw, notes, peak_dense = d.rate, d.bandwidth, d.notes, d.peak_dense
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
     # causal mean attention: 2·seq·heads·head_dim per layer (encoder-decoder: per source + target token)
     n_mat, attn, per_seq = forward_terms(w, seq)
@@ -141,10 +141,14 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
         return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
                           assumptions=notes, unknown=missing)
     fw = PRESETS[w.framework]
-    size = gemm_size_factor(a.hidden, rate / peak_dense if peak_dense else 0.0)
+    # the measured presets' efficiency (hf and the stacks sharing it) holds for 1B-8B widths
+    size = gemm_size_factor(a.hidden, rate / peak_dense if peak_dense else 0.0,
+                            narrow=w.framework not in MEASURED_ON_SMALL_MODELS)
     compute_s = tokens * flops_tok / (rate * fw.step_efficiency * size)
     if size > 1.0:
         notes.append(f"hidden size {a.hidden}: large GEMMs run {size - 1:.0%} closer to peak than at 4096")
+    elif size < 1.0:
+        notes.append(f"hidden size {a.hidden}: narrow GEMMs run {1 - size:.0%} further from peak than at 4096")
     # memory-bound: optimizer update and AMP casts (FSDP/Megatron mixed precision keeps no
     # per-step autocast copies of the weights: parameters are cast once, shard by shard)
     amp = (w.master_weights == "fp32" and w.precision not in ("fp32",) and not w.is_adapter
@@ -184,7 +188,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
 def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
     a, pc = w.arch, d.params
-    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    rate, bw, notes, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.scale, d.peak_dense
     # inference: prefill (compute-bound, floor: streaming the weights once)
     if w.seq_len is None and w.prompt_len is None:
         notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "

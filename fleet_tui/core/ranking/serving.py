@@ -121,7 +121,7 @@ class Planner:
                     missed = cap
                 continue
             replicas = replicas_for(cap, self.rate)
-            instances = math.ceil(replicas / per_instance) * spans
+            instances = math.ceil((replicas or 1) / per_instance) * spans
             if best is None or instances < best[0]:
                 best = (instances, g, cap, replicas)
             if instances == spans:
@@ -164,8 +164,8 @@ class Planner:
         d = self.demand
         got = []
         if d.ttft_ms is not None:
-            got.append(f"first token {cap.ttft_s * 1e3:,.0f} ms (target {d.ttft_ms:g})")
+            got.append(f"first token {(cap.ttft_s or 0.0) * 1e3:,.0f} ms (target {d.ttft_ms:g})")
         if d.tpot_ms is not None:
-            got.append(f"{cap.tpot_s * 1e3:,.1f} ms per token (target {d.tpot_ms:g})")
+            got.append(f"{(cap.tpot_s or 0.0) * 1e3:,.1f} ms per token (target {d.tpot_ms:g})")
         return (f"{acc.id} cannot meet the targets at any replica count: one sequence alone on "
                 f"{cap.gpus} device(s) gets " + ", ".join(got))

@@ -68,32 +68,61 @@ def _powers(limit: int) -> Iterator[int]:
         n *= 2
 
 
+#: ZeRO stages a framework's data-parallel ranks run (None: any): FSDP2 full shard for torchtune,
+#: torchtitan and MaxText; Megatron-Core's distributed optimizer (ZeRO-1) for Megatron, NeMo, NeuronX.
+FRAMEWORK_ZERO: dict[str, tuple[int, ...]] = {
+    "torchtune": (3,), "torchtitan": (3,), "maxtext": (3,),
+    "megatron": (1,), "nemo": (1,), "neuronx": (1,),
+}
+#: Frameworks without tensor/pipeline parallel recipes (their distributed recipes are FSDP only).
+NO_MODEL_PARALLEL = ("torchtune", "unsloth")
+#: Sequence length from which context parallel is tried (ring attention pays off on long
+#: sequences: NeMo uses CP 2 at 8k for 70B, torchtitan from 32k, Llama 3 CP 16 at 128k).
+CP_MIN_SEQ = 16384
+
+
 def candidate_changes(w: Workload, gpus: int, node_devices: int) -> Iterator[dict]:
     """Layouts of ``gpus`` devices for ``w`` as field changes, cheapest communication first (see
-    the module doc)."""
+    the module doc), limited to what the workload's framework runs (:data:`FRAMEWORK_ZERO`)."""
     if gpus <= 1:
-        yield dict(gpus=1, tp=None, pp=None, zero=None, micro_batch=None, sharding="data")
+        yield dict(gpus=1, tp=None, pp=None, zero=None, micro_batch=None, sharding="data", cp=1, vpp=1)
         return
     arch = w.arch
     tps = [t for t in _powers(min(node_devices, gpus, MAX_TP)) if arch.heads % t == 0 and gpus % t == 0]
     if w.is_training:
+        zeros = FRAMEWORK_ZERO.get(w.framework, (0, 1, 2, 3))
+        if w.framework in NO_MODEL_PARALLEL:
+            tps = []
         one = 1 if w.batch > 1 else None
-        for zero in (0, 1, 2, 3):
-            yield dict(gpus=gpus, micro_batch=None, tp=1, pp=1, zero=zero, sharding="fsdp" if zero == 3 else "data")
+
+        def change(tp: int, pp: int, zero: int, micro: int | None, cp: int = 1, vpp: int = 1) -> dict:
+            sharding = "fsdp" if zero == 3 else ("tensor" if tp > 1 else "data")
+            return dict(gpus=gpus, micro_batch=micro, tp=tp, pp=pp, zero=zero, sharding=sharding, cp=cp, vpp=vpp)
+
+        for zero in zeros:
+            yield change(1, 1, zero, None)
         if one:
-            for zero in (1, 3):
-                yield dict(gpus=gpus, micro_batch=one, tp=1, pp=1, zero=zero,
-                           sharding="fsdp" if zero == 3 else "data")
+            for zero in (z for z in (1, 3) if z in zeros):
+                yield change(1, 1, zero, one)
+        seq = w.seq_len or 0
         for t in tps:
-            for zero in (1, 3):
-                yield dict(gpus=gpus, micro_batch=one, tp=t, pp=1, zero=zero,
-                           sharding="fsdp" if zero == 3 else "tensor")
+            for zero in (z for z in (1, 3) if z in zeros):
+                yield change(t, 1, zero, one)
+        if seq >= CP_MIN_SEQ:  # long sequences: split each over CP ranks, TP inside the node
+            t = tps[-1] if tps else 1
+            for c in _powers(min(8, gpus // t)):
+                if gpus % (t * c) == 0 and seq % (2 * c) == 0:
+                    for zero in (z for z in (1, 3) if z in zeros):
+                        yield change(t, 1, zero, one, cp=c)
+        if w.framework in NO_MODEL_PARALLEL:
+            return
         t = tps[-1] if tps else 1
         for p in _powers(min(arch.layers, gpus // t)):
             if gpus % (t * p) == 0:
-                for zero in (1, 3):
-                    yield dict(gpus=gpus, micro_batch=one, tp=t, pp=p, zero=zero,
-                               sharding="fsdp" if zero == 3 else "tensor")
+                # interleaved stages where the layers split evenly (a smaller bubble, Megatron's default)
+                v = 2 if arch.layers % (2 * p) == 0 and arch.layers >= 4 * p else 1
+                for zero in (z for z in (1, 3) if z in zeros):
+                    yield change(t, p, zero, one, vpp=v)
     else:
         # decode at a fixed number of concurrent sequences streams the weights once per step per
         # replica: the widest tensor-parallel group inside a node is the fastest and the smallest
@@ -170,7 +199,7 @@ class _Ladder:
                     self.done = True
                     break
                 lay = make_layout(self.n, c["tp"] or 1, c["pp"] or 1, c["zero"] or 0, c["micro_batch"], w.batch,
-                                  w.is_training)
+                                  w.is_training, c.get("cp", 1), c.get("vpp", 1))
                 rungs.append(_Rung(w, c, lay, self._weights / (lay.model_split * lay.weight_shards), self.n))
             return rungs[i] if i < len(rungs) else None
 

@@ -4,8 +4,8 @@ budgeting, :mod:`fleet_tui.core.perf.engines`)."""
 from __future__ import annotations
 
 from fleet_tui.core import calibration as cal
-from fleet_tui.core.footprint import parallel_split, sequence_state_bytes
-from fleet_tui.core.perf.engines import kv_pool
+from fleet_tui.core.footprint import parallel_layout, parallel_split, sequence_state_bytes
+from fleet_tui.core.perf.engines import engine_profile, expert_parallel, kv_pool
 from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -103,8 +103,6 @@ def held_tokens_per_sequence(w: Workload, prompt: int, gen: int) -> float:
     """KV tokens the scheduler charges one running sequence: the whole request when it reserves at
     admission (TensorRT-LLM's GUARANTEED_NO_EVICT), else the prompt and half the output on average
     (vLLM, SGLang allocate blocks as tokens are made). The one rule serving speed uses too."""
-    from fleet_tui.core.perf.engines import engine_profile
-
     return float(prompt + gen) if engine_profile(w).reserve_full_sequence else prompt + gen / 2
 
 
@@ -113,8 +111,6 @@ def engine_fit(w: Workload, acc: Accelerator, gpus: int | None = None) -> Engine
     when the weights, the profile run and one sequence of the context fit its budget; then it runs
     ``min(KV pool / tokens held per sequence, max_num_seqs, batch)`` sequences at a time per
     replica and queues the rest."""
-    from fleet_tui.core.perf.engines import engine_profile
-
     n = int(gpus or w.gpus)
     e = engine_profile(w)
     dp, tp, _ = parallel_split(w, n)
@@ -136,7 +132,7 @@ def engine_fit(w: Workload, acc: Accelerator, gpus: int | None = None) -> Engine
     gen = w.gen_len or 0
     held = held_tokens_per_sequence(w, prompt, gen)
     if pool.bytes_per_token:
-        held += sequence_state_bytes(w.arch, w, tp) / pool.bytes_per_token
+        held += sequence_state_bytes(w.arch, w, pool_tp(w, n)) / pool.bytes_per_token
     by_kv = int(pool.tokens // max(1.0, held)) if starts else 0
     cap = w.max_num_seqs or e.max_seqs
     per_replica_batch = -(-w.batch // dp)
@@ -156,8 +152,25 @@ def serves_with_engine(w: Workload) -> bool:
 def running_workload(w: Workload, acc: Accelerator, gpus: int | None = None) -> Workload:
     """``w`` as its serving engine runs it on ``gpus`` × ``acc``: the batch cut to the sequences it
     runs at once (the rest wait), so speed is estimated at the concurrency the engine reaches.
-    Unchanged for training, Hugging Face and an engine that does not start."""
-    if not serves_with_engine(w):
+    Unchanged for training, Hugging Face and an engine that does not start. The count is
+    :func:`engine_fit`'s, without the report: the ranking asks it of every device group."""
+    if w.batch <= 1 or not serves_with_engine(w):
         return w
-    fit = engine_fit(w, acc, gpus)
-    return w.derive(batch=fit.running) if fit.starts and 0 < fit.running < w.batch else w
+    n = int(gpus or w.gpus)
+    dp = parallel_layout(w, n).dp
+    per_replica = -(-w.batch // dp)
+    limit = min(per_replica, w.max_num_seqs or engine_profile(w).max_seqs)
+    seq = serving_sequence_tokens(w)
+    pool = kv_pool(w, acc, n, seq)
+    if pool.tokens < seq:
+        return w  # it does not start: no speed is asked of it
+    held = held_tokens_per_sequence(w, w.prompt_len or seq, w.gen_len or 0)
+    if pool.bytes_per_token:
+        held += sequence_state_bytes(w.arch, w, pool_tp(w, n)) / pool.bytes_per_token
+    running = min(limit, int(pool.tokens // max(1.0, held))) * dp
+    return w.derive(batch=running) if 0 < running < w.batch else w
+
+
+def pool_tp(w: Workload, gpus: int) -> int:
+    """Ranks the KV heads are split over (1 under expert parallel: attention is data parallel)."""
+    return 1 if expert_parallel(w, gpus) else parallel_layout(w, gpus).tp

@@ -96,10 +96,21 @@ def adapter_bytes(w: Workload) -> int:
 UNSLOTH_ACTIVATION_FACTOR = 0.168
 
 
+#: Share of the eager per-layer activations Megatron-Core with Transformer Engine keeps: its fused
+#: LayerNorm+Linear and SwiGLU save the norm input, the normalized input once, q/k/v, the attention
+#: output, the fc1 output and the SwiGLU output (8h + 6q + 4kv + 6f bytes per token with bf16), where
+#: eager autograd saves fp32 norm copies and every MLP intermediate (16h + 6q + 4kv + 12f,
+#: activations.train_act_per_token_layer): 0.55 for Llama 3 70B and 405B shapes alike
+#: (Korthikanti et al., arXiv:2205.05198 §4, counts the same tensors for GPT).
+TE_ACTIVATION_FACTOR = 0.55
+
+
 def compile_factor(w: Workload) -> float:
     """Share of the eager per-layer activations a stack's fused kernels keep."""
     if w.framework == "unsloth":
         return UNSLOTH_ACTIVATION_FACTOR
+    if w.framework in ("megatron", "nemo"):
+        return TE_ACTIVATION_FACTOR
     return COMPILE_ACTIVATION_FACTOR if w.compile else 1.0
 
 

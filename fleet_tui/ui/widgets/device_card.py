@@ -14,24 +14,47 @@ from textual.strip import Strip
 from textual.widgets import Sparkline
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, diagnosis_lines, headline
 from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
 from fleet_tui.ui.widgets.text import LiveText, styled_line
 
 
-def device_markup(dev: DeviceSnapshot, *, width: int = 12) -> str:
-    """The card body as markup. Only formats what the snapshot says; N/A stays N/A."""
-    return "\n".join(markup for markup, _content in device_lines(dev, width=width))
+def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
+                  detailed: bool = False) -> str:
+    """The card body as markup. Only formats what the snapshot and its analysis say; N/A stays
+    N/A."""
+    return "\n".join(markup for markup, _content in device_lines(
+        dev, width=width, analysis=analysis, detailed=detailed))
 
 
-def device_lines(dev: DeviceSnapshot, *, width: int = 12) -> list[tuple[str, Content]]:
-    """The card body, one ``styled_line`` a line (markup and its Content, unparsed)."""
+def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
+                 detailed: bool = False) -> list[tuple[str, Content]]:
+    """The card body, one ``styled_line`` a line (markup and its Content, unparsed). It answers
+    first: the device's primary diagnosis of this tick (``analysis``, the same object its table
+    row reads), and when ``detailed`` its sentence, evidence and action and the other findings;
+    then the readings."""
     node = f"{dev.node} · " if dev.node else ""
     head = [(f"{node}#{dev.index} {dev.name}", "b")]
-    if dev.phase:
-        head += [("  ", None), (f"phase: {dev.phase}", "$text-muted")]
     if dev.state != "ok":
         return [styled_line(head),
                 styled_line([(f"{dev.state.upper()}: {dev.error or 'no reading'}", "$error")])]
+    answer: list[tuple[str, Content]] = []
+    diagnoses = getattr(analysis, "diagnoses", ()) or ()
+    if diagnoses:
+        top = diagnoses[0]
+        if detailed:
+            answer = diagnosis_lines(top, primary=True)
+            for other in diagnoses[1:]:
+                if other.severity != "ok":
+                    answer += diagnosis_lines(other, evidence=False)
+            span = f"diagnosed over {analysis.end - analysis.start:.0f} s"
+            label = getattr(analysis, "phase", None)
+            answer.append(styled_line([(span + (f" · recorded label: {label}" if label else ""),
+                                        "$text-muted")]))
+        else:
+            answer = [styled_line([(SEVERITY_MARK.get(str(top.severity), "  "),
+                                    SEVERITY_STYLE.get(str(top.severity))),
+                                   (headline(top), SEVERITY_STYLE.get(str(top.severity)))])]
     lines = [head]
     util = dev.gpu_util_pct
     lines.append(gauge_parts("util", None if util is None else util / 100, pct(util), width))
@@ -71,7 +94,8 @@ def device_lines(dev: DeviceSnapshot, *, width: int = 12) -> list[tuple[str, Con
         lines.append([(f"{'busy':<6}", "$text-muted"), ("  ".join(activity), None)])
     if dev.xid_errors:
         lines.append([(f"XID {', '.join(map(str, dev.xid_errors))}", "$error")])
-    return [styled_line(parts) for parts in lines]
+    readings = [styled_line(parts) for parts in lines]
+    return readings[:1] + answer + readings[1:]
 
 
 HISTORY_GRAPHS = (
@@ -301,7 +325,8 @@ class DeviceCard(LiveText):
         """Draw ``dev``; graphs come from ``view.history(key, metric, last=N)`` (the core's
         history). ``clip``: the part of the cards' scroll canvas in view (as the card's
         ``virtual_region``); a graph outside it is not updated (the pane draws again on scroll)."""
-        lines = device_lines(dev)
+        analyses = getattr(getattr(view, "tick", None), "analyses", None) or {}
+        lines = device_lines(dev, analysis=analyses.get(dev.key), detailed=detailed)
         changed = detailed != self.detailed
         if changed:
             clip = None  # graphs appear or go: the rows below the text move

@@ -15,13 +15,9 @@ from textual.message import Message
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
+from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, headline
 from fleet_tui.ui.widgets.gauges import gib
 from fleet_tui.ui.widgets.text import LiveText, styled_line
-
-# Marks readable without colour (NO_COLOR, 16-colour terminals): severity is not colour alone.
-SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "· ", "ok": "✓ "}
-SEVERITY_STYLE = {"critical": "b $error", "warning": "b $warning", "info": "$primary",
-                  "ok": "$success"}
 
 
 @record
@@ -97,7 +93,7 @@ def diagnosis_label(dev: DeviceSnapshot, analysis) -> tuple[str, str]:
     diag = getattr(analysis, "primary_diagnosis", None) if analysis is not None else None
     if diag is None:
         return "collecting…", "info"
-    return diag.kind.replace("_", " "), diag.severity
+    return headline(diag), diag.severity
 
 
 class DeviceTable(LiveText, can_focus=True):

@@ -9,7 +9,7 @@ the cursor moves. Dropping the caches whenever a measurement changes a width fix
 Textual's ``LRUCache`` keeps its entries in a ring of ``[prev, next, key, value]`` lists, and its
 ``clear()`` drops the ring whole: every entry, with the Rich texts and strips it holds, becomes a
 reference cycle that only a full garbage collection frees. The fleet pane freezes what survives a
-refresh out of the collector's sight (``ui.fleet.FrozenSurvivors``), so there each dropped ring
+refresh out of the collector's sight (``ui.runtime.FrozenSurvivors``), so there each dropped ring
 (~20,000 objects for 512 node rows) waited for the periodic full collection, which blocked the UI
 for ~150-190 ms. ``Table`` unlinks the rings before they are dropped, so reference counting frees
 them at once.

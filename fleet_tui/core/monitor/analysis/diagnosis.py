@@ -9,6 +9,7 @@ from functools import cached_property
 from math import floor, isfinite, log10
 from typing import Any, NamedTuple
 
+from fleet_tui.core.monitor.analysis.evidence import evidence_lines, gb_s, seconds
 from fleet_tui.core.records import record
 
 Evidence = tuple[tuple[str, float | str | None], ...]
@@ -72,9 +73,18 @@ class Diagnosis:
         return self.evidence_dict.get(signal, default)
 
     @property
+    def evidence_text(self) -> tuple[str, ...]:
+        """The evidence for people: each value with its unit and scale (``evidence.FORMATS``)."""
+        return evidence_lines(self.evidence_dict)
+
+    @property
     def headline(self) -> str:
         """The kind in words with its modifier: "memory bandwidth bound, and power-capped"."""
         words = self.kind.replace("_", " ")
+        if self.kind == "memory_growth" and self.severity == "critical":
+            left, rate = self.evidence_value("time_to_full_s"), self.evidence_value("slope_bytes_s")
+            if left is not None and rate is not None:
+                return f"out of memory in {seconds(left)} at +{gb_s(rate)}"
         cap = self.evidence_value("capped_by")
         if cap == "power_capped":
             return words + ", and power-capped"
@@ -88,7 +98,8 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "confidence": round(self.confidence, 3),
-                "evidence": self.evidence_dict, "explanation": self.explanation,
+                "evidence": self.evidence_dict, "evidence_text": list(self.evidence_text),
+                "explanation": self.explanation,
                 "action": self.action, "severity": self.severity, "role": self.role}
 
 
@@ -139,6 +150,13 @@ class RuleDiagnosis(Diagnosis):
     def finding(self) -> Finding | None:
         """What the rule found (None for a diagnosis given in full)."""
         return self._finding
+
+    @property
+    def evidence_text(self) -> tuple[str, ...]:
+        """As ``Diagnosis.evidence_text``, from the raw (unrounded) facts."""
+        if self._finding is None:
+            return evidence_lines(self.evidence_dict)
+        return evidence_lines(self._finding.facts)
 
     @cached_property
     def evidence(self) -> Evidence:  # type: ignore[override]

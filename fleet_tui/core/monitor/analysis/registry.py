@@ -7,7 +7,8 @@ How ``primary`` is chosen (``analyze.rank``): among the **bottlenecks** (what li
 the one with the strongest evidence (confidence); a **risk** (growth, capacity, ECC/XID, heat)
 outranks it only when critical (severity) or urgent (the rule says it cannot wait: memory full
 within minutes, at the slowdown temperature). ``priority`` orders risks among themselves and breaks
-ties; it never puts a weak finding above a strong one.
+ties; it never puts a weak finding above a strong one. Growth ranks above capacity: "out of memory
+in 0.4 s at +13 GB/s" says more than "96 % in use" of the same device.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ _RULES = (
          "The GPU stopped answering (fell off the bus): drain the node and reset or replace the "
          "GPU.", alarms.device_lost, "alarm", "risk"),
     Rule("xid", 95, "critical",
-         "The driver reported XID errors: read the codes in dmesg (79: fell off the bus, "
-         "48/63/64: ECC, 13/31/43: application faults) and drain the node if they repeat.",
+         "The driver reported XID errors: read the codes (`sudo dmesg -T | grep -i xid`; 79: fell "
+         "off the bus, 48/63/64: ECC, 13/31/43: application faults) and drain the node if they "
+         "repeat.",
          alarms.xid, "alarm", "risk"),
     Rule("ecc_errors", 90, "critical",
          "Uncorrectable ECC errors: checkpoint, drain the node and run diagnostics "
@@ -53,40 +55,44 @@ _RULES = (
     Rule("thermal_throttled", 80, "warning",
          "The GPU slows down for heat: check fans, airflow and inlet temperature "
          "(nvidia-smi -q -d TEMPERATURE,PERFORMANCE).", clocks.thermal_throttled, role="risk"),
+    Rule("memory_growth", 71, "warning",
+         "Memory grows steadily: look for tensors kept across steps (`total += loss.item()`, not "
+         "`total += loss`; caches that only grow); `print(torch.cuda.memory_summary())` shows "
+         "what holds it. Out of memory within a minute: checkpoint or stop the job now.",
+         memory.memory_growth, role="risk"),
     Rule("memory_capacity_pressure", 70, "warning",
          "Memory is nearly full; the next spike will run out. Lower batch or sequence length, "
          "enable activation checkpointing, shard optimizer states (FSDP/ZeRO), or quantize "
-         "weights/KV cache.", memory.memory_capacity_pressure, role="risk"),
-    Rule("memory_growth", 65, "warning",
-         "Memory grows steadily: look for tensors kept across steps (losses accumulated without "
-         ".detach()/.item(), growing caches); torch.cuda.memory_summary() shows what holds it.",
-         memory.memory_growth, role="risk"),
+         "weights/KV cache; `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` cuts "
+         "fragmentation.", memory.memory_capacity_pressure, role="risk"),
     Rule("communication_bound", 62, "warning",
-         "The GPU waits on NVLink collectives: overlap communication with compute (DDP "
-         "bucket_cap_mb, FSDP forward/backward prefetch), use larger buckets, gradient "
-         "accumulation to communicate less often, and check NCCL picked NVLink "
-         "(NCCL_DEBUG=INFO).", contention.communication_bound, "active"),
+         "The GPU waits on NVLink collectives: overlap communication with compute "
+         "(`DDP(model, bucket_cap_mb=100)`, FSDP forward/backward prefetch), accumulate "
+         "gradients to communicate less often, and check NCCL picked NVLink "
+         "(`NCCL_DEBUG=INFO`).", contention.communication_bound, "active"),
     Rule("cpu_bound_host", 61, "warning",
-         "The host's CPUs cannot feed the GPU: raise DataLoader num_workers up to the free cores, "
-         "move decoding/augmentation to the GPU (DALI, torchvision.io on CUDA), pre-tokenize or "
-         "cache preprocessed data, and check nothing else competes for the cores.",
+         "The host's CPUs cannot feed the GPU: `DataLoader(ds, num_workers=8, pin_memory=True)` "
+         "with workers up to the free cores (`nproc`), move decoding/augmentation to the GPU "
+         "(DALI, torchvision.io on CUDA), pre-tokenize or cache preprocessed data.",
          contention.cpu_bound_host, "active"),
     Rule("host_transfer_bound", 60, "warning",
-         "Host-device copies saturate PCIe: use pinned memory with non_blocking copies "
-         "overlapped with compute, keep data resident on the GPU, and send compact dtypes "
-         "(uint8) converted on the GPU.", activity.host_transfer_bound, "active"),
+         "Host-device copies saturate PCIe: pinned memory and copies overlapped with compute "
+         "(`x.pin_memory().to('cuda', non_blocking=True)`), keep data resident on the GPU, and "
+         "send compact dtypes (uint8) converted on the GPU.", activity.host_transfer_bound, "active"),
     Rule("launch_bound", 58, "warning",
-         "Kernels are too small to fill the GPU: capture steps with CUDA graphs (torch.compile "
-         "mode='reduce-overhead'), fuse ops, and raise the batch size.", activity.launch_bound,
+         "Kernels are too small to fill the GPU: capture steps with CUDA graphs "
+         "(`torch.compile(model, mode='reduce-overhead')`), fuse ops, and raise the batch "
+         "size.", activity.launch_bound,
          "active"),
     Rule("input_starved", 56, "warning",
-         "The GPU waits for work: raise DataLoader num_workers, set pin_memory=True and "
-         "prefetch_factor, move preprocessing to the GPU, cache data on local NVMe, and avoid "
-         "per-step host syncs (.item(), .cpu()).", activity.input_starved, "active"),
+         "The GPU waits for work: `DataLoader(ds, num_workers=8, pin_memory=True, "
+         "prefetch_factor=4, persistent_workers=True)`, move preprocessing to the GPU, cache "
+         "data on local NVMe, and avoid per-step host syncs (`.item()`, `.cpu()`).", activity.input_starved, "active"),
     Rule("memory_bandwidth_bound", 54, "info",
-         "HBM bandwidth is the limit: fuse element-wise ops (torch.compile), use "
-         "FlashAttention, raise arithmetic intensity with larger batches, or move fewer bytes "
-         "(bf16/FP8, quantized KV cache).", compute.memory_bandwidth_bound, "active"),
+         "HBM bandwidth is the limit (below the roofline's ridge): raise arithmetic intensity "
+         "with larger batches (decode: more concurrent sequences), fuse element-wise ops "
+         "(`torch.compile(model)`), use FlashAttention, or move fewer bytes (bf16/FP8 weights, "
+         "`vllm serve MODEL --kv-cache-dtype fp8`).", compute.memory_bandwidth_bound, "active"),
     Rule("compute_no_tensor_cores", 52, "warning",
          "SMs are busy on plain FP32 math. Enable TF32 "
          "(torch.set_float32_matmul_precision('high')) or run in bf16 with torch.autocast so "
@@ -117,7 +123,8 @@ _RULES = (
          "power delivery are sound.", clocks.power_capped, role="note"),
     Rule("idle", 10, "info",
          "Nothing runs on this GPU. Schedule work or stop the instance; if a process holds "
-         "memory without running kernels, end it to free the GPU.", activity.idle, "idle"),
+         "memory without running kernels (`nvidia-smi --query-compute-apps=pid,used_memory "
+         "--format=csv`), end it to free the GPU.", activity.idle, "idle"),
     # when no rule finds anything (analysis.analyze)
     Rule("unknown", 0, "info", "Not enough signals to say what limits this device.", None),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 
@@ -31,10 +31,10 @@ class TimeShares:
     def idle_share(self, device: int) -> float:
         return self.shares(device).get("idle", 0.0)
 
-    def lines(self) -> list[str]:
-        """One sentence per device: its time by primary."""
+    def lines(self, words: Callable[[str], str] = str) -> list[str]:
+        """One sentence per device: its time by primary (each kind shown as ``words(kind)``)."""
         out = []
         for dev in sorted(self.seconds):
-            parts = [f"{k} {v:.0%}" for k, v in self.shares(dev).items()]
+            parts = [f"{words(k)} {v:.0%}" for k, v in self.shares(dev).items()]
             out.append(f"gpu {dev}: " + ", ".join(parts) + " of the time")
         return out

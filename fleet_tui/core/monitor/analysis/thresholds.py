@@ -137,6 +137,10 @@ OOM_CRITICAL_S = 60.0
 # arriving at 5 GB/s for 3 s and a leak look alike, but 3 s of evidence says nothing of 25 s on.
 FRESH_MIN_RISES = 2
 OOM_EXTRAPOLATE = 3.0
+# ... and on rises that have lasted at least 2 s: a job's start allocates its weights, optimizer
+# states and workspace in a burst of under 2 s (the demo's sizing runs: 1 % to 79 % in 0.8 s) and
+# stops; an out-of-memory that fast is over before anyone can act on a warning anyway.
+OOM_MIN_RISING_S = 2.0
 # A plateau is not growth: no rise for twice the spacing of the fresh rises (at least
 # PLATEAU_MIN_S) means the filling stopped.
 PLATEAU_MIN_S = 1.5

@@ -22,7 +22,7 @@ from typing import Any
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.records import record
-from fleet_tui.core.redact import redact
+from fleet_tui.core.redact import redact, redact_spec
 
 __all__ = [
     "SIM_MAX_DEVICES",
@@ -169,7 +169,7 @@ def load_opener(path: str) -> Callable[..., Source]:
 
 
 def _bad(spec: str, why: str) -> UserError:
-    return UserError(f"--source {redact(spec)!r}: {redact(why)}. Allowed: {allowed_forms()}.")
+    return UserError(f"--source {redact_spec(spec)!r}: {redact(why)}. Allowed: {allowed_forms()}.")
 
 
 def parse_source_spec(spec: str) -> SourceSpec:
@@ -202,4 +202,4 @@ def open_source(spec: str, **opts: Any) -> Source:
         if str(exc).startswith("--source"):
             raise
         wrap = SourceUnavailable if isinstance(exc, SourceUnavailable) else UserError
-        raise wrap(redact(f"--source {spec!r}: {exc}")) from None
+        raise wrap(redact(f"--source {redact_spec(spec)!r}: {exc}")) from None

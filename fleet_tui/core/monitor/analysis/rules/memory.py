@@ -33,6 +33,7 @@ from fleet_tui.core.monitor.analysis.thresholds import (
     MEM_PRESSURE_FRAC,
     OOM_CRITICAL_S,
     OOM_EXTRAPOLATE,
+    OOM_MIN_RISING_S,
     PLATEAU_MIN_S,
 )
 from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
@@ -110,14 +111,24 @@ class FreshRate(NamedTuple):
     rising_s: float  # how long the current run of rises has lasted (its evidence)
 
 
-def fresh_rate(points: GrowthPoints) -> FreshRate | None:
+def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
     """The rate of the last ``FRESH_S`` seconds of ``points`` (memory is a step function between
-    readings: the engine keeps only changes, so the reading before the span starts it), or None
-    with fewer than two readings."""
+    readings: the engine keeps only changes, so the reading before the span starts it), counted
+    from the last release of memory (a process that exited, then another), or None with fewer
+    than two readings."""
     if len(points) < 2:
         return None
     end_t = points[-1][0]
     t0 = end_t - FRESH_S
+    # the readings the rises' scan below can reach, from the last release among them
+    points = points[bisect_left(points, t0 - GROWTH_MAX_FLAT_S - 1.0, key=_time):]
+    if not isfinite(sum(map(_mem, points))):  # NaN/inf readings are missing values
+        points = [p for p in points if p[1] - p[1] == 0.0]
+    r = _after_release(points, mem_total)
+    if r:
+        points = points[r:]
+    if len(points) < 2:
+        return FreshRate(0.0, 0, False, 0.0)
     i = bisect_left(points, t0, key=_time)
     # the newest rises (up to 8): their spacing says when a pause is a plateau, and how far back
     # the current run of rises goes
@@ -137,7 +148,7 @@ def fresh_rate(points: GrowthPoints) -> FreshRate | None:
     rising_s = end_t - rises_t[-1] if rises_t else 0.0
     rate = 0.0
     if fresh >= FRESH_MIN_RISES:
-        span = [p for p in points[max(0, i - 1):] if p[1] - p[1] == 0.0]  # NaN/inf: missing
+        span = list(points[max(0, i - 1):])
         if span and span[0][0] < t0:  # the reading before the span holds until the span starts
             span[0] = (t0, span[0][1])
         rate = theil_sen_slope(span)
@@ -176,7 +187,7 @@ def memory_growth(st: WindowStats) -> Finding | None:
     if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
-    fresh = fresh_rate(points)
+    fresh = fresh_rate(points, mem_total)
     if fresh is not None and fresh.plateau:
         return None  # a plateau is not growth
     if st.engine is not None and points[-1][1] <= ENGINE_POOL_MAX_FRAC * mem_total:
@@ -188,6 +199,7 @@ def memory_growth(st: WindowStats) -> Finding | None:
         left = (OOM_CRITICAL_S + 1.0 if end_mem is None
                 else max(0.0, (mem_total - end_mem) / fresh.rate_bytes_s))
         if (end_mem is not None and left <= OOM_CRITICAL_S
+                and fresh.rising_s >= OOM_MIN_RISING_S
                 and left <= OOM_EXTRAPOLATE * fresh.rising_s):
             return _oom_imminent(st, end_mem, fresh, left)
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
