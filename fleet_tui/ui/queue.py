@@ -81,8 +81,8 @@ class QueueScreen(PaneScreen):
         path = getattr(source, "job_list_path", None)
         if path is None:
             return {}
-        return {"file": str(path), "nodes": str(len(source.nodes)),
-                "gpus_per_node": str(source.gpus_per_node)}
+        return {"file": str(path), "nodes": str(len(getattr(source, "nodes", ()))),
+                "gpus_per_node": str(getattr(source, "gpus_per_node", 8))}
 
     def action_leave_field(self) -> None:
         self.set_focus(None)

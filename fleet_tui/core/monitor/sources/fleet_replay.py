@@ -76,7 +76,7 @@ def load_recording(path: Path) -> dict[str, Any]:
         per_node = int(doc["gpus_per_node"])
         hours = float(doc["hours"])
         jobs = []
-        for k, j in enumerate(doc["jobs"][:MAX_JOBS]):
+        for j in doc["jobs"][:MAX_JOBS]:
             gpus = []
             for slot in j["gpus"]:
                 node, _, idx = str(slot).rpartition(":")
