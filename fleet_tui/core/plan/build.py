@@ -141,17 +141,24 @@ def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
     top offer's devices; None when no offer fits."""
     from fleet_tui.core.ranking import recommend
 
-    w = req.workload
-    rec = recommend(w, catalog, top=1, hours_per_month=req.hours_per_month, demand=req.demand,
+    rec = recommend(req.workload, catalog, top=1, hours_per_month=req.hours_per_month, demand=req.demand,
                     training_tokens=req.training_tokens)
-    if not rec.offers:
-        return None
-    top = rec.offers[0]
-    placed = w.derive(gpus=top.gpus, tp=None, pp=None, zero=None, micro_batch=None) if top.gpus != w.gpus else w
-    report = plan_workload(PlanRequest(placed, top.accelerator, layout_given=False, demand=req.demand,
+    return plan_offer(rec.offers[0], req, catalog) if rec.offers else None
+
+
+def plan_offer(offer, req: PlanRequest, catalog: Catalog) -> PlanReport:
+    """One ranked offer (a :class:`~fleet_tui.core.ranking.RankedOffer`) planned as ``size`` plans
+    its devices: the ranking's placement (its layout) kept, the same report as every front end."""
+    fit = offer.fit
+    if fit is not None and fit.workload is not None and fit.gpus == offer.gpus:
+        placed, given = fit.workload, True
+    else:  # a capacity-plan offer (replicas of a smaller group): the devices, layout searched
+        placed, given = req.workload.derive(gpus=offer.gpus, tp=None, pp=None, zero=None, micro_batch=None), False
+    report = plan_workload(PlanRequest(placed, offer.accelerator, layout_given=given, demand=req.demand,
                                        training_tokens=req.training_tokens, burst=req.burst,
-                                       hours_per_month=req.hours_per_month, pricing=req.pricing), catalog)
-    return replace(report, offer=top.label)
+                                       hours_per_month=req.hours_per_month, pricing=req.pricing,
+                                       network=req.network), catalog)
+    return replace(report, offer=offer.label)
 
 
 def _links(cost, acc: Accelerator, gpus: int, network: str | None):
@@ -228,4 +235,4 @@ def _burst(w: Workload, acc: Accelerator, n: int):
     return b, b.replicas
 
 
-__all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_workload"]
+__all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_offer", "plan_workload"]
