@@ -263,9 +263,11 @@ def _cause(exc: BaseException) -> str | None:
     """The user-facing sentence for an exception that a user's input (a path, a file's bytes, a
     number, a nesting) caused, or ``None`` for a bug. One mapping for every command."""
     if isinstance(exc, OSError):
+        import errno
+
         name = exc.filename if exc.filename is not None else ""
         why = exc.strerror or str(exc)
-        if exc.errno is not None and exc.errno == 36:  # ENAMETOOLONG
+        if exc.errno == errno.ENAMETOOLONG:
             why = "a name in this path is over 255 bytes (the file system's limit)"
         shown = str(name)
         if len(shown) > 200:
