@@ -291,7 +291,8 @@ def recommend(
         missed = [why for skip, why in dropped.values() if skip == "slo_unmet_rows"]
         if missed:
             notes.append(f"{skipped['slo_unmet_rows']} catalog rows cannot meet the latency targets: "
-                         + "; ".join(missed[:2]) + (f" (and {len(missed) - 2} more devices)" if len(missed) > 2 else ""))
+                         + "; ".join(missed[:2])
+                         + (f" (and {len(missed) - 2} more devices)" if len(missed) > 2 else ""))
         if skipped["plan_unknown_rows"]:
             notes.append(f"{skipped['plan_unknown_rows']} catalog rows have no speed estimate, so no plan")
     notes += _notes(skipped, unknown_notes, unknown=len(unknown), ranked=len(ranked),
