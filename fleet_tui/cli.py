@@ -109,7 +109,7 @@ def _columns() -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse's parser with the help width given to its formatter: argparse builds a formatter
     for every ``add_argument`` (to check the metavar), and one without a width imports shutil,
-    and shutil bz2, lzma and zlib: ~2.5 ms of every command's start (``size --json``, issue 13).
+    and shutil bz2, lzma and zlib: ~2.5 ms of every command's start (``size --json``).
     Subparsers are of the parent's class, so every command's parser is one of these.
 
     No abbreviated flags: argparse takes any unique prefix of a long flag, so ``recommend --tokens
