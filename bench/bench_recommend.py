@@ -135,9 +135,9 @@ def table(cat, named, repeat: int) -> list[float]:
         kw = kwargs_for(name, w)
         first = first_time_ms(w, cat, kw, repeat)
         rec = recommend(w, cat, **kw)
-        repeat_ms = median_ms(lambda: recommend(w, cat, **kw), repeat)
-        top10 = median_ms(lambda: recommend(w, cat, top=10, **kw), repeat)
-        objects = median_ms(lambda: recommend(w, cat, **kw).offers[:], max(3, repeat // 3))
+        repeat_ms = median_ms(lambda w=w, kw=kw: recommend(w, cat, **kw), repeat)
+        top10 = median_ms(lambda w=w, kw=kw: recommend(w, cat, top=10, **kw), repeat)
+        objects = median_ms(lambda w=w, kw=kw: recommend(w, cat, **kw).offers[:], max(3, repeat // 3))
         medians += [first, repeat_ms]
         print(f"{name:36} {rec.fitting_offers:8d} {rec.speed_unknown_offers:8d} {first:9.1f} "
               f"{repeat_ms:10.1f} {top10:9.1f} {objects:17.1f}")

@@ -51,12 +51,12 @@ def main() -> None:
     }
     print(f"{'workload':<36} {'cold µs (median)':>17} {'cached µs (median)':>19}")
     for name, w in workloads.items():
-        def cold():
+        def cold(w=w):
             clear()
             sizing.size_workload(w, h100, 1)
         cold_t = time_us(cold, 30)
         sizing.size_workload(w, h100, 1)
-        warm_t = time_us(lambda: sizing.size_workload(w, h100, 1), 2000)
+        warm_t = time_us(lambda w=w: sizing.size_workload(w, h100, 1), 2000)
         print(f"{name:<36} {statistics.median(cold_t):>17.0f} {statistics.median(warm_t):>19.2f}")
 
     accs = list(cat.accelerators.values())

@@ -130,3 +130,17 @@ def test_the_table_covers_every_command():
     for kind in (0, 2):
         assert {line.split()[0] for line, status, _ in TABLE if status == kind} >= {
             "monitor", "record", "plan"}
+
+
+def test_a_bug_exits_1_and_says_so(monkeypatch, capsys):
+    """The third status: a fault of fleet-tui's own (here a core function that breaks) is exit 1
+    with the traceback and a sentence saying it is a bug, not the user's input."""
+    import fleet_tui.core.scenarios as scenarios
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the core")
+
+    monkeypatch.setattr(scenarios, "load_scenarios", broken)
+    code, out, err = run(capsys, "scenarios", "list")
+    assert code == 1
+    assert "RuntimeError: a bug in the core" in err and "bug in fleet-tui" in err

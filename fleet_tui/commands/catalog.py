@@ -181,7 +181,8 @@ def _cmd_accelerators(args: argparse.Namespace) -> int:
     kept = filter_rows([r for r, _ in rows], conds)
     kept, total = _sorted_page(args, kept, _ACC_ALIASES.get(args.sort.lower(), args.sort.lower()), _ACC_FIELDS)
     by_id = {a.id: a for _, a in rows}
-    headers = ["id", "vendor", "stack", "mem_GiB", "GB/s", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "TDP_W"]
+    headers = ["id", "vendor", "stack", "mem_GiB", "GB/s", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4",
+               "TDP_W"]
     table = [[r["id"], r["vendor"], r["software_stack"], _fmt(r["memory"], 0), _fmt(r["bandwidth"], 0),
               *[_fmt(r[p], 1) for p in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")], _fmt(r["tdp"], 0)]
              for r in kept]

@@ -90,7 +90,7 @@ def _prices(args: argparse.Namespace):
 
 def _open(args: argparse.Namespace, default: str):
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact_spec
 
     spec = _opt(args, "source", default)
     if args.timeout <= 0:
@@ -99,7 +99,7 @@ def _open(args: argparse.Namespace, default: str):
 
     if parse_source_spec(spec).kind == "prometheus":
         if not spec.startswith("prometheus:"):
-            raise UserError(f"--source {redact(spec)!r}: use prometheus:URL, e.g. "
+            raise UserError(f"--source {redact_spec(spec)!r}: use prometheus:URL, e.g. "
                             "prometheus:http://localhost:9090")
         from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 
@@ -114,7 +114,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core.errors import UserError
     from fleet_tui.core.fleet import read_fleet_view, unavailable_reason
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     if args.window < 0:
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
@@ -129,7 +129,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     view = asyncio.run(read_fleet_view(source, window_s=args.window, instance_prices=prices))
     if not view.device_count:
         why = unavailable_reason(view.errors, view.message)
-        raise UserError(redact(f"--source {_opt(args, 'source')}: {why}"))
+        raise UserError(redact(f"--source {redact_spec(_opt(args, 'source') or '')}: {why}"))
     if args.node is not None:
         try:
             node = view.node(args.node)
@@ -213,10 +213,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     exporter = FleetExporter(source, instance_prices=prices, interval_s=interval)
     port = exporter.serve(args.bind, args.port)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     print(f"fleet-tui: serving metrics on http://{host}:{port}/metrics from "
-          f"{redact(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
+          f"{redact_spec(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
           file=sys.stderr, flush=True)
 
     def ready(tick) -> None:

@@ -174,9 +174,13 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                             slurm=args.slurm)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
+    spec = _opt(args, "source") or ""
+    replay = spec.startswith(("fleet-replay", "replay"))
     if args.json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "replay": replay})
         return 0
+    if replay:
+        print(f"REPLAY: readings from a recording, not a live fleet (--source {spec})")
     _print_text(args, report)
     return 0
 
@@ -243,7 +247,7 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
     if parse_source_spec(spec).kind != "prometheus":
         return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
                                 "prometheus:URL")
-    source = open_source(spec)
+    source = open_source(spec, timeout_s=args.timeout)
     try:
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:

@@ -130,10 +130,11 @@ def _open(spec: str, interval: float):
 def _named(spec: str, exc: Exception):
     """A source's refusal to open, naming the flag: ``--source nvml: NVML library not found``."""
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     text = str(exc)
-    return UserError(redact(text if text.startswith("--source") else f"--source {spec}: {text}"))
+    return UserError(redact(text if text.startswith("--source")
+                            else f"--source {redact_spec(spec)}: {text}"))
 
 
 def _catalog(args: argparse.Namespace):
@@ -161,11 +162,11 @@ def no_device_error(spec: str, snapshot):
     """The answer a headless command gives when its source has no device: the source and why
     (exit 2), in the words ``fleet`` uses (the source's first error, without "retrying in")."""
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     why = (snapshot.errors[0] if snapshot.errors else snapshot.message) or "no accelerator found"
     hint = NO_DEVICE_HINT if snapshot.source_kind == "none" else ""
-    return UserError(f"--source {redact(spec)}: {redact(why.split('; retrying')[0])}{hint}")
+    return UserError(f"--source {redact_spec(spec)}: {redact(why.split('; retrying')[0])}{hint}")
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
@@ -244,7 +245,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
     from fleet_tui.core.monitor.source import SourceUnavailable
     from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact, redact_spec
 
     spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
@@ -288,7 +289,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
                 why += "; --alerts has no device to watch"
             if no_accelerator:
                 why += NO_DEVICE_HINT
-            failed.append(redact(f"--source {spec}: {why}"))
+            failed.append(redact(f"--source {redact_spec(spec)}: {why}"))
             engine.stop()
             return
         if args.alerts:
@@ -375,9 +376,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
             engine.stop()
 
     engine.subscribe(on_tick)
-    from fleet_tui.core.redact import redact
+    from fleet_tui.core.redact import redact_spec
 
-    print(f"recording {redact(spec)} every {interval:g} s to {db}", file=sys.stderr)
+    print(f"recording {redact_spec(spec)} every {interval:g} s to {db}", file=sys.stderr)
     refused: UserError | None = None
     try:
         asyncio.run(engine.run())

@@ -92,7 +92,8 @@ def _table(policies: dict) -> None:
     rows = []
     for name, r in policies.items():
         top = max(r["user_share_pct"].items(), key=lambda kv: kv[1], default=("-", 0))
-        rows.append([name, short_duration(r["mean_wait_s"]), short_duration(r["p95_wait_s"]), f"{r['mean_slowdown']:.2f}",
+        rows.append([name, short_duration(r["mean_wait_s"]), short_duration(r["p95_wait_s"]),
+                     f"{r['mean_slowdown']:.2f}",
                      f"{r['utilization_pct']:.1f}%", short_duration(r["makespan_s"]), str(r["preemptions"]),
                      f"{top[0]} {top[1]:.0f}%"])
     print_table(["policy", "mean wait", "p95 wait", "slowdown", "util", "makespan", "preempted",

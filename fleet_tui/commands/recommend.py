@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from fleet_tui.commands._demand_args import add_demand_args
 from fleet_tui.commands._numbers import finite_float, whole_number
-from fleet_tui.commands._workload_args import add_workload_args
+from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES
 
 
@@ -65,6 +65,7 @@ def register(subparsers) -> None:
                      help="spot: hours between checkpoints (default 1)")
     con.add_argument("--max-instances", type=whole_number, default=None, metavar="N",
                      help="most instances of an 8+-device type one offer may take (default 16)")
+    add_network_arg(con)
     con.add_argument("--marketplace-multi-node", action="store_true",
                      help="let marketplace boxes (vast, runpod: unknown network between hosts) "
                           "be taken several at a time")
@@ -139,22 +140,47 @@ def handler(args: argparse.Namespace) -> int:
         current=(args.current, args.current_count) if args.current else None,
         current_region=args.current_region, current_pricing=args.current_pricing,
         clouds=_split(args.cloud), regions=_split(args.region), vendors=_split(args.vendor),
-        stacks=_split(args.stack), accelerators=_split(args.accelerators), pricing=pricing, spot_allowed=not args.no_spot,
+        stacks=_split(args.stack), accelerators=_split(args.accelerators), pricing=pricing,
+        spot_allowed=not args.no_spot,
         hours_per_month=schedule, latency_target_ms=args.latency_target_ms,
         budget_usd_per_month=args.budget, top=args.top, training_tokens=training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
         expand_regions=args.regions, marketplace_multi_node=args.marketplace_multi_node,
-        demand=demand,
+        demand=demand, network=args.network,
     )
     lines = explain(rec) if args.explain else None
+    top_plan = None
+    if args.explain and rec.offers and demand is None:
+        # the top offer as `size` answers for its devices: one report, the same in every front end
+        from fleet_tui.core.plan import PlanRequest, plan_offer
+
+        top_plan = plan_offer(rec.offers[0], PlanRequest(workload, training_tokens=training_tokens,
+                                                         hours_per_month=schedule.hours_per_month), catalog)
+        lines = list(lines or []) + _plan_lines(top_plan)
     if args.json:
         data = rec.to_dict()
         if lines is not None:
             data["explain"] = lines
+        if top_plan is not None:
+            from fleet_tui.commands._workload_args import flag
+
+            data["top_plan"] = top_plan.to_dict(flag)
         print_json(data)
     else:
         sys.stdout.write(render_recommendation(rec, markdown=args.markdown, explain_lines=lines))
     return 0
+
+
+def _plan_lines(r) -> list[str]:
+    """The top offer's plan report in two sentences (the verdict, its layout, speed and cost)."""
+    v = r.verdict
+    layout = f" as {r.layout}" if r.layout else ""
+    head = f"Planned as `size` plans it: {v.headline} on {r.gpus}× {r.accelerator}{layout}: {v.message}"
+    out = [head]
+    if r.speed is not None and r.speed.tokens_per_s is not None:
+        out.append(f"  speed {r.speed.tokens_per_s:,.0f} tokens/s ({r.speed.phase}, {r.speed.bound}-bound)"
+                   + (f"; {r.cost.instance.instance_type} at ${r.cost.usd_per_hour:,.2f}/h" if r.cost else ""))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------

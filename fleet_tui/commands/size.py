@@ -9,8 +9,9 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 {``tokens_per_s``, ``phase``, ``prefill_tokens_per_s``, ``decode_tokens_per_s``,
 ``time_per_output_token_s``, ``time_to_first_token_s``, ``step_s``, ``mfu``, ``engine``, ``bound``,
 ``accelerator``, ``assumptions``, ``unknown``, ``links`` (the links the speed was charged on and where
-they come from: the priced offer, ``--network``, or the device's reference system)} and ``training_run`` {``tokens``, ``seconds``,
-``gpu_hours``, ``unknown``} (training with ``--tokens``), ``serving_plan`` (with ``--rate`` or
+they come from: the priced offer, ``--network``, or the device's reference system)} and
+``training_run`` {``tokens``, ``seconds``, ``gpu_hours``, ``unknown``} (training with ``--tokens``),
+``serving_plan`` (with ``--rate`` or
 ``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
 ``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
 ``usd_per_month``, ``usd_per_million_tokens``, ``notes`` — plus ``accelerator`` and ``price_source``),
@@ -36,7 +37,7 @@ import argparse
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
     from fleet_tui.commands._numbers import whole_number
-    from fleet_tui.commands._workload_args import add_workload_args
+    from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
 
     p = subparsers.add_parser(
         "size", help="memory per GPU, fit, KV capacity and speed of a workload",
@@ -65,10 +66,7 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
-    o.add_argument("--network", metavar="NET", default=None,
-                   help="network between nodes: Gbit/s per node (3200G, 3.2T), per device (400G/gpu) or a "
-                        "fabric name (efa-v2, efa, ib-ndr, ib-hdr, ib-xdr, roce-400, tcpxo, tcpx, "
-                        "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
+    add_network_arg(o)
     o.add_argument("--burst", metavar="N", type=whole_number,
                    help="inference: N requests sent at once, as a benchmark at request rate inf "
                         "(e.g. vllm bench serve --num-prompts N): mean first token, time between "
@@ -129,7 +127,8 @@ def _render_plan(p: dict) -> list[str]:
         slo = " (meets the targets)" if p["meets_slo"] else " (CANNOT meet the targets)"
     pct = f"p{p['slo_percentile']:g} " if p.get("slo_percentile") is not None and p.get("simulated") else "mean "
     lines = ["", f"Serving plan on {p['accelerator']} ({p['engine']}): {p['rate_rps']:g} req/s of "
-                 f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens ({p['output_tokens_per_s']:,.0f} output tokens/s)",
+                 f"{p['prompt_tokens']:,} + {p['gen_tokens']:,} tokens "
+                 f"({p['output_tokens_per_s']:,.0f} output tokens/s)",
              f"  {p['replicas']} replica(s) × {p['gpus_per_replica']} GPU = {p['devices']} GPUs, "
              f"{p['concurrency_per_replica']} sequences in flight per replica, {p['in_flight']:,.1f} in flight "
              f"overall; at this load {pct}first token {p['ttft_s'] * 1e3:,.0f} ms, {pct}{p['tpot_s'] * 1e3:,.1f} ms "
@@ -137,7 +136,8 @@ def _render_plan(p: dict) -> list[str]:
     sim = p.get("simulated")
     if sim:
         lines.append(f"  simulated per replica at {sim['rate_rps']:.3g} req/s: first token p50/p95/p99 "
-                     f"{sim['ttft_p50_s'] * 1e3:,.0f}/{sim['ttft_p95_s'] * 1e3:,.0f}/{sim['ttft_p99_s'] * 1e3:,.0f} ms, "
+                     f"{sim['ttft_p50_s'] * 1e3:,.0f}/{sim['ttft_p95_s'] * 1e3:,.0f}/"
+                     f"{sim['ttft_p99_s'] * 1e3:,.0f} ms, "
                      f"per token {sim['tpot_p50_s'] * 1e3:,.1f}/{sim['tpot_p95_s'] * 1e3:,.1f}/"
                      f"{sim['tpot_p99_s'] * 1e3:,.1f} ms, end to end {sim['e2e_p50_s']:,.2f}/{sim['e2e_p95_s']:,.2f}/"
                      f"{sim['e2e_p99_s']:,.2f} s; queue {sim['queue_mean']:.1f}, KV pool {sim['kv_use_mean']:.0%} used")
@@ -189,7 +189,8 @@ def _render(d: dict) -> str:
         elif not d["fits"]:
             lines.append("No change on these or more of these devices makes it fit; try a larger accelerator.")
         if not d["fits"]:
-            lines.append("Speed: not estimated (it does not " + ("start)." if v["status"] == "does_not_start" else "fit)."))
+            lines.append("Speed: not estimated (it does not "
+                         + ("start)." if v["status"] == "does_not_start" else "fit)."))
     kv = d["kv_capacity"]
     engine = ""
     if "engine" in w:

@@ -155,8 +155,8 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             layers=layers, hidden=hidden, intermediate=inter, heads=heads, kv_heads=kv,
             head_dim=extra.pop("head_dim", cfg.get("head_dim")), vocab=vocab,
             # transformers' default is model-specific: Gemma and GPT-2 tie, Llama/Mistral/Qwen2 do not
-            tied_embeddings=bool(cfg.get("tie_word_embeddings",
-                                         model_type.startswith(("gemma", "gpt2")) or model_type in ENCODER_DECODER_TYPES)),
+            tied_embeddings=bool(cfg.get("tie_word_embeddings", model_type.startswith(("gemma", "gpt2"))
+                                         or model_type in ENCODER_DECODER_TYPES)),
             experts=int(experts) if per_tok else 0,
             experts_per_token=int(per_tok) if experts else 0,
             moe_intermediate=moe_inter if experts else None,

@@ -112,8 +112,17 @@ def redact_url(url: str) -> str:
 
 
 def redact_spec(spec: str) -> str:
-    """A ``--source`` spec as it may be shown: ``kind:URL`` with the URL through ``redact_url``,
-    and user information typed without a scheme (``prometheus:user:pw@host``) masked."""
+    """A ``--source`` spec as it may be shown, from its structure (not a pattern in text):
+    ``kind:URL`` with the URL split by ``split_url`` (user information up to the last ``@``
+    dropped, whatever characters it holds), and user information typed without a scheme
+    (``prometheus:user:pw@host``) masked; then ``redact`` for anything remembered."""
+    kind, colon, rest = spec.partition(":")
+    if colon and "://" in rest:
+        return redact(f"{kind}:{split_url(rest.strip()).display}")
+    if colon and "@" in rest and kind.lower() != "replay":  # replay:PATH@SPEED has no secret
+        userinfo, _, host = rest.rpartition("@")
+        remember(userinfo)
+        return redact(f"{kind}:{MASK}@{host}")
     return redact(spec)
 
 
@@ -128,7 +137,11 @@ def _mask_remembered(text: str) -> str:
 
 def _mask_userinfo(m: re.Match[str]) -> str:
     kind, _, rest = m.group(0).partition(":")
-    return f"{kind}:{MASK}@" if ":" in rest else f"{MASK}@"  # "prometheus:" of a spec stays
+    if ":" in rest:  # kind:user:password@ -> kind:***@ ("prometheus:" of a spec stays)
+        return f"{kind}:{MASK}@"
+    if rest == MASK + "@" or kind.lower() == "replay":  # masked already; replay:PATH@SPEED
+        return m.group(0)
+    return f"{MASK}@"
 
 
 def redact(text: str) -> str:

@@ -390,7 +390,8 @@ def parse_workload(fields, catalog=None) -> Workload:
         bad = [t for t in names if t not in LORA_TARGETS]
         if bad or not names:
             raise FieldError("lora_targets", f"{{lora_targets}} {escape_braces(repr(targets))}: unknown module(s) "
-                             f"{escape_braces(', '.join(bad)) or '(none)'}; allowed: {', '.join(LORA_TARGETS)} or 'all'")
+                             f"{escape_braces(', '.join(bad)) or '(none)'}; "
+                             f"allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
     kw.update(_serving_fields(d, training))
     if kw.get("expert_parallel") and not (model is not None and model.is_moe):

@@ -32,7 +32,7 @@ LABELS = {
     "grad_checkpointing": "checkpointing", "master_weights": "master weights",
     "engine": "engine (infer)", "kv_cache_dtype": "KV cache dtype", "framework": "framework (train)",
     "rate": "demand req/s", "ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "slo_percentile": "at percentile",
-    "tokens_per_s": "demand req/s", "precision_": "precision",
+    "tokens_per_s": "demand req/s",
 }
 
 

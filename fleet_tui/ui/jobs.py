@@ -31,7 +31,7 @@ from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import escape_text
 
 LABELS_EVERY_S = 30.0
-MAX_ROWS = 500  # a bounded page: DataTable measures every cell (STYLE.md)
+MAX_ROWS = 500  # a bounded page: DataTable measures every cell of every row added
 # essential columns first, so an 80-column terminal shows job, user, GPUs, util and idle $
 COLUMNS = (("job", "job"), ("user", "user"), ("gpus", "gpus"), ("util", "util"),
            ("idle_usd", "idle $"), ("primary", "diagnosis"), ("sm", "SM"),

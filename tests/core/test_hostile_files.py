@@ -244,3 +244,22 @@ def test_record_exits_128_plus_the_signal_with_its_rows_kept(signame, status, tm
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM samples").fetchone()[0] > 0
+
+
+def test_jobs_passes_its_timeout_to_the_source(monkeypatch, capsys):
+    from fleet_tui.core.monitor import sources
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
+
+    made: list[PrometheusSource] = []
+    real = sources.open_source
+
+    def spy(spec: str, **opts):
+        made.append(real(spec, **opts))
+        raise UserError("stop here")
+
+    monkeypatch.setattr(sources, "open_source", spy)
+    assert main(["jobs", "--source", "prometheus:http://127.0.0.1:9", "--timeout", "2.5"]) == 2
+    assert made and made[0].timeout_s == 2.5  # it was always 5 s
+    with pytest.raises(SystemExit) as refused:  # argparse: exit 2 with the flag named
+        main(["jobs", "--source", "prometheus:http://127.0.0.1:9", "--timeout", "5000"])
+    assert refused.value.code == 2 and "at most 3600" in capsys.readouterr().err

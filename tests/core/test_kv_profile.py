@@ -24,7 +24,8 @@ def test_a_larger_batched_token_budget_costs_the_pool_its_forward_activations():
     arch, act = large.arch, activation_bytes(large)
     forward = forward_transient(arch, 65536, act, 1)
     assert forward > profile_run.sampler_peak_bytes(arch, 256)  # the forward sets the peak at 64k tokens
-    assert a.free_bytes - b.free_bytes == pytest.approx(forward - a.parts["activation_peak"] + cal.CUBLAS_WORKSPACE_BYTES)
+    assert a.free_bytes - b.free_bytes == pytest.approx(forward - a.parts["activation_peak"]
+                                                        + cal.CUBLAS_WORKSPACE_BYTES)
     assert kv_capacity(large, H100).tokens < kv_capacity(small, H100).tokens
 
 

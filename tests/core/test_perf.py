@@ -39,7 +39,7 @@ L40S = Accelerator(id="L40S", vendor="NVIDIA", software_stack="CUDA", memory_gib
 
 def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
     w = Workload(kind="inference", model=L8, batch=1, prompt_len=512, gen_len=128)
-    h, l = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
+    h, l40 = estimate_throughput(w, H100, 1), estimate_throughput(w, L40S, 1)
     assert h.phase == "decode" and h.bound == "memory" and h.engine == ENGINES["vllm"].label
     assert h.assumptions[0].startswith("serving engine: vllm (default)")
     # batch-1 latency ratio = ratio of the bandwidths the engine reaches on each (datasheet × its
@@ -47,7 +47,7 @@ def test_decode_is_memory_bound_at_batch_one_and_follows_bandwidth():
     e = ENGINES["vllm"]
     fixed = e.step_overhead_s + e.seq_overhead_s
     reached = (3350 * decode_efficiency(e, H100)) / (864 * decode_efficiency(e, L40S))
-    assert ((l.time_per_output_token_s - fixed) / (h.time_per_output_token_s - fixed)
+    assert ((l40.time_per_output_token_s - fixed) / (h.time_per_output_token_s - fixed)
             == pytest.approx(reached, rel=0.02))
     # ≥ weights / bandwidth: never faster than streaming the weights once per token
     assert h.time_per_output_token_s > 2 * param_counts(L8).total / 3350e9
@@ -159,8 +159,8 @@ def test_throughput_is_positive_and_finite(kind, batch, seq, precision, gpus):
 
 
 def test_published_cross_gpu_ratios_are_reproduced_roughly():
-    """MosaicML 7B training: H100 / A100 per-GPU tokens/s = 2.29 although the bf16 peak ratio is 3.17
-    (field-notes §3.3); batch-1 decode latency L40S / H100 ≈ bandwidth ratio 3.9 (§3.1)."""
+    """MosaicML 7B training: H100 / A100 per-GPU tokens/s = 2.29 although the bf16 peak ratio is 3.17;
+    batch-1 decode latency L40S / H100 ≈ bandwidth ratio 3.9."""
     m = MODELS["llama-2-7b"]
     w = Workload(kind="training", model=m, batch=64, seq_len=2048, gpus=8, sharding="fsdp")
     ratio = estimate_throughput(w, H100, 8).tokens_per_s / estimate_throughput(w, A100, 8).tokens_per_s

@@ -113,3 +113,22 @@ def test_a_tensor_parallel_group_is_priced_inside_one_instance(catalog):
                       "200", "--gpu", "H100", "--gpus", "8"])
     assert cli["fits"] and cli["workload"]["layout"] == "TP8"
     assert cli["cost"]["instances"] == 1 and cli["cost"]["devices_per_instance"] >= 8
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model", "llama-3.1-8b", "--prompt-len", "1024", "--gen-len", "256", "--batch", "16"],
+    ["--model", "llama-3.1-70b", "--workload", "qlora", "--seq-len", "2048", "--batch", "4",
+     "--grad-checkpointing"],
+], ids=["serving", "qlora"])
+def test_recommend_explains_its_top_offer_with_sizes_report(catalog, argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["recommend", *argv, "--top", "3", "--explain", "--json"]) == 0
+    rec = json.loads(out.getvalue())
+    top, plan = rec["offers"][0], rec["top_plan"]
+    assert plan["accelerator"] == top["accelerator"] and plan["gpus"] == top["gpus"] and plan["fits"]
+    assert (plan["workload"]["layout"] or "") == top["layout"]
+    assert plan["throughput"]["tokens_per_s"] == pytest.approx(top["tokens_per_s"], rel=1e-6)
+    cli = _size_json([*argv, "--gpu", top["accelerator"], "--gpus", str(top["gpus"])])
+    for key in ("verdict", "memory", "throughput", "headroom_bytes"):
+        assert cli[key] == plan[key], key

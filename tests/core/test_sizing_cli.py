@@ -41,7 +41,7 @@ def test_json_contract_generation_and_training(capsys):
     rc, out, _ = run(capsys, "--params", "7B", "--workload", "finetune", "--seq-len", "2048", "--batch", "8",
                      "--gpu", "L4", "--tokens", "1e9", "--json")
     d = json.loads(out)
-    # nothing that does not fit gets a speed (issue 9)
+    # nothing that does not fit gets a speed
     assert rc == 0 and d["fits"] is False and d["throughput"] is None and d["training_run"] is None
     assert d["suggestions"] and all(s["total_bytes"] <= d["capacity_bytes"] for s in d["suggestions"]
                                     if s["change"] != "device")  # a bigger device has its own capacity
@@ -92,7 +92,8 @@ def test_text_output_has_table_verdict_and_suggestions(capsys):
     (["--params", "7B", "--seq-len", "10", "--prompt-len", "5", "--gen-len", "5"], "either"),
     (["--model", "lama-3.1-8b"], "did you mean llama-3.1-8b"),
     (["--model", "llama-3.1-8b", "--gpu", "H1000"], "did you mean"),
-    (["--model", "llama-3.2-1b", "--precision", "fp8", "--gpu", "T4"], "T4 (Turing) has no fp8 support; use fp16 or int8"),
+    (["--model", "llama-3.2-1b", "--precision", "fp8", "--gpu", "T4"],
+     "T4 (Turing) has no fp8 support; use fp16 or int8"),
         (["--model", "llama-3.2-1b", "--gpu", "T4"], "T4 (Turing) has no bf16 support; use fp16"),
     (["--model", "llama-3.2-1b", "--gpu", "V100"], "V100 (Volta) has no bf16 support"),
     (["--model", "llama-3.1-8b", "--workload", "finetune", "--precision", "int4", "--seq-len", "512"], "qlora"),

@@ -1,4 +1,4 @@
-"""The tool against third-party published measurements it was not fitted on (issue 9).
+"""The tool against third-party published measurements it was not fitted on.
 
 Rows: tests/fixtures/validation/*.toml, each with ``split = "tune"`` (the engine and training-stack
 constants were fitted on these, bench/fit_serving.py) or ``"holdout"`` (never fitted on). The
@@ -66,7 +66,7 @@ def test_finetune_memory_holdout_median_within_10_percent(results):
 
 
 def test_kv_capacity_holdout_median_within_10_percent(results):
-    """Issue 9's bar for vLLM KV capacity (memory: <= 10 % median error), on 8 holdout rows."""
+    """The bar for vLLM KV capacity (memory: <= 10 % median error), on 8 holdout rows."""
     n, median, _, _ = vr.summary([r for r in results if r.file == "kv_capacity"], "holdout", "kv")
     assert n >= 8
     assert median <= 0.10, f"holdout median {median:.1%}"

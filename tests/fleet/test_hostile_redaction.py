@@ -67,3 +67,22 @@ def test_the_url_is_split_at_the_last_at_sign(password):
     assert split.display == f"http://prom.example:9090/api?token={MASK}&q=up"
     assert (split.username, split.password) == ("alice", password) or "%" in password
     assert password not in repr(split)
+
+
+@pytest.mark.parametrize("password", PASSWORDS, ids=[repr(p[2]) for p in PASSWORDS])
+def test_a_spec_is_shown_from_its_structure_without_any_secret_remembered(password):
+    """The display of a spec (the app's status line, ``record``'s start line) hides the password
+    by the spec's structure, not by having seen it before."""
+    from fleet_tui.core.redact import redact_spec
+    from fleet_tui.ui.state import CatalogStatus, SourceStatus
+    from fleet_tui.ui.widgets.chrome import render_status
+
+    for spec, shown in ((f"prometheus:http://alice:{password}@prom:9090/x", "prom:9090/x"),
+                        (f"prometheus:alice:{password}@prom:9090", "prom:9090")):
+        forget_all()
+        line = render_status(SourceStatus(kind="fleet", spec=spec, interval_s=1.0), CatalogStatus())
+        forget_all()
+        text = redact_spec(spec)
+        for out in (line, text):
+            assert shown in out and not [f for f in _fragments(password) if f in out], out
+    assert redact_spec("replay:demo@2x") == "replay:demo@2x"  # a speed, not a secret

@@ -47,3 +47,21 @@ def test_cells_and_lines_from_outside_are_text():
     markup, content = styled_line([("proc\x1b[2J", None), (" gpu", "bold")])
     assert "\x1b" not in markup and "\x1b" not in content.plain
     assert escape_text("a[b]\x07") == "a\\[b]?"
+
+
+async def test_sigterm_ends_the_app_with_status_143(make_app, monkeypatch):
+    import asyncio
+    import os
+    import signal
+
+    ended: list[int] = []
+    monkeypatch.setattr(os, "_exit", ended.append)  # the watchdog, should shutdown block
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        os.kill(os.getpid(), signal.SIGTERM)  # the real signal, through the app's loop handler
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if not app.is_running:
+                break
+    assert app.return_code == 128 + signal.SIGTERM

@@ -212,3 +212,21 @@ def test_diagnoses_panel_keeps_what_it_shows_until_its_refresh():
         ("b", "input_starved"), ("a", "input_starved"), ("c", "input_starved")]
     pane._diag_shown = ()  # nothing shown yet (or a device was focused): the top ones
     assert shown([c, a, b]) == [("c", "input_starved"), ("a", "input_starved")]
+
+
+async def test_at_200_columns_the_panels_share_the_width(make_app):
+    """The diagnoses panel takes what whole cards leave, and half the screen beside an opened
+    card (it stayed 42 columns wide beside an empty one)."""
+    app = make_app(source="sim:8", interval=0.25)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.query(DeviceCard)) == 8, "eight cards")
+        side = app.screen.query_one("#mon-side")
+        cards = app.screen.query_one("#cards")
+        await wait_for(pilot, lambda: side.size.width >= 56, "the side panel's share")
+        assert cards.size.width + side.size.width >= 196
+        assert cards.styles.grid_size_columns == 3
+        await pilot.press("enter")  # open the first device
+        await wait_for(pilot, lambda: side.size.width >= 100, "half the width beside one card")
+        card = next(iter(app.screen.query(DeviceCard)))
+        await wait_for(pilot, lambda: "· primary" in card._last_markup, "the card's answer")
+        assert card.size.width >= 90

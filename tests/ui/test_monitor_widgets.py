@@ -322,7 +322,8 @@ async def test_reserved_text_that_grows_or_shrinks_within_its_height_is_not_laid
         for text in texts[1:]:
             calls = []
             original = live.refresh
-            live.refresh = lambda *regions, **kw: (calls.append((regions, kw)), original(*regions, **kw))[1]
+            live.refresh = lambda *regions, calls=calls, original=original, **kw: (
+                calls.append((regions, kw)), original(*regions, **kw))[1]
             update_text(live, text, reserve=True)
             live.refresh = original
             plain.update(text)
@@ -355,7 +356,8 @@ async def test_process_rows_are_updated_in_place_by_key():
         for rows in steps:
             dirty = []
             original = table.refresh
-            table.refresh = lambda *regions, **kw: (dirty.append(regions), original(*regions, **kw))[1]
+            table.refresh = lambda *regions, dirty=dirty, original=original, **kw: (
+                dirty.append(regions), original(*regions, **kw))[1]
             table.show_rows(rows)
             table.refresh = original
             await pilot.pause()

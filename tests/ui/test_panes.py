@@ -78,7 +78,7 @@ async def test_ctrl_c_right_after_a_pane_key_quits_cleanly(make_app):
             for _ in range(turns):
                 await asyncio.sleep(0)
             app.simulate_key("ctrl+c")
-            await wait_for(pilot, lambda: app.return_code is not None, "the app to exit")
+            await wait_for(pilot, lambda app=app: app.return_code is not None, "the app to exit")
         assert app.return_code == 0, turns
 
 

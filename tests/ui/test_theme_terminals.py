@@ -1,4 +1,4 @@
-"""Issue 11: the light theme stays readable on 16- and 256-colour terminals (TERM=screen), and the
+"""The light theme stays readable on 16- and 256-colour terminals (TERM=screen), and the
 focused field shows under NO_COLOR by more than the cursor."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_light_theme_colours_survive_16_and_256_colour_terminals():
     for name in ("foreground", "primary", "error", "warning", "success", "accent", "pane-border"):
         colour = Color.parse(colors.get(name) or theme.variables[name])
         ansi16 = colour.downgrade(ColorSystem.STANDARD).number
-        assert ansi16 not in LIGHT_ON_WHITE, (name, value, ansi16)
+        assert ansi16 not in LIGHT_ON_WHITE, (name, colour, ansi16)
         assert colour.downgrade(ColorSystem.EIGHT_BIT).number != background.downgrade(
             ColorSystem.EIGHT_BIT).number, name
     # success and primary keep their hue: green is not grey, blue is not cyan

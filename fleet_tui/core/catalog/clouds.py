@@ -77,7 +77,8 @@ CLOUDS: Mapping[str, Cloud] = _frozen({c.id: c for c in (
           vm_and_gpu_rows=True, tpu_slices=True, gpuinfo_is_measured=False),
     Cloud("azure", "Microsoft Azure",
           reserved=ReservedDiscount(0.30, 0.50, "Azure Reserved VM Instances, "
-                                    "azure.microsoft.com/pricing/reserved-vm-instances ('up to 72%'); " + _AWS_AZURE_NOTE),
+                                    "azure.microsoft.com/pricing/reserved-vm-instances ('up to 72%'); "
+                                    + _AWS_AZURE_NOTE),
           # NVv4: smaller sizes get a fraction of one MI25
           # (https://learn.microsoft.com/en-us/azure/virtual-machines/nvv4-series)
           fractional_gpus=_frozen({"standard_nv4as_v4": 0.125, "standard_nv8as_v4": 0.25,

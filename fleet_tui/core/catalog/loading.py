@@ -2,7 +2,8 @@
 
 Load order (same id: the later one wins): the bundled ``catalogs/`` directory, then the user's
 ``$XDG_CONFIG_HOME/fleet-tui/catalogs/``, then each ``--catalog-dir``. In each directory every
-``*.toml`` and ``instances/*.toml`` is read (``workloads.toml``, ``interconnects.toml`` and ``capabilities.toml`` have their own loaders).
+``*.toml`` and ``instances/*.toml`` is read (``workloads.toml``, ``interconnects.toml`` and
+``capabilities.toml`` have their own loaders).
 
 A broken file never stops loading: every problem is recorded in ``Catalog.problems`` as
 ``file:line: field: message`` and the file is skipped whole, so nothing is half-loaded from it.
@@ -25,7 +26,8 @@ from fleet_tui.core.errors import FieldError
 if TYPE_CHECKING:
     from fleet_tui.core.catalog.validation import FileResult
 
-SKIPPED_FILES = frozenset({"workloads.toml", "interconnects.toml", "capabilities.toml"})  # loaded by core.scenarios, core.interconnects, core.capabilities
+# loaded by core.scenarios, core.interconnects, core.capabilities
+SKIPPED_FILES = frozenset({"workloads.toml", "interconnects.toml", "capabilities.toml"})
 
 
 def catalog_files(directory: Path) -> list[Path]:
@@ -124,8 +126,8 @@ def source_files(extra_dirs: Sequence[Path | str] = (), include_user: bool = Tru
     for d in extra_dirs:
         p = Path(d).expanduser()
         if not p.is_dir():
-            raise FieldError("catalog_dir", "{catalog_dir} " + literal(f"{d}: not a directory (it should hold "
-                                                                     "*.toml catalog files, instances/*.toml optional)"))
+            raise FieldError("catalog_dir", "{catalog_dir} " + literal(
+                f"{d}: not a directory (it should hold *.toml catalog files, instances/*.toml optional)"))
     dirs = catalog_dirs(extra_dirs, include_user)
     return dirs, [f for d in dirs for f in catalog_files(d)]
 

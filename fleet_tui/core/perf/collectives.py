@@ -56,9 +56,9 @@ from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 #: Share of a link's one-direction datasheet bandwidth a ring collective reaches (assumed: NCCL's
 #: all-reduce bus bandwidth on 8×H100 NVSwitch is commonly reported near 80 % of 450 GB/s).
 LINK_EFFICIENCY = 0.8
-#: Latency of an all-reduce per doubling of its ranks (an all-gather pays half): inside a node (calibrated for decode all-reduces, see
-#: calibration.TP_ALLREDUCE_S_PER_DOUBLING); across a known RDMA network (assumed); across an
-#: unknown network (assumed TCP-class).
+#: Latency of an all-reduce per doubling of its ranks (an all-gather pays half): inside a node
+#: (calibrated for decode all-reduces, see calibration.TP_ALLREDUCE_S_PER_DOUBLING); across a known
+#: RDMA network (assumed); across an unknown network (assumed TCP-class).
 LATENCY_INTRA_S = cal.TP_ALLREDUCE_S_PER_DOUBLING
 LATENCY_NETWORK_S = 15e-6
 LATENCY_UNKNOWN_S = 50e-6

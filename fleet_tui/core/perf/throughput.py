@@ -116,7 +116,7 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Thr
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
     a, pc = w.arch, d.params
-    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    rate, bw, notes, peak_dense = d.rate, d.bandwidth, d.notes, d.peak_dense
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
     # causal mean attention: 2·seq·heads·head_dim per layer (encoder-decoder: per source + target token)
     n_mat, attn, per_seq = forward_terms(w, seq)
@@ -188,7 +188,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
 def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
     a, pc = w.arch, d.params
-    rate, bw, notes, sharding, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.sharding, d.scale, d.peak_dense
+    rate, bw, notes, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.scale, d.peak_dense
     # inference: prefill (compute-bound, floor: streaming the weights once)
     if w.seq_len is None and w.prompt_len is None:
         notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "

@@ -8,9 +8,9 @@ count; :func:`plan_best` takes the catalog as the target (the ranking's top offe
 :mod:`.build`; how a setup is priced as deployed in :mod:`.deploy`.
 """
 
-from fleet_tui.core.plan.build import REFERENCE_ACCELERATOR, PlanRequest, plan_best, plan_workload
+from fleet_tui.core.plan.build import REFERENCE_ACCELERATOR, PlanRequest, plan_best, plan_offer, plan_workload
 from fleet_tui.core.plan.deploy import deployed_cost, group_devices
 from fleet_tui.core.plan.report import PlanReport, Verdict, VerdictStatus
 
 __all__ = ["REFERENCE_ACCELERATOR", "PlanReport", "PlanRequest", "Verdict", "VerdictStatus", "deployed_cost",
-           "group_devices", "plan_best", "plan_workload"]
+           "group_devices", "plan_best", "plan_offer", "plan_workload"]

@@ -75,7 +75,8 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
             raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
         ok, msg = precision_support(w.precision, acc)
         if not ok:
-            raise FieldError("precision", "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+            raise FieldError("precision",
+                             "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
@@ -130,7 +131,8 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
         layout=parallel_layout(w, n).label() if n > 1 else None, verdict=verdict, memory=mem, engine=eng,
         kv_capacity=kv, fixes=fixes, speed=speed, speed_accelerator=speed_acc.id if speed_acc else None,
         training_run=run, serving_plan=plan, plan_price_source=price_source, burst=burst,
-        burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost, assumptions=tuple(dict.fromkeys(assumptions)),
+        burst_replicas=burst_replicas, burst_requests=req.burst if burst_replicas and fits else None, cost=cost,
+        assumptions=tuple(dict.fromkeys(assumptions)),
         notes=tuple(notes), links=links.words if links is not None and n > 1 else None)
 
 
@@ -139,17 +141,24 @@ def plan_best(req: PlanRequest, catalog: Catalog) -> PlanReport | None:
     top offer's devices; None when no offer fits."""
     from fleet_tui.core.ranking import recommend
 
-    w = req.workload
-    rec = recommend(w, catalog, top=1, hours_per_month=req.hours_per_month, demand=req.demand,
+    rec = recommend(req.workload, catalog, top=1, hours_per_month=req.hours_per_month, demand=req.demand,
                     training_tokens=req.training_tokens)
-    if not rec.offers:
-        return None
-    top = rec.offers[0]
-    placed = w.derive(gpus=top.gpus, tp=None, pp=None, zero=None, micro_batch=None) if top.gpus != w.gpus else w
-    report = plan_workload(PlanRequest(placed, top.accelerator, layout_given=False, demand=req.demand,
+    return plan_offer(rec.offers[0], req, catalog) if rec.offers else None
+
+
+def plan_offer(offer, req: PlanRequest, catalog: Catalog) -> PlanReport:
+    """One ranked offer (a :class:`~fleet_tui.core.ranking.RankedOffer`) planned as ``size`` plans
+    its devices: the ranking's placement (its layout) kept, the same report as every front end."""
+    fit = offer.fit
+    if fit is not None and fit.workload is not None and fit.gpus == offer.gpus:
+        placed, given = fit.workload, True
+    else:  # a capacity-plan offer (replicas of a smaller group): the devices, layout searched
+        placed, given = req.workload.derive(gpus=offer.gpus, tp=None, pp=None, zero=None, micro_batch=None), False
+    report = plan_workload(PlanRequest(placed, offer.accelerator, layout_given=given, demand=req.demand,
                                        training_tokens=req.training_tokens, burst=req.burst,
-                                       hours_per_month=req.hours_per_month, pricing=req.pricing), catalog)
-    return replace(report, offer=top.label)
+                                       hours_per_month=req.hours_per_month, pricing=req.pricing,
+                                       network=req.network), catalog)
+    return replace(report, offer=offer.label)
 
 
 def _links(cost, acc: Accelerator, gpus: int, network: str | None):
@@ -160,7 +169,7 @@ def _links(cost, acc: Accelerator, gpus: int, network: str | None):
         return None
     from fleet_tui.core.perf.fabric import FabricChoice, job_fabric
 
-    choice = job_fabric(acc, gpus, None if network else cost, network)
+    choice = job_fabric(acc, gpus, cost, network)
     if network or cost is None:
         return choice
     return FabricChoice(_fabric(cost, acc, gpus) or choice.fabric, cost, choice.words)
@@ -226,4 +235,4 @@ def _burst(w: Workload, acc: Accelerator, n: int):
     return b, b.replicas
 
 
-__all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_workload"]
+__all__ = ["REFERENCE_ACCELERATOR", "PlanRequest", "plan_best", "plan_offer", "plan_workload"]

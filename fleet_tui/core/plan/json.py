@@ -100,7 +100,8 @@ def report_dict(r: PlanReport, label: Callable[[str], str]) -> dict[str, Any]:
 
 def _burst(r: PlanReport, n: int) -> dict[str, Any]:
     b = r.burst
-    head = {"accelerator": r.speed_accelerator, "replicas": r.burst_replicas, "gpus_per_replica": r.workload.replica_gpus}
+    head = {"accelerator": r.speed_accelerator, "replicas": r.burst_replicas,
+            "gpus_per_replica": r.workload.replica_gpus}
     if b is None:
         return head | {"requests": n, "unknown": f"no serving speed for {r.speed_accelerator} "
                                                  "(a published figure is missing)"}

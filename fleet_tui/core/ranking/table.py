@@ -31,8 +31,9 @@ class OfferTable:
     offers, chat workload): floats and ints are not tracked by the garbage collector, while one
     NamedTuple per offer set off collections that walk every live object (the catalog's models
     included): 296 ms median with the collector on, 157 ms with it paused (wall time, busy 2-core
-    machine); these columns take 59 ms of CPU where the old paused-collector tuples took 96 ms. Offers are ordered as positions by their key;
-    the sort is stable and rows are added in catalog order, so equal keys keep catalog order.
+    machine); these columns take 59 ms of CPU where the old paused-collector tuples took 96 ms.
+    Offers are ordered as positions by their key; the sort is stable and rows are added in catalog
+    order, so equal keys keep catalog order.
     """
 
     def __init__(self, options: tuple[str, ...], rates: MonthlyRates):

@@ -39,6 +39,7 @@ from fleet_tui.core.sizing.serving import (
 __all__ = [
     "COMPONENT_HELP", "COMPONENT_ORDER", "EngineFit", "FitResult", "FitSuggestion", "KVCapacity", "MemoryBreakdown",
     "SizingResult", "capacity_bytes", "check_fit", "engine_fit", "estimate_memory", "kv_bytes_per_token", "kv_capacity",
-    "lora_params", "parallel_split", "precision_support", "running_workload", "serves_with_engine", "serving_sequence_tokens", "size_workload",
+    "lora_params", "parallel_split", "precision_support", "running_workload", "serves_with_engine",
+    "serving_sequence_tokens", "size_workload",
     "suggest_fixes", "weight_bytes",
 ]

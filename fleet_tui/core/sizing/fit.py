@@ -111,7 +111,8 @@ def layout_flags(w: Workload, gpus: int) -> str:
     lay = parallel_layout(w, gpus)
     parts = [f"{{gpus}} {gpus}"]
     if lay.tp == 1 and lay.pp == 1:
-        parts.append("{sharding} fsdp" if lay.zero == 3 else (f"{{zero}} {lay.zero}" if lay.zero else "{sharding} data"))
+        parts.append("{sharding} fsdp" if lay.zero == 3
+                     else (f"{{zero}} {lay.zero}" if lay.zero else "{sharding} data"))
     else:
         parts += ([f"{{tp}} {lay.tp}"] if lay.tp > 1 else []) + ([f"{{pp}} {lay.pp}"] if lay.pp > 1 else [])
         if w.is_training and lay.dp > 1:
@@ -369,7 +370,7 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     if more is not None and "gpus" not in seen:
         found.append(more)
     if not w.is_training and "precision" not in seen:  # quantize and split: fewest devices per format
-        for change, desc, w2, n in _candidates(w, gpus, acc, node):
+        for change, desc, w2, _n in _candidates(w, gpus, acc, node):
             if change == "precision":
                 alt = _more_devices(w2, gpus, acc, node)
                 if alt is not None and (more is None or alt.gpus < more.gpus):

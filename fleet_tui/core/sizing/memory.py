@@ -354,7 +354,8 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
         stack = apply_stack(w, StackTerms(weights=weights, grads=grads, opt=opt, acts=acts,
                                           layer_weights=(pc.attention_per_layer + pc.mlp_per_layer)
                                           * cal.WEIGHT_BYTES.get(w.precision, 2.0) / tp,
-                                          layer_acts=stacks.widest_layer * fused, largest_grad=(pc.lm_head or pc.embedding)
+                                          layer_acts=stacks.widest_layer * fused,
+                                          largest_grad=(pc.lm_head or pc.embedding)
                                           * (4.0 if amp else float(act)) / (tp * shard),
                                           persistent=zero3.persistent_bytes if zero3 else 0.0))
         weights, grads, opt, acts = stack.weights, stack.grads, stack.opt, stack.acts

@@ -6,7 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from fleet_tui.core.redact import redact
+from fleet_tui.core.redact import redact, redact_spec
+from fleet_tui.core.textsafe import clean
 from fleet_tui.ui.panes import PaneInfo
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
 
@@ -60,7 +61,7 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
     style = {"live": "$success", "replay": "$warning", "simulated": "$warning",
              "fleet": "$primary", "none": "$error"}.get(src.kind, "$text")
     parts = [f"[b reverse {style}] {src.badge} [/]"]
-    detail = src.spec or ""
+    detail = redact_spec(src.spec or "")  # from the spec's structure: any password character
     if src.kind == "replay" and src.replay_position:
         detail += f" ({src.replay_position})"
     if src.kind != "none" and src.devices:
@@ -69,7 +70,7 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
         detail = src.message or "no accelerator found"
     elif src.message and src.kind in ("live", "fleet"):
         detail += f" · {src.message}"
-    parts.append(_escape(redact(detail)))
+    parts.append(_escape(clean(redact(detail))))
     if src.ended:
         parts.append("[b $warning]ENDED[/] r: restart")
     elif src.kind != "none":
@@ -77,7 +78,7 @@ def render_status(src: SourceStatus, cat: CatalogStatus) -> str:
     if cat.state == "loading":
         parts.append("[$text-muted]catalog loading…[/]")
     elif cat.state == "error":
-        parts.append(f"[$error]catalog: {_escape(cat.message)}[/]")
+        parts.append(f"[$error]catalog: {_escape(clean(cat.message))}[/]")
     else:
         parts.append(f"[$text-muted]catalog {cat.instances:,} offers[/]")
     return "  │  ".join(parts)

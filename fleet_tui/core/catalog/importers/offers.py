@@ -143,7 +143,8 @@ def import_rows(cloud: str, rows: list[Row], catalog, *, source: str, as_of: str
         zones = {r.zone for r in grp if r.zone} or {""}
         ods = [r.price for r in grp if r.price is not None]
         spots = spot_prices(c, grp, flags)
-        on_demand, spot = pick_price(ods, "on-demand", flags, take_min=True), pick_price(spots, "spot", flags, take_min=True)
+        on_demand = pick_price(ods, "on-demand", flags, take_min=True)
+        spot = pick_price(spots, "spot", flags, take_min=True)
         excluded_pricing: list[str] = []
         excluded = None
         if on_demand is None and not any("zero-price" in f or "placeholder" in f for f in flags if "on-demand" in f):
@@ -242,7 +243,7 @@ def flag_outliers(offers: list[dict[str, Any]]) -> None:
     for d in offers:
         if d["on_demand_usd_per_hour"] is not None:
             by_type[d["instance_type"]].append(d)
-    for itype, grp in by_type.items():
+    for _itype, grp in by_type.items():
         if len(grp) < 3:
             continue
         med = statistics.median(d["on_demand_usd_per_hour"] for d in grp)

@@ -75,7 +75,8 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
         for r in rows:
             if not has_acc_cols[r.file] and r.instance_type in known:
                 k = known[r.instance_type]
-                r.acc_name, r.acc_count, r.vcpus, r.ram_gib, r.gpu_mib = k.acc_name, k.acc_count, k.vcpus, k.ram_gib, k.gpu_mib
+                r.acc_name, r.acc_count, r.vcpus = k.acc_name, k.acc_count, k.vcpus
+                r.ram_gib, r.gpu_mib = k.ram_gib, k.gpu_mib
         # same (type, zone) in two files: the later file wins
         dedup: dict[tuple, Row] = {}
         for r in rows:

@@ -4,9 +4,9 @@ Method: a two-sided CUSUM (Page 1954) per feature over the samples of one device
 
 * Each sample becomes a feature vector on a common 0-1 scale (``features``): kernel duty cycle, SM
   activity, tensor, DRAM, FP32 activity, PCIe share of the link, power share of the limit, the
-  share of memory used and, where the host's per-core CPU is known, whether a host core is saturated (a data loader that starts or
-  stops changes the host, not the GPU's counters, when its kernels are tiny). Missing readings
-  are skipped, not zeros.
+  share of memory used and, where the host's per-core CPU is known, whether a host core is
+  saturated (a data loader that starts or stops changes the host, not the GPU's counters, when
+  its kernels are tiny). Missing readings are skipped, not zeros.
 * The vector is smoothed with an exponential moving average of time constant ``SMOOTH_S`` (at
   least ``SMOOTH_SAMPLES`` samples): NVML
   averages utilization over up to a second, and a starved loader alternates busy and idle samples

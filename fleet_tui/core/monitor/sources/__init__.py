@@ -22,7 +22,7 @@ from typing import Any
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.records import record
-from fleet_tui.core.redact import redact
+from fleet_tui.core.redact import redact, redact_spec
 
 __all__ = [
     "SIM_MAX_DEVICES",
@@ -112,6 +112,13 @@ def _prometheus_arg(rest: str | None) -> dict[str, Any]:
         raise ValueError(f"prometheus {exc}") from None
 
 
+def _fleet_replay_arg(rest: str | None) -> dict[str, Any]:
+    if not rest:
+        return {"path": "demo"}
+    parsed = _replay_arg(rest)
+    return parsed
+
+
 # ----- the registry -----------------------------------------------------------------------------
 
 _HERE = "fleet_tui.core.monitor.sources"
@@ -131,6 +138,9 @@ SOURCES: dict[str, SourceInfo] = {info.name: info for info in (
     SourceInfo("replay", "replay:PATH", "replay:PATH, replay:PATH@SPEED, replay:demo",
                "play a recording at SPEED (e.g. @10x); replay:demo is the bundled H200 trace",
                f"{_HERE}.replay:open_recording", arg=_replay_arg),
+    SourceInfo("fleet-replay", "fleet-replay:demo", "fleet-replay:demo, fleet-replay:PATH[@SPEED]",
+               "REPLAY of a recorded fleet: 32 nodes × 8 H200 with jobs (dcgm-exporter labels)",
+               f"{_HERE}.fleet_replay:open_fleet_recording", arg=_fleet_replay_arg),
     SourceInfo("prometheus", "prometheus:URL", "prometheus:URL",
                "a fleet through a Prometheus server (DCGM-exporter metrics)",
                f"{_HERE}.prometheus:PrometheusSource", arg=_prometheus_arg),
@@ -159,7 +169,7 @@ def load_opener(path: str) -> Callable[..., Source]:
 
 
 def _bad(spec: str, why: str) -> UserError:
-    return UserError(f"--source {redact(spec)!r}: {redact(why)}. Allowed: {allowed_forms()}.")
+    return UserError(f"--source {redact_spec(spec)!r}: {redact(why)}. Allowed: {allowed_forms()}.")
 
 
 def parse_source_spec(spec: str) -> SourceSpec:
@@ -192,4 +202,4 @@ def open_source(spec: str, **opts: Any) -> Source:
         if str(exc).startswith("--source"):
             raise
         wrap = SourceUnavailable if isinstance(exc, SourceUnavailable) else UserError
-        raise wrap(redact(f"--source {spec!r}: {exc}")) from None
+        raise wrap(redact(f"--source {redact_spec(spec)!r}: {exc}")) from None

@@ -1,7 +1,7 @@
 """AWS Trainium / Inferentia through the ``neuron-monitor`` JSON stream.
 
 ``neuron-monitor`` (aws-neuron-tools) prints one complete JSON document per update on stdout
-(``reference/field-notes/monitoring.md`` section 7.1). This source runs it once as a long-lived
+(aws-neuron-sdk ``tools/neuron-sys-tools/neuron-monitor-user-guide.rst``). This source runs it once as a long-lived
 subprocess (argv list, no shell; ``-c CONFIG`` optional), reads documents on a daemon thread and keeps
 only the latest; ``sample()`` maps that document, so a tick never waits for the monitor's period.
 
@@ -116,7 +116,8 @@ def map_document(
                 if d in rt_mem:
                     mem_used[d] += rt_mem[d]
                     mem_seen[d] = True
-                procs[d].append(ProcessInfo(pid=pid, device_index=d, used_gpu_bytes=rt_mem.get(d), user=user, command=command))
+                procs[d].append(ProcessInfo(pid=pid, device_index=d, used_gpu_bytes=rt_mem.get(d), user=user,
+                                            command=command))
 
     ecc: dict[int, tuple[int, int]] = {}
     hwc = ((doc.get("system_data") or {}).get("neuron_hw_counters") or {})
@@ -165,7 +166,8 @@ def _host(doc: dict[str, Any]) -> HostSnapshot | None:
         idle = _f(u.get("idle"))
         return round(100.0 - idle, 2) if idle is not None else 0.0
 
-    per_core = tuple(busy(v) for _, v in sorted((vcpu.get("usage_data") or {}).items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0))
+    per_core = tuple(busy(v) for _, v in sorted((vcpu.get("usage_data") or {}).items(),
+                                                key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0))
     avg = vcpu.get("average_usage")
     try:
         load = os.getloadavg()
@@ -296,7 +298,8 @@ class NeuronSource(Source):
             message = "waiting for neuron-monitor's first report"
             return Snapshot(timestamp=now, source="neuron", source_kind="live", message=message, errors=tuple(errors))
         received, doc = latest
-        devices, host, problems = map_document(doc, timestamp=received, resolver=self._resolver, age_s=round(now - received, 3))
+        devices, host, problems = map_document(doc, timestamp=received, resolver=self._resolver,
+                                               age_s=round(now - received, 3))
         errors.extend(problems)
         if not devices:
             message = "neuron-monitor reports no Neuron device"

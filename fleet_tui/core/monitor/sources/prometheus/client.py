@@ -29,7 +29,11 @@ from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact_url, remember, split_url
 from fleet_tui.core.textsafe import clean
 
-MAX_RESPONSE_BYTES = 512 << 20  # ~20x a 1,024-GPU fleet's answer; more means a runaway query
+# Reading and parsing an answer peaks at ~8.4x its size (chunks, joined bytes, a dict per series:
+# 375 MB for a 47 MB vector of 200,000 series), so 128 MiB keeps one answer near 1.1 GB, under the
+# 1.5 GB one input may cost; it holds ~500,000 instant series (~30,000 GPUs' readings) or a
+# 30-day hourly range of ~7,000 series. More means a runaway query.
+MAX_RESPONSE_BYTES = 128 << 20
 MAX_REDIRECTS = 5
 _REDIRECTS = (301, 302, 303, 307, 308)
 
