@@ -174,9 +174,13 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                             slurm=args.slurm)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
+    spec = _opt(args, "source") or ""
+    replay = spec.startswith(("fleet-replay", "replay"))
     if args.json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "replay": replay})
         return 0
+    if replay:
+        print(f"REPLAY: readings from a recording, not a live fleet (--source {spec})")
     _print_text(args, report)
     return 0
 
