@@ -106,15 +106,12 @@ def model(name: str) -> ModelArch | None:
     key = ALIASES.get(name, name)
     if key is None:
         return None
-    if key in EXTRA_MODELS:
-        return EXTRA_MODELS[key]
-    try:
-        return catalog().model(key)
-    except UserError:
+    for name in (key, key.lower()):  # the product's own shape first (the catalog: gpt-oss, MLA, hybrids)
         try:
-            return catalog().model(key.lower())
+            return catalog().model(name)
         except UserError:
-            return None
+            pass
+    return EXTRA_MODELS.get(key)
 
 
 def precision_of(text: str, model_name: str) -> str:

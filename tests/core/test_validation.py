@@ -5,20 +5,18 @@ constants were fitted on these, bench/fit_serving.py) or ``"holdout"`` (never fi
 harness that turns a row into the tool's workload is bench/validation_rows.py; bench/bench_validation.py
 prints every row's error. Assertions here are on the holdout rows.
 
-Targets of the issue and where they stand (NOTES-serving.md has the table):
+Serving rows are answered by the product's own path (the plan's engine verdict, ``size --burst``'s
+simulation, the capacity plan's simulation of a rate); docs/serving.md, "Accuracy on published serving
+measurements", has the table. Where they stand:
 
-* fine-tuning memory, holdout median |error| <= 10 %: met (4.8 %).
-* KV capacity (engine start-up logs), holdout median <= 15 %: NOT met since the hybrid-attention
-  row became expressible (20.3 % over 3 rows; 10.3 % over the 2 expressible before); strict xfail
-  plus a guard.
-* serving throughput, holdout median <= 15 %: met (13.3 % over serving.toml + serving_amd.toml;
-  14.9 % over serving.toml alone, which stood at 15.1 % before AMD's own ROCm tables showed the
-  CDNA constants had been fitted to superseded ROCm builds, see ``vr.SUPERSEDED_RELEASES``).
+* fine-tuning memory, holdout median |error| <= 10 %: met (4.2 %).
+* KV capacity (engine start-up logs), holdout median <= 10 %: met (5.5 %).
+* serving throughput, holdout median <= 15 %: NOT met through the product's path (19.1 % over every
+  serving file; the analytic model the harness used before read 13.3 % on the same rows); strict
+  xfail plus a guard.
 * the H200 memory check (tests/core/test_sizing_accuracy.py, <= 5 % median) is unchanged there.
 * at most 2 inexpressible rows: met, 2 on this set's holdout side (the LMSYS prefill/decode-disaggregated
-  rows), listed below so that a new one fails the test. The encoder-decoder (T5-family) PEFT rows are
-  expressed since the T5 shape exists, with the PEFT example's stated settings and two stated
-  assumptions (the rows' ``assumed`` column).
+  rows), listed below so that a new one fails the test.
 """
 
 import importlib.util
