@@ -242,7 +242,8 @@ def memory_growth(st: WindowStats) -> Finding | None:
         left = max(0.0, free / fresh.ramp_rate_bytes_s)
         if left <= OOM_CRITICAL_S and free <= fresh.run_bytes:
             return _oom_imminent(st, end_mem, fresh._replace(
-                rate_bytes_s=fresh.ramp_rate_bytes_s), left)
+                rate_bytes_s=fresh.ramp_rate_bytes_s), left,
+                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)", fresh.rising_s)
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
     # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
     # before them). Any rise the checks below would keep as recent is one of those.
@@ -319,17 +320,19 @@ def memory_growth(st: WindowStats) -> Finding | None:
                    and (filling or rises >= GROWTH_IMMINENT_MIN_RISES))
 
 
-def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float) -> Finding:
+def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float,
+                  over: str = f"over the last {FRESH_S:.0f} s",
+                  span_s: float = FRESH_S) -> Finding:
     mem_total = st.mem_total or 0.0
     frac = end_mem / mem_total
     rate = fresh.rate_bytes_s
     ev = {"slope_bytes_s": rate, "time_to_full_s": left, "rises": fresh.rises,
-          "span_s": FRESH_S, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
+          "span_s": span_s, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
           "mem_used_frac": frac, "filling": True}
     return Finding(clamp(0.8 + 0.2 * frac), ev,
                    lambda: f"Out of memory in about {duration(left)}: {frac:.0%} used "
                    f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
-                   f"+{rate_text(rate)} over the last {FRESH_S:.0f} s.",
+                   f"+{rate_text(rate)} {over}.",
                    True, "critical")
 
 
