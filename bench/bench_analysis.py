@@ -19,7 +19,7 @@
    bench_sources.py charges them; the ratio without the GPM calls' cost is printed too).
 4. A real asyncio loop of sim:8 at 1 s and 0.25 s intervals: process CPU time per wall second
    (target <= 1% of one core at 1 Hz).
-5. ``--lines N`` (issue 10: 10^6): ``fleet-tui analyze`` (phases, JSON) on an N-line trace generated
+5. ``--lines N``: ``fleet-tui analyze`` (phases, JSON) on an N-line trace generated
    by repeating the labelled H200 trace's samples with time shifted (the raw capture format, ~790
    bytes a line), in a child process pinned to one core (taskset): CPU time, wall time and peak
    RSS (targets <= 10 s and <= 200 MB for 10^6 lines). ``analyze`` reads a raw capture in

@@ -1,4 +1,4 @@
-"""CPU of the monitor pane next to a bare Textual app, measured in the same run (issue 13 item 1).
+"""CPU of the monitor pane next to a bare Textual app, measured in the same run.
 
 Run: .venv/bin/python bench/bench_monitor_cpu.py [--window 15] [--warmup 4] [--size 120x40]
 
@@ -8,7 +8,7 @@ after a warm-up the process's user+system CPU time is read from /proc over the w
 Textual app that shows something live can be). Runs alternate floor and monitor so machine noise
 hits both; the ratio to the floor is the number to compare across machines.
 
-Goal (issue 13): monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
+Goal: monitor pane at 1 s <= 3x the floor, at 0.25 s <= 8x.
 
 ``--cases`` takes SOURCE@INTERVAL items: ``8@1`` or ``sim:8@1`` (simulated GPUs), ``nvml@1`` (the
 GPUs of this machine) and ``nvitop@1`` (nvitop, ``python -m nvitop --interval 1``, on the same GPUs:

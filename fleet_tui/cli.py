@@ -109,7 +109,7 @@ def _columns() -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse's parser with the help width given to its formatter: argparse builds a formatter
     for every ``add_argument`` (to check the metavar), and one without a width imports shutil,
-    and shutil bz2, lzma and zlib: ~2.5 ms of every command's start (``size --json``, issue 13).
+    and shutil bz2, lzma and zlib: ~2.5 ms of every command's start (``size --json``).
     Subparsers are of the parent's class, so every command's parser is one of these.
 
     No abbreviated flags: argparse takes any unique prefix of a long flag, so ``recommend --tokens
@@ -263,9 +263,11 @@ def _cause(exc: BaseException) -> str | None:
     """The user-facing sentence for an exception that a user's input (a path, a file's bytes, a
     number, a nesting) caused, or ``None`` for a bug. One mapping for every command."""
     if isinstance(exc, OSError):
+        import errno
+
         name = exc.filename if exc.filename is not None else ""
         why = exc.strerror or str(exc)
-        if exc.errno is not None and exc.errno == 36:  # ENAMETOOLONG
+        if exc.errno == errno.ENAMETOOLONG:
             why = "a name in this path is over 255 bytes (the file system's limit)"
         shown = str(name)
         if len(shown) > 200:

@@ -44,7 +44,7 @@ def _cases(files: hostile_cli.Files):
             flag = max(action.option_strings, key=len, default="")
             pool = values
             if flag in hostile_cli.LONG_RUNNING.get(words, ()):
-                pool = [v for v in values if v not in ("1e9", "1e308", "9" * 400)]
+                pool = [v for v in values if v not in hostile_cli.LONG_VALUES]
             argv = hostile_cli.flag_argv(argv, action, draw(st.sampled_from(pool)))
         return [*words, *argv]
 

@@ -1,4 +1,4 @@
-"""Start-up stays light (issue 13): what a headless command's process imports, checked in a fresh
+"""Start-up stays light: what a headless command's process imports, checked in a fresh
 interpreter so it cannot regress unnoticed. Speed itself is measured in bench/bench_catalog.py."""
 
 from __future__ import annotations

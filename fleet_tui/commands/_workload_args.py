@@ -28,6 +28,15 @@ def flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def add_network_arg(group: argparse._ActionsContainer) -> None:
+    """``--network``, as ``size`` and ``recommend`` both take it (parsed once, by the core's
+    :func:`~fleet_tui.core.interconnects.parse_network`)."""
+    group.add_argument("--network", metavar="NET", default=None,
+                       help="network between nodes: Gbit/s per node (3200G, 3.2T), per device (400G/gpu) or a "
+                            "fabric name (efa-v2, efa, ib-ndr, ib-hdr, ib-xdr, roce-400, tcpxo, tcpx, "
+                            "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
+
+
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("workload")
     src = g.add_mutually_exclusive_group()

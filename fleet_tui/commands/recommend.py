@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from fleet_tui.commands._demand_args import add_demand_args
 from fleet_tui.commands._numbers import finite_float, whole_number
-from fleet_tui.commands._workload_args import add_workload_args
+from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES
 
 
@@ -65,6 +65,7 @@ def register(subparsers) -> None:
                      help="spot: hours between checkpoints (default 1)")
     con.add_argument("--max-instances", type=whole_number, default=None, metavar="N",
                      help="most instances of an 8+-device type one offer may take (default 16)")
+    add_network_arg(con)
     con.add_argument("--marketplace-multi-node", action="store_true",
                      help="let marketplace boxes (vast, runpod: unknown network between hosts) "
                           "be taken several at a time")
@@ -145,7 +146,7 @@ def handler(args: argparse.Namespace) -> int:
         budget_usd_per_month=args.budget, top=args.top, training_tokens=training_tokens,
         spot=spot, max_instances=args.max_instances or DEFAULT_MAX_INSTANCES,
         expand_regions=args.regions, marketplace_multi_node=args.marketplace_multi_node,
-        demand=demand,
+        demand=demand, network=args.network,
     )
     lines = explain(rec) if args.explain else None
     top_plan = None

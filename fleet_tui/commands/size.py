@@ -37,7 +37,7 @@ import argparse
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
     from fleet_tui.commands._numbers import whole_number
-    from fleet_tui.commands._workload_args import add_workload_args
+    from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
 
     p = subparsers.add_parser(
         "size", help="memory per GPU, fit, KV capacity and speed of a workload",
@@ -66,10 +66,7 @@ def register(subparsers) -> None:
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")
-    o.add_argument("--network", metavar="NET", default=None,
-                   help="network between nodes: Gbit/s per node (3200G, 3.2T), per device (400G/gpu) or a "
-                        "fabric name (efa-v2, efa, ib-ndr, ib-hdr, ib-xdr, roce-400, tcpxo, tcpx, "
-                        "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
+    add_network_arg(o)
     o.add_argument("--burst", metavar="N", type=whole_number,
                    help="inference: N requests sent at once, as a benchmark at request rate inf "
                         "(e.g. vllm bench serve --num-prompts N): mean first token, time between "

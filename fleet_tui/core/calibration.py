@@ -44,7 +44,7 @@ USABLE_MEMORY_FRACTION = 0.99
 COMM_BUFFERS_BYTES = int(1.83 * GiB)
 
 #: Memory a serving engine uses outside PyTorch's allocator on one GPU: vLLM's measured
-#: "non_torch_memory" 0.25-0.27 GiB at TP=1 on H100 (llm-d-planner accuracy report, field-notes §2.7).
+#: "non_torch_memory" 0.25-0.27 GiB at TP=1 on H100 (llm-d-planner accuracy report).
 SERVING_NON_TORCH_BYTES = int(0.27 * GiB)
 
 # --- caching-allocator slack -------------------------------------------------------------------
@@ -116,11 +116,11 @@ LOSS_FORWARD_BYTES_PER_VOCAB_TOKEN = 10.0
 #: Large-GEMM efficiency (fraction of the dense datasheet peak) by architecture, matched on the
 #: start of ``Accelerator.architecture``:
 #: * Hopper 0.67 — measured on the H200 (662 of 989.5 TFLOP/s, board at its 700 W cap).
-#: * Ampere 0.85 — derived: TensorRT-LLM's A100 FP16 7B prefill runs at 72 % of peak end to end
-#:   (field-notes §3.4), so GEMMs reach more than that; MosaicML reaches 60-64 % training MFU on A100
+#: * Ampere 0.85 — derived: TensorRT-LLM's A100 FP16 7B prefill runs at 72 % of peak end to end,
+#:   so GEMMs reach more than that; MosaicML reaches 60-64 % training MFU on A100
 #:   vs 40-46 % on H100 with the same software (§3.3), ~1.4x Hopper's fraction (0.67 × 1.4 = 0.94).
 #:   0.85 sits between the two bounds.
-#: * Ada 0.60 — TensorRT-LLM's L40S fp8 prefill implies 56 % of peak end to end (field-notes §3.4),
+#: * Ada 0.60 — TensorRT-LLM's L40S fp8 prefill implies 56 % of peak end to end,
 #:   i.e. GEMMs at least that; PCIe boards are power-limited like the H200.
 #: * Blackwell 0.65 — assumed like Hopper (no public measurement in the field notes).
 #: * everything else (Volta/Turing, CDNA, Gaudi, Neuron, TPU) 0.50 — an explicit assumption, no
@@ -140,7 +140,7 @@ MATMUL_EFFICIENCY = {
 }
 #: fp8 matmuls reach a lower fraction of their (2x) peak than bf16: MosaicML H100 FP8 training MFU
 #: 27.7-30 % vs 40-46 % bf16 (ratio 0.65); TensorRT-LLM H100 FP8 7B prefill 42 % of the fp8 peak vs
-#: the 50 % bf16 prefill measured on the H200 here (ratio 0.84) (field-notes §3.3-3.4). Midpoint 0.75.
+#: the 50 % bf16 prefill measured on the H200 here (ratio 0.84). Midpoint 0.75.
 FP8_EFFICIENCY_FACTOR = 0.75
 #: int8/int4 weight-only kernels compute in 16-bit after de-quantizing: prefill/training speed uses
 #: the 16-bit peak times this factor for the de-quantization work. An assumption (no measurement in
@@ -148,7 +148,7 @@ FP8_EFFICIENCY_FACTOR = 0.75
 WEIGHT_ONLY_QUANT_COMPUTE_FACTOR = 0.8
 
 #: Achieved fraction of peak HBM bandwidth when streaming weights and KV in decode (model bandwidth
-#: utilisation, MBU, as Databricks defines it — field-notes §3.1) for an optimized serving engine
+#: utilisation, MBU, as Databricks defines it) for an optimized serving engine
 #: (vLLM/TensorRT-LLM class). Upper bound: the H200's measured copy rate, 0.885 of 4.8 TB/s. Decode
 #: kernels also run attention, sampling and small GEMMs between weight reads, so we assume 0.75. The
 #: H200 ground-truth decode rows (HF eager, launch-bound: 35 tokens/s for 8B at batch 1 = 0.12 MBU)
@@ -164,14 +164,14 @@ COPY_BANDWIDTH_EFFICIENCY = 4.25 / 4.8
 #: elementwise ops, launches), fitted once per step kind on the H200 rows (not per row):
 #: prefill forward 0.68-0.80 over 7 rows -> 0.74; training 0.57-0.76 over 7 rows once the optimizer
 #: update and AMP casts are timed separately at copy bandwidth -> 0.62. For scale, MosaicML's H100
-#: bf16 MFU of 40-46 % (field-notes §3.3) is 0.60-0.69 of our Hopper GEMM efficiency.
+#: bf16 MFU of 40-46 % is 0.60-0.69 of our Hopper GEMM efficiency.
 PREFILL_STEP_EFFICIENCY = 0.74
 TRAINING_STEP_EFFICIENCY = 0.62
 
 #: Multi-GPU scaling efficiency per extra doubling of GPUs for data-parallel/FSDP training
 #: (MosaicML 8 -> 128 H100: per-GPU tokens/s within 1-5 %; Megatron 96 -> 4608 GPUs 47 % -> 42 % MFU
 #: ≈ 0.98 per doubling). Tensor parallel pays more (all-reduce per layer): 0.92 per doubling within
-#: an NVLink node (derived from vLLM/TRT-LLM TP scaling tables in field-notes §3.4).
+#: an NVLink node (derived from vLLM/TRT-LLM TP scaling tables).
 SCALING_PER_DOUBLING = {"data": 0.98, "fsdp": 0.97, "tensor": 0.92}
 
 #: Decode with tensor parallelism all-reduces the activations twice per layer (after attention and

@@ -31,7 +31,7 @@ from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import escape_text
 
 LABELS_EVERY_S = 30.0
-MAX_ROWS = 500  # a bounded page: DataTable measures every cell (STYLE.md)
+MAX_ROWS = 500  # a bounded page: DataTable measures every cell of every row added
 # essential columns first, so an 80-column terminal shows job, user, GPUs, util and idle $
 COLUMNS = (("job", "job"), ("user", "user"), ("gpus", "gpus"), ("util", "util"),
            ("idle_usd", "idle $"), ("primary", "diagnosis"), ("sm", "SM"),
@@ -123,6 +123,9 @@ class JobsScreen(FleetViewPane):
     def _read_slurm(self, now: float):
         """Slurm's jobs and nodes, re-read every ``LABELS_EVERY_S`` (in the worker); the last
         answer is kept, with why, when a read fails."""
+        recorded = getattr(self.app.source, "slurm_jobs", None)
+        if recorded is not None:  # a fleet recording carries its own job list
+            return recorded(), ()
         if not self._uses_slurm():
             return (), ()
         if now - self._slurm_at >= LABELS_EVERY_S:

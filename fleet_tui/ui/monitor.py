@@ -1,7 +1,7 @@
 """Monitor pane: a device table with each device's primary diagnosis, the cost, the diagnoses;
 cards, history graphs and processes when the terminal has room.
 
-Small screen first (issue 11): at 80×24 the first screen shows the host line, one table row per
+Small screen first: at 80×24 the first screen shows the host line, one table row per
 device (numbers and primary diagnosis, up to 8 without scrolling), the cost (idle dollars
 included) and the diagnoses; Enter on a row opens that device's card, escape closes it. From
 110×40 the table is followed by a grid of cards as wide as the terminal allows, the side panel

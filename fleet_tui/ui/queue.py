@@ -55,7 +55,9 @@ class QueueScreen(PaneScreen):
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="queue-form"):
+            recorded = self._recorded_defaults()
             for dest, label, placeholder, default in FIELDS:
+                default = recorded.get(dest, default)
                 with Vertical(classes="queue-field" + (" -file" if dest == "file" else "")):
                     yield Label(label, id=f"label-{dest}")
                     yield Input(value=default, placeholder=placeholder, id=f"q-{dest}")
@@ -72,6 +74,15 @@ class QueueScreen(PaneScreen):
 
     def action_edit_form(self) -> None:
         self.query_one("#q-file", Input).focus()
+
+    def _recorded_defaults(self) -> dict[str, str]:
+        """A recorded fleet (fleet-replay) brings its own job list and node count."""
+        source = getattr(self.app, "source", None)
+        path = getattr(source, "job_list_path", None)
+        if path is None:
+            return {}
+        return {"file": str(path), "nodes": str(len(getattr(source, "nodes", ()))),
+                "gpus_per_node": str(getattr(source, "gpus_per_node", 8))}
 
     def action_leave_field(self) -> None:
         self.set_focus(None)

@@ -28,6 +28,8 @@ class SourceStatus:
 
     @property
     def badge(self) -> str:
+        if self.spec.startswith("fleet-replay"):  # a recorded fleet: never taken for a live one
+            return "REPLAY FLEET"
         return KIND_LABELS.get(self.kind, self.kind.upper())
 
 

@@ -1,4 +1,4 @@
-"""The causes added in issue 10 item 4, each with evidence and an action. Synthetic windows: unit
+"""The causes of slow work, each with evidence and an action. Synthetic windows: unit
 tests of the rules, not accuracy claims."""
 
 from __future__ import annotations

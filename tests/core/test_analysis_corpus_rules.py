@@ -117,7 +117,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 @pytest.mark.parametrize("trace", sorted(p.name for p in CORPUS.glob("*/*.jsonl")))
 def test_the_recorded_corpus_keeps_its_score(trace):
     """The labelled GPU recordings (tests/fixtures/traces/{tune,holdout}: README's accuracy table)
-    stay at the bar issue 10 sets, >= 90 % of phases and of windows inside one behaviour; the
+    stay at the bar, >= 90 % of phases and of windows inside one behaviour; the
     README's figures are all-right, so a regression shows here first."""
     from bench.bench_diagnosis_accuracy import expectations, score_phases, score_windows
 

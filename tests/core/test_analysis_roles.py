@@ -1,4 +1,4 @@
-"""Bottlenecks vs risks, and growth that continues (issue 10 items 1-2). Synthetic windows built
+"""Bottlenecks vs risks, and growth that continues. Synthetic windows built
 from DeviceSnapshots: unit tests of the rules, not accuracy claims."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fix search (issue 9 item 5) on the issue's own examples: each suggestion is verified by
+"""The fix search on worked examples: each suggestion is verified by
 re-sizing, the same hardware comes first, offload is proposed, and a setup that exists is named."""
 
 from __future__ import annotations

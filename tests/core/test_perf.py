@@ -159,8 +159,8 @@ def test_throughput_is_positive_and_finite(kind, batch, seq, precision, gpus):
 
 
 def test_published_cross_gpu_ratios_are_reproduced_roughly():
-    """MosaicML 7B training: H100 / A100 per-GPU tokens/s = 2.29 although the bf16 peak ratio is 3.17
-    (field-notes §3.3); batch-1 decode latency L40S / H100 ≈ bandwidth ratio 3.9 (§3.1)."""
+    """MosaicML 7B training: H100 / A100 per-GPU tokens/s = 2.29 although the bf16 peak ratio is 3.17;
+    batch-1 decode latency L40S / H100 ≈ bandwidth ratio 3.9."""
     m = MODELS["llama-2-7b"]
     w = Workload(kind="training", model=m, batch=64, seq_len=2048, gpus=8, sharding="fsdp")
     ratio = estimate_throughput(w, H100, 8).tokens_per_s / estimate_throughput(w, A100, 8).tokens_per_s

@@ -1,4 +1,4 @@
-"""Issue 9: parallel layouts, collectives on links, the fix search, rankings without nonsense.
+"""Parallel layouts, collectives on links, the fix search, rankings without nonsense.
 
 The examples of the issue's "Done when" are checked on the bundled catalog."""
 

@@ -1,4 +1,4 @@
-"""Ranking by the serving capacity plan (issue 9 item 2): a demand and SLOs in, offers ordered by
+"""Ranking by the serving capacity plan: a demand and SLOs in, offers ordered by
 the monthly bill of serving it, through the one plan formula of core/perf/capacity.py."""
 
 from __future__ import annotations

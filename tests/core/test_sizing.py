@@ -326,7 +326,7 @@ def test_generation_memory_grows_with_prompt_and_output(batch, prompt, gen):
 
 def test_kv_capacity_matches_published_vllm_pools():
     """vLLM on an H100 logged a 58.11 GiB KV pool for Llama-3.1-8B at utilization 0.95 (54.15 GiB at
-    our 0.9), and a 70B fp8 model on one 80 GB GPU serves "up to 4k context" (field-notes §2.7, §3.4)."""
+    our 0.9), and a 70B fp8 model on one 80 GB GPU serves "up to 4k context"."""
     w = Workload(kind="inference", model=L8, prompt_len=1024, gen_len=1024)
     pool_gib = kv_capacity(w, H100, 1).tokens * 131_072 / cal.GiB
     assert pool_gib == pytest.approx(58.11 - 0.05 * 79.32, rel=0.03)

@@ -41,7 +41,7 @@ def test_json_contract_generation_and_training(capsys):
     rc, out, _ = run(capsys, "--params", "7B", "--workload", "finetune", "--seq-len", "2048", "--batch", "8",
                      "--gpu", "L4", "--tokens", "1e9", "--json")
     d = json.loads(out)
-    # nothing that does not fit gets a speed (issue 9)
+    # nothing that does not fit gets a speed
     assert rc == 0 and d["fits"] is False and d["throughput"] is None and d["training_run"] is None
     assert d["suggestions"] and all(s["total_bytes"] <= d["capacity_bytes"] for s in d["suggestions"]
                                     if s["change"] != "device")  # a bigger device has its own capacity

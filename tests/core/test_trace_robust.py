@@ -1,4 +1,4 @@
-"""Malformed and odd traces (issue 10 item 5): never a traceback, never confident nonsense.
+"""Malformed and odd traces: never a traceback, never confident nonsense.
 Hand-made (synthetic) files: unit tests of the reader, not accuracy claims."""
 
 from __future__ import annotations

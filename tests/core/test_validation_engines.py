@@ -1,4 +1,4 @@
-"""Serving engines, KV dtype, the capacity plan and the training-stack switches (issue 9 items 1-3)."""
+"""Serving engines, KV dtype, the capacity plan and the training-stack switches."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""The app's temporary session history (issue 11/13): removed when the terminal closes (SIGHUP) or
+"""The app's temporary session history: removed when the terminal closes (SIGHUP) or
 the app is killed (SIGTERM) as on ``q``, and a crashed run's folder is cleaned at the next start.
 Real ``fleet-tui`` in tmux, with TMPDIR pointing into the test's folder."""
 

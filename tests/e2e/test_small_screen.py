@@ -1,4 +1,4 @@
-"""Issue 11: at 80×24, in a real terminal (tmux), every pane shows its essential answer on the first
+"""At 80×24, in a real terminal (tmux), every pane shows its essential answer on the first
 screen without a mouse, and ``?``/``q`` are in the footer."""
 
 from __future__ import annotations

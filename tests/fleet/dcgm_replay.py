@@ -6,7 +6,8 @@ H200 trace (``fleet_tui/demo/h200_trace_labelled.jsonl``, read with ``iter_trace
 own 0.2 s pace, starting at a per-node offset so that nodes differ. Every answer is logged with the
 frames it contained, so a test can tell exactly which reading a Prometheus sample came from.
 
-The rendering follows dcgm-exporter's label template and units (field-notes/monitoring.md §5.2-5.3):
+The rendering follows dcgm-exporter's label template and units (its ``render_metrics.go`` and
+``etc/default-counters.csv``):
 ``FIELD{gpu,UUID,pci_bus_id,device,modelName,Hostname|hostname,DCGM_FI_DRIVER_VERSION}``, memory in
 MiB as integers, utilization as integer percent, DCP profiling metrics as 0-1 ratios, power in W.
 """

@@ -19,7 +19,7 @@ from tests.fleet.dcgm_replay import load_frames, phase_runs
 
 GIB = 1024**3
 
-# What the labelled phases of the H200 trace are (issue 3's ground truth), as diagnosis kinds.
+# What the labelled phases of the H200 trace are (the trace's ground truth), as diagnosis kinds.
 PHASE_KIND = {
     "idle": "idle", "idle_cooldown": "idle", "compute_bound": "healthy_compute",
     "hbm_bandwidth_bound": "memory_bandwidth_bound", "input_starved": "input_starved",

@@ -1,4 +1,4 @@
-"""The app's temporary session history is bounded by size (issue 13 item 4)."""
+"""The app's temporary session history is bounded by size."""
 
 from __future__ import annotations
 

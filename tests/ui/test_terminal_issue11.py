@@ -1,4 +1,4 @@
-"""Issue 11, "The terminal": app state after key presses (the tmux side is tests/e2e/)."""
+"""The terminal: app state after key presses (the tmux side is tests/e2e/)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ async def test_builder_at_80x24_shows_verdict_first_fix_speed_and_cost_first(mak
         rows = [strip.text for strip in text.render_lines(text.size.region)]
         visible = "\n".join(rows[:result.scrollable_content_region.height])
         assert "Does not start" in visible and "First change that would make it start" in visible
-        # a setup that does not fit gets no speed (issue 9); its fixes come first
+        # a setup that does not fit gets no speed; its fixes come first
         assert "→" in visible and "Speed (model)" not in visible
         await pilot.press("pagedown")
         await pilot.pause(0.2)

@@ -1,4 +1,4 @@
-"""Issue 11: the light theme stays readable on 16- and 256-colour terminals (TERM=screen), and the
+"""The light theme stays readable on 16- and 256-colour terminals (TERM=screen), and the
 focused field shows under NO_COLOR by more than the cursor."""
 
 from __future__ import annotations

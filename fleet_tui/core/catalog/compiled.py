@@ -1,5 +1,5 @@
 """The compiled catalog: the loaded catalog saved in the user cache dir, so a command reads it in
-milliseconds instead of parsing and checking every TOML file again (issue 13; bench/bench_catalog.py
+milliseconds instead of parsing and checking every TOML file again (bench/bench_catalog.py
 has the numbers: about 0.2 s of parsing and checking against a few ms of reading).
 
 The TOML files stay the source of truth. The cache file

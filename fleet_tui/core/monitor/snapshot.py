@@ -17,7 +17,7 @@ from fleet_tui.core.records import record
 DeviceState = Literal["ok", "lost", "unavailable"]
 SourceKind = Literal["live", "replay", "simulated", "fleet", "none"]
 
-# NVML clock-event (throttle) reason bits (nvmlClocksEventReason*), see field-notes/monitoring.md 4.6.
+# NVML clock-event (throttle) reason bits (nvmlClocksEventReason*, nvidia-ml-py's pynvml.py).
 CLOCK_EVENT_GPU_IDLE = 0x1
 CLOCK_EVENT_APP_CLOCKS = 0x2
 CLOCK_EVENT_SW_POWER_CAP = 0x4

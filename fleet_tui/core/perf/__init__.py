@@ -44,7 +44,7 @@ Method
 
 Measured error on the H200 rows (``tests/core/test_sizing_accuracy.py`` prints them): prefill
 tokens/s within 8.6 % (median 7.1 %), training within 16.6 % (median 7.9 %). Against published
-numbers for other GPUs (field-notes §3.3-3.4): 7B training per GPU is ~15 % (H100) and ~25 % (A100)
+numbers for other GPUs: 7B training per GPU is ~15 % (H100) and ~25 % (A100)
 below MosaicML's optimized stack — expected, the model describes Hugging Face eager training; the
 H100/A100 ratio is ~2.5 (published 2.29, peak ratio 3.17). Other architectures (AMD, Gaudi, Neuron,
 TPU) use an assumed GEMM efficiency: treat their speeds as rough.

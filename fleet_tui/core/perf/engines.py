@@ -34,7 +34,7 @@ decode bandwidth efficiency 0.70 (0.6-0.8 tried), 10 µs per sequence per step, 
 cap 1024, all-reduce efficiency 0.5; the MoE grouped-GEMM factor 0.7 (the fit is flat between 0.7
 and 1.0; 0.7 matches the ~30 % MoE prefill shortfall the old model showed).
 
-Re-run for issue 9's second pass with a mean capped |log error| objective (the median is moved
+Re-run with a mean capped |log error| objective (the median is moved
 only by rows near it, so a median fit over-fits them: 9 % tune vs 21 % holdout) after attention
 moved to the 16-bit rate and MLA decode to its absorbed form: the same constants came back within
 one grid step except the decode factors (ARCH_DECODE_FACTOR: Hopper 1.1 -> 1.0, Blackwell 0.7 ->

@@ -169,7 +169,7 @@ def _links(cost, acc: Accelerator, gpus: int, network: str | None):
         return None
     from fleet_tui.core.perf.fabric import FabricChoice, job_fabric
 
-    choice = job_fabric(acc, gpus, None if network else cost, network)
+    choice = job_fabric(acc, gpus, cost, network)
     if network or cost is None:
         return choice
     return FabricChoice(_fabric(cost, acc, gpus) or choice.fabric, cost, choice.words)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from fleet_tui.core.capabilities import can_train, unsupported
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.interconnects import Fabric, parse_network, with_network
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
     PRICING_OPTIONS,
@@ -75,6 +76,7 @@ def recommend(
     expand_regions: bool = False,
     marketplace_multi_node: bool = False,
     demand=None,
+    network: str | None = None,
 ) -> Recommendation:
     """Rank every catalog offer that fits ``workload``; see :mod:`fleet_tui.core.ranking`.
 
@@ -82,11 +84,17 @@ def recommend(
     it) unless ``expand_regions``; marketplace boxes stay single-node unless ``marketplace_multi_node``.
     With a ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`) offers are ranked by the
     monthly bill of the serving capacity plan (:mod:`.serving`); the batch is then the plan's.
+    ``network`` (``3200G`` per node, ``400G/gpu``, a fabric name: :func:`~fleet_tui.core.interconnects.parse_network`)
+    replaces every instance type's network between instances, as ``size`` charges it; each
+    instance keeps its own link inside.
     """
     check_pricing(pricing, allow_any=True)
     check_limits(workload, pricing=pricing, spot_allowed=spot_allowed, top=top,
                  latency_target_ms=latency_target_ms, budget_usd_per_month=budget_usd_per_month,
                  training_tokens=training_tokens, max_instances=max_instances)
+    if network is not None:
+        parse_network(network)  # a bad value fails here, before any offer is sized
+    named: dict[Fabric, Fabric] = {}  # an instance's links -> the same with the named network
     options = PRICING_OPTIONS if pricing == "any" else (pricing,)
     if not spot_allowed:
         options = tuple(p for p in options if p != "spot")
@@ -156,11 +164,14 @@ def recommend(
             if not rows:
                 continue
         multi_node = marketplace_multi_node or not group.marketplace
+        fabric = group.fabric
+        if network is not None and fabric is not None:
+            fabric = named.get(fabric) or named.setdefault(fabric, with_network(fabric, network))
         if group.fraction is None:
-            placement = placer.size(acc, group.spec, group.devices, fabric=group.fabric, multi_node=multi_node)
+            placement = placer.size(acc, group.spec, group.devices, fabric=fabric, multi_node=multi_node)
         else:  # a GPU slice (e.g. 1/6 of an A10): that share of memory, bandwidth, compute
             placement = placer.size(slice_accelerator(acc, group.fraction), group.spec, 1,
-                                    fabric=group.fabric, multi_node=False)
+                                    fabric=fabric, multi_node=False)
         if not placement.fits:
             skipped["not_fitting_rows"] += len(rows)
             continue
@@ -296,6 +307,9 @@ def recommend(
         why = unsupported_example(workload, index)
         notes.append(f"{skipped['unsupported_stack_rows']} catalog rows are not ranked: their software stack "
                      f"cannot run this workload ({why}; capabilities.toml)")
+    if network is not None:
+        notes.append(f"network between instances as given for every offer: {parse_network(network)[2]} "
+                     "(each instance type keeps its own link inside)")
     if not marketplace_multi_node and any(g.marketplace for g in index.groups):
         notes.append("marketplace boxes (vast, runpod) are ranked one instance at a time: their network "
                      "between hosts is unknown (multi-node marketplace layouts only when asked for)")

@@ -1,6 +1,6 @@
 """The monitor's compact device table: one row per device with its primary diagnosis.
 
-Small screen first (issue 11): at 80×24 every device of a box (up to 8; more scroll with the
+Small screen first: at 80×24 every device of a box (up to 8; more scroll with the
 cursor) shows its numbers and its primary diagnosis on the first screen; Enter on a row opens its
 card. Wider terminals get more columns. Columns have fixed widths, so a steady tick re-lays out
 nothing: only the lines whose text changed are rendered again and repainted.

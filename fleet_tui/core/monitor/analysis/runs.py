@@ -1,5 +1,5 @@
 """A raw capture read a block of lines at a time into runs of plain samples held as columns
-(numpy), for ``blocks``' phase-by-phase analysis of long traces (issue 10: 10^6 lines).
+(numpy), for ``blocks``' phase-by-phase analysis of long traces.
 
 A run is consecutive sample lines of one device that ``readings.RawReadings._fast`` would read
 with no N/A among its readings: every reading a number (``int`` or ``float``, no ``bool``), the

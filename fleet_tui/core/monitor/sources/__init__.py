@@ -112,6 +112,13 @@ def _prometheus_arg(rest: str | None) -> dict[str, Any]:
         raise ValueError(f"prometheus {exc}") from None
 
 
+def _fleet_replay_arg(rest: str | None) -> dict[str, Any]:
+    if not rest:
+        return {"path": "demo"}
+    parsed = _replay_arg(rest)
+    return parsed
+
+
 # ----- the registry -----------------------------------------------------------------------------
 
 _HERE = "fleet_tui.core.monitor.sources"
@@ -131,6 +138,9 @@ SOURCES: dict[str, SourceInfo] = {info.name: info for info in (
     SourceInfo("replay", "replay:PATH", "replay:PATH, replay:PATH@SPEED, replay:demo",
                "play a recording at SPEED (e.g. @10x); replay:demo is the bundled H200 trace",
                f"{_HERE}.replay:open_recording", arg=_replay_arg),
+    SourceInfo("fleet-replay", "fleet-replay:demo", "fleet-replay:demo, fleet-replay:PATH[@SPEED]",
+               "REPLAY of a recorded fleet: 32 nodes × 8 H200 with jobs (dcgm-exporter labels)",
+               f"{_HERE}.fleet_replay:open_fleet_recording", arg=_fleet_replay_arg),
     SourceInfo("prometheus", "prometheus:URL", "prometheus:URL",
                "a fleet through a Prometheus server (DCGM-exporter metrics)",
                f"{_HERE}.prometheus:PrometheusSource", arg=_prometheus_arg),

@@ -1,6 +1,6 @@
 """Intel Gaudi (HPU) through ``hl-smi -Q <fields> -f csv,noheader``.
 
-Facts (``reference/field-notes/monitoring.md`` section 6): the query syntax and the default field
+Facts (docs.habana.ai, System Management Interface Tool): the query syntax and the default field
 list are the ones a production monitor uses (all-smi ``src/device/hlsmi/config.rs``); values carry
 their units (``131072 MiB``, ``226 W``, ``36 C``, ``0 %``) and ``N/A`` where a board has no reading;
 hl-smi has no per-process utilization. hl-smi runs as an argv list (no shell) with a timeout, in a

@@ -1,7 +1,7 @@
 """AWS Trainium / Inferentia through the ``neuron-monitor`` JSON stream.
 
 ``neuron-monitor`` (aws-neuron-tools) prints one complete JSON document per update on stdout
-(``reference/field-notes/monitoring.md`` section 7.1). This source runs it once as a long-lived
+(aws-neuron-sdk ``tools/neuron-sys-tools/neuron-monitor-user-guide.rst``). This source runs it once as a long-lived
 subprocess (argv list, no shell; ``-c CONFIG`` optional), reads documents on a daemon thread and keeps
 only the latest; ``sample()`` maps that document, so a tick never waits for the monitor's period.
 

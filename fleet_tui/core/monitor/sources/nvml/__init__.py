@@ -1,6 +1,7 @@
 """NVIDIA GPUs through NVML (``nvidia-ml-py``, imported as ``pynvml``).
 
-Exact calls and their caveats: ``reference/field-notes/monitoring.md`` section 4. How this source
+Exact calls and their caveats: the NVML API reference (docs.nvidia.com/deploy/nvml-api) and
+nvidia-ml-py's ``pynvml.py``. How this source
 treats them:
 
 * All NVML work of one tick happens in ONE worker-thread call (``asyncio.to_thread``) that reads

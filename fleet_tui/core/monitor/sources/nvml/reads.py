@@ -111,10 +111,10 @@ class DeviceReader:
             mem = get(d, "memory", nv.nvmlDeviceGetMemoryInfo)
             used = mem.used if mem is not None else None
             total = mem.total if mem is not None else None
-        temp = get(d, "temperature", nv.nvmlDeviceGetTemperature, 0)
+        temp = get(d, "temperature", nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU)
         power_mw = get(d, "power", nv.nvmlDeviceGetPowerUsage)
-        sm_clk = get(d, "sm_clock", nv.nvmlDeviceGetClockInfo, 1)
-        mem_clk = get(d, "mem_clock", nv.nvmlDeviceGetClockInfo, 2)
+        sm_clk = get(d, "sm_clock", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM)
+        mem_clk = get(d, "mem_clock", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_MEM)
         if "clock_events_api" not in d.learned:
             reasons = get(d, "clock_events_api", self._reasons_fn)
         if "clock_events_api" in d.learned:  # driver older than the *ClocksEvent* names (< 535)
@@ -132,8 +132,8 @@ class DeviceReader:
             if pcie_budget[0] > 0 and now - d.pcie_at >= self.pcie_interval_s and "pcie_throughput" not in d.learned:
                 pcie_budget[0] -= 1
                 d.pcie_at = now
-                tx = get(d, "pcie_throughput", nv.nvmlDeviceGetPcieThroughput, 0)
-                rx = get(d, "pcie_throughput", nv.nvmlDeviceGetPcieThroughput, 1)
+                tx = get(d, "pcie_throughput", nv.nvmlDeviceGetPcieThroughput, nv.NVML_PCIE_UTIL_TX_BYTES)
+                rx = get(d, "pcie_throughput", nv.nvmlDeviceGetPcieThroughput, nv.NVML_PCIE_UTIL_RX_BYTES)
                 d.pcie = (tx * NVML_KB, rx * NVML_KB) if tx is not None and rx is not None else None
             if d.pcie is not None:
                 gpm["pcie_tx_bytes_s"], gpm["pcie_rx_bytes_s"] = d.pcie
@@ -199,8 +199,10 @@ class DeviceReader:
         get = self.calls.get
         limit_mw = get(d, "power_limit", nv.nvmlDeviceGetEnforcedPowerLimit)
         d.power_limit_w = limit_mw / 1000.0 if limit_mw is not None else None
-        corrected = get(d, "ecc", nv.nvmlDeviceGetTotalEccErrors, 0, 0)  # CORRECTED, VOLATILE
-        uncorrected = get(d, "ecc", nv.nvmlDeviceGetTotalEccErrors, 1, 0)
+        corrected = get(d, "ecc", nv.nvmlDeviceGetTotalEccErrors, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                        nv.NVML_VOLATILE_ECC)
+        uncorrected = get(d, "ecc", nv.nvmlDeviceGetTotalEccErrors, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                          nv.NVML_VOLATILE_ECC)
         d.ecc = (
             int(corrected) if corrected is not None else None,
             int(uncorrected) if uncorrected is not None else None,

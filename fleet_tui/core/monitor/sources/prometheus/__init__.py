@@ -9,7 +9,10 @@ what changed: every GPU's sample time, then the metrics of the GPUs scraped sinc
 (``delta``; at 4,096 GPUs scraped every 15 s, ~1/7 of the series). A query once a minute reads what
 rarely changes (limits, maxima, ECC counters, model names) and is cached per device. Range queries
 (``/api/v1/query_range``) backfill history. Metric names, units and labels:
-field-notes/monitoring.md §5 (DCGM), §6.3 (Gaudi), §7.1 (Neuron); HTTP API:
+NVIDIA/dcgm-exporter ``etc/default-counters.csv`` and
+``internal/pkg/rendermetrics/render_metrics.go`` (DCGM); docs.habana.ai
+``Orchestration/Prometheus_Metric_Exporter`` (Gaudi); AWS Neuron's
+``neuron-monitor-user-guide`` (Neuron); HTTP API:
 prometheus.io/docs/prometheus/latest/querying/api. Cost for 1,024 GPUs: bench/bench_fleet.py.
 
 Robustness, because the UI loop calls this every refresh:

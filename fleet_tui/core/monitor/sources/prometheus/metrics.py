@@ -1,7 +1,9 @@
 """What fleet-tui reads from each exporter: metric names -> ``DeviceSnapshot`` fields and units,
 per exporter (NVIDIA dcgm-exporter ``DCGM_FI_*``, Intel Gaudi ``habanalabs_*``, AWS
 neuron-monitor ``neuroncore_*``), and which are read every refresh or once a minute.
-Names, units and labels: field-notes/monitoring.md §5 (DCGM), §6.3 (Gaudi), §7.1 (Neuron)."""
+Names, units and labels: NVIDIA/dcgm-exporter ``etc/default-counters.csv`` and ``render_metrics.go``
+(DCGM), docs.habana.ai's Prometheus metric exporter page (Gaudi), AWS Neuron's
+``neuron-monitor-user-guide`` (Neuron)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from fleet_tui.core.monitor.snapshot import CLOCK_EVENT_SW_POWER_CAP, CLOCK_EVEN
 MIB = 1024 * 1024
 
 # DCGM writes int64/float blank sentinels (e.g. 9223372036854775794) for "no value"; anything this
-# large is not a reading (field-notes/monitoring.md §5.3).
+# large is not a reading (dcgm-exporter's blank values).
 BLANK_THRESHOLD = 9.0e18
 
 # -- metric map --------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ STATIC_NAMES: tuple[str, ...] = (
 )
 DYNAMIC_NAMES: tuple[str, ...] = tuple(
     n for n in ALL_NAMES if n not in STATIC_NAMES and n != "neuron_runtime_memory_used_bytes")
-# The labels that say which device a DCGM series is about (field-notes §5.3); the others
+# The labels that say which device a DCGM series is about; the others
 # (pci_bus_id, device, driver version, job, pod/namespace/container, err_msg) are dropped server-side
 # by ``max by``, which roughly halves the answer. Gaudi/Neuron label sets are not documented, so
 # their series are read whole.
