@@ -13,6 +13,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.fsutil import InputFileError, open_regular
@@ -28,7 +29,7 @@ def _user_error(msg: str) -> UserError:
     return UserError(msg)
 
 
-def _first(cfg: dict, *keys: str):
+def _first(cfg: dict, *keys: str) -> Any:  # a JSON value
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
@@ -131,7 +132,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         # the others keep every token
         window_layers = sum(1 for k in kinds if "sliding" in str(k))
     elif window and cfg.get("use_sliding_window", True) is not False:
-        pattern = cfg.get("sliding_window_pattern")
+        pattern: Any = cfg.get("sliding_window_pattern")  # a JSON value, checked by _whole
         if model_type.startswith("gemma3") and _whole(pattern):
             window_layers = int(layers) - int(layers) // int(pattern)  # every pattern-th layer is global
         elif model_type.startswith("gemma2") or model_type.startswith("gemma3"):
@@ -172,7 +173,9 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             source=str(p), **extra,
         ))
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        if not hasattr(exc, "errors"):
+        from pydantic import ValidationError  # imported already: validate() raised it
+
+        if not isinstance(exc, ValidationError):
             raise
         bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
         raise _user_error(f"{p}: {bad}") from None

@@ -100,6 +100,12 @@ def gpu_index(e: dict[str, Any], position: int) -> int:
     return int(v) if v is not None else position
 
 
+def _section(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    """``entry[key]`` when it is an object, else empty (amd-smi omits or nulls what it cannot read)."""
+    value = entry.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def gpu_entries(doc: Any) -> list[dict[str, Any]]:
     """Per-GPU objects of ``amd-smi ... --json`` (list, or ``{"gpu_data": [...]}``)."""
     if isinstance(doc, dict):
@@ -120,8 +126,8 @@ def static_info(entries: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """``amd-smi static --json`` -> per GPU: name, power cap, hotspot slowdown temperature."""
     out: dict[int, dict[str, Any]] = {}
     for i, e in enumerate(entries):
-        limit = e.get("limit") if isinstance(e.get("limit"), dict) else {}
-        asic = e.get("asic") if isinstance(e.get("asic"), dict) else {}
+        limit = _section(e, "limit")
+        asic = _section(e, "asic")
         name = asic.get("market_name")
         out[gpu_index(e, i)] = {
             "name": name if isinstance(name, str) and name != "N/A" else None,
@@ -140,11 +146,12 @@ def processes_by_gpu(entries: list[dict[str, Any]]) -> dict[int, tuple[ProcessIn
         gpu = gpu_index(e, 0)
         procs = []
         for item in e.get("process_list") or ():
-            info = item.get("process_info") if isinstance(item, dict) else None
-            if not isinstance(info, dict) or _val(info.get("pid")) is None:
+            info = _section(item, "process_info") if isinstance(item, dict) else {}
+            pid = _val(info.get("pid"))
+            if pid is None:
                 continue  # e.g. "No running processes detected"
-            mem = info.get("memory_usage") if isinstance(info.get("memory_usage"), dict) else {}
-            procs.append(ProcessInfo(pid=int(_val(info["pid"])), device_index=gpu,
+            mem = _section(info, "memory_usage")
+            procs.append(ProcessInfo(pid=int(pid), device_index=gpu,
                                      used_gpu_bytes=_bytes(mem.get("vram_mem")),
                                      command=str(info.get("name") or "") or None))
         out[gpu] = tuple(procs)
@@ -178,14 +185,14 @@ def metric_to_device(e: dict[str, Any], position: int, timestamp: float,
     """One ``amd-smi metric --json`` GPU object as a snapshot."""
     st = static or {}
     index = gpu_index(e, position)
-    usage = e.get("usage") if isinstance(e.get("usage"), dict) else {}
-    power = e.get("power") if isinstance(e.get("power"), dict) else {}
-    temp = e.get("temperature") if isinstance(e.get("temperature"), dict) else {}
-    clock = e.get("clock") if isinstance(e.get("clock"), dict) else {}
-    mem = e.get("mem_usage") if isinstance(e.get("mem_usage"), dict) else {}
-    ecc = e.get("ecc") if isinstance(e.get("ecc"), dict) else {}
-    gfx = clock.get("gfx_0") if isinstance(clock.get("gfx_0"), dict) else {}
-    mclk = clock.get("mem_0") if isinstance(clock.get("mem_0"), dict) else {}
+    usage = _section(e, "usage")
+    power = _section(e, "power")
+    temp = _section(e, "temperature")
+    clock = _section(e, "clock")
+    mem = _section(e, "mem_usage")
+    ecc = _section(e, "ecc")
+    gfx = _section(clock, "gfx_0")
+    mclk = _section(clock, "mem_0")
     power_w = _val(power.get("socket_power"))
     limit_w = _val(power.get("power_limit")) or st.get("power_limit_w")
     temp_c = _val(temp.get("hotspot"))
@@ -337,7 +344,7 @@ class AmdSource(Source):
         lib = self._lib_module
         if lib is None:
             try:
-                import amdsmi as lib  # noqa: PLC0415 - optional (ROCm's amdsmi bindings)
+                import amdsmi as lib  # pyright: ignore[reportMissingImports]  # optional: ROCm's bindings
             except (ImportError, OSError) as exc:  # OSError: the module loads libamd_smi.so
                 return f"the amdsmi Python library is not available ({exc})"
         reader = AmdSmiLibReader(lib)
