@@ -2,6 +2,11 @@
 (target <= 200 ms CPU per refresh, and the UI's event loop never blocked more than 50 ms).
 
     .venv/bin/python bench/bench_fleet.py [--nodes 128] [--gpus 8] [--refreshes 20] [--real]
+    .venv/bin/python bench/bench_fleet.py --aggregate --nodes 4096 --refreshes 3
+
+0. --aggregate: past 4,096 GPUs a refresh is one server-side aggregate query
+   (``prometheus.aggregate``); a separate process answers it as Prometheus would for the canned
+   fleet, and this process's CPU per refresh and the answer's size are measured.
 
 1. Canned: a separate process serves a Prometheus /api/v1/query answer for the whole fleet (every
    metric PrometheusSource asks for, with dcgm-exporter's labels, values from the real H200 trace,
@@ -319,6 +324,129 @@ def bench_canned(n_nodes: int, gpus: int, refreshes: int, interval_s: float,
         proc.join(10)
 
 
+def _aggregate_answers(n_nodes: int, gpus: int, worst: int, variants: int = 4) -> list[str]:
+    """What Prometheus answers ``build_aggregate_query`` for the canned fleet (the same readings
+    as ``_fleet_templates``; 8 nodes per ``hpc_job``), per variant: compact JSON, sorted labels,
+    string values, as Prometheus writes it; ``__TS__`` is the evaluation time."""
+    from fleet_tui.core.fleet import IDLE_UTIL_MAX_PCT
+    from fleet_tui.core.monitor.sources.prometheus.aggregate import (
+        AGG_LABEL,
+        IDLE_POWER_W,
+        JOB_LABEL,
+        MEM_FULL_FRAC,
+        NODE_KEY,
+    )
+    from tests.fleet.dcgm_replay import load_frames, phase_runs
+
+    runs = [r for p, r in phase_runs(load_frames()).items() if not p.startswith("sizing")]
+
+    def item(part: str, value: float, **labels: str) -> str:
+        metric = dict(sorted({AGG_LABEL: part, **labels}.items()))
+        return json.dumps({"metric": metric, "value": [TS_MARK, f"{value:g}"]},
+                          separators=(",", ":")).replace(f'"{TS_MARK}"', TS_MARK)
+
+    answers = []
+    for v in range(variants):
+        chunks: list[str] = []
+        devices, jobs = [], {}
+        counts = {"mem_full": 0, "idle_powered": 0}
+        for n in range(n_nodes):
+            run, host = runs[n % len(runs)], f"gpu-node-{n:03d}"
+            utils, sms, idle = [], [], 0
+            for g in range(gpus):
+                d = run[(3 * n + 5 * g + 7 * v) % len(run)]
+                util = float(int(d.gpu_util_pct or 0))
+                sm = None if d.sm_active_pct is None else d.sm_active_pct / 100.0
+                is_idle = util < IDLE_UTIL_MAX_PCT and (sm is None or sm < IDLE_UTIL_MAX_PCT / 100)
+                utils.append(util)
+                sms += [sm] if sm is not None else []
+                idle += is_idle
+                devices.append((util, host, g))
+                job = jobs.setdefault(f"job-{n // 8}", [0, 0.0, 0])
+                job[0], job[1], job[2] = job[0] + 1, job[1] + util, job[2] + is_idle
+                if d.mem_total_bytes and (d.mem_used_bytes or 0) / d.mem_total_bytes >= MEM_FULL_FRAC:
+                    counts["mem_full"] += 1
+                counts["idle_powered"] += is_idle and (d.power_w or 0) > IDLE_POWER_W
+            node = {NODE_KEY: host}
+            chunks += [item("node_devices", gpus, **node), item("node_util", sum(utils) / gpus, **node),
+                       item("node_idle", idle, **node)] if idle else [
+                item("node_devices", gpus, **node), item("node_util", sum(utils) / gpus, **node)]
+            if sms:
+                chunks.append(item("node_sm", sum(sms) / len(sms), **node))
+        for name, (count, total, idle) in jobs.items():
+            chunks += [item("job_devices", count, **{JOB_LABEL: name}),
+                       item("job_util", total / count, **{JOB_LABEL: name})]
+            if idle:
+                chunks.append(item("job_idle", idle, **{JOB_LABEL: name}))
+        for util, host, g in sorted(devices)[:worst]:
+            chunks.append(item("worst", util, Hostname=host, UUID=f"GPU-{g:08x}", gpu=str(g),
+                               instance="10.0.0.1:9400", **{NODE_KEY: host}))
+        chunks += [item(f"count_{k}", c) for k, c in counts.items() if c]
+        answers.append(_answer(chunks))
+    return answers
+
+
+def _serve_aggregate(port_q, n_nodes: int, gpus: int, worst: int) -> None:
+    """Answer ``build_aggregate_query`` as Prometheus would for the canned fleet (a new variant,
+    fresh timestamps, each refresh)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answers = _aggregate_answers(n_nodes, gpus, worst)
+    count = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            count[0] += 1
+            body = answers[count[0] % len(answers)].replace(TS_MARK, f"{time.time():.3f}").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port_q.put(srv.server_address[1])
+    srv.serve_forever()
+
+
+def bench_aggregate(n_nodes: int, gpus: int, refreshes: int, worst: int = 50) -> None:
+    """Fleet scale: one server-side aggregate query per refresh (``prometheus.aggregate``):
+    this process's CPU for HTTP + parse + the ``FleetAggregate`` (target <= 300 ms), and the
+    answer's size (target <= 5 MB)."""
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusClient
+    from fleet_tui.core.monitor.sources.prometheus.aggregate import read_fleet_aggregate
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_serve_aggregate, args=(q, n_nodes, gpus, worst), daemon=True)
+    proc.start()
+    try:
+        client = PrometheusClient(f"http://127.0.0.1:{q.get(timeout=300)}", env={}, timeout_s=30)
+        cpu, sizes = [], []
+        agg = None
+        for i in range(refreshes + 1):  # the first one warms the connection and imports
+            c0 = time.process_time()
+            agg = read_fleet_aggregate(client, worst=worst)
+            if i:
+                cpu.append((time.process_time() - c0) * 1e3)
+                sizes.append(agg.answer_bytes)
+        assert agg is not None
+        print(f"\nserver-side aggregates: {agg.device_count} devices on {len(agg.nodes)} nodes, "
+              f"{len(agg.jobs)} jobs, {len(agg.worst)} worst devices, {refreshes} refreshes")
+        print(f"  client CPU ms per refresh  median {statistics.median(cpu):6.1f}  "
+              f"max {max(cpu):6.1f}   (target <= 300)")
+        print(f"  answer size               {max(sizes) / 1e6:6.2f} MB   (target <= 5)")
+        print(f"  fleet: utilization {agg.utilization_pct or 0:.0f}%, idle {agg.idle_devices} "
+              f"devices, counts {dict(agg.counts)}")
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
 def _serve_exporters(port_q, n_nodes: int, gpus: int) -> None:
     from tests.fleet.dcgm_replay import ReplayFleet, make_nodes
 
@@ -373,11 +501,16 @@ def main() -> None:
                          "--refreshes; 320 at 2 s covers the 10-minute history filling up)")
     ap.add_argument("--app-now-only", action="store_true",
                     help="run the app only as it is now (not also with the analysis on the loop)")
+    ap.add_argument("--aggregate", action="store_true",
+                    help="only the server-side aggregate refresh (fleets past 4,096 GPUs)")
     ap.add_argument("--skip-worst", action="store_true",
                     help="skip the every-device-fresh run (only --scrape)")
     args = ap.parse_args()
     print(f"fleet bench: {args.nodes} nodes x {args.gpus} GPUs = {args.nodes * args.gpus} devices, "
           f"refresh every {args.interval:g} s; python {sys.version.split()[0]}")
+    if args.aggregate:
+        bench_aggregate(args.nodes, args.gpus, args.refreshes)
+        return
     if not args.skip_worst:
         bench_canned(args.nodes, args.gpus, args.refreshes, args.interval, baseline=args.baseline,
                      app=False)
