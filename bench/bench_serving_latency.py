@@ -35,7 +35,7 @@ from validation_rows import (
     kv_dtype_of,
     model,
     precision_of,
-    predict_serving,
+    predict_serving_analytic,
     rows,
     superseded,
 )
@@ -113,7 +113,7 @@ def replay(name: str, r: dict) -> Replayed:
             "measured": float(r["value"]), "superseded": bool(superseded(r))}
     analytic = None
     if r["metric"] in ("output_tokens_per_s", "total_tokens_per_s"):
-        analytic = predict_serving(r).predicted
+        analytic = predict_serving_analytic(r).predicted
     arch = model(r["model"])
     if arch is None or r.get("input_len") is None or r.get("output_len") is None:
         return Replayed(**base, simulated=None, analytic=analytic, reason="no model shape or lengths")

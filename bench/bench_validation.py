@@ -10,6 +10,7 @@ tune rows only; the holdout figures are the honest ones.
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import validation_rows as vr  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    results = vr.serving_results() + vr.kv_results() + vr.finetune_results()
+    results = vr.serving_results() + vr.serving_latency_results() + vr.kv_results() + vr.finetune_results()
     if "--rows" in argv:
         for r in results:
             err = f"{r.error:+7.1%}" if r.error is not None else "   n/a "
@@ -50,10 +51,45 @@ def main(argv: list[str]) -> int:
             n, med, mx, na = vr.summary([r for r in results if r.file == "serving" and r.id in ids], split, "latency")
             if n:
                 print(f"  latency, {name + ' only':32s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
+    for name, ids in {**by_file, "serving_latency.toml": {r.id for r in results if r.file == "serving_latency"}}.items():
+        for split in ("tune", "holdout"):
+            for kind in ("throughput", "latency"):
+                n, med, mx, na_ = vr.summary([r for r in results if r.file.startswith("serving") and r.id in ids],
+                                             split, kind)
+                if n and name == "serving_latency.toml":
+                    print(f"  {kind}, {name + ' only':30s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na_:4d}")
+    if "--markdown" in argv:
+        print(markdown(results, old, by_file))
     na = [r for r in results if r.predicted is None]
     for r in na:
         print(f"inexpressible ({r.split}): {r.id}: {r.reason}")
     return 0
+
+
+def _cell(sel: list, split: str) -> str:
+    errs = [abs(r.error) for r in sel if r.split == split and r.error is not None]
+    if not errs:
+        return "– | –"
+    return f"{statistics.median(errs):.0%} | {max(errs):.0%}"
+
+
+def markdown(results: list, old: set[str], by_file: dict[str, set[str]]) -> str:
+    """The docs/serving.md accuracy table: one line per set and kind (current engine releases)."""
+    lines = ["| set | kind | rows (tune/holdout) | tune median | tune max | holdout median | holdout max | "
+             "inexpressible |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    sets = [(name, "serving", ids) for name, ids in by_file.items()]
+    sets.append(("serving_latency.toml", "serving_latency", {r.id for r in results if r.file == "serving_latency"}))
+    sets.append(("kv_capacity.toml", "kv_capacity", {r.id for r in results if r.file == "kv_capacity"}))
+    for name, file, ids in sets:
+        for kind in ("throughput", "latency", "kv"):
+            sel = [r for r in results if r.file == file and r.id in ids and r.kind == kind and r.id not in old]
+            if not sel:
+                continue
+            n_t = sum(r.split == "tune" for r in sel)
+            na = sum(r.predicted is None for r in sel)
+            lines.append(f"| {name} | {kind} | {n_t}/{len(sel) - n_t} | {_cell(sel, 'tune').replace(' | ', ' | ')} | "
+                         f"{_cell(sel, 'holdout')} | {na} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,14 @@ import tomllib
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
+from fleet_tui.core.perf.arrivals import Arrivals, closed_loop, poisson
 from fleet_tui.core.perf.capacity import burst_speed, first_token_s, steady_state
 from fleet_tui.core.perf.engines import kv_pool, serving_speed
+from fleet_tui.core.perf.serving_sim import SimResult
+from fleet_tui.core.perf.sim_plan import BurstReport, burst_report, simulate_replica
+from fleet_tui.core.plan import PlanReport, PlanRequest, plan_workload
 from fleet_tui.core.sizing import estimate_memory
+from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
 VALIDATION = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "validation"
@@ -61,7 +66,8 @@ ALIASES = {"Llama-3.3-70B": "llama-3.1-70b", "DeepSeek-R1-0528": "deepseek-r1", 
            "Qwen2.5-VL-72B": "qwen2.5-72b", "bigscience/T0_3B": "t0-3b", "bigscience/mt0-xxl": "mt0-xxl"}
 
 THROUGHPUT_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "mlperf_tokens_per_s", "input_tokens_per_s")
-LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean")
+LATENCY_METRICS = ("ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50",
+                   "tpot_ms_p99")
 
 
 @dataclass(frozen=True)
@@ -100,15 +106,12 @@ def model(name: str) -> ModelArch | None:
     key = ALIASES.get(name, name)
     if key is None:
         return None
-    if key in EXTRA_MODELS:
-        return EXTRA_MODELS[key]
-    try:
-        return catalog().model(key)
-    except UserError:
+    for name in (key, key.lower()):  # the product's own shape first (the catalog: gpt-oss, MLA, hybrids)
         try:
-            return catalog().model(key.lower())
+            return catalog().model(name)
         except UserError:
-            return None
+            pass
+    return EXTRA_MODELS.get(key)
 
 
 def precision_of(text: str, model_name: str) -> str:
@@ -154,9 +157,6 @@ def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
     if prec == "fp8" and r.get("gpu", "").startswith("A100"):
         prec = "fp16"
     ep = str(r.get("parallelism") or "").startswith("DEP")
-    w = Workload(kind="inference", model=arch, precision=prec, batch=1, gpus=tp,
-                 sharding="tensor" if tp > 1 and not ep else "data", engine=r["engine"], expert_parallel=ep,
-                 kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")))
     inp, out = r.get("input_len"), r.get("output_len")
     if inp is None or out is None:
         m = re.search(r"tokens/sample in this file = ([0-9]+(?:\.[0-9]+)?)", r.get("notes", ""))
@@ -168,13 +168,133 @@ def _serving_workload(r: dict) -> tuple[Workload | None, int, int, str]:
         if per_sample is None:
             return None, 0, 0, "request lengths not stated"
         inp = out = round(per_sample)  # MLPerf: output tokens per sample; input assumed alike
+    # the engine's running-request limit where the source states it (AMD's table: 'max seqs 1500')
+    m = re.search(r"max seqs ([0-9]+)|--max-num-seqs[= ]([0-9]+)", r.get("source_detail", ""))
+    seqs = int(m.group(1) or m.group(2)) if m else None
+    w = Workload(kind="inference", model=arch, precision=prec, batch=1, gpus=tp, prompt_len=int(inp),
+                 gen_len=int(out), sharding="tensor" if tp > 1 and not ep else "data", engine=r["engine"],
+                 expert_parallel=ep, kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")),
+                 max_num_seqs=min(seqs, 100_000) if seqs else None)
     return w, int(inp), int(out), ""
 
 
-def predict_serving(r: dict) -> Result:
+#: Requests of an offline max-throughput run whose source does not state them (trtllm-bench's
+#: perf-overview tables, MLPerf offline): long enough that the ramp-up and the tail are a small part
+#: of the run, as in the engines' offline benchmarks, which queue thousands of requests.
+OFFLINE_REQUESTS = 2000
+#: TensorRT-LLM 0.14's online table: 'with 500 requests'
+ONLINE_REQUESTS = 500
+
+#: One planning answer per replica setup and burst (the rows of one run share it).
+_PLANS: dict[tuple, PlanReport] = {}
+_SIMS: dict[tuple, SimResult | None] = {}
+
+
+def _planned(w: Workload, acc: str, burst_n: int | None) -> PlanReport:
+    """The product's answer (``size --engine E --gpu G --burst N``): the one planning entry point."""
+    key = (w, acc, burst_n)
+    if key not in _PLANS:
+        _PLANS[key] = plan_workload(PlanRequest(w, acc, layout_given=True, burst=burst_n), catalog())
+    return _PLANS[key]
+
+
+def _simulated(w: Workload, acc: Accelerator, arrivals: Arrivals) -> SimResult | None:
+    """A rate or a closed loop on one replica: the simulation the capacity plan runs."""
+    key = (w, acc.id, arrivals)
+    if key not in _SIMS:
+        _SIMS[key] = simulate_replica(w, acc, w.replica_gpus, arrivals)
+    return _SIMS[key]
+
+
+def _best_layout(w: Workload, acc: Accelerator, gpus: int) -> Workload:
+    """The source states no layout (MLPerf): the tensor-parallel size whose replicas serve most per GPU."""
+    def per_gpu(c: Workload) -> float:
+        per = OFFLINE_REQUESTS // (gpus // c.gpus)
+        if _planned(c, acc.id, None).verdict.ok is False:
+            return 0.0
+        b = _burst(c.derive(batch=per), acc, per, "fixed")
+        return (b.output_tokens_per_s if not b.unknown else 0.0) / c.gpus
+    cands = [w.derive(gpus=t, sharding="tensor" if t > 1 else "data") for t in (1, 2, 4, 8) if gpus % t == 0]
+    return max(cands, key=per_gpu)
+
+
+def predict_serving(r: dict, file: str = "serving") -> Result:
+    """The row's figure as the product answers it: a burst (every request at once: rate inf,
+    offline max throughput, ``vllm bench serve`` without a rate) is ``size --burst N``'s simulation
+    (:func:`~fleet_tui.core.perf.sim_plan.burst_report`, split over the replicas as the plan splits
+    it); a Poisson rate or a closed loop of clients is the simulation the capacity plan runs. The
+    verdict is the engine's own (:func:`plan_workload`): a setup that does not start gives no number."""
     metric = r["metric"]
     kind = "latency" if metric in LATENCY_METRICS else "throughput"
     w, inp, out, why = _serving_workload(r)
+    base = dict(file=file, id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
+    if w is None:
+        return Result(predicted=None, reason=why, **base)
+    try:
+        acc = catalog().accelerator(r["gpu"])
+    except UserError:
+        return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
+    gpus = int(r["gpu_count"])
+    if not r.get("tp") and not r.get("parallelism") and gpus > 1:
+        w = _best_layout(w, acc, gpus)
+    verdict = _planned(w, acc.id, None).verdict
+    if verdict.ok is False:
+        return Result(predicted=None, reason=f"{w.engine} does not start: {verdict.engine_error}", **base)
+    replicas = max(1, gpus // w.gpus)
+    conc = r.get("max_concurrency")
+    rate = r.get("request_rate")
+    scenario = r["scenario"]
+    mix = str(r.get("length_mix") or "fixed")
+    got: dict[str, float]
+    if scenario == "online_max_concurrency" or isinstance(rate, (int, float)):
+        if scenario == "online_max_concurrency":
+            n = int(r.get("requests") or 2 * int(conc))
+            arrivals = closed_loop(max(1, int(conc) // replicas), max(1, n // replicas), inp, out, mix)
+        else:
+            arrivals = poisson(float(rate) / replicas, int(r.get("requests") or ONLINE_REQUESTS), inp, out, mix)
+        sim = _simulated(w, acc, arrivals)
+        if sim is None or not sim.completed:
+            return Result(predicted=None, reason="cannot be simulated here", **base)
+        out_tps = sim.output_tokens_per_s * replicas
+        got = {"ttft_ms_mean": sim.ttft.mean, "ttft_ms_p50": sim.ttft.p50, "ttft_ms_p99": sim.ttft.p99,
+               "tpot_ms_mean": sim.tpot.mean, "itl_ms_mean": sim.tpot.mean, "tpot_ms_p50": sim.tpot.p50,
+               "tpot_ms_p99": sim.tpot.p99}
+    else:
+        n = int(r.get("requests") or conc or (ONLINE_REQUESTS if rate == "inf" else OFFLINE_REQUESTS))
+        per = max(1, n // replicas)
+        b = _burst(w.derive(batch=per), acc, per, mix)
+        if b.unknown:
+            return Result(predicted=None, reason=b.unknown, **base)
+        out_tps = b.output_tokens_per_s * replicas
+        got = {"ttft_ms_mean": b.ttft_s, "ttft_ms_p50": b.ttft_p50_s, "ttft_ms_p99": b.ttft_p99_s,
+               "tpot_ms_mean": b.itl_s, "itl_ms_mean": b.itl_s, "tpot_ms_p50": b.tpot_p50_s,
+               "tpot_ms_p99": b.tpot_p99_s}
+    if metric == "output_tokens_per_s" or metric == "mlperf_tokens_per_s":
+        pred = out_tps
+    elif metric == "total_tokens_per_s":
+        pred = out_tps * (inp + out) / out
+    elif metric == "input_tokens_per_s":
+        pred = out_tps * inp / out
+    elif metric in got:
+        pred = got[metric] * 1e3
+    else:
+        return Result(predicted=None, reason=f"metric {metric} not modelled", **base)
+    if r.get("scope") == "per_gpu":
+        pred /= gpus
+    elif r.get("scope") == "per_node":
+        pred /= gpus / 8
+    return Result(predicted=pred, **base)
+
+
+def predict_serving_analytic(r: dict) -> Result:
+    """The same row by the analytic model (``capacity.burst_speed`` / ``steady_state`` /
+    ``engines.serving_speed``), which the product keeps for Hugging Face and ``--analytic-plan``:
+    bench/bench_serving_latency.py prints it beside the simulation."""
+    metric = r["metric"]
+    kind = "latency" if metric in LATENCY_METRICS else "throughput"
+    w, inp, out, why = _serving_workload(r)
+    if w is not None:  # the analytic model takes the client's concurrency instead
+        w = w.derive(max_num_seqs=None)
     base = dict(file="serving", id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
     if w is None:
         return Result(predicted=None, reason=why, **base)
@@ -223,6 +343,24 @@ def predict_serving(r: dict) -> Result:
     elif r.get("scope") == "per_node":
         pred /= gpus / 8
     return Result(predicted=pred, **base)
+
+
+_BURSTS: dict[tuple, BurstReport] = {}
+
+
+def _burst(w: Workload, acc: Accelerator, n: int, mix: str) -> BurstReport:
+    """``size --burst N`` (``plan_workload``'s burst: :func:`burst_report`), with the row's length mix."""
+    key = (w, acc.id, n, mix)
+    if key not in _BURSTS:
+        _BURSTS[key] = burst_report(w, acc, n, mix)
+    return _BURSTS[key]
+
+
+def clear_cache() -> None:
+    """Forget the planned and simulated runs (a fit that changes engine constants calls this)."""
+    _PLANS.clear()
+    _SIMS.clear()
+    _BURSTS.clear()
 
 
 def predict_kv(r: dict) -> Result:
@@ -312,11 +450,17 @@ def serving_results() -> list[Result]:
     return [predict_serving(r) for r in serving_rows()]
 
 
+def serving_latency_results() -> list[Result]:
+    """serving_latency.toml (GPUStack's vllm bench serve runs: percentiles, ShareGPT mixes), apart."""
+    return [predict_serving(r, "serving_latency") for r in rows("serving_latency.toml", "measurement")]
+
+
 def kv_results() -> list[Result]:
     return [predict_kv(r) for r in rows("kv_capacity.toml", "capacity")]
 
 
-__all__ = ["EXTRA_MODELS", "Result", "estimate_memory", "kv_results", "serving_results", "serving_rows", "summary"]
+__all__ = ["EXTRA_MODELS", "Result", "clear_cache", "estimate_memory", "kv_results", "serving_latency_results",
+           "serving_results", "serving_rows", "summary"]
 
 
 FT_MODELS = {

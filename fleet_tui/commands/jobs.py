@@ -171,6 +171,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
+    if not args.slurm and (_opt(args, "source") or "").startswith("fleet-replay"):
+        from fleet_tui.core.monitor.sources import open_source
+
+        slurm_jobs = open_source(_opt(args, "source")).slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
                             slurm=args.slurm)
@@ -338,7 +342,7 @@ def _print_text(args: argparse.Namespace, report) -> None:
     view = report.running
     # without Slurm a job's start is unknown: its runtime is at least the observed window;
     # account, state, partition, name and limit are Slurm's, shown with --slurm
-    slurm_cols = args.slurm
+    slurm_cols = args.slurm or any(j.state for j in view.jobs)  # Slurm's, or a recording's
     headers = ["job", "user", *(["account", "state", "partition", "name"] if slurm_cols else []),
                "nodes", "gpus", "util", "sm", "runtime", *(["limit"] if slurm_cols else []),
                "idle gpu-h", "idle $", "primary"]

@@ -62,11 +62,20 @@ class Rule(Record):
 
 
 @functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=4)
 def load_rules(path: Path | None = None) -> tuple[Rule, ...]:
-    """The ``[[rule]]`` rows of the capabilities table, read once; a broken file is a UserError."""
-    from fleet_tui.core.tomlio import read_toml, validate_table
+    """The ``[[rule]]`` rows of the capabilities table, read once and kept validated in the user
+    cache dir as the families are (a command then starts without TOML or pydantic); a broken file
+    is a UserError."""
+    from fleet_tui.core.catalog.compiled import cached_load
 
     file = path or paths.bundled_catalog_dir() / "capabilities.toml"
+    return cached_load("capability-rules", [file], lambda: _read_rules(file))
+
+
+def _read_rules(file: Path) -> tuple[Rule, ...]:
+    from fleet_tui.core.tomlio import read_toml, validate_table
+
     doc, problems = read_toml(file)
     if doc is None:
         raise UserError("; ".join(problems))

@@ -180,9 +180,9 @@ class Workload(Record):
 
     @property
     def replica_gpus(self) -> int:
-        """Devices one serving replica spans: all of them under tensor parallelism, else one (the
-        others are data-parallel replicas)."""
-        return self.gpus if self.sharding == "tensor" else 1
+        """Devices one serving replica spans: all of them under tensor or expert parallelism (the
+        experts are split over them), else one (the others are data-parallel replicas)."""
+        return self.gpus if self.sharding == "tensor" or (self.expert_parallel and self.gpus > 1) else 1
 
     @property
     def tokens_per_step(self) -> int:

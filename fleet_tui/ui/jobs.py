@@ -123,6 +123,9 @@ class JobsScreen(FleetViewPane):
     def _read_slurm(self, now: float):
         """Slurm's jobs and nodes, re-read every ``LABELS_EVERY_S`` (in the worker); the last
         answer is kept, with why, when a read fails."""
+        recorded = getattr(self.app.source, "slurm_jobs", None)
+        if recorded is not None:  # a fleet recording carries its own job list
+            return recorded(), ()
         if not self._uses_slurm():
             return (), ()
         if now - self._slurm_at >= LABELS_EVERY_S:

@@ -38,8 +38,16 @@ def test_jobs_command_on_the_replay(capsys):
     src = open_source("fleet-replay:demo")
     live = {j.job for j in src.running_at(src.hours).values()}
     assert doc["replay"] is True and {j["job"] for j in doc["jobs"]} == live
+    # the recording's own job list names users, accounts and start times
+    recorded = {j.job: j for j in src.slurm_jobs()}
+    for j in doc["jobs"]:
+        r = recorded[j["job"]]
+        assert (j["user"], j["account"], j["state"], j["devices"]) == (r.user, r.account,
+                                                                       "RUNNING", r.gpus)
+        assert j["runtime_s"] == pytest.approx(time.time() - r.start_s, abs=120)
     assert main(["jobs", "--source", "fleet-replay:demo", "--window", "2"]) == 0
-    assert capsys.readouterr().out.startswith("REPLAY: readings from a recording")
+    out = capsys.readouterr().out
+    assert out.startswith("REPLAY: readings from a recording") and "account" in out
 
 
 @pytest.mark.parametrize("pane", ["5", "6", "7", "8"])

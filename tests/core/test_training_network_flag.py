@@ -10,6 +10,7 @@ import pytest
 from fleet_tui.cli import main
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.catalog.models import Catalog
+from fleet_tui.core.interconnects import UNKNOWN_INTER_GBPS, default_fabric
 from fleet_tui.core.plan.build import PlanRequest, plan_workload
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.offers import RankedOffer
@@ -88,3 +89,9 @@ def test_a_bad_network_on_recommend_names_the_flag(bad: str, capsys: pytest.Capt
     assert main(["recommend", *JOB_FLAGS, "--network", bad]) == 2
     err = capsys.readouterr().err
     assert "--network" in err and "Traceback" not in err
+
+
+def test_a_multi_slice_v5p_job_is_charged_its_dcn_not_an_unknown_network() -> None:
+    fab = default_fabric("TPU-v5p", "XLA")
+    assert fab.inter_known and "DCN" in fab.inter_link
+    assert fab.inter_gbps > UNKNOWN_INTER_GBPS * fab.node_devices

@@ -5,20 +5,18 @@ constants were fitted on these, bench/fit_serving.py) or ``"holdout"`` (never fi
 harness that turns a row into the tool's workload is bench/validation_rows.py; bench/bench_validation.py
 prints every row's error. Assertions here are on the holdout rows.
 
-Targets of the issue and where they stand (NOTES-serving.md has the table):
+Serving rows are answered by the product's own path (the plan's engine verdict, ``size --burst``'s
+simulation, the capacity plan's simulation of a rate); docs/serving.md, "Accuracy on published serving
+measurements", has the table. Where they stand:
 
-* fine-tuning memory, holdout median |error| <= 10 %: met (4.8 %).
-* KV capacity (engine start-up logs), holdout median <= 15 %: NOT met since the hybrid-attention
-  row became expressible (20.3 % over 3 rows; 10.3 % over the 2 expressible before); strict xfail
-  plus a guard.
-* serving throughput, holdout median <= 15 %: met (13.3 % over serving.toml + serving_amd.toml;
-  14.9 % over serving.toml alone, which stood at 15.1 % before AMD's own ROCm tables showed the
-  CDNA constants had been fitted to superseded ROCm builds, see ``vr.SUPERSEDED_RELEASES``).
+* fine-tuning memory, holdout median |error| <= 10 %: met (4.2 %).
+* KV capacity (engine start-up logs), holdout median <= 10 %: met (5.5 %).
+* serving throughput, holdout median <= 15 %: NOT met through the product's path (19.1 % over every
+  serving file; the analytic model the harness used before read 13.3 % on the same rows); strict
+  xfail plus a guard.
 * the H200 memory check (tests/core/test_sizing_accuracy.py, <= 5 % median) is unchanged there.
 * at most 2 inexpressible rows: met, 2 on this set's holdout side (the LMSYS prefill/decode-disaggregated
-  rows), listed below so that a new one fails the test. The encoder-decoder (T5-family) PEFT rows are
-  expressed since the T5 shape exists, with the PEFT example's stated settings and two stated
-  assumptions (the rows' ``assumed`` column).
+  rows), listed below so that a new one fails the test.
 """
 
 import importlib.util
@@ -77,6 +75,8 @@ def test_kv_capacity_holdout_does_not_get_worse(results):
     assert median <= 0.06, f"holdout median {median:.1%} (5.5 % after the profile-run model, 26 rows)"
 
 
+@pytest.mark.xfail(strict=True, reason="the product's simulated path: 19 % on the holdout rows (the analytic "
+                   "model the harness used before read 13 %); see docs/serving.md")
 def test_serving_throughput_holdout_median_within_15_percent(results):
     n, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
     assert n >= 110
@@ -84,19 +84,36 @@ def test_serving_throughput_holdout_median_within_15_percent(results):
 
 
 def test_serving_throughput_holdout_does_not_get_worse(results):
-    """serving.toml alone (the file the first fit saw) stays within the target (15.1 % before the CDNA refit)."""
+    """Every serving row as the product answers it (the burst or rate simulation), serving.toml alone
+    and all serving files: 18.9 % and 19.1 % when this guard was set."""
     ids = {r["id"] for r in vr.rows("serving.toml", "measurement")}
     n, median, _, _ = vr.summary([r for r in results if r.file == "serving" and r.id in ids], "holdout",
                                  "throughput")
     assert n >= 100
-    assert median <= 0.15, f"holdout median {median:.1%} (14.9 % when this guard was set; 15.1 % before)"
+    assert median <= 0.20, f"holdout median {median:.1%}"
+    _, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
+    assert median <= 0.20, f"holdout median {median:.1%}"
+
+
+def test_every_serving_row_is_answered_by_the_products_plan(results):
+    """A burst row's figure is ``size --burst N``'s: the harness's number is the plan report's."""
+    from fleet_tui.core.plan import PlanRequest, plan_workload
+
+    row = next(r for r in vr.serving_rows() if r["id"].startswith("trtllm014-online-llama-3.1-8b-h100")
+               and "qpsinf" in r["id"] and r["metric"] == "output_tokens_per_s")
+    w, _, _, _ = vr._serving_workload(row)  # noqa: SLF001 (the harness's own mapping)
+    report = plan_workload(PlanRequest(w.derive(batch=vr.ONLINE_REQUESTS), "H100", layout_given=True,
+                                       burst=vr.ONLINE_REQUESTS), vr.catalog())
+    got = next(r for r in results if r.id == row["id"])
+    assert report.burst is not None and got.predicted == pytest.approx(report.burst.output_tokens_per_s)
 
 
 def test_first_token_under_load_waits_for_the_iteration_in_progress(results):
     """A request that joins a busy replica waits, on average, half an iteration before its prefill
-    is scheduled. With that term every first-token row measured under load (a request rate, not a
-    burst) is nearer its measurement than prefill plus one step was (median |error| over these 11 rows,
-    tune and holdout: 45.9 % -> 30.7 %) and none overshoots: the model still reads low there."""
+    is scheduled (the analytic plan's ``first_token_s``). The rows measured under load (a request
+    rate) are now answered by the simulation, which schedules each arrival into the next iteration
+    itself: median |error| over these 11 rows, tune and holdout, 60 % (the TensorRT-LLM 0.14 8B
+    first tokens read 1.7-1.9x high through the fitted front-end latency, docs/serving.md)."""
     from fleet_tui.core.perf.capacity import first_token_s
 
     loaded = [r for r in vr.serving_rows() if r["metric"] == "ttft_ms_mean"
@@ -106,10 +123,10 @@ def test_first_token_under_load_waits_for_the_iteration_in_progress(results):
     errors = []
     for row in loaded:
         got = by_id[row["id"]]
-        assert got.predicted is not None and got.predicted <= got.measured, row["id"]
+        assert got.predicted is not None, row["id"]
         errors.append(abs(got.predicted / got.measured - 1))
     median = statistics.median(errors)
-    assert median <= 0.35, f"median {median:.1%} over {len(errors)} rows"
+    assert median <= 0.65, f"median {median:.1%} over {len(errors)} rows"
 
     def speed(concurrency):  # what first_token_s reads of a ServingSpeed
         return SimpleNamespace(ttft_s=0.020, tpot_s=0.010, loaded_tpot_s=0.016, concurrency=concurrency)
@@ -131,13 +148,14 @@ def test_a_burst_has_at_most_its_requests_in_flight_and_half_the_prefills_beside
 
 
 def test_mi300x_is_estimated_from_amds_current_releases_not_superseded_builds(results):
-    """AMD's own rocm/vllm containers (Sep-Nov 2025) and its MLPerf v4.1 submission, none fitted on
-    the holdout side: each within 15 %. (With the CDNA constants fitted to the 2024 - early 2025
-    community builds the same rows were 2.5-5x too slow.)"""
+    """AMD's own rocm/vllm containers (Sep-Nov 2025) and its MLPerf v4.1 submission, holdout side:
+    each within 40 % (with the CDNA constants fitted to the 2024 - early 2025 community builds the
+    same rows were 2.5-5x too slow). The simulated burst runs at AMD's stated max seqs (1,500-3,200)
+    and reads 14-35 % high: the CDNA constants were fitted at the analytic model's 256-sequence cap."""
     amd = [r for r in results if r.file == "serving" and r.kind == "throughput" and r.split == "holdout"
            and (r.id.startswith("amd-rocm-") or r.id.startswith("mlperf41-amd-"))]
     assert len(amd) >= 8
-    assert all(abs(r.error) <= 0.15 for r in amd), [(r.id, f"{r.error:+.0%}") for r in amd if abs(r.error) > 0.15]
+    assert all(abs(r.error) <= 0.40 for r in amd), [(r.id, f"{r.error:+.0%}") for r in amd if abs(r.error) > 0.40]
 
 
 def test_superseded_releases_are_named_and_left_out_of_the_fit():
@@ -154,7 +172,7 @@ def test_tune_rows_fit_better_than_holdout_rows_but_not_per_row(results):
     """Few constants with physical meaning, not one factor per row: the tune error stays well above
     zero (a per-row fit would drive it to ~0)."""
     _, tune, _, _ = vr.summary([r for r in results if r.file == "serving"], "tune", "throughput")
-    assert 0.05 < tune <= 0.12
+    assert 0.05 < tune <= 0.15
 
 
 def test_inexpressible_rows_are_the_documented_ones(results):
@@ -192,3 +210,20 @@ def test_unsloth_rows_are_sized_as_the_cli_preset_sizes_them():
                              vr.catalog())
         assert cli.optimizer == w.optimizer == "adamw8bit", row["id"]
         assert estimate_memory(cli).total_bytes == estimate_memory(w).total_bytes, row["id"]
+
+
+def test_every_tune_serving_row_gives_a_number(results):
+    """No tune row is left without a number either (the inexpressible ones are the holdout pair)."""
+    missing = [r.id for r in results if r.file == "serving" and r.split == "tune" and r.predicted is None]
+    assert missing == []
+
+
+def test_attention_dp_expert_parallel_rows_are_planned_over_every_rank(results):
+    """TensorRT-LLM's attention-DP + expert-parallel ("DEP") rows: a replica spans all its GPUs and a
+    burst is split over its attention ranks. Counted as one GPU they had no number; sent to one rank
+    they read 5-8x low (-75 to -86 %); now the median is within 25 % and none below -45 %."""
+    dep = [r for r in results if r.file == "serving" and "-dep" in r.id]
+    assert len(dep) >= 30 and all(r.predicted is not None for r in dep)
+    errors = [r.error for r in dep if r.error is not None]
+    assert statistics.median(abs(e) for e in errors) <= 0.25
+    assert min(errors) >= -0.45, min(errors)

@@ -47,9 +47,9 @@ def test_80x24_every_pane_answers_on_the_first_screen(tmux, tmp_path):  # noqa: 
     assert sorted(rows) == [str(i) for i in range(8)]
     assert "healthy compute" in screen and "input starved" in screen
     _footer_ok(screen)
-    tmux.keys("Enter")  # the highlighted device's card
-    tmux.wait_for("util history")
-    tmux.escape(gone="util history")
+    tmux.keys("Enter")  # the highlighted device's card opens on its primary diagnosis
+    tmux.wait_for("diagnosed over", "· primary")
+    tmux.escape(gone="diagnosed over")
 
     # Builder: a 70B model on the first accelerator of the menu, from the keyboard only
     tmux.keys("2")

@@ -188,5 +188,6 @@ def test_fleet_diagnoses_through_prometheus_match_single_box(fleet16):
     assert view.idle_devices == 2 * idle_nodes == 8  # 4 nodes replay idle phases, 2 GPUs each
     assert view.idle_usd_per_hour == pytest.approx(8 * 16.0)
     wastes = [d.waste_usd_per_hour for d in view.offenders]
-    assert wastes[0] == pytest.approx(16.0) and wastes[0] == max(wastes)  # all of a GPU wasted
+    # all of a GPU wasted (the recorded idle phase has SM activity of a few 1e-7, a few 1e-5 $/h)
+    assert wastes[0] == pytest.approx(16.0, abs=0.01) == max(wastes)
     assert view.nodes[-1].worst_kind in ("healthy_compute", "memory_bandwidth_bound")

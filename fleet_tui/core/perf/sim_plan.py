@@ -277,6 +277,7 @@ class BurstReport:
     itl_s: float = 0.0  # mean time per output token after the first (TPOT)
     tpot_p50_s: float = 0.0
     tpot_p95_s: float = 0.0
+    tpot_p99_s: float = 0.0
     output_tokens_per_s: float = 0.0  # every request's tokens over the slowest replica's duration
     duration_s: float = 0.0
     preemptions: int = 0
@@ -296,7 +297,10 @@ def burst_report(w: Workload, acc: Accelerator, n: int, mix: str = "fixed") -> B
     request's place in the queue) scale with the requests, throughput and per-token times do not."""
     gpus = w.replica_gpus
     replicas = max(1, w.gpus // gpus)
-    per = -(-n // replicas)
+    # expert parallel: each attention rank of a replica runs its own share of the requests (as
+    # plan_capacity splits a rate); the simulation is one rank's
+    share = _ep_share(w, gpus)
+    per = -(-n // (replicas * share))
     prompt, gen = int(w.prompt_len or 0), int(w.gen_len or 0)
     base = BurstReport(accelerator=acc.id, requests=n, replicas=replicas, gpus_per_replica=gpus)
     r = simulated_burst(w, acc, gpus, prompt, gen, per, mix)
@@ -308,10 +312,11 @@ def burst_report(w: Workload, acc: Accelerator, n: int, mix: str = "fixed") -> B
     scale = per / r.requests
     duration = r.duration_s * scale
     return dataclasses.replace(
-        base, concurrency=r.running_max * replicas, ttft_s=r.ttft.mean * scale, ttft_p50_s=r.ttft.p50 * scale,
+        base, concurrency=r.running_max * replicas * share, ttft_s=r.ttft.mean * scale, ttft_p50_s=r.ttft.p50 * scale,
         ttft_p95_s=r.ttft.p95 * scale, ttft_p99_s=r.ttft.p99 * scale, itl_s=r.tpot.mean, tpot_p50_s=r.tpot.p50,
-        tpot_p95_s=r.tpot.p95, output_tokens_per_s=n * gen / duration, duration_s=duration,
-        preemptions=round(r.preemptions * scale) * replicas, kv_use_max=r.kv_use_max, simulated_requests=r.requests)
+        tpot_p95_s=r.tpot.p95, tpot_p99_s=r.tpot.p99, output_tokens_per_s=n * gen / duration, duration_s=duration,
+        preemptions=round(r.preemptions * scale) * replicas * share, kv_use_max=r.kv_use_max,
+        simulated_requests=r.requests)
 
 
 def simulated_burst(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, n: int,

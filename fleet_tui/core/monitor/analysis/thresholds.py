@@ -141,6 +141,14 @@ OOM_EXTRAPOLATE = 3.0
 # states and workspace in a burst of under 2 s (the demo's sizing runs: 1 % to 79 % in 0.8 s) and
 # stops; an out-of-memory that fast is over before anyone can act on a warning anyway.
 OOM_MIN_RISING_S = 2.0
+# ... or, in a fast leak's first seconds, before those 2 s: a steady ramp, the newest
+# RAMP_MIN_RISES rises alike in size and spacing (within RAMP_TOLERANCE of their medians: a
+# loop allocating the same bytes each step), full within OOM_CRITICAL_S at its rate, with no
+# more memory free than the run of rises has already allocated (to run out the job has only to
+# do again what it has just done). Two rises are not a ramp: the demo's job starts allocate
+# bursts of unlike sizes (2.5, 4.7, 5.4 GB in 0.2 s steps), a load or an engine pool one step.
+RAMP_MIN_RISES = 3
+RAMP_TOLERANCE = 0.25
 # A plateau is not growth: no rise for twice the spacing of the fresh rises (at least
 # PLATEAU_MIN_S) means the filling stopped.
 PLATEAU_MIN_S = 1.5

@@ -183,6 +183,27 @@ class FleetReplaySource(Source):
             t += step_s
         return [{"metric": {}, "values": values}] if values else []
 
+    def slurm_jobs(self) -> list[Any]:
+        """The jobs running at the end of the schedule as Slurm would list them (user, account,
+        partition, nodes, GPU indices, start and limit on the wall clock): what ``jobs`` and the
+        Jobs pane attribute the replay's GPUs with in place of a head node's squeue."""
+        from fleet_tui.core.cluster.slurm import SlurmJob
+
+        now = self._clock()
+        out = []
+        for j in {id(j): j for j in self.running_at(self.hours).values()}.values():
+            by_node: dict[str, list[int]] = {}
+            for node, i in j.gpus:
+                by_node.setdefault(node, []).append(i)
+            out.append(SlurmJob(
+                job=j.job, job_raw=j.job, user=j.user, account=j.account, state="RUNNING",
+                nodes=tuple(by_node), gpus=len(j.gpus),
+                gpu_indices={n: tuple(sorted(v)) for n, v in by_node.items()},
+                submit_s=now - (self.hours - j.submit_h) * 3600.0,
+                start_s=now - (self.hours - j.start_h) * 3600.0,
+                time_limit_s=j.limit_h * 3600.0, partition=j.partition, name=j.name))
+        return sorted(out, key=lambda sj: sj.job)
+
     @property
     def job_list_path(self) -> Path:
         """The recording's jobs as a ``queue simulate`` CSV (made once, in a temporary file)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from itertools import compress, count, repeat
 from math import isfinite
 from operator import gt, itemgetter, le, lt, sub
+from statistics import median
 from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
@@ -35,6 +36,8 @@ from fleet_tui.core.monitor.analysis.thresholds import (
     OOM_EXTRAPOLATE,
     OOM_MIN_RISING_S,
     PLATEAU_MIN_S,
+    RAMP_MIN_RISES,
+    RAMP_TOLERANCE,
 )
 from fleet_tui.core.monitor.analysis.window import GrowthPoints, WindowStats
 
@@ -109,6 +112,8 @@ class FreshRate(NamedTuple):
     rises: int  # separate rises in it
     plateau: bool  # no rise for twice the rises' spacing: the filling stopped
     rising_s: float  # how long the current run of rises has lasted (its evidence)
+    run_bytes: float = 0.0  # what the current run of rises has allocated since it began
+    ramp_rate_bytes_s: float = 0.0  # the rate of a steady ramp still going on (see ramp_rate)
 
 
 def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
@@ -133,11 +138,16 @@ def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
     # the newest rises (up to 8): their spacing says when a pause is a plateau, and how far back
     # the current run of rises goes
     rises_t: list[float] = []
+    sizes: list[float] = []  # the rises' bytes, newest first
+    run_from = points[-1][1]  # memory before the run's first rise
     for k in range(len(points) - 1, 0, -1):
-        if points[k][1] - points[k - 1][1] > _NOISE:
+        step = points[k][1] - points[k - 1][1]
+        if step > _NOISE:
             if rises_t and rises_t[-1] - points[k][0] > GROWTH_MAX_FLAT_S:
                 break  # an earlier run
             rises_t.append(points[k][0])
+            sizes.append(step)
+            run_from = points[k - 1][1]
             if len(rises_t) >= 8:
                 break
     fresh = sum(1 for t in rises_t if t > t0)
@@ -152,7 +162,29 @@ def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
         if span and span[0][0] < t0:  # the reading before the span holds until the span starts
             span[0] = (t0, span[0][1])
         rate = theil_sen_slope(span)
-    return FreshRate(rate, fresh, plateau, rising_s)
+    return FreshRate(rate, fresh, plateau, rising_s, points[-1][1] - run_from,
+                     ramp_rate(rises_t, sizes, end_t))
+
+
+def ramp_rate(rises_t: Sequence[float], sizes: Sequence[float], end_t: float) -> float:
+    """The rate of a steady ramp, or 0.0: the newest ``RAMP_MIN_RISES`` rises (``rises_t`` and
+    their ``sizes``, newest first) alike in size and evenly spaced, within ``RAMP_TOLERANCE`` of
+    their medians, and the next one not overdue at ``end_t``. A loop allocating the same bytes
+    each step (a leak) draws such a ramp from its first steps; a job's start draws a burst of
+    unlike allocations (weights, optimizer states, workspace) and a model load or an engine pool
+    one step, then a plateau."""
+    if len(rises_t) < RAMP_MIN_RISES:
+        return 0.0
+    times, steps = rises_t[:RAMP_MIN_RISES], sizes[:RAMP_MIN_RISES]
+    gaps = [a - b for a, b in zip(times, times[1:])]
+    size, gap = median(steps), median(gaps)
+    if gap <= 0.0 or end_t - times[0] > (1.0 + RAMP_TOLERANCE) * gap:
+        return 0.0
+    if any(abs(x - size) > RAMP_TOLERANCE * size for x in steps):
+        return 0.0
+    if any(abs(g - gap) > RAMP_TOLERANCE * gap for g in gaps):
+        return 0.0
+    return size / gap
 
 
 _time = itemgetter(0)
@@ -202,6 +234,16 @@ def memory_growth(st: WindowStats) -> Finding | None:
                 and fresh.rising_s >= OOM_MIN_RISING_S
                 and left <= OOM_EXTRAPOLATE * fresh.rising_s):
             return _oom_imminent(st, end_mem, fresh, left)
+    if fresh is not None and fresh.ramp_rate_bytes_s > GROWTH_NOISE_BYTES:
+        # a steady ramp's first seconds: full within a minute at its rate, and no more free
+        # than the run has already allocated (it has only to do again what it has done)
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
+        free = mem_total - end_mem
+        left = max(0.0, free / fresh.ramp_rate_bytes_s)
+        if left <= OOM_CRITICAL_S and free <= fresh.run_bytes:
+            return _oom_imminent(st, end_mem, fresh._replace(
+                rate_bytes_s=fresh.ramp_rate_bytes_s), left,
+                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)", fresh.rising_s)
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
     # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
     # before them). Any rise the checks below would keep as recent is one of those.
@@ -278,17 +320,19 @@ def memory_growth(st: WindowStats) -> Finding | None:
                    and (filling or rises >= GROWTH_IMMINENT_MIN_RISES))
 
 
-def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float) -> Finding:
+def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float,
+                  over: str = f"over the last {FRESH_S:.0f} s",
+                  span_s: float = FRESH_S) -> Finding:
     mem_total = st.mem_total or 0.0
     frac = end_mem / mem_total
     rate = fresh.rate_bytes_s
     ev = {"slope_bytes_s": rate, "time_to_full_s": left, "rises": fresh.rises,
-          "span_s": FRESH_S, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
+          "span_s": span_s, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
           "mem_used_frac": frac, "filling": True}
     return Finding(clamp(0.8 + 0.2 * frac), ev,
                    lambda: f"Out of memory in about {duration(left)}: {frac:.0%} used "
                    f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
-                   f"+{rate_text(rate)} over the last {FRESH_S:.0f} s.",
+                   f"+{rate_text(rate)} {over}.",
                    True, "critical")
 
 
