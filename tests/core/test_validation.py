@@ -191,7 +191,8 @@ def test_no_serving_row_lacks_a_catalog_figure(results):
 def test_405b_qlora_fits_8x80gb_with_torchtune_as_done_routinely():
     from fleet_tui.core.sizing import check_fit
 
-    row = next(r for r in vr.rows("finetune_memory.toml", "run") if r["id"] == "torchtune-readme-llama31-405b-qlora-8xa100")
+    row = next(r for r in vr.rows("finetune_memory.toml", "run")
+               if r["id"] == "torchtune-readme-llama31-405b-qlora-8xa100")
     w, _ = vr._ft_workload(row)  # noqa: SLF001 (the harness's own mapping)
     fit = check_fit(w, vr.catalog().accelerator("A100-80GB"), 8)
     assert fit.fits, fit.message
