@@ -10,13 +10,14 @@ simulation, the capacity plan's simulation of a rate); docs/serving.md, "Accurac
 measurements", has the table. Where they stand:
 
 * fine-tuning memory, holdout median |error| <= 10 %: met (4.2 %).
-* KV capacity (engine start-up logs), holdout median <= 10 %: met (5.5 %).
+* KV capacity (engine start-up logs, as the plan reports the engine), holdout median <= 10 %: met (5.1 %, 7 of 8 rows).
 * serving throughput, holdout median <= 15 %: NOT met through the product's path (19.1 % over every
   serving file; the analytic model the harness used before read 13.3 % on the same rows); strict
   xfail plus a guard.
 * the H200 memory check (tests/core/test_sizing_accuracy.py, <= 5 % median) is unchanged there.
-* at most 2 inexpressible rows: met, 2 on this set's holdout side (the LMSYS prefill/decode-disaggregated
-  rows), listed below so that a new one fails the test.
+* at most 2 inexpressible rows per set: met; 2 serving rows on the holdout side (the LMSYS
+  prefill/decode-disaggregated rows) and 1 KV row (fp8 weights on an RTX 3090, which the product's
+  capability table refuses), listed below so that a new one fails the test.
 """
 
 import importlib.util
@@ -45,6 +46,9 @@ INEXPRESSIBLE_HOLDOUT = {
     # prefill/decode disaggregation over 12 nodes with large-scale expert parallelism
     "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-input_tokens_per_s",
     "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-output_tokens_per_s",
+    # the product refuses fp8 weights on Ampere (its capability table), which vLLM ran there
+    # (weight-only fp8 kernels); the KV harness asks the product, so the refusal is the answer
+    "vllm-pr1995-2x3090-qwen3.8-27b-fp8-tp2-fp8kv",
 }
 
 
