@@ -76,7 +76,8 @@ def test_help_forms_and_probe_order_come_from_the_registry():
     assert source_help() == ("where live readings come from: auto (default), nvml, hpu, neuron, amd, "
                              "sim[:N], replay:PATH, fleet-replay:demo, prometheus:URL")
     assert allowed_forms() == ("auto, nvml, hpu, neuron, amd, sim, sim:N (N = 1-64), replay:PATH, "
-                               "replay:PATH@SPEED, replay:demo, fleet-replay:demo, fleet-replay:PATH[@SPEED], prometheus:URL")
+                               "replay:PATH@SPEED, replay:demo, fleet-replay:demo, fleet-replay:PATH[@SPEED], "
+                               "prometheus:URL")
     assert [i.name for i in probe_order()] == ["nvml", "hpu", "neuron", "amd"]
 
 
