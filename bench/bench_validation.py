@@ -3,9 +3,10 @@
     .venv/bin/python bench/bench_validation.py          # summary
     .venv/bin/python bench/bench_validation.py --rows   # every row
 
-Rows come from tests/fixtures/validation/*.toml (serving: serving.toml + serving_amd.toml); the harness that maps them to workloads is
-bench/validation_rows.py (shared with tests/core/test_validation.py). Constants were fitted on the
-tune rows only; the holdout figures are the honest ones.
+Rows come from tests/fixtures/validation/*.toml (serving: serving.toml + serving_amd.toml); the
+harness that maps them to workloads is bench/validation_rows.py (shared with
+tests/core/test_validation.py). Constants were fitted on the tune rows only; the holdout figures are
+the honest ones.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def main(argv: list[str]) -> int:
             n, med, mx, na = vr.summary([r for r in results if r.file == "serving" and r.id in ids], split, "latency")
             if n:
                 print(f"  latency, {name + ' only':32s} {split:8s} {n:5d} {med:8.1%} {mx:8.1%} {na:4d}")
-    for name, ids in {**by_file, "serving_latency.toml": {r.id for r in results if r.file == "serving_latency"}}.items():
+    latency_ids = {r.id for r in results if r.file == "serving_latency"}
+    for name, ids in {**by_file, "serving_latency.toml": latency_ids}.items():
         for split in ("tune", "holdout"):
             for kind in ("throughput", "latency"):
                 n, med, mx, na_ = vr.summary([r for r in results if r.file.startswith("serving") and r.id in ids],

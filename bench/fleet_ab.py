@@ -56,10 +56,12 @@ if __name__ == "__main__":
         tick = engine.process(snap); t2 = time.process_time()
         views(tick); t3 = time.process_time()
         if i >= 4:
-            rows.append(((t1 - a) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - a) * 1e3, (spent[0] - g) * 1e3, in_alerts[0] * 1e3))
+            rows.append(((t1 - a) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - a) * 1e3, (spent[0] - g) * 1e3,
+                         in_alerts[0] * 1e3))
         time.sleep(0.5)
     cols = [statistics.median(c) for c in zip(*rows)]
-    print(f"{root}: read {cols[0]:.1f}  engine {cols[1]:.1f} (alerts {cols[5]:.1f})  view {cols[2]:.1f}  total {cols[3]:.1f} "
+    print(f"{root}: read {cols[0]:.1f}  engine {cols[1]:.1f} (alerts {cols[5]:.1f})  view {cols[2]:.1f}  "
+          f"total {cols[3]:.1f} "
           f"ms CPU median (gc {cols[4]:.1f}), load avg {os.getloadavg()[0]:.1f}", flush=True)
     server.terminate(); server.join()
 '''

@@ -20,7 +20,7 @@ from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.perf.arrivals import Arrivals, closed_loop, poisson
 from fleet_tui.core.perf.capacity import burst_speed, first_token_s, steady_state
-from fleet_tui.core.perf.engines import kv_pool, serving_speed
+from fleet_tui.core.perf.engines import serving_speed
 from fleet_tui.core.perf.serving_sim import SimResult
 from fleet_tui.core.perf.sim_plan import BurstReport, burst_report, simulate_replica
 from fleet_tui.core.plan import PlanReport, PlanRequest, plan_workload
@@ -393,11 +393,19 @@ def predict_kv(r: dict) -> Result:
                  kv_cache_dtype=kv_dtype_of(r.get("kv_cache_dtype", "auto")), gpu_memory_utilization=util,
                  max_num_batched_tokens=min(int(chunk), 10_000_000) if chunk else None,
                  max_num_seqs=r.get("max_num_seqs"))
-    pool = kv_pool(w, acc, tp, max_len or 4096)
+    # the engine's start-up as the product reports it (``size --engine E``: the plan's EngineFit):
+    # its KV pool for a context of max_model_len
+    w = w.derive(prompt_len=(max_len or 4096) - 1, gen_len=1)
+    try:
+        eng = plan_workload(PlanRequest(w, acc.id, layout_given=True), catalog()).engine
+    except UserError as e:  # the product refuses the setup (its capability table)
+        return Result(predicted=None, reason=f"the product refuses it: {e}", **base)
+    if eng is None:
+        return Result(predicted=None, reason=f"{r['engine']} is not planned as a serving engine", **base)
     if r.get("kv_tokens"):
-        pred = float(pool.tokens)
+        pred = float(eng.kv_tokens)
     else:
-        pred = pool.free_bytes / (1 << 30)
+        pred = eng.parts["kv_pool"] / (1 << 30)
     return Result(predicted=pred, **base)
 
 

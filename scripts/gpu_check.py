@@ -83,7 +83,8 @@ def fmt(v, spec="{:.0f}", none="-"):
 
 def line_for(d) -> str:
     gib = 1024**3
-    mem = f"{d.mem_used_bytes / gib:.1f}/{d.mem_total_bytes / gib:.0f}GiB" if d.mem_used_bytes is not None and d.mem_total_bytes else "-"
+    known = d.mem_used_bytes is not None and d.mem_total_bytes
+    mem = f"{d.mem_used_bytes / gib:.1f}/{d.mem_total_bytes / gib:.0f}GiB" if known else "-"
     return (
         f"  GPU{d.index} {d.state:4} util={fmt(d.gpu_util_pct)}% sm={fmt(d.sm_active_pct, '{:.1f}')}% "
         f"tensor={fmt(d.tensor_active_pct, '{:.1f}')}% dram={fmt(d.dram_active_pct, '{:.1f}')}% "

@@ -26,10 +26,13 @@ COMMANDS = [
     "catalog accelerators --filter 'bf16>=900' --json",
     "catalog models",
     "size --model llama-3.1-70b --workload qlora --seq-len 2048 --batch 4 --grad-checkpointing --gpu L40S --gpus 2",
-    "size --model llama-3.1-70b --workload qlora --seq-len 2048 --batch 4 --grad-checkpointing --gpu L40S --gpus 2 --json",
-    "recommend --model llama-3.1-8b --prompt-len 1024 --gen-len 256 --batch 16 --current p5.48xlarge --top 10 --explain",
+    "size --model llama-3.1-70b --workload qlora --seq-len 2048 --batch 4 --grad-checkpointing --gpu L40S --gpus 2"
+    " --json",
+    "recommend --model llama-3.1-8b --prompt-len 1024 --gen-len 256 --batch 16 --current p5.48xlarge --top 10"
+    " --explain",
     "recommend --model llama-3.1-8b --prompt-len 1024 --gen-len 256 --batch 16 --current p5.48xlarge --top 10 --json",
-    "recommend --model llama-3.1-70b --workload lora --seq-len 2048 --batch 4 --grad-checkpointing --pricing any --schedule 8x22 --cloud aws,gcp --markdown",
+    "recommend --model llama-3.1-70b --workload lora --seq-len 2048 --batch 4 --grad-checkpointing --pricing any"
+    " --schedule 8x22 --cloud aws,gcp --markdown",
     "scenarios list",
     "scenarios run inference_small_p5",
     "analyze demo --window 5 --json",

@@ -9,8 +9,8 @@ what a test machine may lack are still run, and must give the README's documente
   found", never a traceback;
 * Prometheus at 127.0.0.1:9090: when that port is free and the ``prometheus`` binary is installed,
   a real one is started there, scraping a replayed DCGM fleet (tests/fleet), and the lines must work;
-  when nothing listens there, they exit 2 naming the source; when something else holds the port (a user's Prometheus, another test
-  run's), a result or an error, never a traceback;
+  when nothing listens there, they exit 2 naming the source; when something else holds the port (a
+  user's Prometheus, another test run's), a result or an error, never a traceback;
 * ``export`` serves until Ctrl-C: it must answer ``/metrics`` on its port, then stop on SIGINT.
 """
 

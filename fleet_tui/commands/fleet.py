@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.units import pct as _pct
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -161,10 +162,6 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     if len(view.nodes) > args.top:
         print(f"... {len(view.nodes) - args.top} more nodes (--top N, --json)")
     return 0
-
-
-def _pct(v) -> str:
-    return "N/A" if v is None else f"{v:.0f}%"
 
 
 def _usd(v) -> str:

@@ -8,6 +8,8 @@ import sys
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.units import hours_minutes as _hours
+from fleet_tui.core.units import pct as _pct
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -393,9 +395,3 @@ def _print_text(args: argparse.Namespace, report) -> None:
                      for c in report.chargeback[:50]])
 
 
-def _pct(v) -> str:
-    return "N/A" if v is None else f"{v:.0f}%"
-
-
-def _hours(s: float) -> str:
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"

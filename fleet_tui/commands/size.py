@@ -90,6 +90,8 @@ def handler(args: argparse.Namespace) -> int:
     catalog = load_user_catalog(getattr(args, "catalog_dir", None))
     workload = workload_from_args(args, catalog)
     tokens = parse_run_tokens(args.tokens, "tokens") if args.tokens else None
+    if args.gpu:
+        _check_accelerator(catalog, args.gpu)
     layout_given = args.sharding is not None or any(getattr(args, f, None) for f in ("tp", "pp", "dp", "zero", "cp"))
     report = plan_workload(PlanRequest(workload, args.gpu, layout_given=layout_given,
                                        demand=demand_from_args(args, workload), training_tokens=tokens,
@@ -102,6 +104,16 @@ def handler(args: argparse.Namespace) -> int:
     else:
         print(_render(data))
     return 0
+
+
+def _check_accelerator(catalog, name: str) -> None:
+    """An unknown ``--gpu`` is a mistake of that flag: the error names it."""
+    from fleet_tui.core.errors import FieldError, UserError, escape_braces
+
+    try:
+        catalog.accelerator(name)
+    except UserError as exc:
+        raise FieldError("gpu", "{gpu}: " + escape_braces(str(exc))) from None
 
 
 def _render_burst(b: dict) -> list[str]:

@@ -313,6 +313,11 @@ def test_finished_job_report_from_sacct_and_prometheus_history(cluster, tmp_path
     assert doc["mem_peak_bytes"] == 30000 * 2**20
     # CPU and host memory from sacct: TotalCPU over elapsed × CPUs
     eff = doc["efficiency"]
+    # the job's TotalCPU as seff reads it: the job line without -X, which sums its steps (with -X
+    # it is the allocation's own, 0 for a batch job)
+    out = c.run("sacct", "-P", "-n", "-j", jid, "--format=JobIDRaw,TotalCPU").stdout
+    cpu = {line.split("|")[0]: line.split("|")[1] for line in out.splitlines() if "|" in line}
+    row = [row[0], row[1], row[2], cpu[jid], *row[4:]]
     h, m, sec = (["0", "0"] + row[3].replace(".", ":").split(":")[:-1])[-3:]
     total_cpu = int(h) * 3600 + int(m) * 60 + int(sec)
     assert int(eff["total_cpu_s"]) == total_cpu

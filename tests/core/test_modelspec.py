@@ -68,7 +68,8 @@ def test_gqa_shrinks_attention_params():
     m = _catalog()["llama-3.1-8b"]
     mha = m.model_copy(update={"kv_heads": m.heads})
     h, d = m.hidden, m.dim_per_head
-    assert param_counts(mha).attention_per_layer - param_counts(m).attention_per_layer == 2 * h * (m.heads - m.kv_heads) * d
+    extra = param_counts(mha).attention_per_layer - param_counts(m).attention_per_layer
+    assert extra == 2 * h * (m.heads - m.kv_heads) * d
 
 
 def test_arch_for_params_is_exact_llama_like_and_monotonic():

@@ -174,3 +174,10 @@ def test_a_fine_tune_of_millions_of_tokens_is_a_run_length(capsys):
     assert long["hours"] == pytest.approx(10 * short["hours"])  # the same rate, ten times the tokens
     rc, _, err = run(capsys, *base, "--tokens", "50 tokens")
     assert rc == 2 and "--tokens '50 tokens': not a token count" in err and "parameters" not in err
+
+
+def test_unknown_gpu_names_the_flag_and_suggests(capsys):
+    code, out, err = run(capsys, "--model", "llama-3.1-8b", "--gpu", "H1OO")
+    assert code == 2 and out == ""
+    assert "--gpu: unknown accelerator 'H1OO'" in err and "did you mean H100?" in err
+    assert "Traceback" not in err

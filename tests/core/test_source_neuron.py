@@ -34,7 +34,8 @@ def test_document_maps_to_devices():
     assert d0.gpu_util_pct == pytest.approx((u["0"]["neuroncore_utilization"] + u["1"]["neuroncore_utilization"]) / 2)
     assert dict(d0.extra)["nc1_util_pct"] == u["1"]["neuroncore_utilization"]
     assert d2.gpu_util_pct == pytest.approx(35.0 / 2) and d3.gpu_util_pct == 0
-    core = doc["neuron_runtime_data"][0]["report"]["memory_used"]["neuron_runtime_used_bytes"]["usage_breakdown"]["neuroncore_memory_usage"]["0"]
+    used = doc["neuron_runtime_data"][0]["report"]["memory_used"]["neuron_runtime_used_bytes"]
+    core = used["usage_breakdown"]["neuroncore_memory_usage"]["0"]
     assert d0.mem_used_bytes == 2 * sum(core.values()) and d0.mem_total_bytes == 32 * GIB
     assert d3.mem_used_bytes == 0
     assert [p.pid for p in d0.processes] == [2101] and [p.pid for p in d2.processes] == [2202]

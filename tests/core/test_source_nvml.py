@@ -254,7 +254,8 @@ async def test_processes_merge_compute_and_graphics_and_name_their_owner():
     fake = FakeNvml.h200(devices=1)
     me = os.getpid()
     fake.gpus[0].rows = [dict(r, procs=[{"pid": me, "used_bytes": 3 * MIB}]) for r in fake.gpus[0].rows]
-    graphics = [type("P", (), {"pid": me, "usedGpuMemory": 5 * MIB})(), type("P", (), {"pid": 999999, "usedGpuMemory": None})()]
+    graphics = [type("P", (), {"pid": me, "usedGpuMemory": 5 * MIB})(),
+                type("P", (), {"pid": 999999, "usedGpuMemory": None})()]
     fake.module.nvmlDeviceGetGraphicsRunningProcesses = lambda h: graphics
     async with _source(fake) as src:
         snap = await src.sample()

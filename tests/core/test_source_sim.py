@@ -42,7 +42,8 @@ async def test_devices_cycle_through_every_behaviour_with_matching_signals():
     assert seen["idle"].processes == () and seen["idle"].gpu_util_pct == 0
     assert seen["power_capped"].clock_event_reasons & 0x4
     assert seen["power_capped"].power_w >= 0.95 * seen["power_capped"].power_limit_w
-    assert seen["compute_no_tensor_cores"].tensor_active_pct == 0 and seen["compute_no_tensor_cores"].fp32_active_pct > 50
+    no_tensor = seen["compute_no_tensor_cores"]
+    assert no_tensor.tensor_active_pct == 0 and no_tensor.fp32_active_pct > 50
     assert seen["memory_bandwidth_bound"].dram_active_pct > 80
     assert seen["host_transfer_bound"].pcie_rx_bytes_s > 1e10 and seen["host_transfer_bound"].sm_active_pct < 1
     assert seen["launch_bound"].gpu_util_pct > 90 and seen["launch_bound"].sm_active_pct < 10

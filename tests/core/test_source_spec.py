@@ -74,9 +74,10 @@ def test_help_forms_and_probe_order_come_from_the_registry():
     from fleet_tui.core.monitor.sources import allowed_forms, probe_order, source_help
 
     assert source_help() == ("where live readings come from: auto (default), nvml, hpu, neuron, amd, "
-                             "sim[:N], replay:PATH, prometheus:URL")
+                             "sim[:N], replay:PATH, fleet-replay:demo, prometheus:URL")
     assert allowed_forms() == ("auto, nvml, hpu, neuron, amd, sim, sim:N (N = 1-64), replay:PATH, "
-                               "replay:PATH@SPEED, replay:demo, prometheus:URL")
+                               "replay:PATH@SPEED, replay:demo, fleet-replay:demo, fleet-replay:PATH[@SPEED], "
+                               "prometheus:URL")
     assert [i.name for i in probe_order()] == ["nvml", "hpu", "neuron", "amd"]
 
 

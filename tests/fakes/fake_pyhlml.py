@@ -54,7 +54,8 @@ class FakeHlml:
 
     def _wrap(self, name, impl):
         def call(*args):
-            idx = args[0] if args and isinstance(args[0], int) and name.startswith("hlmlDevice") and name != "hlmlDeviceGetHandleByIndex" else None
+            per_device = name.startswith("hlmlDevice") and name != "hlmlDeviceGetHandleByIndex"
+            idx = args[0] if args and isinstance(args[0], int) and per_device else None
             self.calls[(name, idx)] += 1
             code = self.failures.get((name, idx)) or self.failures.get((name, None))
             if code:

@@ -268,7 +268,8 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxClockInfo(self, h: FakeHandle, clock: int) -> int:
         s = self.gpus[h.index].static
-        return s["max_sm_clock_mhz"] if clock in (real.NVML_CLOCK_SM, real.NVML_CLOCK_GRAPHICS) else s["max_mem_clock_mhz"]
+        sm = clock in (real.NVML_CLOCK_SM, real.NVML_CLOCK_GRAPHICS)
+        return s["max_sm_clock_mhz"] if sm else s["max_mem_clock_mhz"]
 
     def nvmlDeviceGetTemperatureThreshold(self, h: FakeHandle, kind: int) -> int:
         s = self.gpus[h.index].static

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 
 from fleet_tui.core.cluster.jobs import HEALTHY, JobUsage
 from fleet_tui.core.cluster.slurm import SlurmJob
+from fleet_tui.core.units import gib, pct
+from fleet_tui.core.units import hours_minutes as hours
 
 # What to change, by the job's headline diagnosis (used when the diagnosis carries no action).
 ADVICE = {
@@ -19,18 +21,6 @@ ADVICE = {
     HEALTHY: "The job keeps its GPUs busy; look at larger batches or mixed precision only if "
              "throughput matters.",
 }
-
-
-def pct(v: float | None) -> str:
-    return "N/A" if v is None else f"{v:.0f}%"
-
-
-def hours(s: float) -> str:
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-
-
-def gib(b: int | None) -> str:
-    return "N/A" if b is None else f"{b / 2**30:.1f} GiB"
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -123,6 +123,7 @@ class HistoryGraph(Sparkline):
 
     def render_line(self, y: int) -> Strip:
         spark = self.render()  # reads the CSS colours and the data; draws nothing
+        assert isinstance(spark, SparklineRenderable)  # what Sparkline.render returns
         base = self.visual_style.rich_style
         data = tuple(spark.data)
         key = (data, spark.width, spark.height, spark.min_color, spark.max_color, base,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fleet_tui.core import units
+from fleet_tui.core.units import pct, usd  # noqa: F401 - the UI imports them from here
 from fleet_tui.ui.widgets.text import styled_line
 
 _BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -43,14 +45,6 @@ def gauge(label: str, frac: float | None, text: str, width: int = 10, *, warn: f
                                    label_width=label_width))[0]
 
 
-def pct(value: float | None, digits: int = 0) -> str:
-    return "N/A" if value is None else f"{value:.{digits}f}%"
-
-
-def gib(value_bytes: int | float | None, digits: int = 1) -> str:
-    return "N/A" if value_bytes is None else f"{value_bytes / 2**30:.{digits}f}"
-
-
 def human_bytes(value: float | None) -> str:
     if value is None:
         return "N/A"
@@ -61,5 +55,6 @@ def human_bytes(value: float | None) -> str:
     return f"{value:.1f} TiB"  # pragma: no cover
 
 
-def usd(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None else f"${value:,.{digits}f}"
+def gib(value_bytes: int | float | None, digits: int = 1) -> str:
+    """GiB without the unit (the gauges and tables name it)."""
+    return units.gib(value_bytes, digits, suffix="")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from fleet_tui.core import units
+
 
 def clamp(x: float, lo: float = 0.0, hi: float = 1.0) -> float:
     return lo if x < lo else hi if x > hi else x
 
 
 def gib(b: float | None) -> str:
-    return "?" if b is None else f"{b / 2**30:.1f} GiB"
+    return units.gib(b, missing="?")
 
 
 def gbs(b: float | None) -> str:
