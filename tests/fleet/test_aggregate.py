@@ -82,16 +82,21 @@ def test_aggregate_agrees_with_per_device_view(fleet8):
     assert agg.counts["mem_full"] == full
 
 
-def test_drill_down_reads_one_node_in_full(fleet8):
-    fleet, prom = fleet8
+@pytest.mark.parametrize("node", ["node-00", "node-01", "node-03"])  # Hostname, hostname, none
+def test_drill_down_reads_one_node_in_full(fleet8, node):
+    _fleet, prom = fleet8
     client = PrometheusClient(prom.url, env={}, timeout_s=10)
     at = time.time()
-    node = "node-00"  # labelled Hostname= (the style dcgm-exporter releases use)
-    devices = _devices_at(client, build_node_query(node), at)
-    everyone = [d for d in _devices_at(client, build_query(), at) if d.node == node]
-    assert [d.uuid for d in devices] == [d.uuid for d in everyone] and len(devices) == 2
-    assert [d.gpu_util_pct for d in devices] == [d.gpu_util_pct for d in everyone]
-    assert [d.sm_active_pct for d in devices] == [d.sm_active_pct for d in everyone]
+    everyone = _devices_at(client, build_query(), at)
+    if node == "node-03":  # no host label: the node is its scrape instance, as the reader names it
+        node = sorted({d.node for d in everyone if not d.node.startswith("node-")})[0]
+    devices = [d for d in _devices_at(client, build_node_query(node), at) if d.node == node]
+    mine = [d for d in everyone if d.node == node]
+    assert len(devices) == 2
+    assert [d.uuid for d in devices] == [d.uuid for d in mine]
+    assert [d.gpu_util_pct for d in devices] == [d.gpu_util_pct for d in mine]
+    assert [d.sm_active_pct for d in devices] == [d.sm_active_pct for d in mine]
+    assert [d.power_w for d in devices] == [d.power_w for d in mine]
 
 
 def test_node_name_is_checked():

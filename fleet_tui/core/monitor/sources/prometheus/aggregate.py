@@ -14,7 +14,7 @@ them all:
 
 *Idle* is ``core.fleet``'s rule for a device without a diagnosis: NVML utilization under
 ``IDLE_UTIL_MAX_PCT`` and SM activity (where exported) under the same share. One node's devices in
-full come from ``build_node_query`` (the per-refresh query with a ``Hostname`` matcher), for a
+full come from ``build_node_query`` (the per-refresh query with a node-name matcher), for a
 drill-down. Cost at 4,096 nodes × 8 GPUs: bench/bench_fleet.py ``--aggregate`` (docs/head-node.md).
 """
 
@@ -38,7 +38,7 @@ from fleet_tui.core.records import record
 AGGREGATE_ABOVE_DEVICES = 4096
 WORST_DEVICES = 50  # least-used devices shown in full; a page of the offenders table
 AGG_LABEL = "fleet_tui_agg"
-NODE_LABEL = "Hostname"  # dcgm-exporter's node label, for a drill-down's matcher
+NODE_LABELS = ("Hostname", "hostname", "instance")  # where a node's name is, in ``node_of``'s order
 NODE_KEY = "fleet_tui_node"  # the node as the aggregate names it (``_per_device``)
 JOB_LABEL = "hpc_job"
 MEM_FULL_FRAC = 0.95  # framebuffer share that counts as "memory full" (a capacity-pressure input)
@@ -57,7 +57,7 @@ def _per_device(metric: str, *extra: str) -> str:
     """``metric`` once per device, with its node in ``NODE_KEY`` as ``parse.node_of`` reads it:
     Hostname, else hostname, else the scrape instance."""
     expr = f"max by ({', '.join((*DCGM_ID_LABELS, *extra))}) ({metric})"
-    for source in ("instance", "hostname", "Hostname"):  # later ones win where present
+    for source in reversed(NODE_LABELS):  # later ones win where present
         expr = f'label_replace({expr}, "{NODE_KEY}", "$1", "{source}", "(.+)")'
     return expr
 
@@ -93,14 +93,18 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
 
 
 def build_node_query(node: str) -> str:
-    """One node's moving DCGM metrics and sample times, as the per-device refresh reads them."""
+    """One node's moving DCGM metrics and sample times, as the per-device refresh reads them; the
+    node is matched in each label ``parse.node_of`` may name it by (Hostname, hostname, instance),
+    so a caller keeps the devices whose ``node`` is ``node``."""
     if not node or any(c in node for c in '"\\\n'):
         raise ValueError(f"node name {node!r}: expected a host name without quotes or backslashes")
-    names = [n for n in DYNAMIC_NAMES if n.startswith("DCGM_")]
-    sel = '{__name__=~"%s", %s="%s"}' % ("|".join(names), NODE_LABEL, node)
-    probe = f'max by ({_ID}) (timestamp({_UTIL}{{{NODE_LABEL}="{node}"}}))'
-    return (f"max by (__name__, {_ID}) ({sel}) or "
-            f'label_replace({probe}, "{PROBE_LABEL}", "nvidia", "", "")')
+    names = "|".join(n for n in DYNAMIC_NAMES if n.startswith("DCGM_"))
+    parts = []
+    for label in NODE_LABELS:
+        parts.append(f'max by (__name__, {_ID}) ({{__name__=~"{names}", {label}="{node}"}})')
+        probe = f'max by ({_ID}) (timestamp({_UTIL}{{{label}="{node}"}}))'
+        parts.append(f'label_replace({probe}, "{PROBE_LABEL}", "nvidia", "", "")')
+    return " or ".join(parts)
 
 
 @record
