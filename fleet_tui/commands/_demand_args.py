@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from fleet_tui.core.perf.arrivals import LENGTH_MIXES
-from fleet_tui.core.perf.capacity import DEFAULT_SLO_PERCENTILE
+from fleet_tui.core.serving_names import DEFAULT_SLO_PERCENTILE, LENGTH_MIX_NAMES
 
 
 def add_demand_args(p: argparse.ArgumentParser, title: str) -> None:
@@ -21,9 +20,9 @@ def add_demand_args(p: argparse.ArgumentParser, title: str) -> None:
                    help="target time per output token (ms), met by --slo-percentile of requests")
     c.add_argument("--slo-percentile", metavar="P",
                    help=f"percentile of requests the targets hold for (default {DEFAULT_SLO_PERCENTILE:g}: p95)")
-    c.add_argument("--length-mix", metavar="MIX", choices=("fixed", *LENGTH_MIXES),
+    c.add_argument("--length-mix", metavar="MIX", choices=("fixed", *LENGTH_MIX_NAMES),
                    help="request lengths: fixed (default: every request --prompt-len + --gen-len) or "
-                        + ", ".join(f"{m} (lengths drawn around those means)" for m in LENGTH_MIXES))
+                        + ", ".join(f"{m} (lengths drawn around those means)" for m in LENGTH_MIX_NAMES))
     c.add_argument("--analytic-plan", action="store_true",
                    help="plan from the analytic operating point (mean latency at a replica's top load) "
                         "instead of simulating the engine's scheduler (faster, optimistic under memory or "

@@ -96,3 +96,10 @@ def test_bad_percentiles_exit_2_naming_the_flag(capsys, argv, needle):
 def test_demand_checks_the_mix():
     with pytest.raises(FieldError):
         demand(5, length_mix="alpaca")
+
+
+def test_the_cli_length_mix_names_are_the_simulators_mixes():
+    from fleet_tui.core.perf.arrivals import LENGTH_MIXES
+    from fleet_tui.core.serving_names import LENGTH_MIX_NAMES
+
+    assert LENGTH_MIX_NAMES == tuple(LENGTH_MIXES)

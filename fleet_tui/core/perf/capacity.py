@@ -40,6 +40,7 @@ from fleet_tui.core.errors import FieldError
 from fleet_tui.core.perf.arrivals import LENGTH_MIXES
 from fleet_tui.core.perf.engines import engine_statement, serving_speed
 from fleet_tui.core.records import record
+from fleet_tui.core.serving_names import DEFAULT_SLO_PERCENTILE
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -118,7 +119,6 @@ class ServingPlan:
 
 
 #: the percentile latency targets are checked at unless one is given (``--slo-percentile``)
-DEFAULT_SLO_PERCENTILE = 95.0
 
 
 @record
