@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from textual.widgets.data_table import RowKey
 
-from fleet_tui.ui.widgets.table import Table
+from fleet_tui.ui.widgets.table import Table, drop_stale
 
 
 class FleetTable(Table):
@@ -52,10 +52,8 @@ class FleetTable(Table):
         at = set(indices)
         top = self.header_height if self.show_header else 0
         lines = {top + i for i in indices}
-        for cache, stale in ((self._cell_render_cache, lambda k: k[0] in keys),
-                             (self._row_render_cache, lambda k: k[0] in keys),
-                             (self._line_cache, lambda k: k[0] in lines),
-                             (self._row_renderable_cache, lambda k: k[1] in at)):
-            for key in [k for k in cache.keys() if stale(k)]:
-                cache.discard(key)
+        drop_stale(self._cell_render_cache, lambda k: k[0] in keys)
+        drop_stale(self._row_render_cache, lambda k: k[0] in keys)
+        drop_stale(self._line_cache, lambda k: k[0] in lines)
+        drop_stale(self._row_renderable_cache, lambda k: k[1] in at)
         self.refresh()

@@ -17,8 +17,8 @@ them at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from rich.text import Text
 from textual.cache import LRUCache
@@ -27,7 +27,16 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 from fleet_tui.core.textsafe import clean
 
+K = TypeVar("K", bound=Hashable)
+
 STALE_SCAN_LIMIT = 2000  # cache entries looked through for a changed cell's (~0.1 ms)
+
+
+def drop_stale(cache: LRUCache[K, Any], stale: Callable[[K], bool]) -> None:
+    """Discard every entry of ``cache`` whose key ``stale`` picks; ``stale`` is typed for the
+    keys of this very cache (each DataTable render cache has its own key tuple)."""
+    for key in [k for k in cache.keys() if stale(k)]:
+        cache.discard(key)
 
 
 def free_ring(cache: LRUCache) -> None:
@@ -103,14 +112,19 @@ class Table(DataTable):
         index = self.get_row_index(row_key)
         region = self._get_row_region(index)
         lines = range(region.y, region.bottom)
-        for cache, stale in ((self._cell_render_cache, lambda k: k[0] == row and k[1] == column),
-                             (self._row_render_cache, lambda k: k[0] == row),
-                             (self._line_cache, lambda k: k[0] in lines)):
-            if len(cache) > STALE_SCAN_LIMIT:  # cheaper to start again than to look through
-                free_ring(cache)
-                continue
-            for key in [k for k in cache.keys() if stale(k)]:
-                cache.discard(key)
+        # Each cache is checked on its own so that its predicate is typed for its own keys.
+        if len(self._cell_render_cache) > STALE_SCAN_LIMIT:  # cheaper to start again
+            free_ring(self._cell_render_cache)
+        else:
+            drop_stale(self._cell_render_cache, lambda k: k[0] == row and k[1] == column)
+        if len(self._row_render_cache) > STALE_SCAN_LIMIT:
+            free_ring(self._row_render_cache)
+        else:
+            drop_stale(self._row_render_cache, lambda k: k[0] == row)
+        if len(self._line_cache) > STALE_SCAN_LIMIT:
+            free_ring(self._line_cache)
+        else:
+            drop_stale(self._line_cache, lambda k: k[0] in lines)
         self._row_renderable_cache.discard((self._update_count, index))
         self.refresh_row(index)
         return True
