@@ -78,7 +78,7 @@ def slurm_lines(sj: SlurmJob, now: float) -> list[str]:
              f"{sj.account or '-'}  partition {sj.partition or '-'}  name {sj.name or '-'}  "
              f"limit {hours(sj.time_limit_s) if sj.time_limit_s else '-'}",
              f"  CPU efficiency {pct(e['cpu_efficiency_pct'])} ({cpu_time} of CPU time on "
-             f"{sj.cpus or '?'} CPUs over {hours(e['elapsed_s'])})   host memory "
+             f"{sj.cpus or '?'} CPUs over {hours(e['elapsed_s'] or 0.0)})   host memory "
              f"{pct(e['mem_efficiency_pct'])} (peak RSS {gib(sj.max_rss_bytes)} of "
              f"{gib(sj.mem_bytes)})"]
     if e["cpu_efficiency_pct"] is not None and e["cpu_efficiency_pct"] < 25 and (sj.cpus or 0) > 1:

@@ -52,6 +52,8 @@ TPU) use an assumed GEMM efficiency: treat their speeds as rough.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleet_tui.core.perf.rates import (
     DEFAULT_GEN_TOKENS,
     DEFAULT_PROMPT_TOKENS,
@@ -67,6 +69,9 @@ from fleet_tui.core.perf.throughput import (
     estimate_throughput,
 )
 
+if TYPE_CHECKING:
+    from fleet_tui.core.perf.run import RunEstimate, training_run
+
 __all__ = [
     "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING", "ENGINE_TRAINING",
     "RunEstimate", "Throughput", "bandwidth", "estimate_throughput", "matmul_efficiency", "peak_flops",
@@ -74,7 +79,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """``RunEstimate``/``training_run`` on first use: ``size`` without ``--tokens`` never needs them."""
     if name in ("RunEstimate", "training_run"):
         from fleet_tui.core.perf import run
