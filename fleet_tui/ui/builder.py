@@ -464,6 +464,8 @@ def describe_report(report, choice: BuilderChoice | None = None) -> str:
         if thr.mfu is not None:
             parts.append(f"MFU {thr.mfu:.0%}")
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
+        if report.links:  # the links the collectives were charged on, as size prints them
+            lines.append(f"  links: {escape(report.links)}")
     if report.cost is not None or (report.accelerator and v.ok):
         lines.append(describe_cost(report.cost, report.accelerator or "", report.gpus, thr))
     if report.serving_plan is not None:

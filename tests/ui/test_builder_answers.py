@@ -89,3 +89,19 @@ async def test_latency_targets_are_fields_the_capacity_plan_meets(make_app):
         await settle(app, pilot)
         await wait_for(pilot, lambda: screen.last_result.error is not None, "the error")
         assert screen.last_result.error.startswith("TPOT ms")
+
+
+async def test_a_multi_device_setup_names_the_links_its_speed_was_charged_on(make_app):
+    app = make_app(overrides=dict(source=None))
+    async with app.run_test(size=(120, 60)) as pilot:
+        screen = await _builder(app, pilot)
+        screen.query_one("#b-accel", Select).value = "H100"
+        screen.query_one("#b-model", Select).value = "llama-3.1-70b"
+        screen.query_one("#b-gpus", Input).value = "4"
+        await settle(app, pilot)
+        await wait_for(pilot, lambda: screen.last_result and screen.last_result.report is not None
+                       and screen.last_result.report.gpus == 4, "sizing 4 devices")
+        report = screen.last_result.report
+        assert report.links, "a 4-device plan is charged on named links"
+        text = str(screen.query_one("#b-result-text").render())
+        assert "links: " + report.links[:30] in text
