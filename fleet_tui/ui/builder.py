@@ -464,8 +464,6 @@ def describe_report(report, choice: BuilderChoice | None = None) -> str:
         if thr.mfu is not None:
             parts.append(f"MFU {thr.mfu:.0%}")
         lines.append("[b $primary]Speed (model)[/]  " + " · ".join(parts))
-        if report.links:  # the links the collectives were charged on, as size prints them
-            lines.append(f"  links: {escape(report.links)}")
     if report.cost is not None or (report.accelerator and v.ok):
         lines.append(describe_cost(report.cost, report.accelerator or "", report.gpus, thr))
     if report.serving_plan is not None:
@@ -478,6 +476,8 @@ def describe_report(report, choice: BuilderChoice | None = None) -> str:
     lines.append(f"\n[b $primary]Memory per device[/] ({memory.gpus} device"
                  f"{'s' if memory.gpus != 1 else ''}){where}")
     lines.append(memory_bar_markup(memory.breakdown, v.capacity_bytes))
+    if report.links and thr is not None:  # the links the speed was charged on, as size prints them
+        lines.append(f"[b $primary]Links[/]  {escape(report.links)}")
     e = report.engine
     if e is not None:
         parts = " · ".join(f"{k.replace('_', ' ')} {b / 2**30:,.1f}" for k, b in e.parts.items() if b)

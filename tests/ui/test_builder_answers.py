@@ -104,4 +104,4 @@ async def test_a_multi_device_setup_names_the_links_its_speed_was_charged_on(mak
         report = screen.last_result.report
         assert report.links, "a 4-device plan is charged on named links"
         text = str(screen.query_one("#b-result-text").render())
-        assert "links: " + report.links[:30] in text
+        assert "Links  " + report.links[:30] in text
