@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fleet_tui.core.errors import render_fields
 
 if TYPE_CHECKING:  # the capacity plan and the catalog are imported only when a plan asks for them
-    from fleet_tui.core.catalog.query import SetupCost
+    from fleet_tui.core.catalog.setup import SetupCost
     from fleet_tui.core.perf.capacity import ServingPlan
     from fleet_tui.core.perf.run import RunEstimate
     from fleet_tui.core.perf.sim_plan import BurstReport
