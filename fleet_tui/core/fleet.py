@@ -372,13 +372,21 @@ class FleetView:
         return tuple(sorted(self.aggregate.jobs, key=lambda j: (
             -j.idle_devices, j.util_pct if j.util_pct is not None else -1.0, j.job)))
 
-    def device_usd_per_hour(self, node: str) -> float | None:
-        """$/h of one device of ``node`` (its node's price over its devices)."""
-        try:
-            n = self.node(node)
-        except KeyError:
-            return None
-        return n.usd_per_hour / n.device_count if n.usd_per_hour is not None and n.device_count else None
+    @property
+    def device_usd_per_hour(self) -> float | None:
+        """The fleet's GPU price: the median $/h of one device over the priced nodes (a job's
+        idle GPUs are charged at it, as the chargeback does)."""
+        per = sorted(n.usd_per_hour / n.device_count for n in self.nodes
+                     if n.usd_per_hour is not None and n.device_count)
+        return per[len(per) // 2] if per else None
+
+    def jobs_dict(self) -> list[dict[str, Any]]:
+        """An aggregated fleet's jobs as JSON data, worst first, idle GPUs priced."""
+        price = self.device_usd_per_hour
+        return [{"job": j.job, "devices": j.devices, "nodes": j.nodes, "util_pct": _r(j.util_pct),
+                 "idle_devices": j.idle_devices,
+                 "idle_usd_per_hour": None if price is None else _r(price * j.idle_devices, 4)}
+                for j in self.jobs]
 
     @property
     def node_count(self) -> int:
@@ -434,9 +442,8 @@ class FleetView:
             "on_server": True, "threshold_devices": agg.threshold, "answer_bytes": agg.answer_bytes,
             "counts": dict(agg.counts),
             "worst_devices": [d.to_dict() for d in self.offenders],
-            "jobs": [{"job": j.job, "devices": j.devices, "nodes": j.nodes,
-                      "util_pct": _r(j.util_pct), "idle_devices": j.idle_devices}
-                     for j in self.jobs],
+            "jobs": self.jobs_dict(),
+            "job_devices": sum(j.devices for j in agg.jobs),
         }
 
     @classmethod
