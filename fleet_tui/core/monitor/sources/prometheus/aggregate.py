@@ -198,13 +198,18 @@ def _mib(mib: float | None) -> int | None:
     return None if mib is None else int(mib * 1024 * 1024)
 
 
-def device_count_from_answer(body: bytes) -> int:
-    """The number in an answer of ``build_count_query`` (0 when the fleet has no DCGM GPU)."""
-    for item in parse_envelope(body):
-        value = item.get("value") or (None, None)
-        v = parse_value(value[1] if len(value) > 1 else None)
-        return int(v or 0)
-    return 0
+def device_count_from_answer(body: bytes) -> int | None:
+    """The number in an answer of ``build_count_query``: 0 when the fleet has no DCGM GPU (an
+    empty answer); None when the answer is no count (not one label-less sample: a proxy or a
+    stand-in that answers every query alike), so the caller keeps reading devices."""
+    items = parse_envelope(body)
+    if not items:
+        return 0
+    if len(items) != 1 or items[0].get("metric"):
+        return None
+    value = items[0].get("value") or (None, None)
+    v = parse_value(value[1] if len(value) > 1 else None)
+    return None if v is None else int(v)
 
 
 def read_fleet_aggregate(client: PrometheusClient, *, worst: int = WORST_DEVICES,
@@ -218,15 +223,16 @@ def read_fleet_aggregate(client: PrometheusClient, *, worst: int = WORST_DEVICES
 
 
 def read_device_count(client: PrometheusClient, *, deadline: Deadline | None = None,
-                      at: float | None = None) -> int:
-    """How many DCGM GPUs the fleet has (``build_count_query``: one number, cheap to ask)."""
+                      at: float | None = None) -> int | None:
+    """How many DCGM GPUs the fleet has (``build_count_query``: one number, cheap to ask; None:
+    the answer was no count, ``device_count_from_answer``)."""
     return device_count_from_answer(_instant(client, build_count_query(), deadline, at))
 
 
 def _instant(client: PrometheusClient, query: str, deadline: Deadline | None,
              at: float | None) -> bytes:
-    params = {"query": query, "timeout": client.promql_timeout}
-    if at is not None:
-        params["time"] = f"{at:.3f}"
+    if at is None:
+        return client.query_body(query, deadline)
+    params = {"query": query, "timeout": client.promql_timeout, "time": f"{at:.3f}"}
     return client.get("/api/v1/query", params, post=True, deadline=deadline)
 

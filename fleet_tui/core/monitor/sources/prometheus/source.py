@@ -327,10 +327,10 @@ class PrometheusSource(Source):
     def _is_large(self, now: float, deadline: Deadline) -> bool:
         """Whether the fleet has more DCGM GPUs than ``aggregate_above`` (re-counted every
         ``count_every_s``: one number from the server)."""
-        if now - self._counted_at >= self.count_every_s or self.device_total is None:
+        if now - self._counted_at >= self.count_every_s:
             self.device_total = read_device_count(self.client, deadline=deadline)
             self._counted_at = now
-        return self.device_total > self.aggregate_above
+        return self.device_total is not None and self.device_total > self.aggregate_above
 
     @property
     def aggregated(self) -> bool:
