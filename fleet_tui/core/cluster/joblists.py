@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +33,7 @@ from fleet_tui.core.cluster.queue import QueueJob
 from fleet_tui.core.cluster.slurm import slurm_number
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.fsutil import InputFileError, read_text_capped
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.limits import BOUNDS, int_limit, limit
 from fleet_tui.core.records import record
 
@@ -171,12 +171,7 @@ def _line_of(text: str, needle: str, default: int = 1) -> int:
 
 
 def parse_sacct_json(text: str, where: str = "<sacct>") -> tuple[list[QueueJob], int]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FileError(f"{where}:{exc.lineno}: not JSON: {exc.msg}") from None
-    except RecursionError:
-        raise FileError(f"{where}:1: JSON nested too deeply") from None
+    doc = parse_json(text, where, FileError)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
         raise FileError(f"{where}:1: expected sacct --json output: an object with a \"jobs\" list")
     jobs: list[QueueJob] = []
