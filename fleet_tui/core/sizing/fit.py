@@ -1,7 +1,7 @@
 """Whether a workload fits an accelerator, and the smallest changes that make it fit.
 
 Capacity is the device's nominal memory less what NVML never reports (about 1 %,
-:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.capacity`). A misfit is answered by
+:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.device_support`). A misfit is answered by
 searching its neighbourhood — another parallel layout on the same devices (:mod:`.layout`),
 micro-batches with gradient accumulation (same global batch), checkpointing, offload to CPU memory
 (activations; optimizer states and step, ZeRO-Offload; then the parameters too, ZeRO-Infinity /
@@ -28,9 +28,9 @@ from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support, workload_unsupported
+from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support, workload_unsupported
+from fleet_tui.core.sizing.kv_pool import serves_with_engine
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.serving import serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -213,7 +213,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
         if w.precision == "fp32":
             order = [p for p in ("bf16", "fp16") if acc.supports(p)][:1] + order
         for p in order:
-            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc)[0]:
+            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc, w)[0]:
                 label = {"fp8": "fp8 weights", "int8": "int8 weight quantization",
                          "int4": "int4 weight quantization (GPTQ/AWQ)"}.get(p, f"{p} weights")
                 out.append(("precision", f"use {label} ({{precision}} {p})", w.derive(precision=p), gpus))
@@ -280,7 +280,7 @@ def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int
     base = _layout_free(w)
     out: list[FitSuggestion] = []
     for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
-        if not precision_support(w.precision, a)[0]:
+        if not precision_support(w.precision, a, w)[0]:
             continue
         ch = choose_layout(base, a, gpus, min(max(gpus, 1), DEFAULT_NODE_DEVICES))
         if ch.fits:
@@ -429,7 +429,7 @@ def _check_fit(workload: Workload, accelerator: Accelerator, n: int) -> FitResul
     mem = estimate_memory(workload, n)
     cap = capacity_bytes(accelerator)
     fits = mem.total_bytes <= cap
-    supported, msg = precision_support(workload.precision, accelerator)
+    supported, msg = precision_support(workload.precision, accelerator, workload)
     if fits:
         message = (f"uses {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU "
                    f"({(cap - mem.total_bytes) / cal.GiB:.1f} GiB free)")
