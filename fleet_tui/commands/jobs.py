@@ -8,6 +8,7 @@ import sys
 
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
 
@@ -68,7 +69,6 @@ def _opt(args: argparse.Namespace, name: str, default=None):
 
 def _usages(args: argparse.Namespace):
     """Device usages from --devices or from a source's fleet view."""
-    import json
 
     from fleet_tui.core.cluster.jobs import usages_from_doc
     from fleet_tui.core.errors import UserError
@@ -77,12 +77,7 @@ def _usages(args: argparse.Namespace):
         from fleet_tui.core.fsutil import read_text_capped
 
         text = read_text_capped(args.devices, "device list")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{args.devices}:{exc.lineno}: not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise UserError(f"{args.devices}:1: JSON nested too deeply") from None
+        doc = parse_json(text, args.devices)
         return usages_from_doc(doc, args.devices)
     spec = _opt(args, "source")
     if spec is None:

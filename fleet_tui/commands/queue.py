@@ -50,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json
+    from fleet_tui.core.cluster.joblists import load_workload
     from fleet_tui.core.cluster.whatif import simulate_all
-    from fleet_tui.core.cluster.workload import load_workload
 
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     work = load_workload(args.file, args.format)

@@ -59,7 +59,7 @@ class BuilderChoice:
         """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
         if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
             return None
-        from fleet_tui.core.perf.capacity import demand
+        from fleet_tui.core.perf.serving_plan import demand
 
         return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload,
                       slo_percentile=self.slo_percentile)

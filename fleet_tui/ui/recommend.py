@@ -17,11 +17,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Select, Static
 
-from fleet_tui.core import report
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
 from fleet_tui.core.pricing import PRICING_CHOICES
+from fleet_tui.core.ranking import export as report
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.records import record

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.fsutil import read_text_capped
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.limits import BOUNDS, check_count, int_limit
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
@@ -257,12 +257,7 @@ def read_demand(path: str | Path) -> list[float]:
 def _parse_demand(p: Path, text: str) -> list[float]:
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise UserError(f"{p}:1: JSON nested too deeply") from None
+        doc = parse_json(text, str(p))
         values = doc.get("demand") if isinstance(doc, dict) else doc
         if not isinstance(values, list):
             raise UserError(f"{p}:1: expected a list of hourly device counts or {{\"demand\": [...]}}")

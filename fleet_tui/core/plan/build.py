@@ -6,7 +6,7 @@ Order of the answer (each step one core function, called here and nowhere else b
    cheapest communication first (:func:`fleet_tui.core.sizing.layout.choose_layout`, as the ranking);
 2. **verdict and memory** — :func:`fleet_tui.core.sizing.check_fit` on the memory model (Hugging
    Face runs and training) or, for a serving engine, what it reserves
-   (:func:`fleet_tui.core.sizing.serving.engine_fit`): it starts or not, then runs N at a time;
+   (:func:`fleet_tui.core.sizing.kv_pool.engine_fit`): it starts or not, then runs N at a time;
 3. **fixes** — the fit search's changes, then larger catalog devices, each effect once;
 4. **speed** — only for what fits, on the links of the instance it is priced on; a serving engine's
    at the sequences it runs at once; without a target, on :data:`REFERENCE_ACCELERATOR`;
@@ -31,10 +31,10 @@ from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
 from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
-from fleet_tui.core.sizing.capacity import workload_unsupported
+from fleet_tui.core.sizing.device_support import workload_unsupported
 from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
+from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_with_engine
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
-from fleet_tui.core.sizing.serving import engine_fit, running_workload, serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -50,7 +50,7 @@ class PlanRequest:
     workload: Workload
     accelerator: str | None = None
     layout_given: bool = False
-    demand: object | None = None  # a perf.capacity.Demand
+    demand: object | None = None  # a perf.serving_plan.Demand
     training_tokens: int | None = None
     burst: int | None = None
     hours_per_month: float = 730.0

@@ -16,13 +16,13 @@ from fleet_tui.core.errors import render_fields
 
 if TYPE_CHECKING:  # the capacity plan and the catalog are imported only when a plan asks for them
     from fleet_tui.core.catalog.query import SetupCost
-    from fleet_tui.core.perf.capacity import ServingPlan
     from fleet_tui.core.perf.run import RunEstimate
+    from fleet_tui.core.perf.serving_plan import ServingPlan
     from fleet_tui.core.perf.sim_plan import BurstReport
     from fleet_tui.core.perf.throughput import Throughput
     from fleet_tui.core.sizing.fit import FitSuggestion
+    from fleet_tui.core.sizing.kv_pool import EngineFit, KVCapacity
     from fleet_tui.core.sizing.memory import MemoryBreakdown
-    from fleet_tui.core.sizing.serving import EngineFit, KVCapacity
     from fleet_tui.core.workload import Workload
 
 #: The verdict, in one closed set: ``fits``/``does_not_fit`` for training and Hugging Face runs,

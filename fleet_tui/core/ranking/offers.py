@@ -71,7 +71,7 @@ class RankedOffer:
     region_price_range: tuple = ()  # (lowest, highest) list USD/h over those regions
     reliability: str = ""  # a marketplace's reliability tier ("" for a cloud's own fleet)
     # with a serving demand (ranking by the capacity plan): the plan, money of the whole offer
-    plan: Any = None  # the perf.capacity ServingPlan (JSON: "serving_plan", only when planned)
+    plan: Any = None  # the perf.serving_plan ServingPlan (JSON: "serving_plan", only when planned)
     usd_per_million_tokens: float | None = None  # at the demanded output token rate
     fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
     throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
@@ -213,7 +213,7 @@ class Recommendation:
     cheapest_per_hour: RankedOffer | None = None
     # fitting offers without a speed estimate (listed after the ranked ones when the unit is work)
     speed_unknown_offers: int = 0
-    demand: Any = None  # the perf.capacity Demand ranked by (None: no capacity plan)
+    demand: Any = None  # the perf.serving_plan Demand ranked by (None: no capacity plan)
     # (accelerator, skip counter, why it cannot serve the demand), one per device dropped
     plan_dropped: tuple[tuple[str, str, str], ...] = ()
 

@@ -82,7 +82,7 @@ def recommend(
 
     One row per instance type and pricing option (its cheapest region, with how many regions offer
     it) unless ``expand_regions``; marketplace boxes stay single-node unless ``marketplace_multi_node``.
-    With a ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`) offers are ranked by the
+    With a ``demand`` (:class:`fleet_tui.core.perf.serving_plan.Demand`) offers are ranked by the
     monthly bill of the serving capacity plan (:mod:`.serving`); the batch is then the plan's.
     ``network`` (``3200G`` per node, ``400G/gpu``, a fabric name: :func:`~fleet_tui.core.interconnects.parse_network`)
     replaces every instance type's network between instances, as ``size`` charges it; each

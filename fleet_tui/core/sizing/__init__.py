@@ -7,7 +7,7 @@ Modules, in the order a newcomer reads them:
   23 H200 runs);
 * :mod:`.activations` — the per-layer tensors kept for backward, attention masks, factored states;
 * :mod:`.fit` — capacity, precision support, the fit verdict and the search for changes that fit;
-* :mod:`.serving` — KV-cache tokens and concurrent sequences of a serving engine (vLLM budgeting);
+* :mod:`.kv_pool` — KV-cache tokens and concurrent sequences of a serving engine (vLLM budgeting);
 * :mod:`.overview` — :func:`size_workload`: all of the above plus speed (:mod:`fleet_tui.core.perf`).
 
 Byte formulas shared with speed (weights, KV per token, LoRA parameters) live one level down in
@@ -24,9 +24,7 @@ from fleet_tui.core.sizing.fit import (
                                        precision_support,
                                        suggest_fixes,
 )
-from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.overview import SizingResult, size_workload
-from fleet_tui.core.sizing.serving import (
+from fleet_tui.core.sizing.kv_pool import (
                                        EngineFit,
                                        KVCapacity,
                                        engine_fit,
@@ -35,6 +33,8 @@ from fleet_tui.core.sizing.serving import (
                                        serves_with_engine,
                                        serving_sequence_tokens,
 )
+from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
+from fleet_tui.core.sizing.overview import SizingResult, size_workload
 
 __all__ = [
     "COMPONENT_HELP", "COMPONENT_ORDER", "EngineFit", "FitResult", "FitSuggestion", "KVCapacity", "MemoryBreakdown",

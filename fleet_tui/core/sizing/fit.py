@@ -1,7 +1,7 @@
 """Whether a workload fits an accelerator, and the smallest changes that make it fit.
 
 Capacity is the device's nominal memory less what NVML never reports (about 1 %,
-:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.capacity`). A misfit is answered by
+:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.device_support`). A misfit is answered by
 searching its neighbourhood — another parallel layout on the same devices (:mod:`.layout`),
 micro-batches with gradient accumulation (same global batch), checkpointing, offload to CPU memory
 (activations; optimizer states and step, ZeRO-Offload; then the parameters too, ZeRO-Infinity /
@@ -28,10 +28,10 @@ from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
 from fleet_tui.core.footprint import parallel_layout
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support, workload_unsupported
+from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support, workload_unsupported
+from fleet_tui.core.sizing.kv_pool import serves_with_engine
 from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.serving import serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 

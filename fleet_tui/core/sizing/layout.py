@@ -28,7 +28,7 @@ from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
+from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support
 from fleet_tui.core.sizing.memory import estimate_memory
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload

@@ -34,7 +34,7 @@ Measured error
 --------------
 Against the 23 H200 runs in ``tests/fixtures/h200/sizing_truth.json`` (weights-only, prefill,
 generation, AMP and pure-bf16 full training with and without recompute, LoRA) the median absolute
-error of the NVML peak is 1.0 % and the maximum 4.7 % (``tests/core/test_sizing_accuracy.py``
+error of the NVML peak is 1.0 % and the maximum 4.7 % (``tests/core/sizing/test_sizing_accuracy.py``
 prints the table). Calibration is a handful of constants (driver reserve and CUDA context as
 measured, lazily loaded kernels, three allocator-slack fractions by allocation pattern), not per-row
 factors. Known gaps: the Llama-2-7B fp32-master recompute run keeps ~10 GB more in the allocator
@@ -76,7 +76,7 @@ from fleet_tui.core.sizing.activations import (
     residual_bytes,
     stack_activations,
 )
-from fleet_tui.core.sizing.serving import serves_with_engine, serving_sequence_tokens
+from fleet_tui.core.sizing.kv_pool import serves_with_engine, serving_sequence_tokens
 from fleet_tui.core.sizing.stacks import (
     StackTerms,
     adapter_bytes,
@@ -419,7 +419,7 @@ def _engine_start(w: Workload, gpus: int) -> MemoryBreakdown:
     weights, profile-run activation peak, non-torch memory and CUDA graphs, plus the KV cache of
     one sequence of the context (prompt + generated tokens, as ``--max-model-len``), inside its
     budget; ``outside_budget`` is what its budget rule leaves unused at that size. The batch does
-    not move it: a larger batch queues (:func:`fleet_tui.core.sizing.serving.engine_fit`). Links
+    not move it: a larger batch queues (:func:`fleet_tui.core.sizing.kv_pool.engine_fit`). Links
     are taken as NVLink-class under tensor parallelism (their buffers charged; PCIe boards keep less)."""
     e = engine_profile(w)
     seq = serving_sequence_tokens(w)
