@@ -42,8 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
     j.add_argument("--since", default="now-1days", metavar="WHEN",
-                   help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
-                        "--starttime syntax (default now-1days)")
+                   help="with --slurm: finished jobs (sacct) since WHEN: now-N{seconds|minutes|"
+                        "hours|days|weeks} or YYYY-MM-DD[THH:MM[:SS]] as sacct reads them, or "
+                        "7d/12h (default now-1days)")
+    j.add_argument("--until", default="now", metavar="WHEN",
+                   help="'summary': the period's end, in --since's forms (default now); each "
+                        "job counts its GPU-hours inside the period only, as sreport does")
     j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
     j.add_argument("--account", default=None, metavar="A",
                    help="with --slurm: only jobs charged to Slurm account A")
@@ -162,7 +166,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
             print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
         try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
-            accounting = reader.sacct(since=args.since, user=args.user, account=args.account)
+            from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
+
+            accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
+                                      user=args.user, account=args.account)
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
@@ -258,14 +265,16 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
 SUMMARY_HISTORY_JOBS = 20  # jobs (most GPU-hours first) whose Prometheus history a summary reads
 
 
-def _since(text: str) -> str:
-    """``7d``/``12h`` -> sacct's ``now-7days``/``now-12hours``; anything else as sacct takes it."""
-    import re
+def _period(args: argparse.Namespace, now: float) -> tuple[float, float]:
+    """--since/--until as epoch seconds (sacct's forms, or 7d/12h)."""
+    from fleet_tui.core.cluster.slurmtime import parse_when
+    from fleet_tui.core.errors import UserError
 
-    m = re.fullmatch(r"(\d{1,4})([dh])", text.strip())
-    if m:
-        return f"now-{m.group(1)}{'days' if m.group(2) == 'd' else 'hours'}"
-    return text
+    start = parse_when(args.since, now, field="since")
+    end = parse_when(args.until, now, field="until")
+    if end <= start:
+        raise UserError(f"--until {args.until!r} is not after --since {args.since!r}")
+    return start, end
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -276,11 +285,13 @@ def _summary(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core.cluster.headnode import jobs_summary
     from fleet_tui.core.cluster.slurm import SlurmReader
+    from fleet_tui.core.cluster.slurmtime import as_sacct
 
     now = time.time()
-    since = _since(args.since)
+    period = _period(args, now)
+    since, until = as_sacct(period[0]), as_sacct(period[1])
     reader = SlurmReader(timeout_s=args.timeout)
-    accounting = reader.sacct(since=since, user=args.user, account=args.account)
+    accounting = reader.sacct(since=since, until=until, user=args.user, account=args.account)
     price = None
     if args.node_price is not None or _opt(args, "instance"):
         from fleet_tui.core.cluster.slurm import SlurmError
@@ -303,11 +314,12 @@ def _summary(args: argparse.Namespace) -> int:
             history = _history(args, j, now, price)
             if history is not None and history.job is not None:
                 usage[j.job] = history.job
-    digest = jobs_summary(accounting, now=now, since=since, usage=usage, usd_per_gpu_hour=price)
+    digest = jobs_summary(accounting, now=now, since=since, until=until, period=period,
+                          usage=usage, usd_per_gpu_hour=price)
     if args.json:
         print_json(digest.to_dict())
         return 0
-    print(f"since {since}: {digest.jobs} GPU jobs, {digest.gpu_hours:.2f} GPU-hours"
+    print(f"{since} to {until}: {digest.jobs} GPU jobs, {digest.gpu_hours:.2f} GPU-hours"
           + (f" at ${price:,.2f}/GPU-hour" if price is not None else "")
           + (f"; idle hours from the GPU history of {digest.history_jobs} jobs" if spec else
              "; idle hours need --source prometheus:URL"))

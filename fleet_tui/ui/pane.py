@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey  # what Footer.compose yields; not re-exported
 from textual.worker import Worker
 
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
@@ -29,7 +30,7 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         keys = list(super().compose())
-        first = [k for k in keys if getattr(k, "action", None) in self.FIRST]  # a FooterKey
+        first = [k for k in keys if isinstance(k, FooterKey) and k.action in self.FIRST]
         first.sort(key=lambda k: self.FIRST.index(k.action))
         yield from first + [k for k in keys if k not in first]
 

@@ -414,12 +414,13 @@ class SlurmReader:
                                "scontrol show job --json")
 
     def sacct(self, *, since: str | None = None, user: str | None = None,
-              account: str | None = None) -> list[SlurmJob]:
-        """Jobs from accounting. ``user``/``account`` are filtered here as well: Slurm 22.05's
-        ``sacct --json --user U`` returns every user's jobs. Exit codes come from sacct's
-        parsable output, which 22.05's JSON prints as 0 for every job."""
+              account: str | None = None, until: str | None = None) -> list[SlurmJob]:
+        """Jobs from accounting (``since``/``until``: sacct's ``--starttime``/``--endtime``).
+        ``user``/``account`` are filtered here as well: Slurm 22.05's ``sacct --json --user U``
+        returns every user's jobs. Exit codes come from sacct's parsable output, which 22.05's
+        JSON prints as 0 for every job."""
         who = ["--user", user] if user else ["--allusers"]
-        when = ["--starttime", since] if since else []
+        when = (["--starttime", since] if since else []) + (["--endtime", until] if until else [])
         jobs = parse_jobs_json(self.run(["sacct", "--json", *who, *when]), "sacct --json")
         try:
             text = self.run(["sacct", "--parsable2", "--noheader", "--allocations",
