@@ -58,7 +58,9 @@ def _diagnosis_dict(d: Any) -> dict[str, Any]:
     """A diagnosis (analysis.Diagnosis, or any object/dict with kind/confidence/...) as JSON data."""
     to_dict = getattr(d, "to_dict", None)
     if callable(to_dict):
-        return to_dict()
+        data = to_dict()
+        if isinstance(data, dict):
+            return data
     evidence = _get(d, "evidence", {})
     if not isinstance(evidence, Mapping):
         evidence = dict(evidence or ())
@@ -731,6 +733,8 @@ async def read_fleet_view(source, *, window_s: float = 30.0,
     engine.subscribe(views)
     with one_deadline(source):
         await engine.run(count=1)
+    if views.latest is None:  # run(count=1) steps once and each step publishes a tick
+        raise RuntimeError("the monitor engine published no tick")
     return views.latest
 
 

@@ -200,7 +200,10 @@ class Placer:
             if choice.fits:
                 chosen = (n, choice)
                 break
-        n, ch = chosen or closest
+        picked = chosen or closest
+        if picked is None:  # cannot happen: counts is never empty and its last count is laid out
+            raise AssertionError(f"no layout tried for {devices}x {acc.id}")
+        n, ch = picked
         w, gpus = ch.workload, ch.gpus
         head = cap - ch.total_bytes
         used_pct = 100.0 * ch.total_bytes / cap if cap else None
