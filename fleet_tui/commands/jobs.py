@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
 from fleet_tui.core.jsonio import parse_json
@@ -59,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="price of one node per hour (instead of --instance)")
     j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
+    aggregate_flag(j)
     j.add_argument("--timeout", type=timeout_seconds, default=10.0, metavar="SECONDS",
                    help="timeout of each Slurm command and Prometheus query, at most 3600 "
                         "(default 10)")
@@ -71,11 +73,11 @@ def _opt(args: argparse.Namespace, name: str, default=None):
     return default if v is None else v
 
 
-def _usages(args: argparse.Namespace):
-    """Device usages from --devices or from a source's fleet view."""
+def _usages(args: argparse.Namespace, read=None):
+    """Device usages from --devices or from a source's fleet view (``read``: the view and labels
+    ``_read_view`` already returned)."""
 
     from fleet_tui.core.cluster.jobs import usages_from_doc
-    from fleet_tui.core.errors import UserError
 
     if args.devices is not None:
         from fleet_tui.core.fsutil import read_text_capped
@@ -83,6 +85,17 @@ def _usages(args: argparse.Namespace):
         text = read_text_capped(args.devices, "device list")
         doc = parse_json(text, args.devices)
         return usages_from_doc(doc, args.devices)
+    from fleet_tui.core.cluster.promjobs import usages_from_view
+
+    view, labels = _read_view(args) if read is None else read
+    return usages_from_view(view, labels, observed_s=args.window)
+
+
+def _read_view(args: argparse.Namespace):
+    """The source's fleet view and its devices' job labels (none read for an aggregated fleet:
+    its jobs are the server's roll-ups)."""
+    from fleet_tui.core.errors import UserError
+
     spec = _opt(args, "source")
     if spec is None:
         raise UserError("jobs needs --source (e.g. prometheus:URL) or --devices FILE")
@@ -90,13 +103,16 @@ def _usages(args: argparse.Namespace):
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
     import asyncio
 
-    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels, usages_from_view
+    from fleet_tui.commands._fleet_args import aggregate_above
+    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
     from fleet_tui.core.redact import redact_spec
 
-    source = open_source(spec, timeout_s=args.timeout)
+    threshold = aggregate_above(args)
+    opts = {} if threshold is None else {"aggregate_above": threshold}
+    source = open_source(spec, timeout_s=args.timeout, **opts)
 
     async def once():
         await source.open()
@@ -106,6 +122,8 @@ def _usages(args: argparse.Namespace):
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
                 raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
+            if view.aggregated:
+                return view, DeviceLabels()
             try:
                 labels = await read_device_labels(source)
             except (OSError, ValueError, PrometheusResponseError) as exc:  # readings came, labels not
@@ -116,8 +134,7 @@ def _usages(args: argparse.Namespace):
         finally:
             await source.close()
 
-    view, labels = asyncio.run(once())
-    return usages_from_view(view, labels, observed_s=args.window)
+    return asyncio.run(once())
 
 
 def _prices(args: argparse.Namespace):
@@ -151,7 +168,18 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     args.slurm = bool(getattr(args, "slurm", None))
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
-    usages = _usages(args)
+    read = None
+    if args.devices is None and _opt(args, "source") is not None:
+        read = _read_view(args)
+        if read[0].aggregated:
+            if words:
+                agg = read[0].aggregate
+                raise UserError(f"jobs report: the fleet has {read[0].device_count} devices, more "
+                                f"than --aggregate-above {agg.threshold}, and is read as the "
+                                "server's roll-ups; a job report needs every device's readings "
+                                "(raise --aggregate-above)")
+            return _aggregated_jobs(args, read[0])
+    usages = _usages(args, read)
     slurm_jobs: list = []
     nodes: list = []
     accounting, finished_note = None, None
@@ -341,6 +369,39 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _limit(s: float | None) -> str:
     return "-" if s is None else _hours(s)
+
+
+def _aggregated_jobs(args: argparse.Namespace, view) -> int:
+    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up."""
+    from fleet_tui.commands._output import print_json, print_table
+
+    agg = view.to_dict(devices=False)["aggregate"]
+    jobs, attributed = agg["jobs"], agg["job_devices"]
+    if args.slurm:
+        print("fleet-tui: an aggregated fleet's jobs come from the hpc_job label only; Slurm's "
+              "allocations are not joined (raise --aggregate-above to join them)", file=sys.stderr)
+    if args.user is not None or args.account is not None:
+        print("fleet-tui: --user/--account need Slurm's view: not applied to an aggregated "
+              "fleet", file=sys.stderr)
+    if args.json:
+        print_json({"source": view.source, "aggregated": True,
+                    "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
+                    "unattributed_devices": view.device_count - attributed,
+                    "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
+                    "errors": list(view.errors)})
+        return 0
+    print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
+          f"aggregated on the server (more than {agg['threshold_devices']} devices, "
+          "--aggregate-above)")
+    print_table(["job", "nodes", "gpus", "util", "idle gpus", "idle $/h"],
+                [[j["job"], str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]),
+                  str(j["idle_devices"]),
+                  "-" if j["idle_usd_per_hour"] is None else f"${j['idle_usd_per_hour']:,.2f}"]
+                 for j in jobs])
+    print(f"{view.device_count - attributed} devices without a job label")
+    for err in view.errors[:5]:
+        print(f"  ! {err}")
+    return 0
 
 
 def _print_text(args: argparse.Namespace, report) -> None:

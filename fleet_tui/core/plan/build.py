@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
@@ -34,7 +34,6 @@ from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, preci
 from fleet_tui.core.sizing.device_support import workload_unsupported
 from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
 from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_with_engine
-from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -62,6 +61,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     """The :class:`PlanReport` of ``req`` (see the module docstring)."""
     w = req.workload
     acc = catalog.accelerator(req.accelerator) if req.accelerator else None
+    notes: list[str] = []
     if req.training_tokens is not None and not w.is_training:
         raise FieldError("tokens", "{tokens} (a training run's length) applies to training workloads")
     if req.burst is not None and not w.is_generation:
@@ -73,13 +73,17 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
             field = ("workload" if w.kind == "qlora" or not w.is_training or "inference only" in why
                      else "optimizer" if w.optimizer in ("adamw8bit", "paged_adamw8bit") else "precision")
             raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
-        ok, msg = precision_support(w.precision, acc)
+        ok, msg = precision_support(w.precision, acc, w)
         if not ok:
             raise FieldError("precision",
                              "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+        if msg:  # how it runs it (weight-only fp8 on Ampere) or that its support is undocumented
+            notes.append(msg)
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
+        from fleet_tui.core.sizing.layout import choose_layout  # several devices only
+
         ch = choose_layout(w, acc, n, min(n, DEFAULT_NODE_DEVICES))
         w = ch.workload if ch.fits else w
     mem = estimate_memory(w, n)
@@ -90,7 +94,6 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     if fit is not None and not fit.fits:
         accs = list(catalog.accelerators.values())
         fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
-    notes: list[str] = []
     cost = None
     if acc is not None and verdict.ok:
         cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month)
