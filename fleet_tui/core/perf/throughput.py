@@ -7,10 +7,9 @@ import math
 from dataclasses import field
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from fleet_tui.core import caches, frameworks
+from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
-from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf.engines import (
     decode_efficiency,
@@ -40,9 +39,6 @@ if TYPE_CHECKING:  # the links table is read only when a collective is charged (
     from fleet_tui.core.interconnects import Fabric
 
 ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
-ENGINE_TRAINING = PRESETS["hf"].label
-#: training stack named in the speed line per ``--framework`` (:mod:`fleet_tui.core.frameworks`)
-TRAINING_STACKS = {name: p.label for name, p in PRESETS.items()}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]
@@ -125,7 +121,10 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric | None)
 
 
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
-    """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
+    """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth; the
+    stack named per ``--framework`` (its preset's label)."""
+    from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor, statement
+
     a, pc = w.arch, d.params
     rate, bw, notes, peak_dense = d.rate, d.bandwidth, d.notes, d.peak_dense
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
@@ -149,7 +148,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
                  + ("; recompute adds a forward" if w.grad_checkpointing else ""))
     if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
         missing = "; ".join(n for n in notes if n.startswith("no published"))
-        return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
+        return Throughput(tokens_per_s=None, phase="training", engine=PRESETS[w.framework].label,
                           assumptions=notes, unknown=missing)
     fw = PRESETS[w.framework]
     # the measured presets' efficiency (hf and the stacks sharing it) holds for 1B-8B widths
@@ -181,7 +180,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     par = collectives.training_step(w, pc, d.layout, d.links(), step_1,
                                     attention_share=attn / fwd_flops * (compute_s / step_1))
     if w.framework != "hf":
-        notes.insert(0, frameworks.statement(w.framework, gpus))
+        notes.insert(0, statement(w.framework, gpus))
     if gpus > 1:
         notes.append(f"{gpus} devices as {d.layout.label()}; {d.links().describe(gpus)}")
         notes.extend(par.notes)
@@ -193,7 +192,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     if w.offload:
         notes.append(f"offload of {', '.join(w.offload)} to CPU memory: its PCIe transfers are not charged "
                      "(they overlap compute when the step is long enough)")
-    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=TRAINING_STACKS[w.framework],
+    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=PRESETS[w.framework].label,
                       bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                       mfu=mfu)
 
