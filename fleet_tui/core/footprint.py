@@ -196,7 +196,7 @@ def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int =
     if arch.kv_lora_rank:  # MLA: one latent per token, the same on every tensor rank
         per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_value_bytes(w)
     total = arch.kv_layers * per_layer
-    if arch.sliding_window_layers and context > 0:
+    if arch.sliding_window_layers and arch.sliding_window is not None and context > 0:
         frac = min(1.0, arch.sliding_window / context)
         total += arch.sliding_window_layers * per_layer * frac
     return total

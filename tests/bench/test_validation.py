@@ -47,9 +47,6 @@ INEXPRESSIBLE_HOLDOUT = {
     # prefill/decode disaggregation over 12 nodes with large-scale expert parallelism
     "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-input_tokens_per_s",
     "sglang-lmsys-deepseek-96xh100-pd-ep-2000in-output_tokens_per_s",
-    # the product refuses fp8 weights on Ampere (its capability table), which vLLM ran there
-    # (weight-only fp8 kernels); the KV harness asks the product, so the refusal is the answer
-    "vllm-pr1995-2x3090-qwen3.8-27b-fp8-tp2-fp8kv",
 }
 
 

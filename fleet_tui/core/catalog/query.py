@@ -218,9 +218,7 @@ def query_instances(
     conds = []
     for cnd in conditions:
         if cnd.field == "accelerator" and cnd.op in ("=", "!="):
-            acc_id = catalog.resolve_accelerator(str(cnd.value))
-            if acc_id is None:
-                catalog.accelerator(str(cnd.value))  # raises with suggestions
+            acc_id = catalog.accelerator(str(cnd.value)).id  # unknown: raises with suggestions
             cnd = Condition(cnd.field, cnd.op, acc_id)
         conds.append((INSTANCE_FIELDS[cnd.field][0], cnd.op, cnd.value))
 

@@ -156,7 +156,7 @@ def swf_line(job: int, submit_s: float, run_s: float, gpus: int, requested_s: fl
 # sacct --json
 
 
-def _gpus_from_tres(entries: Iterable[Any]) -> int | None:
+def _gpus_from_tres(entries: Iterable[Any] | None) -> int | None:
     for e in entries or ():
         if isinstance(e, dict) and e.get("type") == "gres" and str(e.get("name", "")).startswith("gpu"):
             n = slurm_number(e.get("count"))

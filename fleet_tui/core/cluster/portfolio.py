@@ -154,7 +154,7 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     share = max_spot_share if prices.spot is not None else 0.0
     spot_useful = prices.spot * spot_cost_multiplier(overhead) if prices.spot is not None else None
     use_spot = spot_useful is not None and spot_useful < prices.on_demand and share > 0
-    term_prices = {t: prices.reserved(t) for t in terms if prices.reserved(t) is not None}
+    term_prices: dict[str, float] = {t: p for t in terms if (p := prices.reserved(t)) is not None}
     util = instance_activity(demand, n)
     needed_hours = sum(util) * hours  # instance-hours the demand needs
     spot_cap = share * needed_hours if use_spot else 0.0
@@ -204,7 +204,7 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
             "cheapest_instances": int(per_term[term]["k"]),
         })
     sensitivity = []
-    term_for_sens = best_term or (min(term_prices, key=term_prices.get) if term_prices else None)
+    term_for_sens = best_term or (min(term_prices, key=term_prices.__getitem__) if term_prices else None)
     if term_for_sens is not None:
         for k in (reserved - 1, reserved, reserved + 1):
             if 0 <= k <= len(util):

@@ -147,6 +147,14 @@ def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
                  for p in procs)
 
 
+def raw_pcie_rx(sample: dict[str, Any]) -> float | None:
+    """Host-to-device bytes/s of a raw sample: GPM's counter (measured over the whole interval)
+    where the line has it, else nvmlDeviceGetPcieThroughput's (a 20 ms sample)."""
+    if sample.get("gpm_pcie_rx_mib_s") is not None:
+        return _num(sample.get("gpm_pcie_rx_mib_s"), _MIB, "gpm_pcie_rx_mib_s")
+    return _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
+
+
 def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any], *,
                            source: str, base_time: float = 0.0) -> Snapshot:
     """One ``{"kind": "sample"}`` line of the raw capture format as a ``Snapshot``."""
@@ -157,11 +165,10 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
     gpm = "gpm_sm_util" in sample
     # Prefer GPM's PCIe counters (measured over the whole interval) over nvmlDeviceGetPcieThroughput
     # (a 20 ms sample); keep the NVML reading as an extra for comparison.
+    pcie_rx = raw_pcie_rx(sample)
     if sample.get("gpm_pcie_rx_mib_s") is not None:
-        pcie_rx = _num(sample.get("gpm_pcie_rx_mib_s"), _MIB, "gpm_pcie_rx_mib_s")
         pcie_tx = _num(sample.get("gpm_pcie_tx_mib_s"), _MIB, "gpm_pcie_tx_mib_s")
     else:
-        pcie_rx = _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
         pcie_tx = _num(sample.get("pcie_tx_kb_s"), _NVML_KB, "pcie_tx_kb_s")
     extra = raw_extras(sample, static_kwargs)
     procs = raw_processes(sample)

@@ -151,6 +151,9 @@ class SlidingWindows:
         if (not no_news(d, then) or d.clock_event_reasons != then.clock_event_reasons
                 or mem_moved(d, then)):
             return None
+        growth = analysis.get("memory_growth")
+        if growth is not None and growth.severity == "critical":
+            return None  # an out-of-memory countdown moves every tick (it is due, or it stopped)
         return analysis
 
     def growth_points(self, d: DeviceSnapshot, snap_ts: float, key: str

@@ -31,6 +31,7 @@ from fleet_tui.core.perf.rates import (
     forward_terms,
     peak_flops,
     scaling_efficiency,
+    weight_only_compute,
     weight_stream_bytes,
 )
 from fleet_tui.core.records import record
@@ -83,8 +84,8 @@ def _device(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> _Device
     bw, bw_notes = bandwidth(acc)
     sharding = w.sharding if gpus > 1 else "data"
     layout = parallel_layout(w, gpus)
-    peak_tf = (acc.peak(w.precision) or (acc.peak("bf16") or acc.peak("fp16")
-                                          if w.precision in ("int8", "int4") or w.kind == "qlora" else None))
+    base = "bf16" if w.kind == "qlora" else weight_only_compute(acc, w.precision)
+    peak_tf = acc.peak(w.precision) or (acc.peak(base) or acc.peak("fp16") if base is not None else None)
     return _Device(params=param_counts(w.arch), rate=rate, bandwidth=bw, notes=notes + bw_notes,
                    sharding=sharding, scale=scaling_efficiency("tensor", layout.tp),
                    peak_dense=peak_tf * 1e12 if peak_tf else None,

@@ -62,6 +62,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     """The :class:`PlanReport` of ``req`` (see the module docstring)."""
     w = req.workload
     acc = catalog.accelerator(req.accelerator) if req.accelerator else None
+    notes: list[str] = []
     if req.training_tokens is not None and not w.is_training:
         raise FieldError("tokens", "{tokens} (a training run's length) applies to training workloads")
     if req.burst is not None and not w.is_generation:
@@ -73,10 +74,12 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
             field = ("workload" if w.kind == "qlora" or not w.is_training or "inference only" in why
                      else "optimizer" if w.optimizer in ("adamw8bit", "paged_adamw8bit") else "precision")
             raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
-        ok, msg = precision_support(w.precision, acc)
+        ok, msg = precision_support(w.precision, acc, w)
         if not ok:
             raise FieldError("precision",
                              "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+        if msg:  # how it runs it (weight-only fp8 on Ampere) or that its support is undocumented
+            notes.append(msg)
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
@@ -90,7 +93,6 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     if fit is not None and not fit.fits:
         accs = list(catalog.accelerators.values())
         fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
-    notes: list[str] = []
     cost = None
     if acc is not None and verdict.ok:
         cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from fleet_tui.core.pricing import Schedule
 from fleet_tui.core.ranking.formatting import devices_label
@@ -140,7 +140,7 @@ class Candidate(NamedTuple):
     plan: Any = None  # with a demand: the ServingPlan of its device group
 
 
-class RankedOffers(Sequence):
+class RankedOffers(Sequence["RankedOffer"]):
     """The ranked offers, each turned into a :class:`RankedOffer` when first read.
 
     Kept lazy because a bench shows it is needed (``bench/bench_recommend.py``, bundled catalog):
@@ -160,7 +160,12 @@ class RankedOffers(Sequence):
     def __len__(self) -> int:
         return len(self._candidates)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> RankedOffer: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[RankedOffer, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> RankedOffer | tuple[RankedOffer, ...]:
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self._candidates))))
         n = len(self._candidates)
@@ -173,7 +178,7 @@ class RankedOffers(Sequence):
             offer = self._made[i] = self._make(i + 1, self._candidates[i])
         return offer
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[RankedOffer]:
         for i in range(len(self._candidates)):
             yield self[i]
 

@@ -125,7 +125,7 @@ def recommend(
     rates = MonthlyRates(schedule, spot, stateless=stateless)
 
     skip_order = SKIP_ORDER + (PLAN_SKIPS if planner is not None else ())
-    skipped = dict.fromkeys(skip_order, 0)
+    skipped: dict[str, int] = dict.fromkeys(skip_order, 0)
     dropped: dict[str, tuple[str, str]] = {}  # accelerator -> (skip counter, why it cannot serve)
     skipped["excluded_rows"] = index.excluded
     skipped["no_accelerator_spec_rows"] = index.no_spec
@@ -285,7 +285,7 @@ def recommend(
                            if k < k0 or (k == k0 and pos < cheapest))
             cheapest_offer = build(rank, candidate(cheapest))
     if planner is not None:
-        notes.append(f"ranked by the serving capacity plan for {demand.label()}: replicas of the devices "
+        notes.append(f"ranked by the serving capacity plan for {planner.demand.label()}: replicas of the devices "
                      "of one instance (or of the instances the model needs), whole instances bought; "
                      "the batch is the plan's concurrency")
         missed = [why for skip, why in dropped.values() if skip == "slo_unmet_rows"]

@@ -212,7 +212,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
         if w.precision == "fp32":
             order = [p for p in ("bf16", "fp16") if acc.supports(p)][:1] + order
         for p in order:
-            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc)[0]:
+            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc, w)[0]:
                 label = {"fp8": "fp8 weights", "int8": "int8 weight quantization",
                          "int4": "int4 weight quantization (GPTQ/AWQ)"}.get(p, f"{p} weights")
                 out.append(("precision", f"use {label} ({{precision}} {p})", w.derive(precision=p), gpus))
@@ -275,7 +275,7 @@ def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int
     base = _layout_free(w)
     out: list[FitSuggestion] = []
     for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
-        if not precision_support(w.precision, a)[0]:
+        if not precision_support(w.precision, a, w)[0]:
             continue
         ch = choose_layout(base, a, gpus, min(max(gpus, 1), DEFAULT_NODE_DEVICES))
         if ch.fits:
@@ -422,7 +422,7 @@ def _check_fit(workload: Workload, accelerator: Accelerator, n: int) -> FitResul
     mem = estimate_memory(workload, n)
     cap = capacity_bytes(accelerator)
     fits = mem.total_bytes <= cap
-    supported, msg = precision_support(workload.precision, accelerator)
+    supported, msg = precision_support(workload.precision, accelerator, workload)
     if fits:
         message = (f"uses {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU "
                    f"({(cap - mem.total_bytes) / cal.GiB:.1f} GiB free)")

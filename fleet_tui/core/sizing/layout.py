@@ -249,7 +249,7 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
         return LayoutChoice(w, n, parallel_layout(w, n), possible and mem <= capacity_bytes(acc), mem, False)
     if speed is None:
         ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
-        if not precision_support(w.precision, acc)[0]:
+        if not precision_support(w.precision, acc, w)[0]:
             return ladder.closest(exact_closest)
         return ladder.first_fit(capacity_bytes(acc)) or ladder.closest(exact_closest)
     return _search(w, acc, n, node_devices, speed)
@@ -258,7 +258,7 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
 def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> LayoutChoice:
     """The first few fitting layouts (busy devices first) compared by ``speed``; the fastest wins."""
     ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
-    if not precision_support(w.precision, acc)[0]:
+    if not precision_support(w.precision, acc, w)[0]:
         return ladder.closest()
     cap = capacity_bytes(acc)
     fitting: list[LayoutChoice] = []

@@ -206,18 +206,19 @@ def _estimate(w: Workload, gpus: int) -> MemoryBreakdown:
 
     if not w.is_training:
         ws = cal.CUBLAS_WORKSPACE_BYTES
-        if w.is_generation:
-            ctx = w.prompt_len + w.gen_len
-            prompt_tok = b_gpu * w.prompt_len
+        prompt_len, gen_len = w.prompt_len, w.gen_len  # generation: both given (Workload checks)
+        if gen_len is not None and prompt_len is not None:
+            ctx = prompt_len + gen_len
+            prompt_tok = b_gpu * prompt_len
             state = b_gpu * sequence_state_bytes(arch, w, tp) / pp  # hybrid models' linear layers
-            kv_prompt = b_gpu * w.prompt_len * kv_bytes_per_token(arch, w, tp, w.prompt_len) / pp + state
+            kv_prompt = b_gpu * prompt_len * kv_bytes_per_token(arch, w, tp, prompt_len) / pp + state
             kv_end = b_gpu * ctx * kv_bytes_per_token(arch, w, tp, ctx) / pp + state
             last_logits = b_gpu * V * (act + 4) / tp  # last position, plus the fp32 copy generate takes
             phases.append(_Phase("prompt forward (prefill)", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_prompt,
-                "activations": forward_transient(arch, prompt_tok, act, tp, w.prompt_len)
-                + attention_mask_bytes(arch, w, b_gpu, *((w.prompt_len, 0) if arch.is_encoder_decoder
-                                                          else (0, w.prompt_len))),
+                "activations": forward_transient(arch, prompt_tok, act, tp, prompt_len)
+                + attention_mask_bytes(arch, w, b_gpu, *((prompt_len, 0) if arch.is_encoder_decoder
+                                                        else (0, prompt_len))),
                 "logits": last_logits, "workspace": ws}))
             phases.append(_Phase("end of generation", {
                 "weights": weights, "weight_copies": fsdp_gather, "kv_cache": kv_end,

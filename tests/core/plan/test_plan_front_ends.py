@@ -13,7 +13,7 @@ from fleet_tui.cli import main
 from fleet_tui.commands._workload_args import flag
 from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.ranking import recommend
-from fleet_tui.ui.builder import compute
+from fleet_tui.ui.builder import build_workload, compute
 
 GIB = 2**30
 
@@ -132,3 +132,85 @@ def test_recommend_explains_its_top_offer_with_sizes_report(catalog, argv):
     cli = _size_json([*argv, "--gpu", top["accelerator"], "--gpus", str(top["gpus"])])
     for key in ("verdict", "memory", "throughput", "headroom_bytes"):
         assert cli[key] == plan[key], key
+
+
+# --- fp8 weights on a GPU without fp8 tensor cores: one capability rule for every front end ---------
+
+def _form_fp8(engine: str, accel: str = "A100", kind: str = "inference") -> dict:
+    form = {"b-model": "llama-3.1-8b", "b-precision": "fp8", "b-accel": accel, "b-gpus": "1",
+            "b-sharding": "auto", "b-optimizer": "adamw", "b-lora-rank": "16", "b-framework": "hf",
+            "b-kv-dtype": "auto", "b-hours": "730", "b-kind": kind}
+    if kind == "inference":
+        form |= {"b-engine": engine, "b-seq": "1024", "b-gen": "256", "b-batch": "32"}
+    else:
+        form |= {"b-seq": "1024", "b-batch": "4"}
+    return form
+
+
+def _fp8_argv(engine: str, accel: str = "A100") -> list[str]:
+    return ["--model", "llama-3.1-8b", "--precision", "fp8", "--gpu", accel, "--engine", engine,
+            "--prompt-len", "1024", "--gen-len", "256", "--batch", "32"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_fp8_weights_on_ampere_serve_weight_only_in_every_front_end(catalog, engine):
+    cli = _size_json(_fp8_argv(engine))
+    built = compute(catalog, _form_fp8(engine))
+    assert built.error is None, built.error
+    assert built.report.to_dict(flag) == cli
+    assert cli["verdict"]["status"] == "starts"
+    notes = cli["throughput"]["assumptions"]
+    assert any("weight-only" in n and "FP8 Marlin" in n for n in notes), notes
+    # the ranking offers the A100 for it, with the plan's speed
+    rec = recommend(built.report.workload, catalog)
+    a100 = [o for o in rec.offers if o.accelerator == "A100" and o.gpus == 1]
+    assert a100, "the ranking refuses what size serves"
+    offer = next(o for o in a100 if o.instance_type == cli["cost"]["instance_type"] and o.cloud == cli["cost"]["cloud"])
+    assert offer.tokens_per_s == pytest.approx(cli["throughput"]["tokens_per_s"], rel=1e-9)
+
+
+def test_weight_only_fp8_streams_one_byte_weights_at_the_16_bit_compute_rate():
+    fp8, bf16 = (_size_json(["--model", "llama-3.1-8b", "--precision", p, "--gpu", "A100", "--engine", "vllm",
+                             "--prompt-len", "1024", "--gen-len", "256", "--batch", "1"]) for p in ("fp8", "bf16"))
+    assert fp8["memory"]["breakdown"]["weights"] < 0.6 * bf16["memory"]["breakdown"]["weights"]
+    # decode at batch 1 streams the weights: the 1-byte weights are faster ...
+    assert fp8["throughput"]["decode_tokens_per_s"] > 1.5 * bf16["throughput"]["decode_tokens_per_s"]
+    # ... while prefill is compute-bound at the 16-bit rate (no fp8 tensor cores): never faster than bf16
+    assert fp8["throughput"]["prefill_tokens_per_s"] <= bf16["throughput"]["prefill_tokens_per_s"]
+    # on a GPU with fp8 tensor cores fp8 prefill is faster than bf16 and nothing runs weight-only
+    h_fp8, h_bf16 = (_size_json(["--model", "llama-3.1-8b", "--precision", p, "--gpu", "H100", "--engine", "vllm",
+                                 "--prompt-len", "1024", "--gen-len", "256", "--batch", "1"]) for p in ("fp8", "bf16"))
+    assert h_fp8["throughput"]["prefill_tokens_per_s"] > h_bf16["throughput"]["prefill_tokens_per_s"]
+    assert not any("weight-only" in n for n in h_fp8["throughput"]["assumptions"])
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "hf"])
+def test_fp8_on_ampere_without_a_weight_only_kernel_is_refused_with_the_engines_that_have_one(
+        catalog, capsys, engine):
+    rc = main(["size", *_fp8_argv(engine)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "--precision" in err and "no fp8 tensor cores" in err and "--engine vllm" in err
+    built = compute(catalog, _form_fp8(engine))
+    assert built.report is None and built.error_field == "precision"
+    assert "no fp8 tensor cores" in (built.error or "")
+    rec = recommend(_fp8_workload(catalog, engine), catalog)
+    assert not [o for o in rec.offers if o.accelerator in ("A100", "A100-80GB", "RTX3090", "A10")]
+    assert [o for o in rec.offers if o.accelerator == "H100"], "fp8 stays offered where it has tensor cores"
+
+
+def test_fp8_training_on_ampere_stays_refused_with_the_reason(catalog, capsys):
+    rc = main(["size", "--model", "llama-3.1-8b", "--precision", "fp8", "--gpu", "A100", "--workload", "finetune",
+               "--seq-len", "1024", "--batch", "4"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "--precision" in err and "no fp8 tensor cores" in err and "use bf16" in err
+    built = compute(catalog, _form_fp8("vllm", kind="finetune"))
+    assert built.report is None and "no fp8 tensor cores" in (built.error or "")
+    rec = recommend(_fp8_workload(catalog, "vllm", kind="finetune"), catalog)
+    assert not [o for o in rec.offers if (o.accelerator or "").startswith(("A100", "RTX3090", "A10"))]
+
+
+def _fp8_workload(catalog, engine: str, kind: str = "inference"):
+    """The builder's workload for the form (built before planning, so a refused one exists too)."""
+    return build_workload(catalog, _form_fp8(engine, kind=kind))

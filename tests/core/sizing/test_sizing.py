@@ -211,8 +211,11 @@ def test_precision_support_messages():
     assert not ok and msg == "T4 (Turing) has no bf16 support; use fp16"
     assert precision_support("int4", T4)[0]  # weight-only kernels
     assert precision_support("fp8", L4)[0]
-    res = check_fit(Workload(kind="inference", model=MODELS["llama-3.2-1b"], precision="fp8"), T4)
+    res = check_fit(Workload(kind="inference", model=MODELS["llama-3.2-1b"], precision="fp8", engine="hf"), T4)
     assert res.precision_supported is False and "fp8" in res.message
+    # vLLM serves fp8 weights on Turing weight-only (FP8 Marlin): allowed, and the fit says so
+    res = check_fit(Workload(kind="inference", model=MODELS["llama-3.2-1b"], precision="fp8", engine="vllm"), T4)
+    assert res.precision_supported and "weight-only" in res.precision_note and "fp16" in res.precision_note
 
 
 def test_support_comes_from_the_architecture_not_from_published_peaks():

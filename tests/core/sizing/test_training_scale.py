@@ -205,10 +205,13 @@ def test_no_qlora_is_ranked_on_a_tpu_or_inferentia(cat):
 
 
 def test_no_fp8_fix_is_proposed_where_the_chip_lacks_it(cat):
-    w = wl(cat, model="llama-3.1-70b", prompt_len=1000, gen_len=200, batch=8, gpus=4)
+    w = wl(cat, model="llama-3.1-70b", prompt_len=1000, gen_len=200, batch=8, gpus=4, engine="trtllm")
     for device in ("TPU-v5e", "A100"):
         fixes = suggest_fixes(w, 4, cat.accelerator(device))
         assert all(f.workload.precision != "fp8" for f in fixes), device
+    # vLLM serves fp8 weights on an A100 weight-only (FP8 Marlin): there the fix is proposed
+    fixes = suggest_fixes(w.derive(engine="vllm"), 4, cat.accelerator("A100"))
+    assert any(f.workload.precision == "fp8" for f in fixes)
 
 
 def test_size_refuses_qlora_on_a_tpu(capsys):
