@@ -57,7 +57,7 @@ _EXPORTS = {
     "check_fit": "fleet_tui.core.sizing",
     "kv_capacity": "fleet_tui.core.sizing",
     "param_count": "fleet_tui.core.modelspec",
-    "size_workload": "fleet_tui.core.sizing",
+    "size_workload": "fleet_tui.core.sizing.overview",
     "estimate_throughput": "fleet_tui.core.perf",
     "training_run": "fleet_tui.core.perf",
     # pricing and recommendations

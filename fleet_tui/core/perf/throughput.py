@@ -13,7 +13,6 @@ from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, pa
 from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor
 from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.modelspec import ParamCounts, param_counts
-from fleet_tui.core.perf import collectives
 from fleet_tui.core.perf.engines import (
     decode_efficiency,
     decode_step_s,
@@ -165,6 +164,8 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     mem_s = mem_bytes / (bw * cal.COPY_BANDWIDTH_EFFICIENCY)
     step_1 = compute_s + mem_s
     # the layout's share of the step plus every collective on the link it crosses
+    from fleet_tui.core.perf import collectives  # training and pipelines only: inference on one device needs none
+
     fwd_flops = 2 * n_mat + attn
     par = collectives.training_step(w, pc, d.layout, d.fabric, step_1,
                                     attention_share=attn / fwd_flops * (compute_s / step_1))
@@ -249,6 +250,8 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
             # all-reduces per layer wait on the slowest device: inside one tensor-parallel group the
             # engine-fitted cost (latency plus the ring's bytes on the device's link); a pipeline's
             # stage hand-offs are charged on the fabric they cross
+            from fleet_tui.core.perf import collectives
+
             sync = (tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2) if lay.pp == 1
                     else collectives.decode_sync_s(w, lay, d.fabric, per_gpu_b))
             tpot += sync

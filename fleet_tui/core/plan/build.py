@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
@@ -34,7 +34,6 @@ from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, preci
 from fleet_tui.core.sizing.device_support import workload_unsupported
 from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
 from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_with_engine
-from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -83,6 +82,8 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
+        from fleet_tui.core.sizing.layout import choose_layout  # several devices only
+
         ch = choose_layout(w, acc, n, min(n, DEFAULT_NODE_DEVICES))
         w = ch.workload if ch.fits else w
     mem = estimate_memory(w, n)
