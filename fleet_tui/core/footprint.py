@@ -87,6 +87,11 @@ class Layout(NamedTuple):
         return text
 
 
+def layout_is_set(w: Workload) -> bool:
+    """Whether the workload names its own layout (``tp``, ``pp`` or ``zero``): then it is kept."""
+    return w.tp is not None or w.pp is not None or w.zero is not None
+
+
 def parallel_layout(w: Workload, gpus: int) -> Layout:
     """The layout ``w`` runs on ``gpus`` devices: its own ``tp``/``pp``/``zero`` where set, else
     what its ``sharding`` names (``data``: replicas, ``tensor``: all devices split each layer,

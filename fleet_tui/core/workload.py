@@ -53,7 +53,6 @@ from fleet_tui.core.choices import (
     WorkloadKind,
 )
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
 from fleet_tui.core.records import FORBID_EXTRA, Record, record, validate
 from fleet_tui.core.types import PositiveInt, UnitFraction
@@ -315,6 +314,8 @@ def _resolve_model(d: dict, catalog) -> tuple[ModelArch | None, int | None]:
             raise FieldError("model", "{model} needs the catalog; none is loaded")
         return catalog.model(d["model"]), None
     if d.get("model_config"):
+        from fleet_tui.core.modelconfig import load_model_config  # reads files: only when a path is given
+
         return load_model_config(d["model_config"]), None
     if d.get("params") not in (None, ""):
         return None, parse_params(d["params"])

@@ -22,18 +22,17 @@ from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from fleet_tui.ui import textual_fixes
-from fleet_tui.ui.pane import MOUNTING
 from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
-from fleet_tui.ui.state import CatalogStatus, SourceStatus
+from fleet_tui.ui.state import MOUNTING, CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
 
 if TYPE_CHECKING:  # for the checker only: these load after the first frame (start-up time)
     from fleet_tui.core.catalog.models import Catalog
     from fleet_tui.core.monitor.source import Source
     from fleet_tui.core.workload import Workload
-    from fleet_tui.ui.builder import BuilderChoice
     from fleet_tui.ui.help import HelpSection
     from fleet_tui.ui.monitor_link import MonitorLink
+    from fleet_tui.ui.state import BuilderChoice
 
 
 def _screen(mode: str):
@@ -347,23 +346,23 @@ class FleetApp(App[int]):
         self.push_screen(HelpScreen(sources_markdown()))
 
     def _export_to_path(self) -> None:
-        from fleet_tui.ui.recommend import REPORT_STEM, export_report
+        from fleet_tui.ui.report_export import REPORT_STEM, export_report
         from fleet_tui.ui.widgets.path_prompt import PathPrompt
 
         def chosen(path: str | None) -> None:
             if path:
                 target = Path(path).expanduser()
                 fmt = "json" if target.suffix.lower() == ".json" else "markdown"
-                export_report(self, fmt, target)
+                export_report(self, fmt, self.export_dir, target)
 
         default = str(self.export_dir / f"{REPORT_STEM}.md")
         self.push_screen(PathPrompt("Write the recommendations report to (.md or .json):", default),
                          chosen)
 
     def _export(self, fmt: str) -> None:
-        from fleet_tui.ui.recommend import export_report
+        from fleet_tui.ui.report_export import export_report
 
-        export_report(self, fmt)
+        export_report(self, fmt, self.export_dir)
 
     async def on_unmount(self) -> None:
         if self.monitor is not None:

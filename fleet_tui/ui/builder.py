@@ -8,6 +8,8 @@ dropped), so typing never waits for sizing. The workload built here is published
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,10 +20,18 @@ from textual.widgets import Checkbox, Input, Select, Static
 from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.state import BuilderChoice
 from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
+
+if TYPE_CHECKING:  # for the checker only: the core's planning loads in the sizing worker
+    from textual.content import Content
+
+    from fleet_tui.core.catalog.models import Catalog
+    from fleet_tui.core.plan.report import PlanReport
+    from fleet_tui.core.workload import Workload
 
 #: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
 LABELS = {
@@ -42,37 +52,13 @@ def label(field: str) -> str:
 
 
 @record
-class BuilderChoice:
-    """What the builder adds around the workload for the Recommendations pane."""
-
-    accelerator: str | None = None
-    hours_per_month: float = 730.0
-    spot_allowed: bool = False
-    current_instance: str | None = None
-    rate_rps: float | None = None  # serving demand: shows the capacity plan
-    ttft_ms: float | None = None  # latency targets of the plan
-    tpot_ms: float | None = None
-    slo_percentile: float = 95.0  # the percentile the targets are for (the core's default, p95)
-    layout_given: bool = False  # the sharding field names one (else the layout is searched)
-
-    def demand(self, workload):
-        """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
-        if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
-            return None
-        from fleet_tui.core.perf.serving_plan import demand
-
-        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload,
-                      slo_percentile=self.slo_percentile)
-
-
-@record
 class BuilderResult:
-    workload: object | None
+    workload: Workload | None
     choice: BuilderChoice
     markup: str  # breakdown + verdict, ready to show
-    report: object = None  # the core's PlanReport the markup lays out
+    report: PlanReport | None = None  # the core's plan the markup lays out
     error: str | None = None
-    content: object = None  # ``markup`` parsed in the worker (a textual Content)
+    content: Content | None = None  # ``markup`` parsed in the worker
     error_field: str | None = None  # the core field the error is about (its input is marked)
 
 
@@ -187,7 +173,7 @@ class BuilderScreen(PaneScreen):
         self._size_in_worker(self.app.catalog, self.form(), self._generation)
 
     @work(thread=True, exclusive=True, group="builder-size", exit_on_error=False)
-    def _size_in_worker(self, catalog, form: dict, generation: int) -> None:
+    def _size_in_worker(self, catalog: Catalog | None, form: dict, generation: int) -> None:
         result = compute(catalog, form)
         if result.markup:  # parse here, not on the event loop
             from dataclasses import replace
@@ -258,7 +244,7 @@ def workload_fields(form: dict) -> dict:
     return fields
 
 
-def build_workload(catalog, form: dict):
+def build_workload(catalog: Catalog | None, form: dict) -> Workload:
     """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
     from fleet_tui.core.errors import FieldError, escape_braces
     from fleet_tui.core.workload import parse_workload
@@ -280,7 +266,7 @@ def build_workload(catalog, form: dict):
                          "count such as 7B") from None
 
 
-def _preset_named(catalog, text: str | None) -> str | None:
+def _preset_named(catalog: Catalog | None, text: str | None) -> str | None:
     """The catalog model preset ``text`` names (id or name, any case, or a close spelling)."""
     if not text or catalog is None:
         return None
@@ -322,7 +308,7 @@ def _choice(form: dict) -> BuilderChoice:
                          layout_given=form.get("b-sharding") not in (None, "auto"))
 
 
-def compute(catalog, form: dict) -> BuilderResult:
+def compute(catalog: Catalog | None, form: dict) -> BuilderResult:
     """Build the workload and plan it (runs in a worker thread; never raises)."""
     from fleet_tui.core.errors import FieldError, UserError
 
@@ -358,11 +344,15 @@ def plan_request(workload, choice: BuilderChoice):
                        hours_per_month=choice.hours_per_month)
 
 
-def plan_report(catalog, workload, choice: BuilderChoice):
+def plan_report(catalog: Catalog | None, workload: Workload, choice: BuilderChoice
+                ) -> PlanReport | None:
     """The plan of the form's workload on its accelerator, or, with "(best)", on the top-ranked offer
     (None when no offer fits)."""
+    from fleet_tui.core.errors import UserError
     from fleet_tui.core.plan import plan_best, plan_workload
 
+    if catalog is None:  # a keystroke before the load finished: the plan follows the load
+        raise UserError("The catalog is still loading; the plan shows once it has loaded.")
     req = plan_request(workload, choice)
     return plan_workload(req, catalog) if choice.accelerator else plan_best(req, catalog)
 

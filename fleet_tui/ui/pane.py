@@ -12,13 +12,11 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey  # what Footer.compose yields; not re-exported
 from textual.worker import Worker
 
+from fleet_tui.ui.state import MOUNTING
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
 
 if TYPE_CHECKING:  # for the checker only: the app module imports this one
     from fleet_tui.ui.app import FleetApp
-
-#: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
-MOUNTING = "pane-mounting"
 
 
 class KeyFooter(Footer):

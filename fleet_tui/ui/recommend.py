@@ -19,7 +19,6 @@ from textual.markup import escape
 from textual.widgets import DataTable, Select, Static
 
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
 from fleet_tui.core.pricing import HOURS_PER_MONTH, PRICING_CHOICES
 from fleet_tui.core.ranking import export as report
@@ -27,7 +26,7 @@ from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.offers import RankedOffer, Recommendation
 from fleet_tui.core.records import record
-from fleet_tui.core.textsafe import clean
+from fleet_tui.ui import report_export
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
@@ -40,10 +39,9 @@ if TYPE_CHECKING:  # for the checker only: the app module imports this one
     from fleet_tui.core.monitor.rightsize import RightsizeReport
     from fleet_tui.core.workload import Workload
     from fleet_tui.ui.app import FleetApp
-    from fleet_tui.ui.builder import BuilderChoice
+    from fleet_tui.ui.state import BuilderChoice
 
 TOP_OFFERS = 50
-REPORT_STEM = "fleet-tui-recommendations"
 # Most telling first, so an 80-column terminal still shows cost and savings.
 # "where" before savings: the same instance type in several regions must be told apart at 120 columns.
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
@@ -185,6 +183,7 @@ class RecommendScreen(PaneScreen):
         if generation != self._generation:
             return
         self.result = result
+        report_export.shown(self.app, result.recommendation)
         table = self.query_one("#rec-table", DataTable)
         table.clear()
         summary = self.query_one("#rec-summary", Static)
@@ -249,7 +248,7 @@ class RecommendScreen(PaneScreen):
         self.rerank()
 
     def action_export(self, fmt: str) -> None:
-        export_report(self.app, fmt)
+        report_export.export_report(self.app, fmt, self.app.export_dir)
 
     def action_rightsize(self) -> None:
         show_rightsizing(self.app)
@@ -314,47 +313,6 @@ def rank(workload: Workload, catalog: Catalog, choice: BuilderChoice | None, pri
         rows.append(row)
     return RankingResult(rec, tuple(rows), PLAN_COLUMNS if planned else COLUMNS, explanation, notice=notice)
 
-
-
-# ----- export -----------------------------------------------------------------------------------
-def report_text(rec: Recommendation, fmt: str) -> str:
-    """The report in ``fmt``: the same JSON and Markdown as ``fleet-tui recommend --json/--markdown``."""
-    return report.json_report(rec) if fmt == "json" else report.markdown_report(rec)
-
-
-def export_report(app: FleetApp, fmt: str, path: str | Path | None = None, *, overwrite: bool = False) -> Path | None:
-    """Write the current recommendation report; notify where it went (or why not). An existing
-    file is replaced only after the user says yes (the CLI's ``--force``)."""
-    screen = _recommend_screen(app)
-    result = screen.result if screen is not None else None
-    if result is None or result.recommendation is None:
-        app.notify("Nothing to export yet: describe a workload in the Workload pane (2) and open "
-                   "Recommendations (4).", severity="warning")
-        return None
-    suffix = ".json" if fmt == "json" else ".md"
-    target = Path(path) if path else app.export_dir / f"{REPORT_STEM}{suffix}"
-    try:
-        write_atomic(target, report_text(result.recommendation, fmt), replace=overwrite)
-    except FileExistsError:
-        from fleet_tui.ui.widgets.confirm import Confirm
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                export_report(app, fmt, target, overwrite=True)
-            else:
-                app.notify(clean(f"{target} kept as it was"), title="Export cancelled",
-                           markup=False)
-
-        app.push_screen(Confirm(clean(f"{target} exists. Replace it?")), answered)
-        return None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte typed into the path
-        why = "a path cannot hold a NUL byte" if isinstance(exc, ValueError) else (exc.strerror or exc)
-        app.notify(clean(f"Cannot write {target}: {why}"), title="Export failed",
-                   severity="error", markup=False)
-        return None
-    app.notify(clean(str(target)), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})",
-               markup=False)
-    return target
 
 
 def _recommend_screen(app: FleetApp) -> RecommendScreen | None:

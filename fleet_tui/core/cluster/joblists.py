@@ -8,7 +8,11 @@
   (1-based): 1 job number, 2 submit time (s), 4 run time (s), 5 allocated processors, 8 requested
   processors, 9 requested time (s), 11 status, 12 user id, 15 queue number. Processors are read as
   GPUs (requested, else allocated); the requested time falls back to the run time. Jobs with no run
-  time or no processors (e.g. cancelled before they started) are skipped and counted.
+  time (-1), a cancelled job that never ran (status 5, run time 0), the parts of a checkpointed
+  job (status 2-4; its summary line is simulated) and jobs with no processors are skipped and
+  counted; a run time of 0 otherwise is a job shorter than half a second and is simulated. Jobs
+  submitted at the same second queue by job number. The header's ``MaxProcs``/``MaxNodes`` (the
+  recorded machine) are read and reported.
 * **sacct --json** — Slurm's accounting records (``jobs[]``): ``job_id``, ``user``,
   ``time.submission/start/end/limit`` (limit in minutes), GPUs from ``tres.allocated`` (else
   ``requested``) entries ``{"type": "gres", "name": "gpu", "count": N}``, ``priority``. Newer
@@ -25,6 +29,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,8 @@ class Workload:
     format: str
     jobs: tuple[QueueJob, ...]
     skipped: int  # records without a run (never started, cancelled, no processors)
+    max_procs: int | None = None  # SWF header: the processors of the machine it was recorded on
+    max_nodes: int | None = None
 
 
 def load_workload(path: str | Path, fmt: str | None = None) -> Workload:
@@ -70,7 +77,9 @@ def load_workload(path: str | Path, fmt: str | None = None) -> Workload:
         raise FileError(f"{p}: unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
     if not jobs:
         raise FileError(f"{p}:1: no job with a run time and a GPU count ({skipped} skipped)")
-    return Workload(str(p), fmt, tuple(jobs), skipped)
+    header = swf_header(text) if fmt == "swf" else {}
+    return Workload(str(p), fmt, tuple(jobs), skipped, header.get("MaxProcs"),
+                    header.get("MaxNodes"))
 
 
 def guess_format(name: str, text: str) -> str:
@@ -118,7 +127,18 @@ def _float(text: str) -> float:
 # SWF
 
 
+SWF_PARTIAL_STATUS = (2, 3, 4)  # a part of a job whose summary line is there too (SWF 2.2)
+_HEADER_INT = re.compile(r";\s*(MaxProcs|MaxNodes)\s*:\s*(\d{1,9})\b", re.IGNORECASE)
+
+
 def parse_swf(text: str, where: str = "<swf>") -> tuple[list[QueueJob], int]:
+    """The jobs of an SWF trace in queue order (submit time, then job number) and how many
+    records were not simulated. Per the SWF 2.2 definition: a run time of 0 is a job that ran
+    under half a second, and is simulated; -1 (unknown) is not; a cancelled job (status 5) that
+    never ran (run time 0 or -1) is not; status 2-4 lines are the parts of a checkpointed or
+    swapped job whose summary line (status 0, 1 or 5) is in the file too, so only the summary
+    is simulated; the job's size is its requested processors (what a scheduler sees), else the
+    allocated ones."""
     jobs: list[QueueJob] = []
     skipped = 0
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -131,17 +151,41 @@ def parse_swf(text: str, where: str = "<swf>") -> tuple[list[QueueJob], int]:
         try:
             submit, run = _float(f[1]), _float(f[3])
             alloc, req_procs, req_time = int(_float(f[4])), int(_float(f[7])), _float(f[8])
+            status = int(_float(f[10]))
         except ValueError:
-            raise FileError(f"{where}:{lineno}: SWF fields 2, 4, 5, 8 and 9 must be finite "
+            raise FileError(f"{where}:{lineno}: SWF fields 2, 4, 5, 8, 9 and 11 must be finite "
                             "numbers") from None
         gpus = req_procs if req_procs > 0 else alloc
-        if run <= 0 or gpus <= 0 or submit < 0 or not math.isfinite(run + submit):
+        never_ran = run < 0 or (status == 5 and run <= 0)
+        if (never_ran or status in SWF_PARTIAL_STATUS or gpus <= 0 or submit < 0
+                or not math.isfinite(run + submit)):
             skipped += 1
             continue
         jobs.append(checked(QueueJob(job=f[0], user=f[11], submit_s=submit, run_s=run, gpus=gpus,
                                      requested_s=req_time if req_time > 0 else run,
                                      where=f"{where}:{lineno}"), jobs))
+    # the file is sorted by submit time (SWF 2.2); jobs submitted together queue by job number
+    jobs.sort(key=lambda j: (j.submit_s, _job_number(j.job)))
     return jobs, skipped
+
+
+def _job_number(text: str) -> tuple[int, str]:
+    return (int(text), "") if text.isdigit() else (0, text)
+
+
+def swf_header(text: str) -> dict[str, int]:
+    """``MaxProcs``/``MaxNodes`` of an SWF trace's header comments (the machine it was recorded
+    on), where they are given as whole numbers."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if s and not s.startswith(";"):
+            break  # the header comes first
+        m = _HEADER_INT.match(s)
+        if m:
+            out.setdefault("MaxProcs" if m.group(1).lower() == "maxprocs" else "MaxNodes",
+                           int(m.group(2)))
+    return out
 
 
 def swf_line(job: int, submit_s: float, run_s: float, gpus: int, requested_s: float,

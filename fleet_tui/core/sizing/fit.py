@@ -26,11 +26,10 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
-from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.records import record
 from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support, workload_unsupported
 from fleet_tui.core.sizing.kv_pool import serves_with_engine
-from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -168,6 +167,8 @@ def _offload_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload
 
 def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tuple[str, str, Workload, int]]:
     """Single changes of ``w`` on ``gpus`` × ``acc``: (change key, description, workload, gpus)."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     out: list[tuple[str, str, Workload, int]] = []
     # the same devices, another layout (searched; a layout the user set is left alone)
     if gpus > 1:  # the layout searched afresh (also when the user set one that does not fit)
@@ -257,6 +258,8 @@ def _engine_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload,
 
 def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSuggestion | None:
     """The fewest devices of the same kind (powers of two) on which some layout fits."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     base = _layout_free(w)
     n = 2
     while n <= MAX_SUGGESTED_DEVICES:
@@ -272,6 +275,8 @@ def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSug
 def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int = 2) -> list[FitSuggestion]:
     """Up to ``limit`` catalog ``devices`` with more memory than ``acc`` (smallest first) on which
     ``w`` fits on the same number of devices, its layout searched; each verified by re-sizing."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     base = _layout_free(w)
     out: list[FitSuggestion] = []
     for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
@@ -322,6 +327,8 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     re-estimating, cheapest for the user first (:data:`COST_TIERS`): the first fitting option of
     each kind; checkpointing paired with the others when it does not fit alone; and
     the fewest devices of the same kind with the layout that fits them."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     cap = capacity_bytes(acc)
     node = node_devices or DEFAULT_NODE_DEVICES
     found: list[FitSuggestion] = []

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 
 from fleet_tui.core import caches
-from fleet_tui.core.footprint import Layout, make_layout, parallel_layout, weight_bytes
+from fleet_tui.core.footprint import Layout, layout_is_set, make_layout, parallel_layout, weight_bytes
 from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf import estimate_throughput
@@ -55,10 +55,6 @@ class LayoutChoice:
     @property
     def label(self) -> str:
         return self.layout.label()
-
-
-def layout_is_set(w: Workload) -> bool:
-    return w.tp is not None or w.pp is not None or w.zero is not None
 
 
 def _powers(limit: int) -> Iterator[int]:

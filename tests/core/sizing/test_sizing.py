@@ -24,8 +24,8 @@ from fleet_tui.core.sizing import (
     kv_bytes_per_token,
     kv_capacity,
     precision_support,
-    size_workload,
 )
+from fleet_tui.core.sizing.overview import size_workload
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
