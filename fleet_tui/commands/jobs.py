@@ -372,33 +372,42 @@ def _limit(s: float | None) -> str:
 
 
 def _aggregated_jobs(args: argparse.Namespace, view) -> int:
-    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up."""
+    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up, with
+    Slurm's user, account and state where --slurm names the job."""
     from fleet_tui.commands._output import print_json, print_table
 
     agg = view.to_dict(devices=False)["aggregate"]
-    jobs, attributed = agg["jobs"], agg["job_devices"]
+    slurm_jobs: list = []
     if args.slurm:
-        print("fleet-tui: an aggregated fleet's jobs come from the hpc_job label only; Slurm's "
-              "allocations are not joined (raise --aggregate-above to join them)", file=sys.stderr)
-    if args.user is not None or args.account is not None:
-        print("fleet-tui: --user/--account need Slurm's view: not applied to an aggregated "
-              "fleet", file=sys.stderr)
+        from fleet_tui.core.cluster.slurm import SlurmReader
+
+        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
+    elif args.user is not None or args.account is not None:
+        print("fleet-tui: --user needs --slurm on an aggregated fleet (the hpc_job label names no "
+              "user): no job kept", file=sys.stderr)
+    jobs = view.jobs_dict(slurm_jobs, user=args.user, account=args.account)
+    attributed = agg["job_devices"]
     if args.json:
         print_json({"source": view.source, "aggregated": True,
                     "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
                     "unattributed_devices": view.device_count - attributed,
                     "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
-                    "errors": list(view.errors)})
+                    "slurm": bool(args.slurm), "errors": list(view.errors)})
         return 0
     print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
           f"aggregated on the server (more than {agg['threshold_devices']} devices, "
           "--aggregate-above)")
-    print_table(["job", "nodes", "gpus", "util", "idle gpus", "idle $/h"],
-                [[j["job"], str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]),
-                  str(j["idle_devices"]),
+    print_table(["job", "user", "account", "state", "nodes", "gpus", "util", "idle gpus",
+                 "idle $/h"],
+                [[j["job"], j["user"] or "-", j["account"] or "-", j["state"] or "-",
+                  str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]), str(j["idle_devices"]),
                   "-" if j["idle_usd_per_hour"] is None else f"${j['idle_usd_per_hour']:,.2f}"]
                  for j in jobs])
     print(f"{view.device_count - attributed} devices without a job label")
+    if args.slurm:
+        print("(an aggregated fleet's jobs come from the hpc_job label; Slurm gives their user, "
+              "account and state, not their GPUs; raise --aggregate-above for the head-node "
+              "report)")
     for err in view.errors[:5]:
         print(f"  ! {err}")
     return 0
