@@ -4,7 +4,7 @@ Run: .venv/bin/python bench/bench_accuracy.py
 Memory is compared with NVML's used bytes (at the peak; weights-only runs after loading), speed
 with the measured tokens/s of prefill and training runs. Decode runs were Hugging Face eager
 (launch-bound) and are shown beside the optimized-engine estimate, not scored. The limits are
-asserted, quietly, by tests/core/test_sizing_accuracy.py, which builds these same rows.
+asserted, quietly, by tests/core/sizing/test_sizing_accuracy.py, which builds these same rows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.core.test_sizing_accuracy import memory_rows, memory_table, speed_rows, speed_table  # noqa: E402
+from tests.core.sizing.test_sizing_accuracy import memory_rows, memory_table, speed_rows, speed_table  # noqa: E402
 
 
 def main() -> None:

@@ -32,11 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fleet_tui.core.cluster.joblists import load_workload, swf_line  # noqa: E402
 from fleet_tui.core.cluster.jobs import job_view  # noqa: E402
 from fleet_tui.core.cluster.promjobs import labels_from_result, usages_from_view  # noqa: E402
 from fleet_tui.core.cluster.queue import POLICIES, SLURM_BF_MAX_JOB_TEST, simulate  # noqa: E402
 from fleet_tui.core.cluster.slurm import SlurmJob  # noqa: E402
-from fleet_tui.core.cluster.workload import load_workload, swf_line  # noqa: E402
 from fleet_tui.core.fleet import fleet_device  # noqa: E402
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot  # noqa: E402
 

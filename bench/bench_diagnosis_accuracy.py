@@ -167,6 +167,27 @@ def _fills_within(mem: list, i: int) -> bool:
     return False
 
 
+def score_false_oom(path: str) -> tuple[int, int, str]:
+    """(ticks with a critical memory_growth, those at which memory does not, in hindsight, reach
+    >= 95 % of the device within 60 s, their labels): out-of-memory alarms that did not come
+    true (a job's start that stopped, or a leak stopped before the end: the labels tell)."""
+    snaps = list(iter_trace(path))
+    mem = [(s.timestamp, s.devices[0].mem_used_bytes or 0, s.devices[0].mem_total_bytes or 0)
+           for s in snaps]
+    alarms = false = 0
+    where: dict[str, int] = defaultdict(int)
+    for i, (s, tick) in enumerate(live_ticks(snaps)):
+        a = next(iter(tick.analyses.values()))
+        if not any(d.kind == "memory_growth" and d.severity == "critical" for d in a.diagnoses):
+            continue
+        alarms += 1
+        t0, total = mem[i][0], mem[i][2]
+        if not any(m >= FULL_FRAC * total for t, m, _ in mem[i:] if t <= t0 + OOM_AHEAD_S):
+            false += 1
+            where[str(s.devices[0].phase)] += 1
+    return alarms, false, " ".join(f"{k}:{v}" for k, v in sorted(where.items()))
+
+
 def score_oom(path: str) -> tuple[int, int]:
     """(ticks, ticks with a critical memory risk): the live engine's ticks at which, in
     hindsight, the device is within a minute of full memory: its memory rose by >= 1 % of the
@@ -226,7 +247,7 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
         risk_rows += [(Path(path).name, label, r)
                       for label, r in score_risks(path, analyses).items()]
         change_rows.append((Path(path).name, *score_changes(path, exp)))
-        oom_rows.append((Path(path).name, *score_oom(path)))
+        oom_rows.append((Path(path).name, *score_oom(path), *score_false_oom(path)))
         for label in exp:
             if label not in ph and label not in win:
                 continue
@@ -245,7 +266,13 @@ def report(name: str, paths: list[str]) -> tuple[int, int, int, int]:
     n, ok = sum(r[1] for r in oom_rows), sum(r[2] for r in oom_rows)
     print(f"  oom: live ticks within a minute of full memory (rising on to >= 95 % within 60 s) "
           f"with a critical memory risk: {ok}/{n}; "
-          + ", ".join(f"{name[:20]} {h}/{t}" for name, t, h in oom_rows if t))
+          + ", ".join(f"{name[:20]} {h}/{t}" for name, t, h, _, _, _ in oom_rows if t))
+    n, bad = sum(r[3] for r in oom_rows), sum(r[4] for r in oom_rows)
+    print(f"  oom alarms not come true: live ticks with a critical memory_growth whose device does "
+          f"not reach >= 95 % within 60 s: {bad}/{n}")
+    for name, _, _, a, f, where in oom_rows:
+        if f:
+            print(f"    {name[:28]:28s} {f}/{a} during {where}")
     if risk_rows:
         print(f"  risks: {sum(r[0] for _, _, r in risk_rows)}/{len(risk_rows)} labels right")
         for name, label, (right, rule, shown) in risk_rows:

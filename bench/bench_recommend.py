@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fleet_tui.core.catalog import Catalog, Instance, load_catalog  # noqa: E402
-from fleet_tui.core.perf.capacity import Demand  # noqa: E402
+from fleet_tui.core.perf.serving_plan import Demand  # noqa: E402
 from fleet_tui.core.ranking import recommend  # noqa: E402
 from fleet_tui.core.workload import Workload  # noqa: E402
 

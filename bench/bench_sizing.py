@@ -15,8 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet_tui.core import caches, sizing  # noqa: E402
+from fleet_tui.core import caches  # noqa: E402
 from fleet_tui.core.catalog import load_catalog  # noqa: E402
+from fleet_tui.core.sizing.overview import size_workload  # noqa: E402
 from fleet_tui.core.workload import Workload  # noqa: E402
 
 #: The memos of sizing and speed (model shapes' parameter counts stay cached, as they always did here).
@@ -53,10 +54,10 @@ def main() -> None:
     for name, w in workloads.items():
         def cold(w=w):
             clear()
-            sizing.size_workload(w, h100, 1)
+            size_workload(w, h100, 1)
         cold_t = time_us(cold, 30)
-        sizing.size_workload(w, h100, 1)
-        warm_t = time_us(lambda w=w: sizing.size_workload(w, h100, 1), 2000)
+        size_workload(w, h100, 1)
+        warm_t = time_us(lambda w=w: size_workload(w, h100, 1), 2000)
         print(f"{name:<36} {statistics.median(cold_t):>17.0f} {statistics.median(warm_t):>19.2f}")
 
     accs = list(cat.accelerators.values())
@@ -67,7 +68,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for acc in accs:
             for n in (1, 2, 4, 8):
-                sizing.size_workload(w.model_copy(update={"gpus": n, "sharding": "tensor"}), acc, n)
+                size_workload(w.model_copy(update={"gpus": n, "sharding": "tensor"}), acc, n)
         sweeps.append((time.perf_counter() - t0) * 1e3)
     pairs = len(accs) * 4
     print(f"catalog sweep: {pairs} (accelerator, count) pairs from cold caches: "

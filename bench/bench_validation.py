@@ -5,7 +5,7 @@
 
 Rows come from tests/fixtures/validation/*.toml (serving: serving.toml + serving_amd.toml); the
 harness that maps them to workloads is bench/validation_rows.py (shared with
-tests/core/test_validation.py). Constants were fitted on the tune rows only; the holdout figures are
+tests/bench/test_validation.py). Constants were fitted on the tune rows only; the holdout figures are
 the honest ones.
 """
 

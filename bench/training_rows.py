@@ -1,5 +1,5 @@
 """The training-speed validation rows (tests/fixtures/validation/training_speed.toml) as workloads,
-fabrics and predictions; shared by bench/bench_training.py and tests/core/test_training_validation.py.
+fabrics and predictions; shared by bench/bench_training.py and tests/core/sizing/test_training_scale.py.
 
 Each row becomes the workload its source describes (layout, precision, checkpointing, framework
 preset) and the fabric it ran on (the row's network per node, or one node / one TPU slice); the

@@ -1,5 +1,5 @@
 """Turn the published measurements in tests/fixtures/validation/*.toml into the tool's workloads and
-predictions: the one harness that bench/bench_validation.py prints and tests/core/test_validation.py
+predictions: the one harness that bench/bench_validation.py prints and tests/bench/test_validation.py
 asserts on. A row the tool cannot express returns a reason instead of a prediction.
 
 Models the catalog lacks are given here as shapes from their published config.json (the same fields
@@ -19,8 +19,8 @@ from fleet_tui.core.catalog import load_catalog
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.modelspec import ModelArch
 from fleet_tui.core.perf.arrivals import Arrivals, closed_loop, poisson
-from fleet_tui.core.perf.capacity import burst_speed, first_token_s, steady_state
 from fleet_tui.core.perf.engines import serving_speed
+from fleet_tui.core.perf.serving_plan import burst_speed, first_token_s, steady_state
 from fleet_tui.core.perf.serving_sim import SimResult
 from fleet_tui.core.perf.sim_plan import BurstReport, burst_report, simulate_replica
 from fleet_tui.core.plan import PlanReport, PlanRequest, plan_workload

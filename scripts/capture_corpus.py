@@ -12,7 +12,7 @@ for each label, the primary diagnosis it is expected to get (and the risks), whi
 ``bench/bench_diagnosis_accuracy.py`` scores against. ``fleet-tui analyze OUT.jsonl`` reads it as is.
 
 Workloads need PyTorch with CUDA (installs nothing); without torch only ``idle`` runs. Exit status:
-0 ok, 2 no GPU/NVML. Nothing here needs a GPU to be tested: tests/core/test_capture_corpus.py drives
+0 ok, 2 no GPU/NVML. Nothing here needs a GPU to be tested: tests/scripts/test_capture_corpus.py drives
 the sampler with tests/fakes/fake_pynvml.py and the runner with stand-in workloads.
 """
 

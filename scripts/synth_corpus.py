@@ -38,6 +38,10 @@ Physics each case models:
   and holds it flat whatever the load.
 * **A plateau**: a training job's caching allocator grows in a few steps during its first
   iterations and then holds its blocks: flat memory under steady bf16 compute.
+* **A leak from the start**: a loop keeping each step's activations from its first step on an
+  empty device (no host-to-device traffic), to out of memory.
+* **A weights load, then a plateau**: 120 GB copied from pinned host memory over PCIe at
+  ~26 GB/s (host-to-device traffic equal to the memory's rate), then flat while serving.
 """
 
 from __future__ import annotations
@@ -182,6 +186,36 @@ def plateau() -> Iterator[tuple[str, Work]]:
         yield "plateau", _work(sm=95, tensor=85, dram=25, fp32=3, procs=[_proc(4105, held)])
 
 
+def leak_from_start() -> Iterator[tuple[str, Work]]:
+    """bf16 training that keeps each step's activations (a list that grows): +6.5 GB every 0.5 s
+    (13 GB/s) from its first step on an empty device, until the next step does not fit: out of
+    memory, the process unwinds (~1.5 s) and exits. Its first second is what a job's start
+    looks like: memory rising fast from low, no host-to-device traffic."""
+    held = 6.5 * GB
+    while DRIVER + held + 6.5 * GB <= TOTAL:
+        yield "leak_from_start", _work(sm=95, tensor=80, dram=22, fp32=4, procs=[_proc(4106, held)])
+        held += 6.5 * GB
+    for _k in range(_steps(2.0)):  # the failed allocation: no kernels, the memory still held
+        yield "oom_unwinding", _work(procs=[_proc(4106, held)])
+    for _k in range(_steps(3.0)):
+        yield "idle_gap", _work()
+
+
+def weights_load() -> Iterator[tuple[str, Work]]:
+    """A server (not one of the engines that reserve a pool) loading 120 GB of weights from
+    pinned host memory over PCIe Gen5 x16 at ~26 GB/s (41 % of the link: a pinned copy reaches
+    85-90 % of it, a pageable one about half), 13 GB per 0.5 s, then serving: bf16 compute on
+    memory that stays flat at ~80 % of the device."""
+    cmd = "python serve.py --checkpoint /ckpt/model-60b"
+    held = 0.0
+    while held < 120 * GB:
+        held = min(120 * GB, held + 13 * GB)
+        yield "weights_load", _work(sm=2, util=30, rx=26 * GB, procs=[_proc(4107, held, cmd)])
+    for _k in range(_steps(16.0)):
+        yield "weights_loaded", _work(sm=95, tensor=60, dram=30, fp32=3,
+                                      procs=[_proc(4107, held, cmd)])
+
+
 LABELS = {
     "idle": {"expected": ["idle"], "risks": [], "no_risks": ["memory_growth"]},
     # the phase closes full and flat (the process unwinding): capacity is its risk then; the
@@ -198,6 +232,19 @@ LABELS = {
     "plateau": {"expected": ["healthy_compute", "power_capped"], "risks": [],
                 "no_risks": ["memory_growth"]},
     "idle_gap": {"expected": ["idle"], "risks": [], "no_risks": []},
+    # a leak from an empty device: critical from its third like rise (its first two are what a
+    # job's start looks like); the phase closes full and flat, as leak_to_oom's
+    "leak_from_start": {"expected": ["memory_growth", "memory_capacity_pressure"],
+                        "risks": ["memory_growth"], "no_risks": []},
+    # after the out-of-memory error: no kernels while the process unwinds, its memory held
+    "oom_unwinding": {"expected": ["memory_capacity_pressure", "idle"], "risks": [],
+                      "no_risks": []},
+    # a load that would fill the device if it went on: critical while it fills at that rate;
+    # once loaded and flat, no growth
+    "weights_load": {"expected": ["host_transfer_bound", "memory_growth"], "risks": [],
+                     "no_risks": []},
+    "weights_loaded": {"expected": ["healthy_compute", "power_capped"], "risks": [],
+                       "no_risks": ["memory_growth"]},
 }
 # file -> (cases, the board's enforced power limit in W)
 CASES: dict[str, tuple[tuple[Callable[[], Iterator[tuple[str, Work]]], ...], float]] = {
@@ -205,6 +252,8 @@ CASES: dict[str, tuple[tuple[Callable[[], Iterator[tuple[str, Work]]], ...], flo
     "synthetic_matvec_decode.jsonl": ((matvec_decode,), 500.0),
     "synthetic_engine_pool.jsonl": ((engine_pool,), LIMIT_W),
     "synthetic_plateau.jsonl": ((plateau,), LIMIT_W),
+    "synthetic_leak_from_start.jsonl": ((leak_from_start,), LIMIT_W),
+    "synthetic_weights_load.jsonl": ((weights_load,), LIMIT_W),
 }
 
 

@@ -48,3 +48,19 @@ def test_unknown_name_is_an_attribute_error():
         assert "no_such_thing" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_checker_view_names_the_same_modules_as_the_lazy_map():
+    # __all__ and the TYPE_CHECKING imports exist for the type checker; _EXPORTS is what runs.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(core.__file__).read_text())
+    seen: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                seen.update({a.name: imp.module for a in imp.names})
+    assert seen == core._EXPORTS
+    assert sorted(core.__all__) == sorted(core._EXPORTS)

@@ -19,7 +19,7 @@ def test_no_test_writes_past_pytests_capture():
 
 def test_the_accuracy_tests_print_nothing_but_the_result_line():
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                          "tests/core/test_sizing_accuracy.py"], cwd=ROOT, capture_output=True, text=True,
+                          "tests/core/sizing/test_sizing_accuracy.py"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = [line for line in run.stdout.splitlines() if line.strip()]
     assert run.returncode == 0, run.stdout

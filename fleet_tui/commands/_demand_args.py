@@ -1,6 +1,6 @@
 """The serving demand flags shared by ``size`` and ``recommend``: --rate | --tokens-per-s, --ttft-ms,
 --tpot-ms, --slo-percentile, --length-mix, --analytic-plan. Checked by the core
-(:func:`fleet_tui.core.perf.capacity.demand`), which names the fields by these dests."""
+(:func:`fleet_tui.core.perf.serving_plan.demand`), which names the fields by these dests."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def demand_from_args(args: argparse.Namespace, workload):
     fields = ("rate", "tokens_per_s", "ttft_ms", "tpot_ms", "slo_percentile")
     if all(getattr(args, f, None) is None for f in fields):
         return None
-    from fleet_tui.core.perf.capacity import demand
+    from fleet_tui.core.perf.serving_plan import demand
 
     return demand(getattr(args, "rate", None), getattr(args, "tokens_per_s", None),
                   getattr(args, "ttft_ms", None), getattr(args, "tpot_ms", None), workload=workload,

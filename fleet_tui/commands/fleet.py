@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from fleet_tui.commands._fleet_args import aggregate_above, aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
 from fleet_tui.commands._output import kind_words
 from fleet_tui.core.units import pct as _pct
@@ -29,6 +30,7 @@ def _source_flags(p: argparse.ArgumentParser) -> None:
                    help="Prometheus query timeout, at most 3600 (default 5)")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify the Prometheus server's TLS certificate")
+    aggregate_flag(p)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -105,7 +107,8 @@ def _open(args: argparse.Namespace, default: str):
         from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
 
         return PrometheusSource(spec.partition(":")[2], timeout_s=args.timeout,
-                                verify_tls=False if args.insecure else None)
+                                verify_tls=False if args.insecure else None,
+                                aggregate_above=aggregate_above(args))
     return open_source(spec)
 
 
@@ -136,8 +139,11 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
             node = view.node(args.node)
         except KeyError as exc:
             raise UserError(f"--node {args.node}: {exc.args[0]}") from None
+        if view.aggregated:  # the roll-ups hold no devices: read this node's in full
+            view = _node_view(source, node.node, prices)
+            node = view.node(node.node)
         if args.json:
-            print_json(view.node_dict(node.node))
+            print_json({**view.node_dict(node.node), "aggregated": view.aggregated})
             return 0
         _print_header(view)
         print_table(["gpu", "name", "state", "util", "sm", "mem", "power", "diagnosis", "$/h",
@@ -161,7 +167,28 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
                  "idle $/h", "waste $/h"], rows)
     if len(view.nodes) > args.top:
         print(f"... {len(view.nodes) - args.top} more nodes (--top N, --json)")
+    if view.aggregated and view.offenders:
+        print(f"\nleast-used devices (of {len(view.offenders)} the server ranked):")
+        print_table(["node", "gpu", "uuid", "util", "state", "$/h"],
+                    [[d.node, str(d.index), d.uuid, _pct(d.gpu_util_pct), kind_words(d.primary),
+                      _usd(d.usd_per_hour)] for d in view.offenders[: args.top]])
     return 0
+
+
+def _node_view(source, node: str, prices):
+    """One node of an aggregated fleet, its devices read in full (the drill-down)."""
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.fleet import read_node_view
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+    from fleet_tui.core.redact import redact
+
+    try:
+        view = read_node_view(source, node, prices)
+        view.node(node)
+    except (OSError, PrometheusResponseError, ValueError, KeyError) as exc:
+        reason = exc.args[0] if isinstance(exc, KeyError) else exc
+        raise UserError(redact(f"--node {node}: its devices not read: {reason}")) from None
+    return view
 
 
 def _usd(v) -> str:
@@ -177,6 +204,14 @@ def _print_header(view) -> None:
     print(f"{view.source}: {view.node_count} nodes, {view.device_count} devices, "
           f"utilization {_pct(view.utilization_pct)}, efficiency {eff}/100, "
           f"{view.idle_devices} idle, {view.stale_devices} stale{cost}")
+    if view.aggregate is not None:
+        agg = view.aggregate
+        print(f"  aggregated on the server: more than {agg.threshold} devices (--aggregate-above), "
+              f"so Prometheus computed the per-node and per-job roll-ups ({agg.answer_bytes / 1e6:.1f} "
+              f"MB); no per-device diagnosis; --node NAME reads one node's devices")
+        counts = agg.counts
+        print(f"  devices with memory >= 95% full: {counts.get('mem_full', 0)}, idle drawing power: "
+              f"{counts.get('idle_powered', 0)}, with an XID error: {counts.get('xid', 0)}")
     if view.message and view.message not in view.errors:
         print(f"  {view.message}")
     for err in view.errors[:10]:

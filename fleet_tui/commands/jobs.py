@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
 
@@ -41,8 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also ask Slurm (scontrol/squeue --json) which job runs on which node "
                         "and GPU, and sacct --json for finished jobs")
     j.add_argument("--since", default="now-1days", metavar="WHEN",
-                   help="with --slurm: finished jobs (sacct) that ended since WHEN, in sacct's "
-                        "--starttime syntax (default now-1days)")
+                   help="with --slurm: finished jobs (sacct) since WHEN: now-N{seconds|minutes|"
+                        "hours|days|weeks} or YYYY-MM-DD[THH:MM[:SS]] as sacct reads them, or "
+                        "7d/12h (default now-1days)")
+    j.add_argument("--until", default="now", metavar="WHEN",
+                   help="'summary': the period's end, in --since's forms (default now); each "
+                        "job counts its GPU-hours inside the period only, as sreport does")
     j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
     j.add_argument("--account", default=None, metavar="A",
                    help="with --slurm: only jobs charged to Slurm account A")
@@ -54,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="price of one node per hour (instead of --instance)")
     j.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",
                    help="extra catalog directory (repeatable)")
+    aggregate_flag(j)
     j.add_argument("--timeout", type=timeout_seconds, default=10.0, metavar="SECONDS",
                    help="timeout of each Slurm command and Prometheus query, at most 3600 "
                         "(default 10)")
@@ -66,24 +73,29 @@ def _opt(args: argparse.Namespace, name: str, default=None):
     return default if v is None else v
 
 
-def _usages(args: argparse.Namespace):
-    """Device usages from --devices or from a source's fleet view."""
-    import json
+def _usages(args: argparse.Namespace, read=None):
+    """Device usages from --devices or from a source's fleet view (``read``: the view and labels
+    ``_read_view`` already returned)."""
 
     from fleet_tui.core.cluster.jobs import usages_from_doc
-    from fleet_tui.core.errors import UserError
 
     if args.devices is not None:
         from fleet_tui.core.fsutil import read_text_capped
 
         text = read_text_capped(args.devices, "device list")
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{args.devices}:{exc.lineno}: not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise UserError(f"{args.devices}:1: JSON nested too deeply") from None
+        doc = parse_json(text, args.devices)
         return usages_from_doc(doc, args.devices)
+    from fleet_tui.core.cluster.promjobs import usages_from_view
+
+    view, labels = _read_view(args) if read is None else read
+    return usages_from_view(view, labels, observed_s=args.window)
+
+
+def _read_view(args: argparse.Namespace):
+    """The source's fleet view and its devices' job labels (none read for an aggregated fleet:
+    its jobs are the server's roll-ups)."""
+    from fleet_tui.core.errors import UserError
+
     spec = _opt(args, "source")
     if spec is None:
         raise UserError("jobs needs --source (e.g. prometheus:URL) or --devices FILE")
@@ -91,13 +103,16 @@ def _usages(args: argparse.Namespace):
         raise UserError(f"--window {args.window:g}: must be zero or more seconds")
     import asyncio
 
-    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels, usages_from_view
+    from fleet_tui.commands._fleet_args import aggregate_above
+    from fleet_tui.core.cluster.promjobs import DeviceLabels, read_device_labels
     from fleet_tui.core.fleet import read_fleet_view
     from fleet_tui.core.monitor.sources import open_source
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
     from fleet_tui.core.redact import redact_spec
 
-    source = open_source(spec, timeout_s=args.timeout)
+    threshold = aggregate_above(args)
+    opts = {} if threshold is None else {"aggregate_above": threshold}
+    source = open_source(spec, timeout_s=args.timeout, **opts)
 
     async def once():
         await source.open()
@@ -107,6 +122,8 @@ def _usages(args: argparse.Namespace):
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
                 raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
+            if view.aggregated:
+                return view, DeviceLabels()
             try:
                 labels = await read_device_labels(source)
             except (OSError, ValueError, PrometheusResponseError) as exc:  # readings came, labels not
@@ -117,8 +134,7 @@ def _usages(args: argparse.Namespace):
         finally:
             await source.close()
 
-    view, labels = asyncio.run(once())
-    return usages_from_view(view, labels, observed_s=args.window)
+    return asyncio.run(once())
 
 
 def _prices(args: argparse.Namespace):
@@ -152,7 +168,18 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     args.slurm = bool(getattr(args, "slurm", None))
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
-    usages = _usages(args)
+    read = None
+    if args.devices is None and _opt(args, "source") is not None:
+        read = _read_view(args)
+        if read[0].aggregated:
+            if words:
+                agg = read[0].aggregate
+                raise UserError(f"jobs report: the fleet has {read[0].device_count} devices, more "
+                                f"than --aggregate-above {agg.threshold}, and is read as the "
+                                "server's roll-ups; a job report needs every device's readings "
+                                "(raise --aggregate-above)")
+            return _aggregated_jobs(args, read[0])
+    usages = _usages(args, read)
     slurm_jobs: list = []
     nodes: list = []
     accounting, finished_note = None, None
@@ -167,7 +194,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
             print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
         try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
-            accounting = reader.sacct(since=args.since, user=args.user, account=args.account)
+            from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
+
+            accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
+                                      user=args.user, account=args.account)
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
@@ -263,14 +293,16 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
 SUMMARY_HISTORY_JOBS = 20  # jobs (most GPU-hours first) whose Prometheus history a summary reads
 
 
-def _since(text: str) -> str:
-    """``7d``/``12h`` -> sacct's ``now-7days``/``now-12hours``; anything else as sacct takes it."""
-    import re
+def _period(args: argparse.Namespace, now: float) -> tuple[float, float]:
+    """--since/--until as epoch seconds (sacct's forms, or 7d/12h)."""
+    from fleet_tui.core.cluster.slurmtime import parse_when
+    from fleet_tui.core.errors import UserError
 
-    m = re.fullmatch(r"(\d{1,4})([dh])", text.strip())
-    if m:
-        return f"now-{m.group(1)}{'days' if m.group(2) == 'd' else 'hours'}"
-    return text
+    start = parse_when(args.since, now, field="since")
+    end = parse_when(args.until, now, field="until")
+    if end <= start:
+        raise UserError(f"--until {args.until!r} is not after --since {args.since!r}")
+    return start, end
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -281,11 +313,13 @@ def _summary(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json, print_table
     from fleet_tui.core.cluster.headnode import jobs_summary
     from fleet_tui.core.cluster.slurm import SlurmReader
+    from fleet_tui.core.cluster.slurmtime import as_sacct
 
     now = time.time()
-    since = _since(args.since)
+    period = _period(args, now)
+    since, until = as_sacct(period[0]), as_sacct(period[1])
     reader = SlurmReader(timeout_s=args.timeout)
-    accounting = reader.sacct(since=since, user=args.user, account=args.account)
+    accounting = reader.sacct(since=since, until=until, user=args.user, account=args.account)
     price = None
     if args.node_price is not None or _opt(args, "instance"):
         from fleet_tui.core.cluster.slurm import SlurmError
@@ -308,11 +342,12 @@ def _summary(args: argparse.Namespace) -> int:
             history = _history(args, j, now, price)
             if history is not None and history.job is not None:
                 usage[j.job] = history.job
-    digest = jobs_summary(accounting, now=now, since=since, usage=usage, usd_per_gpu_hour=price)
+    digest = jobs_summary(accounting, now=now, since=since, until=until, period=period,
+                          usage=usage, usd_per_gpu_hour=price)
     if args.json:
         print_json(digest.to_dict())
         return 0
-    print(f"since {since}: {digest.jobs} GPU jobs, {digest.gpu_hours:.2f} GPU-hours"
+    print(f"{since} to {until}: {digest.jobs} GPU jobs, {digest.gpu_hours:.2f} GPU-hours"
           + (f" at ${price:,.2f}/GPU-hour" if price is not None else "")
           + (f"; idle hours from the GPU history of {digest.history_jobs} jobs" if spec else
              "; idle hours need --source prometheus:URL"))
@@ -334,6 +369,39 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _limit(s: float | None) -> str:
     return "-" if s is None else _hours(s)
+
+
+def _aggregated_jobs(args: argparse.Namespace, view) -> int:
+    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up."""
+    from fleet_tui.commands._output import print_json, print_table
+
+    agg = view.to_dict(devices=False)["aggregate"]
+    jobs, attributed = agg["jobs"], agg["job_devices"]
+    if args.slurm:
+        print("fleet-tui: an aggregated fleet's jobs come from the hpc_job label only; Slurm's "
+              "allocations are not joined (raise --aggregate-above to join them)", file=sys.stderr)
+    if args.user is not None or args.account is not None:
+        print("fleet-tui: --user/--account need Slurm's view: not applied to an aggregated "
+              "fleet", file=sys.stderr)
+    if args.json:
+        print_json({"source": view.source, "aggregated": True,
+                    "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
+                    "unattributed_devices": view.device_count - attributed,
+                    "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
+                    "errors": list(view.errors)})
+        return 0
+    print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
+          f"aggregated on the server (more than {agg['threshold_devices']} devices, "
+          "--aggregate-above)")
+    print_table(["job", "nodes", "gpus", "util", "idle gpus", "idle $/h"],
+                [[j["job"], str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]),
+                  str(j["idle_devices"]),
+                  "-" if j["idle_usd_per_hour"] is None else f"${j['idle_usd_per_hour']:,.2f}"]
+                 for j in jobs])
+    print(f"{view.device_count - attributed} devices without a job label")
+    for err in view.errors[:5]:
+        print(f"  ! {err}")
+    return 0
 
 
 def _print_text(args: argparse.Namespace, report) -> None:

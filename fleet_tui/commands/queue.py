@@ -50,20 +50,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from fleet_tui.commands._output import print_json
+    from fleet_tui.core.cluster.joblists import load_workload
     from fleet_tui.core.cluster.whatif import simulate_all
-    from fleet_tui.core.cluster.workload import load_workload
 
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     work = load_workload(args.file, args.format)
     doc = simulate_all(work.jobs, args.nodes, args.gpus_per_node, policies,
                        add_nodes=args.add_nodes, spot_fraction=args.spot_fraction,
                        cloud=args.cloud, backfill_depth=args.backfill_depth)
-    doc = {"file": work.path, "format": work.format, "skipped": work.skipped, **doc}
+    doc = {"file": work.path, "format": work.format, "skipped": work.skipped,
+           **({"trace_max_procs": work.max_procs} if work.max_procs is not None else {}),
+           **({"trace_max_nodes": work.max_nodes} if work.max_nodes is not None else {}), **doc}
     if args.json:
         print_json(doc)
         return 0
     print(f"{work.path} ({work.format}): {len(work.jobs)} jobs ({work.skipped} skipped) on "
           f"{args.nodes} × {args.gpus_per_node} = {doc['gpus']} GPUs")
+    if work.max_procs is not None or work.max_nodes is not None:
+        print("recorded on a machine of " + " and ".join(
+            f"{v} {k}" for k, v in (("processors", work.max_procs), ("nodes", work.max_nodes))
+            if v is not None) + " (the trace's MaxProcs/MaxNodes header)")
     if "backfill" in doc["policies"]:
         depth = args.backfill_depth
         print("backfill scans " + ("the whole queue" if depth is None else

@@ -190,7 +190,7 @@ def _plan_lines(r) -> list[str]:
 def render_recommendation(rec, *, markdown: bool = False,
                           explain_lines: Sequence[str] | None = None) -> str:
     from fleet_tui.commands._output import format_table
-    from fleet_tui.core import report
+    from fleet_tui.core.ranking import export as report
 
     if markdown:
         return report.render_markdown(rec, explain_lines)

@@ -83,7 +83,7 @@ def _list(args) -> int:
              s["title"]) for s in scen]
     set_rows = [(s["id"], len(s["scenarios"]), s["description"]) for s in sets]
     if args.markdown:
-        from fleet_tui.core.report import markdown_table
+        from fleet_tui.core.ranking.export import markdown_table
 
         print("## Scenarios\n")
         print(markdown_table(("id", "kind", "model", "current", "title"), rows))
@@ -137,7 +137,7 @@ def _run_set(args) -> int:
 def _render_summary(result, *, markdown: bool) -> str:
     from fleet_tui.commands._output import format_table
     from fleet_tui.core.ranking import money
-    from fleet_tui.core.report import markdown_table
+    from fleet_tui.core.ranking.export import markdown_table
 
     rows = []
     for r in result.results:

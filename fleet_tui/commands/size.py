@@ -12,10 +12,10 @@ JSON (``--json``) keys: ``workload`` (what was sized), ``memory`` {``total_bytes
 they come from: the priced offer, ``--network``, or the device's reference system)} and
 ``training_run`` {``tokens``, ``seconds``, ``gpu_hours``, ``unknown``} (training with ``--tokens``),
 ``serving_plan`` (with ``--rate`` or
-``--tokens-per-s``: :class:`fleet_tui.core.perf.capacity.ServingPlan` fields — ``replicas``,
+``--tokens-per-s``: :class:`fleet_tui.core.perf.serving_plan.ServingPlan` fields — ``replicas``,
 ``devices``, ``concurrency_per_replica``, ``in_flight``, ``ttft_s``, ``tpot_s``, ``meets_slo``,
 ``usd_per_month``, ``usd_per_million_tokens``, ``notes`` — plus ``accelerator`` and ``price_source``),
-``burst`` (with ``--burst N``: :class:`fleet_tui.core.perf.capacity.BurstSpeed` fields — ``requests``,
+``burst`` (with ``--burst N``: :class:`fleet_tui.core.perf.serving_plan.BurstSpeed` fields — ``requests``,
 ``concurrency``, ``waves``, ``ttft_s``, ``itl_s``, ``output_tokens_per_s``, ``duration_s`` — for the
 whole setup, plus ``accelerator``, ``replicas`` and ``gpus_per_replica``; null when it does not fit).
 The workload names its serving ``engine`` (default vllm) and ``kv_cache_dtype`` for inference, its

@@ -142,8 +142,9 @@ MATMUL_EFFICIENCY = {
 #: 27.7-30 % vs 40-46 % bf16 (ratio 0.65); TensorRT-LLM H100 FP8 7B prefill 42 % of the fp8 peak vs
 #: the 50 % bf16 prefill measured on the H200 here (ratio 0.84). Midpoint 0.75.
 FP8_EFFICIENCY_FACTOR = 0.75
-#: int8/int4 weight-only kernels compute in 16-bit after de-quantizing: prefill/training speed uses
-#: the 16-bit peak times this factor for the de-quantization work. An assumption (no measurement in
+#: int8/int4 weight-only kernels (and fp8 weights on a GPU without fp8 tensor cores: FP8 Marlin) compute
+#: in 16-bit after de-quantizing: prefill/training speed uses the 16-bit peak times this factor for the
+#: de-quantization work. An assumption (no measurement in
 #: the field notes); decode, which is what quantization speeds up, does not use it.
 WEIGHT_ONLY_QUANT_COMPUTE_FACTOR = 0.8
 

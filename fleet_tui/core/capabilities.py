@@ -7,7 +7,11 @@ QLoRA and 8-bit AdamW, fp8 matrix units for fp8 training or fp8 weights) and the
 accelerators that have it. :func:`unsupported` answers "can this accelerator's stack run this
 workload" with the reason when not; the plan (``size``, the builder), the fix search and the
 ranking (``recommend``) all ask it, so none of them proposes what the stack cannot run (no QLoRA on
-a TPU or Inferentia, no fp8 on an A100 or a TPU v5e).
+a TPU or Inferentia, no fp8 training on an A100, no fp8 on a TPU v5e). ``[[weight_only]]``: a
+serving engine that runs weights stored in a precision the device has no matrix units for, by
+de-quantizing them inside a 16-bit GEMM (vLLM's and SGLang's FP8 Marlin on Ampere):
+:func:`weight_only_kernel` answers it for inference, and
+:func:`fleet_tui.core.sizing.precision_support` allows the precision there, weight-only.
 """
 
 from __future__ import annotations
@@ -61,7 +65,24 @@ class Rule(Record):
         return stack in self.stacks
 
 
-@functools.lru_cache(maxsize=4)
+@record(kw_only=True)
+class WeightOnly(Record):
+    """A weight-only kernel (``[[weight_only]]``): ``engines`` serve ``precision`` weights on
+    ``architectures`` without matrix units for it, computing in 16-bit."""
+
+    __pydantic_config__ = FORBID_EXTRA
+    id: str
+    precision: str
+    engines: tuple[str, ...]
+    architectures: tuple[str, ...]  # prefixes of Accelerator.architecture, as specs.ARCHITECTURE_PRECISIONS
+    kernel: str
+    source: str
+
+    def covers(self, architecture: str | None) -> bool:
+        arch = (architecture or "").strip().lower()
+        return bool(arch) and any(arch.startswith(a.lower()) for a in self.architectures)
+
+
 @functools.lru_cache(maxsize=4)
 def load_rules(path: Path | None = None) -> tuple[Rule, ...]:
     """The ``[[rule]]`` rows of the capabilities table, read once and kept validated in the user
@@ -74,15 +95,42 @@ def load_rules(path: Path | None = None) -> tuple[Rule, ...]:
 
 
 def _read_rules(file: Path) -> tuple[Rule, ...]:
+    return _read_table(file, "rule", Rule)
+
+
+@functools.lru_cache(maxsize=4)
+def load_weight_only(path: Path | None = None) -> tuple[WeightOnly, ...]:
+    """The ``[[weight_only]]`` rows of the capabilities table, read once and cached as the rules are."""
+    from fleet_tui.core.catalog.compiled import cached_load
+
+    file = path or paths.bundled_catalog_dir() / "capabilities.toml"
+    return cached_load("capability-weight-only", [file], lambda: _read_table(file, "weight_only", WeightOnly))
+
+
+def _read_table(file: Path, table: str, cls: type) -> tuple:
     from fleet_tui.core.tomlio import read_toml, validate_table
 
     doc, problems = read_toml(file)
     if doc is None:
         raise UserError("; ".join(problems))
-    rules, problems = validate_table(doc, "rule", Rule)
+    rows, problems = validate_table(doc, table, cls)
     if problems:
         raise UserError("; ".join(problems))
-    return tuple(r for _, r in rules)
+    return tuple(r for _, r in rows)
+
+
+def weight_only_kernel(precision: str, architecture: str | None, engine: str | None) -> WeightOnly | None:
+    """The weight-only kernel ``engine`` serves ``precision`` weights with on ``architecture``, or
+    None (the precision then needs the device's own matrix units)."""
+    return next((k for k in load_weight_only() if k.precision == precision and engine in k.engines
+                 and k.covers(architecture)), None)
+
+
+def weight_only_engines(precision: str, architecture: str | None) -> tuple[str, ...]:
+    """Every engine with a weight-only kernel for ``precision`` on ``architecture`` (for a refusal's
+    advice: "serve it with vLLM")."""
+    return tuple(dict.fromkeys(e for k in load_weight_only() if k.precision == precision and k.covers(architecture)
+                               for e in k.engines))
 
 
 def unsupported(accelerator: str, stack: str, kind: str, optimizer: str = "adamw",
@@ -116,8 +164,9 @@ def _read_capabilities(path: Path) -> dict[str, Family]:
     if doc is None:
         raise UserError("; ".join(problems))
     entries, problems = validate_table(doc, "family", Family)
-    unknown = set(doc.data) - {"family", "rule"}
-    problems += [f"{doc.path}: {k}: unknown table (allowed: [[family]], [[rule]])" for k in sorted(unknown)]
+    unknown = set(doc.data) - {"family", "rule", "weight_only"}
+    problems += [f"{doc.path}: {k}: unknown table (allowed: [[family]], [[rule]], [[weight_only]])"
+                 for k in sorted(unknown)]
     if problems:
         raise UserError("; ".join(problems))
     out: dict[str, Family] = {}

@@ -26,6 +26,8 @@ MASTER_WEIGHTS: tuple[MasterWeights, ...] = get_args(MasterWeights)
 SERVING_MODES: tuple[Serving, ...] = get_args(Serving)
 LORA_TARGETS: tuple[LoraTarget, ...] = get_args(LoraTarget)
 ENGINES: tuple[Engine, ...] = get_args(Engine)
+#: each engine as a user reads it in a sentence
+ENGINE_NAMES: dict[str, str] = {"vllm": "vLLM", "trtllm": "TensorRT-LLM", "sglang": "SGLang", "hf": "Hugging Face"}
 KV_CACHE_DTYPES: tuple[KVCacheDtype, ...] = get_args(KVCacheDtype)
 FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
 OFFLOAD_TARGETS: tuple[OffloadTarget, ...] = get_args(OffloadTarget)

@@ -1,8 +1,9 @@
 """fleet-tui's own metrics for Prometheus/Grafana: what it derives and the exporters do not.
 
 dcgm-exporter already publishes raw readings; this publishes the *conclusions*: the diagnosis of
-each device (one series per active kind, with its confidence), efficiency, cost per hour, idle cost
-and waste, data age, and active alerts, per device, per node and fleet-wide. Served by
+each device (one series per active kind, with its confidence, and its evidence, each value in its
+unit), efficiency, cost per hour, idle cost and waste, data age, and active alerts, per device,
+per node and fleet-wide. Served by
 prometheus-client on loopback by default (``fleet-tui export --prometheus``).
 
 The one ``MonitorEngine`` (fleet windowing policy, the user's alert rules) samples the source (any
@@ -27,6 +28,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from fleet_tui.core.errors import FieldError
 from fleet_tui.core.fleet import FleetView, FleetViews, Prices
 from fleet_tui.core.monitor.alerts import AlertEvaluator
+from fleet_tui.core.monitor.analysis.evidence import evidence_values
 from fleet_tui.core.monitor.engine import MonitorEngine, Tick
 from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 
@@ -117,8 +119,9 @@ class FleetCollector:
                  (*DEVICE_LABELS, "kind", "severity"))
         conf = g("diagnosis_confidence", "Confidence 0-1 of each active diagnosis",
                  (*DEVICE_LABELS, "kind"))
-        primary = g("device_primary_diagnosis", "1 for the device's most important diagnosis",
-                    (*DEVICE_LABELS, "kind"))
+        primary = g("device_primary_diagnosis", "1 for the device's most important diagnosis "
+                    "(its kind and its own severity)", (*DEVICE_LABELS, "kind", "severity"))
+        evidence: dict[str, GaugeMetricFamily] = {}  # unit -> family
         eff = g("device_efficiency_score", "Share of the device doing work, 0-100 (SM active, "
                 "else utilization)", DEVICE_LABELS)
         cost = g("device_cost_usd_per_hour", "Device's share of its instance price", DEVICE_LABELS)
@@ -131,7 +134,9 @@ class FleetCollector:
         age = g("device_data_age_seconds", "Age of the device's reading", DEVICE_LABELS)
         for d in view.offenders:
             labels = [self._node(d.node), str(d.index), d.uuid, d.name]
-            primary.add_metric([*labels, d.primary], 1.0)
+            top = d.diagnoses[0] if d.diagnoses and d.state == "ok" else None
+            primary.add_metric([*labels, d.primary, (top or {}).get("severity") or d.severity],
+                               1.0)
             if d.state != "ok":
                 diag.add_metric([*labels, d.primary, d.severity], 1.0)
             for item in d.diagnoses:
@@ -139,6 +144,16 @@ class FleetCollector:
                 diag.add_metric([*labels, kind, item.get("severity") or "info"], 1.0)
                 if item.get("confidence") is not None:
                     conf.add_metric([*labels, kind], float(item["confidence"]))
+                # the finding's evidence, each value in its unit (the same numbers --json keeps)
+                for key, unit, value in evidence_values(item.get("evidence") or {}):
+                    fam = evidence.get(unit)
+                    if fam is None:
+                        fam = evidence[unit] = g(
+                            f"diagnosis_evidence_{unit}" if unit else "diagnosis_evidence",
+                            f"Evidence of each active diagnosis{' in ' + unit if unit else ''} "
+                            "(key: the evidence's name, as in --json)",
+                            (*DEVICE_LABELS, "kind", "key"))
+                    fam.add_metric([*labels, kind, key], value)
             if d.efficiency_pct is not None:
                 eff.add_metric(labels, d.efficiency_pct)
             if d.usd_per_hour is not None:
@@ -151,7 +166,8 @@ class FleetCollector:
             age_s = view.age_of(d)
             if age_s is not None:
                 age.add_metric(labels, age_s)
-        yield from (diag, conf, primary, eff, cost, idle_cost, waste, idle, stale, age)
+        yield from (diag, conf, primary, *evidence.values(), eff, cost, idle_cost, waste, idle,
+                    stale, age)
 
         n_eff = g("node_efficiency_score", "Price-weighted efficiency of the node, 0-100", ("node",))
         n_cost = g("node_cost_usd_per_hour", "Instance price of the node", ("node",))
@@ -300,7 +316,7 @@ class FleetExporter:
                                     price=False, min_interval_s=self.MIN_INTERVAL_S,
                                     policy=policy or FleetWindowPolicy())
         self.views = FleetViews(instance_prices)
-        self.engine.subscribe(self._on_tick)
+        self.engine.subscribe(self.on_tick)
         self.collector = FleetCollector()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
@@ -311,7 +327,9 @@ class FleetExporter:
         self._stopped = threading.Event()
         self.port: int | None = None
 
-    def _on_tick(self, tick: Tick) -> None:
+    def on_tick(self, tick: Tick) -> None:
+        """The engine's subscriber: the tick's ``FleetView`` (its findings, as every view reads
+        them) and the alerts held, swapped in for the next scrape."""
         started = time.perf_counter()
         view = self.views(tick)
         active = held_alerts(self.engine.alerts, view, tick.snapshot.timestamp)

@@ -31,13 +31,19 @@ from operator import attrgetter
 from typing import Any
 
 from fleet_tui.core.monitor.engine import MonitorEngine
+from fleet_tui.core.monitor.rollup import (
+    IDLE_UTIL_MAX_PCT,
+    FleetAggregate,
+    JobAggregate,
+    NodeAggregate,
+    WorstDevice,
+)
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.windowing import FleetWindowPolicy
 from fleet_tui.core.records import record
 
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
 STALE_KIND = "stale"  # fleet-level state: the source has no fresh reading for this device
-IDLE_UTIL_MAX_PCT = 1.0  # fallback idle test when no diagnosis is given (NVML reports whole %)
 
 Prices = Mapping[str, float] | float | None
 
@@ -52,7 +58,9 @@ def _diagnosis_dict(d: Any) -> dict[str, Any]:
     """A diagnosis (analysis.Diagnosis, or any object/dict with kind/confidence/...) as JSON data."""
     to_dict = getattr(d, "to_dict", None)
     if callable(to_dict):
-        return to_dict()
+        data = to_dict()
+        if isinstance(data, dict):
+            return data
     evidence = _get(d, "evidence", {})
     if not isinstance(evidence, Mapping):
         evidence = dict(evidence or ())
@@ -215,10 +223,12 @@ class NodeRollup:
     waste_usd_per_hour: float | None
     efficiency_pct: float | None
     errors: tuple[str, ...] = ()
+    # a node of an aggregated fleet: its device count (``devices`` is empty until drilled into)
+    device_total: int | None = None
 
     @property
     def device_count(self) -> int:
-        return len(self.devices)
+        return len(self.devices) if self.device_total is None else self.device_total
 
     @property
     def worst_kind(self) -> str:
@@ -234,8 +244,12 @@ class NodeRollup:
 
     def offender_key(self) -> tuple:
         worst = self.worst.offender_key() if self.worst else (True,)
-        waste = (self.waste_usd_per_hour if self.waste_usd_per_hour is not None
-                 else sum(d.waste_frac for d in self.devices))
+        waste = self.waste_usd_per_hour
+        if waste is None and self.device_total is not None:  # aggregated: from the node's means
+            waste = self.stale_devices + (self.device_count - self.stale_devices) * (
+                1.0 - (self.efficiency_pct or 0.0) / 100.0)
+        elif waste is None:
+            waste = sum(d.waste_frac for d in self.devices)
         return (worst[0], -waste, -self.idle_devices, self.node)
 
     def to_dict(self, *, with_devices: bool = True,
@@ -255,7 +269,7 @@ class NodeRollup:
             "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
             "efficiency_pct": _r(self.efficiency_pct, 1), "errors": list(self.errors),
         }
-        if with_devices:
+        if with_devices and self.device_total is None:
             ages = ages or {}
             out["device_list"] = [d.to_dict(ages.get(d.key)) for d in self.devices]
         return out
@@ -337,10 +351,44 @@ class FleetView:
     # whose reading only grew older is the same FleetDevice (and its node the same NodeRollup)
     # from view to view (FleetViews)
     ages: Mapping[str, float | None] = field(default_factory=dict, compare=False, repr=False)
+    # a fleet past the threshold, as the server rolled it up (``from_aggregate``): the nodes hold
+    # no devices, ``offenders`` are the least-used devices only, ``read_node_view`` drills down
+    aggregate: FleetAggregate | None = field(default=None, compare=False, repr=False)
 
     @property
     def device_count(self) -> int:
-        return len(self.offenders)
+        return len(self.offenders) if self.aggregate is None else self.aggregate.device_count
+
+    @property
+    def aggregated(self) -> bool:
+        """Whether the roll-ups were computed by the server (a fleet past the threshold)."""
+        return self.aggregate is not None
+
+    @property
+    def jobs(self) -> tuple[JobAggregate, ...]:
+        """An aggregated fleet's jobs (``hpc_job``) worst first: most idle devices, then the
+        lowest utilization. Empty for a fleet read device by device (``core.cluster`` attributes
+        those)."""
+        if self.aggregate is None:
+            return ()
+        return tuple(sorted(self.aggregate.jobs, key=lambda j: (
+            -j.idle_devices, j.util_pct if j.util_pct is not None else -1.0, j.job)))
+
+    @property
+    def device_usd_per_hour(self) -> float | None:
+        """The fleet's GPU price: the median $/h of one device over the priced nodes (a job's
+        idle GPUs are charged at it, as the chargeback does)."""
+        per = sorted(n.usd_per_hour / n.device_count for n in self.nodes
+                     if n.usd_per_hour is not None and n.device_count)
+        return per[len(per) // 2] if per else None
+
+    def jobs_dict(self) -> list[dict[str, Any]]:
+        """An aggregated fleet's jobs as JSON data, worst first, idle GPUs priced."""
+        price = self.device_usd_per_hour
+        return [{"job": j.job, "devices": j.devices, "nodes": j.nodes, "util_pct": _r(j.util_pct),
+                 "idle_devices": j.idle_devices,
+                 "idle_usd_per_hour": None if price is None else _r(price * j.idle_devices, 4)}
+                for j in self.jobs]
 
     @property
     def node_count(self) -> int:
@@ -385,6 +433,19 @@ class FleetView:
             },
             "nodes": [n.to_dict(with_devices=devices, ages=self.ages) for n in self.nodes],
             "offenders": [d.key for d in self.offenders],
+            "aggregated": self.aggregated,
+            **({"aggregate": self._aggregate_dict()} if self.aggregate is not None else {}),
+        }
+
+    def _aggregate_dict(self) -> dict[str, Any]:
+        agg = self.aggregate
+        assert agg is not None
+        return {
+            "on_server": True, "threshold_devices": agg.threshold, "answer_bytes": agg.answer_bytes,
+            "counts": dict(agg.counts),
+            "worst_devices": [d.to_dict() for d in self.offenders],
+            "jobs": self.jobs_dict(),
+            "job_devices": sum(j.devices for j in agg.jobs),
         }
 
     @classmethod
@@ -392,6 +453,8 @@ class FleetView:
                       instance_prices: Prices = None) -> "FleetView":
         """``diagnoses`` maps ``DeviceSnapshot.key`` to an ``analysis.DeviceAnalysis`` (or a list
         of diagnoses); ``instance_prices`` is $/h per node (``"*"`` = any node) or one number."""
+        if snapshot.aggregate is not None:
+            return cls.from_aggregate(snapshot, instance_prices)
         diagnoses = diagnoses or {}
         return cls.from_converted(snapshot, {d.key: _diagnoses_of(diagnoses.get(d.key))
                                              for d in snapshot.devices}, instance_prices)
@@ -463,6 +526,111 @@ class FleetView:
         )
 
 
+    @classmethod
+    def from_aggregate(cls, snapshot: Snapshot, instance_prices: Prices = None) -> "FleetView":
+        """The view of a fleet the server rolled up (``snapshot.aggregate``): a node roll-up per
+        node from its counts and means, the least-used devices as the offenders. Prices as in
+        ``from_snapshot`` (a node's price split among its devices)."""
+        agg = snapshot.aggregate
+        if agg is None:
+            raise ValueError("from_aggregate: the snapshot carries no aggregate")
+        totals = {n.node: n.devices + n.stale_devices for n in agg.nodes}
+        prices = {n: p for n in totals if (p := _node_price(instance_prices, n)) is not None}
+        offenders = tuple(_worst_device(w, _split(prices.get(w.node), totals.get(w.node, 0)))
+                          for w in agg.worst)
+        first: dict[str, FleetDevice] = {}
+        for d in offenders:
+            first.setdefault(d.node, d)
+        errors = snapshot.errors
+        nodes = [_aggregate_rollup(n, first.get(n.node), prices.get(n.node),
+                                   tuple(e for e in errors if e.startswith(f"{n.node}:")))
+                 for n in agg.nodes]
+        nodes.sort(key=NodeRollup.offender_key)
+        priced = [n.usd_per_hour for n in nodes if n.usd_per_hour is not None]
+        price = sum(priced) if priced else None
+        return cls(
+            timestamp=snapshot.timestamp, source=snapshot.source, nodes=tuple(nodes),
+            offenders=offenders, utilization_pct=agg.utilization_pct,
+            sm_active_pct=_weighted((n.sm_active_pct, n.devices) for n in agg.nodes),
+            efficiency_pct=_weighted((n.efficiency_pct, _weight(n)) for n in nodes),
+            usd_per_hour=price, idle_usd_per_hour=sum(n.idle_usd_per_hour for n in nodes),
+            waste_usd_per_hour=(sum(n.waste_usd_per_hour or 0.0 for n in nodes)
+                                if price is not None else None),
+            idle_devices=agg.idle_devices, stale_devices=agg.stale_devices,
+            errors=errors, message=snapshot.message, _by_node={n.node: n for n in nodes},
+            aggregate=agg)
+
+
+def _node_price(instance_prices: Prices, node: str) -> float | None:
+    """$/h of ``node`` from ``instance_prices`` (as ``node_prices`` reads them)."""
+    if instance_prices is None:
+        return None
+    if isinstance(instance_prices, (int, float)):
+        return float(instance_prices)
+    price = instance_prices.get(node, instance_prices.get("*"))
+    return None if price is None else float(price)
+
+
+def _split(node_price: float | None, devices: int) -> float | None:
+    return node_price / devices if node_price is not None and devices else None
+
+
+def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
+    known = [(v, w) for v, w in pairs if v is not None and w]
+    total = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / total if total else None
+
+
+def _weight(n: NodeRollup) -> float:
+    """A node's weight in the fleet's efficiency: its price, else its device count."""
+    return n.usd_per_hour if n.usd_per_hour else float(n.device_count)
+
+
+def _worst_device(w: WorstDevice, usd_per_hour: float | None) -> FleetDevice:
+    """One of the least-used devices of an aggregated fleet (its utilization only; the idle rule
+    without a diagnosis, as ``fleet_device``)."""
+    util = w.util_pct
+    idle = util is not None and util < IDLE_UTIL_MAX_PCT
+    efficiency = None if util is None else max(0.0, min(100.0, util))
+    if idle:
+        efficiency = min(efficiency or 0.0, IDLE_UTIL_MAX_PCT)
+    return FleetDevice(
+        key=f"{w.node}/{w.uuid or w.index}", node=w.node, index=w.index if w.index is not None else -1,
+        name="", uuid=w.uuid, vendor="nvidia", state="ok", gpu_util_pct=util, sm_active_pct=None,
+        tensor_active_pct=None, mem_used_bytes=None, mem_total_bytes=None, power_w=None,
+        power_limit_w=None, temp_c=None, primary="idle" if idle else "unknown", severity="info",
+        confidence=None, diagnoses=(), idle=idle, efficiency_pct=efficiency,
+        usd_per_hour=usd_per_hour, idle_usd_per_hour=(usd_per_hour or 0.0) if idle else 0.0,
+        waste_usd_per_hour=(None if usd_per_hour is None
+                            else usd_per_hour * (1.0 - (efficiency or 0.0) / 100.0)))
+
+
+def _aggregate_rollup(n: NodeAggregate, worst: FleetDevice | None, price: float | None,
+                      errors: tuple[str, ...]) -> NodeRollup:
+    """A node of an aggregated fleet: its means and counts; efficiency is SM activity where
+    exported, else utilization, with its stale devices counted as 0 (as ``_weighted_efficiency``)."""
+    total = n.devices + n.stale_devices
+    mean = n.sm_active_pct if n.sm_active_pct is not None else n.util_pct
+    eff = None if mean is None or not total else max(0.0, min(100.0, mean)) * n.devices / total
+    per_device = _split(price, total)
+    return NodeRollup(
+        node=n.node, devices=(), mean_gpu_util_pct=n.util_pct, mean_sm_active_pct=n.sm_active_pct,
+        mem_used_bytes=n.mem_used_bytes or 0, mem_total_bytes=n.mem_total_bytes or 0,
+        power_w=n.power_w or 0.0, worst=worst, idle_devices=n.idle_devices,
+        stale_devices=n.stale_devices, usd_per_hour=price,
+        idle_usd_per_hour=(per_device or 0.0) * n.idle_devices,
+        waste_usd_per_hour=None if price is None else price * (1.0 - (eff or 0.0) / 100.0),
+        efficiency_pct=eff, errors=errors, device_total=total)
+
+
+def read_node_view(source: Any, node: str, instance_prices: Prices = None) -> FleetView:
+    """A drill-down into one node of an aggregated fleet: that node's devices read in full
+    (``PrometheusSource.read_node``, blocking: call it off the event loop) as a one-node view
+    (no window behind it, so the idle rule without a diagnosis). Raises what ``read_node``
+    raises."""
+    return FleetView.from_snapshot(source.read_node(node), None, instance_prices)
+
+
 def fleet_json(snapshot: Snapshot, diagnoses: Mapping[str, Any] | None = None,
                instance_prices: Prices = None, *, devices: bool = True) -> dict[str, Any]:
     """The fleet view as JSON-ready data (``monitor --once --json`` for a fleet source)."""
@@ -493,6 +661,10 @@ class FleetViews:
         return self.view(tick.snapshot, tick.analyses)
 
     def view(self, snapshot: Snapshot, analyses: Mapping[str, Any]) -> FleetView:
+        if snapshot.aggregate is not None:  # a fleet past the threshold: the server's roll-ups
+            self._devices, self._converted = {}, {}
+            self.latest = FleetView.from_aggregate(snapshot, self.instance_prices)
+            return self.latest
         cache = self._converted
         converted = {}
         for key, analysis in analyses.items():
@@ -561,6 +733,8 @@ async def read_fleet_view(source, *, window_s: float = 30.0,
     engine.subscribe(views)
     with one_deadline(source):
         await engine.run(count=1)
+    if views.latest is None:  # run(count=1) steps once and each step publishes a tick
+        raise RuntimeError("the monitor engine published no tick")
     return views.latest
 
 

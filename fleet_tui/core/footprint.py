@@ -87,6 +87,11 @@ class Layout(NamedTuple):
         return text
 
 
+def layout_is_set(w: Workload) -> bool:
+    """Whether the workload names its own layout (``tp``, ``pp`` or ``zero``): then it is kept."""
+    return w.tp is not None or w.pp is not None or w.zero is not None
+
+
 def parallel_layout(w: Workload, gpus: int) -> Layout:
     """The layout ``w`` runs on ``gpus`` devices: its own ``tp``/``pp``/``zero`` where set, else
     what its ``sharding`` names (``data``: replicas, ``tensor``: all devices split each layer,
@@ -196,7 +201,7 @@ def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int =
     if arch.kv_lora_rank:  # MLA: one latent per token, the same on every tensor rank
         per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_value_bytes(w)
     total = arch.kv_layers * per_layer
-    if arch.sliding_window_layers and context > 0:
+    if arch.sliding_window_layers and arch.sliding_window is not None and context > 0:
         frac = min(1.0, arch.sliding_window / context)
         total += arch.sliding_window_layers * per_layer * frac
     return total

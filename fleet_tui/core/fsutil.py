@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from fleet_tui.core.limits import int_limit
 
 def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     for _ in range(100):
-        tmp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
+        tmp = directory / f".{name}.{os.urandom(4).hex()}.tmp"  # secrets.token_hex, without importing hmac
         try:
             # 0o666 & ~umask: the mode any program's new file gets (mkstemp would force 0600)
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),

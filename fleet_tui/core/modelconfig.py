@@ -9,7 +9,6 @@ bounds as ``{params}`` (:func:`~fleet_tui.core.modelspec.check_param_bounds`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.fsutil import InputFileError, open_regular
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.modelspec import ModelArch, check_param_bounds
 from fleet_tui.core.records import validate
 
@@ -75,12 +75,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise _user_error(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
                           f"{exc.start}); give the model's config.json") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _user_error(f"{p}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise _user_error(f"{p}: not a config.json (nested too deeply)") from None
+    cfg = parse_json(text, str(p), _user_error)
     if not isinstance(cfg, dict):
         raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
     if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers

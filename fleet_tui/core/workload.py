@@ -26,7 +26,7 @@ import math
 import operator
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, overload
 
 from fleet_tui.core import caches
 from fleet_tui.core.choices import (
@@ -53,7 +53,6 @@ from fleet_tui.core.choices import (
     WorkloadKind,
 )
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
-from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import MAX_PARAMS, MIN_PARAMS, PARAMS_RANGE_TEXT, ModelArch, arch_for_params
 from fleet_tui.core.records import FORBID_EXTRA, Record, record, validate
 from fleet_tui.core.types import PositiveInt, UnitFraction
@@ -176,6 +175,8 @@ class Workload(Record):
         """The model shape: the given one, or a Llama-like shape with ``params`` parameters."""
         if self.model is not None:
             return self.model
+        if self.params is None:  # __post_init__ requires a model or a parameter count
+            raise ValueError("give a model or a parameter count")
         return _arch_for_params(int(self.params))
 
     @property
@@ -292,6 +293,12 @@ def _as_dict(fields) -> dict:
     return dict(vars(fields))  # an argparse.Namespace
 
 
+@overload
+def _choice(d: dict, field: str, allowed: tuple[str, ...], default: str) -> str: ...
+@overload
+def _choice(d: dict, field: str, allowed: tuple[str, ...], default: None) -> str | None: ...
+
+
 def _choice(d: dict, field: str, allowed: tuple[str, ...], default: str | None) -> str | None:
     value = d.get(field)
     if value in (None, ""):
@@ -307,6 +314,8 @@ def _resolve_model(d: dict, catalog) -> tuple[ModelArch | None, int | None]:
             raise FieldError("model", "{model} needs the catalog; none is loaded")
         return catalog.model(d["model"]), None
     if d.get("model_config"):
+        from fleet_tui.core.modelconfig import load_model_config  # reads files: only when a path is given
+
         return load_model_config(d["model_config"]), None
     if d.get("params") not in (None, ""):
         return None, parse_params(d["params"])
@@ -349,10 +358,10 @@ def parse_workload(fields, catalog=None) -> Workload:
     if training and prompt is not None:
         raise FieldError("prompt_len", f"{{prompt_len}}/{{gen_len}} describe generation; {{workload}} {kind} "
                          "takes {seq_len}")
-    arch_max = getattr(model, "max_position", None)
+    arch_max = model.max_position if model is not None else None
     for field, shown, value in (("seq_len", "{seq_len}", seq),
                                 ("prompt_len", "{prompt_len} + {gen_len}", (prompt or 0) + (gen or 0) or None)):
-        if value is not None and arch_max and value > arch_max * 4:
+        if value is not None and model is not None and arch_max and value > arch_max * 4:
             raise FieldError(field, f"{shown} {value}: far beyond {escape_braces(model.name or model.id)}'s "
                              f"context window of {arch_max:,} tokens")
     if not training:

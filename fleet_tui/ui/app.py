@@ -12,23 +12,40 @@ import asyncio
 import signal
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import App, ScreenStackError, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.reactive import var
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from fleet_tui.ui import textual_fixes
-from fleet_tui.ui.pane import MOUNTING
 from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
-from fleet_tui.ui.state import CatalogStatus, SourceStatus
+from fleet_tui.ui.state import MOUNTING, CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
+
+if TYPE_CHECKING:  # for the checker only: these load after the first frame (start-up time)
+    from fleet_tui.core.catalog.models import Catalog
+    from fleet_tui.core.monitor.source import Source
+    from fleet_tui.core.workload import Workload
+    from fleet_tui.ui.help import HelpSection
+    from fleet_tui.ui.monitor_link import MonitorLink
+    from fleet_tui.ui.state import BuilderChoice
 
 
 def _screen(mode: str):
     return lambda: pane_class(mode)()
+
+
+def _as_binding(b: BindingType) -> Binding:
+    """A ``BINDINGS`` entry as a Binding (a pane may write ``(key, action[, description])``)."""
+    if isinstance(b, Binding):
+        return b
+    if len(b) == 2:
+        return Binding(b[0], b[1])
+    return Binding(b[0], b[1], b[2])
 
 
 class FleetApp(App[int]):
@@ -51,11 +68,11 @@ class FleetApp(App[int]):
 
     source_status: var[SourceStatus] = var(SourceStatus())
     catalog_status: var[CatalogStatus] = var(CatalogStatus())
-    catalog: var[Any] = var(None)  # fleet_tui.core.catalog.Catalog once loaded
-    workload: var[Any] = var(None)  # fleet_tui.core.workload.Workload the builder last produced
-    builder_context: var[Any] = var(None)  # BuilderChoice (accelerator, hours, spot, current)
+    catalog: var[Catalog | None] = var(None)  # once loaded
+    workload: var[Workload | None] = var(None)  # the workload the builder last produced
+    builder_context: var[BuilderChoice | None] = var(None)  # accelerator, hours, spot, current
 
-    def __init__(self, *, source_spec: str | None = None, source: Any = None,
+    def __init__(self, *, source_spec: str | None = None, source: Source | None = None,
                  instance: str | None = None, theme: str = "fleet-dark",
                  themes: Iterable[LoadedTheme] = (), catalog_dirs: Iterable[str | Path] = (),
                  include_user_catalog: bool = True, interval_s: float = 1.0,
@@ -63,14 +80,15 @@ class FleetApp(App[int]):
                  record_db: str | Path | None = None, slurm: bool | None = None) -> None:
         textual_fixes.install()
         self.slurm = slurm  # the Jobs pane asks Slurm; None: when squeue is on PATH
-        kind = getattr(source, "kind", "none") if source is not None else "none"
+        kind = source.kind if source is not None else "none"
         self._start_mode = start_mode or ("monitor" if source is not None else "catalog")
         if self._start_mode == "catalog":
             # Textual then builds the Catalog pane as its first screen, instead of a blank default
             # screen and a mode switch in on_mount (a CSS refresh less before the first frame:
             # bench/bench_app.py --first-frame). The catalog pane needs nothing on_mount sets up;
             # the live panes do, so they are still switched to there.
-            self.DEFAULT_MODE = "catalog"
+            # Textual reads DEFAULT_MODE once, in App.__init__: the instance's value picks this run's
+            self.DEFAULT_MODE = "catalog"  # pyright: ignore[reportAttributeAccessIssue]
         super().__init__()
         for loaded in themes:
             self.register_theme(loaded.theme)
@@ -84,7 +102,7 @@ class FleetApp(App[int]):
         self.interval_s = interval_s
         self.export_dir = Path(export_dir) if export_dir else Path.cwd()
         self.record_db = Path(record_db) if record_db else None  # --record: keep the history
-        self.monitor = None  # fleet_tui.ui.monitor_link.MonitorLink once started
+        self.monitor: MonitorLink | None = None  # once started
         self.source_kind = kind
         self.has_fleet = kind == "fleet"
         self.source_status = SourceStatus(kind=kind, spec=source_spec or "", interval_s=interval_s,
@@ -173,14 +191,14 @@ class FleetApp(App[int]):
             screen = self.screen
         except ScreenStackError:  # no screen (yet, or any more): nothing to wait for
             return False
-        return not all(node.is_mounted for node in screen.walk_children(with_self=True))
+        return not all(node.is_mounted for node in screen.walk_children(Widget, with_self=True))
 
     def load_catalog(self) -> Worker:
         self.catalog_status = CatalogStatus("loading")
         return self.run_worker(self._load_catalog, thread=True, exclusive=True, group="catalog",
                                name="load catalog", exit_on_error=False)
 
-    def _load_catalog(self):
+    def _load_catalog(self) -> Catalog:
         from fleet_tui.core.catalog import load_catalog
 
         return load_catalog(extra_dirs=self.catalog_dirs, include_user=self.include_user_catalog)
@@ -192,10 +210,14 @@ class FleetApp(App[int]):
         if event.state in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             self.catalog_settled.set()
         if event.state == WorkerState.SUCCESS:
+            from fleet_tui.core.catalog.models import Catalog  # loaded by the worker
+
             catalog = worker.result
+            if not isinstance(catalog, Catalog):  # the group's one worker returns one
+                return
             self.catalog = catalog
             self.catalog_status = CatalogStatus("ready", instances=len(catalog.instances))
-            problems = list(getattr(catalog, "problems", ()) or ())
+            problems = catalog.problems
             if problems:
                 self.notify("\n".join(problems[:5]) + ("\n…" if len(problems) > 5 else ""),
                             title=f"{len(problems)} catalog problem(s), entries skipped",
@@ -207,7 +229,7 @@ class FleetApp(App[int]):
             self.catalog_status = CatalogStatus("error", message=text.splitlines()[0] if text else "")
             self.notify(text, title="Catalog failed to load", severity="error", timeout=15)
 
-    def _check_instance(self, catalog) -> None:
+    def _check_instance(self, catalog: Catalog) -> None:
         """A ``--instance`` the catalog does not know is said in the app, in the headless
         command's words (the core's UserError), and the monitor runs unpriced."""
         from fleet_tui.core.errors import UserError
@@ -262,7 +284,7 @@ class FleetApp(App[int]):
             return
         self.push_screen(HelpScreen(self.help_sections()))
 
-    def help_sections(self) -> list[Any]:
+    def help_sections(self) -> list[HelpSection]:
         """The current pane's keys first, then the keys that work everywhere, then the others."""
         from fleet_tui.ui.help import HelpSection, binding_keys, pane_section
 
@@ -276,7 +298,7 @@ class FleetApp(App[int]):
             return pane_section(pane.mode, title,
                                 self._bindings_list(getattr(pane_class(pane.mode), "BINDINGS", [])))
 
-        switch = f"{panes[0].key}–{panes[-1].key}" if len(panes) > 1 else panes[0].key
+        switch = panes[0].key if len(panes) == 1 else f"{panes[0].key}–{panes[-1].key}"
         everywhere = HelpSection("Everywhere", (
             (switch, "switch pane"),
             *binding_keys([b for b in self._bindings_list(self.BINDINGS) if b.show]),
@@ -291,11 +313,8 @@ class FleetApp(App[int]):
         return format_help(self.help_sections())
 
     @staticmethod
-    def _bindings_list(items) -> list[Binding]:
-        out = []
-        for b in items:
-            out.append(b if isinstance(b, Binding) else Binding(*b))
-        return out
+    def _bindings_list(items: Iterable[BindingType]) -> list[Binding]:
+        return [_as_binding(b) for b in items]
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -327,23 +346,23 @@ class FleetApp(App[int]):
         self.push_screen(HelpScreen(sources_markdown()))
 
     def _export_to_path(self) -> None:
-        from fleet_tui.ui.recommend import REPORT_STEM, export_report
+        from fleet_tui.ui.report_export import REPORT_STEM, export_report
         from fleet_tui.ui.widgets.path_prompt import PathPrompt
 
         def chosen(path: str | None) -> None:
             if path:
                 target = Path(path).expanduser()
                 fmt = "json" if target.suffix.lower() == ".json" else "markdown"
-                export_report(self, fmt, target)
+                export_report(self, fmt, self.export_dir, target)
 
         default = str(self.export_dir / f"{REPORT_STEM}.md")
         self.push_screen(PathPrompt("Write the recommendations report to (.md or .json):", default),
                          chosen)
 
     def _export(self, fmt: str) -> None:
-        from fleet_tui.ui.recommend import export_report
+        from fleet_tui.ui.report_export import export_report
 
-        export_report(self, fmt)
+        export_report(self, fmt, self.export_dir)
 
     async def on_unmount(self) -> None:
         if self.monitor is not None:

@@ -18,6 +18,7 @@ from textual.widgets import Checkbox, Input, Select, Static
 from fleet_tui.core.choices import ENGINES, FRAMEWORKS, KINDS, KV_CACHE_DTYPES, OPTIMIZERS, PRECISIONS, SHARDINGS
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.state import BuilderChoice
 from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
@@ -39,30 +40,6 @@ LABELS = {
 def label(field: str) -> str:
     """How a sentence names a field: its form label without the hint ("params (e.g. 7B)" -> "params")."""
     return LABELS.get(field, field).split(" (")[0]
-
-
-@record
-class BuilderChoice:
-    """What the builder adds around the workload for the Recommendations pane."""
-
-    accelerator: str | None = None
-    hours_per_month: float = 730.0
-    spot_allowed: bool = False
-    current_instance: str | None = None
-    rate_rps: float | None = None  # serving demand: shows the capacity plan
-    ttft_ms: float | None = None  # latency targets of the plan
-    tpot_ms: float | None = None
-    slo_percentile: float = 95.0  # the percentile the targets are for (the core's default, p95)
-    layout_given: bool = False  # the sharding field names one (else the layout is searched)
-
-    def demand(self, workload):
-        """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
-        if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
-            return None
-        from fleet_tui.core.perf.capacity import demand
-
-        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload,
-                      slo_percentile=self.slo_percentile)
 
 
 @record

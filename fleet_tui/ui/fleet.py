@@ -115,10 +115,16 @@ class FleetScreen(FleetViewPane):
             super().__init__()
             self.view = view
 
+    class NodeRead(Message):
+        """An aggregated fleet's drilled node was read in full (``FleetScreen.node_read``)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.view = None  # the latest core FleetView
         self.drill_node: str | None = None
+        # an aggregated fleet's drilled node read in full: (node, its one-node view or None, why
+        # not); what tests wait on is ``NodeRead``
+        self.node_read: tuple[str, object | None, str | None] | None = None
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
     def compose_body(self) -> ComposeResult:
@@ -157,10 +163,39 @@ class FleetScreen(FleetViewPane):
             fleet = self._views.view(*self._tick)
         rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
+        if fleet.aggregated and drill is not None:  # one node's devices, read again each view
+            read = self._read_node(drill)
+            if not worker.is_cancelled:
+                self.app.call_from_thread(self._node_was_read, read)
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
                  offenders_markup(fleet.offenders, fleet.ages))
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, fleet, rows, texts)
+
+    def _read_node(self, node: str) -> tuple[str, object | None, str | None]:
+        """An aggregated fleet's node read in full (in a worker: one HTTP request)."""
+        from fleet_tui.core.fleet import read_node_view
+
+        try:
+            return node, read_node_view(self.app.source, node, self._views.instance_prices), None
+        except Exception as exc:  # noqa: BLE001 - shown in the side panel, never raised
+            return node, None, f"{node}: its devices not read: {exc}"
+
+    @work(thread=True, exclusive=True, group="fleet-node", exit_on_error=False,
+          description="one node's devices")
+    def _fetch_node(self) -> None:
+        """Off the loop: the drilled node of an aggregated fleet, at once (not at the next view)."""
+        node = self.drill_node
+        if node is not None:
+            self.app.call_from_thread(self._node_was_read, self._read_node(node))
+
+    def _node_was_read(self, read: tuple[str, object | None, str | None]) -> None:
+        if read[0] != self.drill_node:  # the user drilled elsewhere (or back) meanwhile
+            return
+        self.node_read = read
+        if self.view is not None:
+            self._draw_drill(self.view)
+        self.post_message(self.NodeRead())
 
     def _draw_new(self, fleet, rows: list[tuple[str, ...]], texts: tuple) -> None:
         self._draw(fleet, rows, texts)
@@ -180,7 +215,8 @@ class FleetScreen(FleetViewPane):
         if self.drill_node is not None:
             self._draw_drill(fleet)
         else:
-            self.query_one("#fleet-side").border_title = "Worst devices"
+            self.query_one("#fleet-side").border_title = (
+                "Least-used devices (server)" if fleet.aggregated else "Worst devices")
             self._set_text("#fleet-side-text", texts[3] if texts[3] is not None
                            else offenders_markup(fleet.offenders, fleet.ages))
 
@@ -205,11 +241,23 @@ class FleetScreen(FleetViewPane):
             self._set_text("#fleet-side-text", f"[$error]{escape_text(str(exc))}[/]")
             return
         side.border_title = f"Node {node.node}"
+        ages = fleet.ages
+        if fleet.aggregated:  # the roll-up has no devices: the node as read in full, if it was
+            read = self.node_read if self.node_read and self.node_read[0] == node.node else None
+            if read is None:
+                self._set_text("#fleet-side-text", f"{node.device_count} devices · reading "
+                               f"{escape_text(node.node)}'s devices from Prometheus…")
+                return
+            if read[1] is None:
+                self._set_text("#fleet-side-text", f"[$error]{escape_text(read[2] or '')}[/]")
+                return
+            detail = read[1]
+            node, ages = detail.node(node.node), detail.ages
         lines = [f"{node.device_count} devices · util {pct(node.mean_gpu_util_pct)} · "
                  f"SM {pct(node.mean_sm_active_pct)} · idle {node.idle_devices}"]
         lines += [escape_text(e) for e in node.errors]
         lines.append("")
-        lines.append(offenders_markup(node.devices, fleet.ages, with_node=False))
+        lines.append(offenders_markup(node.devices, ages, with_node=False))
         self._set_text("#fleet-side-text", "\n".join(lines))
 
     # ----- actions -----
@@ -219,8 +267,11 @@ class FleetScreen(FleetViewPane):
             return
         key = table.get_row_at(table.cursor_row)[0]  # the node column
         self.drill_node = "" if key == "(this host)" else key
+        self.node_read = None
         self.query_one("#fleet-side").remove_class("-narrow")
         self._draw(self.view)
+        if self.view.aggregated:
+            self._fetch_node()
 
     @on(DataTable.RowSelected, "#fleet-nodes")
     def _selected(self, event: DataTable.RowSelected) -> None:
@@ -228,6 +279,7 @@ class FleetScreen(FleetViewPane):
 
     def action_back(self) -> None:
         self.drill_node = None
+        self.node_read = None
         self.query_one("#fleet-side").set_class(self.size.width < 110, "-narrow")
         if self.view is not None:
             self._draw(self.view)
@@ -249,6 +301,13 @@ def summary_markup(fleet) -> str:
     if fleet.stale_devices:
         parts.append(f"[$error]{fleet.stale_devices} stale[/]")
     text = "  ·  ".join(parts)
+    if fleet.aggregate is not None:
+        agg = fleet.aggregate
+        counts = agg.counts
+        text += (f"\n[$accent]aggregated on the server[/]: more than {agg.threshold} devices, so "
+                 "Prometheus computes the per-node and per-job means and counts; no per-device "
+                 f"diagnosis (d: one node's devices) · memory ≥95% {counts.get('mem_full', 0)} · "
+                 f"idle drawing power {counts.get('idle_powered', 0)} · XID {counts.get('xid', 0)}")
     if fleet.errors:
         text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
     return text
@@ -272,6 +331,8 @@ def _cell(d) -> str:
 
 
 def grid_markup(fleet, highlight: str | None = None) -> str:
+    if fleet.aggregated:
+        return _aggregate_grid(fleet, highlight)
     rows = fleet.grid()
     width = max((len(name or "(this host)") for name, _ in rows[:GRID_ROWS]), default=4)
     lines = []
@@ -283,6 +344,25 @@ def grid_markup(fleet, highlight: str | None = None) -> str:
     if len(rows) > GRID_ROWS:
         lines.append(f"[$text-muted]… {len(rows) - GRID_ROWS} more nodes in the table below[/]")
     lines.append("[$text-muted]cells: util % (██ = 100), colour = worst diagnosis, ✗✗ = stale[/]")
+    return "\n".join(lines)
+
+
+def _aggregate_grid(fleet, highlight: str | None) -> str:
+    """An aggregated fleet's nodes (no devices read): the idle share of each node, worst first."""
+    nodes = fleet.nodes[:GRID_ROWS]
+    width = max((len(n.node) for n in nodes), default=4)
+    lines = []
+    for n in nodes:
+        label = escape_text(n.node.ljust(width))
+        if highlight is not None and n.node == highlight:
+            label = f"[reverse]{label}[/]"
+        busy = n.device_count - n.idle_devices - n.stale_devices
+        cells = "[$success]" + "█" * max(0, busy) + "[/][$warning]" + "░" * n.idle_devices + "[/]"
+        cells += "[$error]" + "✗" * n.stale_devices + "[/]"
+        lines.append(f"{label}  {cells}  util {pct(n.mean_gpu_util_pct)}")
+    if len(fleet.nodes) > GRID_ROWS:
+        lines.append(f"[$text-muted]… {len(fleet.nodes) - GRID_ROWS} more nodes in the table below[/]")
+    lines.append("[$text-muted]per node: █ busy, ░ idle, ✗ stale devices (aggregated on the server)[/]")
     return "\n".join(lines)
 
 

@@ -74,6 +74,7 @@ class JobsScreen(FleetViewPane):
         self._slurm = None  # (jobs, nodes) last read from Slurm
         self._slurm_at = -LABELS_EVERY_S
         self._slurm_error: str | None = None
+        self.aggregated = None  # the latest FleetView when the fleet is aggregated on the server
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="jobs-summary")
@@ -95,6 +96,11 @@ class JobsScreen(FleetViewPane):
         worker = get_current_worker()
         with self._lock:
             if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
+                return
+            if self._tick[0].aggregate is not None:  # a fleet past the threshold
+                fleet = self._views.view(*self._tick)
+                if not worker.is_cancelled:
+                    self.app.call_from_thread(self._draw_aggregate, fleet)
                 return
             report, alerts = self._jobs_of(*self._tick)
         if not worker.is_cancelled:
@@ -177,6 +183,22 @@ class JobsScreen(FleetViewPane):
         self._draw(report.running)
         self.view_drawn(self.ViewDrawn(report.running))
 
+    def _draw_aggregate(self, fleet) -> None:
+        """An aggregated fleet's jobs (``hpc_job``) as the server rolled them up, worst first."""
+        self.aggregated = fleet
+        self.query_one("#jobs-summary", Static).update(aggregate_summary_markup(fleet))
+        table = self.query_one("#jobs-table", DataTable)
+        rows = {j["job"]: aggregate_job_row(j) for j in fleet.jobs_dict()[:MAX_ROWS]}
+        cursor = table.cursor_row
+        table.clear()
+        for key, values in rows.items():
+            table.add_row(*values, key=key)
+        if rows:
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+        if self.report_job is not None:
+            self._draw_report()
+        self.view_drawn(self.ViewDrawn(fleet))
+
     def _job_alerts(self):
         """An evaluator of the job rules (``min_devices``) among the alert rules, made once."""
         if self._alerts is None:
@@ -189,6 +211,7 @@ class JobsScreen(FleetViewPane):
     # ----- drawing -----
     def _draw(self, jobs) -> None:
         self.jobs = jobs
+        self.aggregated = None
         errors = "; ".join(e for e in (self._labels_error, self._slurm_error) if e) or None
         self.query_one("#jobs-summary", Static).update(summary_markup(jobs, errors, self.report))
         table = self.query_one("#jobs-table", DataTable)
@@ -213,6 +236,17 @@ class JobsScreen(FleetViewPane):
         from fleet_tui.core.cluster.jobreport import job_report
 
         text = self.query_one("#jobs-report-text", Static)
+        if self.aggregated is not None:
+            job = next((j for j in self.aggregated.jobs_dict() if j["job"] == self.report_job), None)
+            self.query_one("#jobs-report").border_title = f"Job {self.report_job}"
+            text.update(escape_text(
+                f"job {self.report_job}: " + (f"{job['devices']} GPUs on {job['nodes']} nodes, "
+                                              f"util {pct(job['util_pct'])}, {job['idle_devices']} idle"
+                                              if job else "no longer on the fleet")
+                + "\nThe fleet is aggregated on the server: a job report needs every device's "
+                  "readings (a fleet under --aggregate-above, or fleet-tui jobs report JOB).",
+                lines=True))
+            return
         try:
             job = (self.report.running_job(self.report_job) if self.report is not None
                    else self.jobs.job(self.report_job))
@@ -225,7 +259,7 @@ class JobsScreen(FleetViewPane):
     # ----- actions -----
     def action_report(self) -> None:
         table = self.query_one("#jobs-table", DataTable)
-        if self.jobs is None or table.row_count == 0:
+        if (self.jobs is None and self.aggregated is None) or table.row_count == 0:
             return
         self.report_job = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         self.add_class("-report")
@@ -260,6 +294,32 @@ def summary_markup(jobs, error: str | None = None, report=None) -> str:
     if error:
         text += f"\n[$error]{escape_text(error)}[/]"
     return text
+
+
+def aggregate_summary_markup(fleet) -> str:
+    jobs = fleet.jobs_dict()
+    held = sum(j["devices"] for j in jobs)
+    idle = sum(j["idle_devices"] for j in jobs)
+    priced = [j["idle_usd_per_hour"] for j in jobs if j["idle_usd_per_hour"] is not None]
+    threshold = fleet.aggregate.threshold if fleet.aggregate is not None else None
+    parts = [f"[b]{len(jobs)}[/] jobs", f"[b]{held}[/] GPUs held",
+             f"idle [b]{idle}[/] GPUs" + (f" ({usd(sum(priced))}/h)" if priced else ""),
+             f"[$text-muted]{fleet.device_count - held} GPUs without a job[/]"]
+    text = "  ·  ".join(parts)
+    text += (f"\n[$accent]aggregated on the server[/]: more than {threshold} devices, so jobs "
+             "are Prometheus' roll-ups by the hpc_job label (idle $ per hour; no Slurm join, no "
+             "per-job diagnosis)")
+    if fleet.errors:
+        text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
+    return text
+
+
+def aggregate_job_row(j: dict) -> tuple[str, ...]:
+    """A job of an aggregated fleet in the table's columns (idle $ is per hour there)."""
+    cost = j["idle_usd_per_hour"]
+    return (j["job"], "-", str(j["devices"]), pct(j["util_pct"]),
+            "-" if cost is None else f"{usd(cost)}/h", f"{j['idle_devices']} idle", "-", "-",
+            f"{j['nodes']} nodes")
 
 
 def job_row(j) -> tuple[str, ...]:

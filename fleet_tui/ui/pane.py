@@ -9,15 +9,14 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey  # what Footer.compose yields; not re-exported
 from textual.worker import Worker
 
+from fleet_tui.ui.state import MOUNTING
 from fleet_tui.ui.widgets.chrome import PaneBar, StatusLine
 
 if TYPE_CHECKING:  # for the checker only: the app module imports this one
     from fleet_tui.ui.app import FleetApp
-
-#: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
-MOUNTING = "pane-mounting"
 
 
 class KeyFooter(Footer):
@@ -29,7 +28,7 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         keys = list(super().compose())
-        first = [k for k in keys if getattr(k, "action", None) in self.FIRST]  # a FooterKey
+        first = [k for k in keys if isinstance(k, FooterKey) and k.action in self.FIRST]
         first.sort(key=lambda k: self.FIRST.index(k.action))
         yield from first + [k for k in keys if k not in first]
 

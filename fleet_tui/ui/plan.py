@@ -88,11 +88,11 @@ class PlanScreen(PaneScreen):
                             "instance type of the fleet's nodes).")
         if catalog is None:
             raise UserError("The catalog is still loading; press r in a moment.")
-        priced = [o for o in catalog.find_instance(instance, None)
-                  if o.price("on-demand") is not None]
+        priced = [(price, o) for o in catalog.find_instance(instance, None)
+                  if (price := o.price("on-demand")) is not None]
         if not priced:
             raise UserError(f"--instance {instance}: the catalog lists no on-demand price for it")
-        best = min(priced, key=lambda o: o.price("on-demand"))
+        _, best = min(priced, key=lambda po: po[0])
         return prices_type.from_instance(best), f"{best.cloud} {best.instance_type} {best.region}"
 
     def _show_error(self, text: str) -> None:

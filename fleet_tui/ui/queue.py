@@ -3,7 +3,7 @@ Parallel Workloads Archive ``.swf``, or CSV) replayed on NODES × GPUS under the
 by side, with the what-ifs (more nodes, part of the work on spot).
 
 The simulation is the core's (``core.cluster.whatif.simulate_all`` over
-``core.cluster.workload.load_workload``), run in a thread worker when the form is submitted (Enter
+``core.cluster.joblists.load_workload``), run in a thread worker when the form is submitted (Enter
 in any field); a core error names its field, shown beside that field's label.
 """
 
@@ -100,8 +100,8 @@ class QueueScreen(PaneScreen):
 
     @work(thread=True, exclusive=True, group="queue", exit_on_error=False)
     def _simulate(self, values: dict[str, str]) -> None:
+        from fleet_tui.core.cluster.joblists import load_workload
         from fleet_tui.core.cluster.whatif import simulate_all
-        from fleet_tui.core.cluster.workload import load_workload
         from fleet_tui.core.errors import FieldError, UserError, escape_braces
 
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -17,21 +18,30 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.markup import escape
 from textual.widgets import DataTable, Select, Static
 
-from fleet_tui.core import report
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.fsutil import write_atomic
 from fleet_tui.core.monitor.rightsize import NoRecordedSamples, rightsize
-from fleet_tui.core.pricing import PRICING_CHOICES
+from fleet_tui.core.pricing import HOURS_PER_MONTH, PRICING_CHOICES
+from fleet_tui.core.ranking import export as report
 from fleet_tui.core.ranking import recommend
 from fleet_tui.core.ranking.explanation import explain
+from fleet_tui.core.ranking.offers import RankedOffer, Recommendation
 from fleet_tui.core.records import record
-from fleet_tui.core.textsafe import clean
+from fleet_tui.ui import report_export
 from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
 
+if TYPE_CHECKING:  # for the checker only: the app module imports this one
+    from textual.events import Resize
+
+    from fleet_tui.core.catalog.models import Catalog
+    from fleet_tui.core.monitor.recorder import Recorder
+    from fleet_tui.core.monitor.rightsize import RightsizeReport
+    from fleet_tui.core.workload import Workload
+    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.state import BuilderChoice
+
 TOP_OFFERS = 50
-REPORT_STEM = "fleet-tui-recommendations"
 # Most telling first, so an 80-column terminal still shows cost and savings.
 # "where" before savings: the same instance type in several regions must be told apart at 120 columns.
 COLUMNS = (("rank", "#"), ("offer", "instance"), ("unit", "cost/unit"), ("month", "$/month"),
@@ -44,7 +54,7 @@ PLAN_COLUMNS = COLUMNS[:4] + (("per_million", "$/1M tok"), ("replicas", "replica
 
 @record
 class RankingResult:
-    recommendation: object | None
+    recommendation: Recommendation | None
     rows: tuple[tuple[str, ...], ...] = ()
     columns: tuple[tuple[str, str], ...] = COLUMNS
     explain: tuple[str, ...] = ()
@@ -64,7 +74,7 @@ FIELD_LABELS = {
     "top": "the number of offers shown",
 }
 # The pane of each running app, so exports and right-sizing reach it from any pane.
-_PANES: "weakref.WeakKeyDictionary[object, RecommendScreen]" = weakref.WeakKeyDictionary()
+_PANES: weakref.WeakKeyDictionary[FleetApp, RecommendScreen] = weakref.WeakKeyDictionary()
 
 
 def error_text(exc: UserError) -> str:
@@ -122,7 +132,7 @@ class RecommendScreen(PaneScreen):
         self.watch(self.app, "catalog", self._inputs_changed)
         self.watch(self.app, "builder_context", self._inputs_changed)
 
-    def _set_columns(self, columns) -> None:
+    def _set_columns(self, columns: tuple[tuple[str, str], ...]) -> None:
         table = self.query_one("#rec-table", DataTable)
         if tuple(str(c.key.value) for c in table.columns.values()) == tuple(k for k, _ in columns):
             return
@@ -130,7 +140,7 @@ class RecommendScreen(PaneScreen):
         for key, label in columns:
             table.add_column(label, key=key)
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: Resize) -> None:
         self._place_side(event.size.width)
 
     def _place_side(self, width: int) -> None:
@@ -145,7 +155,7 @@ class RecommendScreen(PaneScreen):
         self._side_wanted = True
         side.remove_class("-hidden")
 
-    def _inputs_changed(self, _value=None) -> None:
+    def _inputs_changed(self, _value: object = None) -> None:
         self.rerank()
 
     @on(Select.Changed, "#rec-pricing")
@@ -159,11 +169,13 @@ class RecommendScreen(PaneScreen):
             return
         self._generation += 1
         self.query_one("#rec-summary", Static).update("[$text-muted]ranking…[/]")
-        pricing = self.query_one("#rec-pricing", Select).value
+        chosen = self.query_one("#rec-pricing", Select).value
+        pricing = chosen if isinstance(chosen, str) else None  # the menu has no blank
         self._rank(workload, catalog, self.app.builder_context, pricing, self._generation)
 
     @work(thread=True, exclusive=True, group="recommend", exit_on_error=False)
-    def _rank(self, workload, catalog, choice, pricing, generation: int) -> None:
+    def _rank(self, workload: Workload, catalog: Catalog, choice: BuilderChoice | None,
+              pricing: str | None, generation: int) -> None:
         result = rank(workload, catalog, choice, pricing, expand_regions=self.expand_regions)
         self.app.call_from_thread(self._show, result, generation)
 
@@ -171,14 +183,15 @@ class RecommendScreen(PaneScreen):
         if generation != self._generation:
             return
         self.result = result
+        report_export.shown(self.app, result.recommendation)
         table = self.query_one("#rec-table", DataTable)
         table.clear()
         summary = self.query_one("#rec-summary", Static)
-        if result.error:
-            summary.update(f"[$error]{escape(result.error)}[/]")
+        rec = result.recommendation
+        if result.error or rec is None:
+            summary.update(f"[$error]{escape(result.error or '')}[/]")
             self.query_one("#rec-side-text", Static).update("")
             return
-        rec = result.recommendation
         self._set_columns(result.columns)
         table.add_rows(result.rows)
         text = (f"[b]{len(rec.offers)}[/] best of {rec.fitting_offers:,} fitting offers "
@@ -235,7 +248,7 @@ class RecommendScreen(PaneScreen):
         self.rerank()
 
     def action_export(self, fmt: str) -> None:
-        export_report(self.app, fmt)
+        report_export.export_report(self.app, fmt, self.app.export_dir)
 
     def action_rightsize(self) -> None:
         show_rightsizing(self.app)
@@ -246,30 +259,33 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _table_offers(rec) -> list:
+def _table_offers(rec: Recommendation) -> list[RankedOffer]:
     offers = list(rec.offers)
     if rec.current is not None:
         offers.insert(0, rec.current)
     return offers
 
 
-def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = False) -> RankingResult:
+def rank(workload: Workload, catalog: Catalog, choice: BuilderChoice | None, pricing: str | None,
+         expand_regions: bool = False) -> RankingResult:
     """Run the core ranking and format the table rows (worker thread; never raises)."""
-    kwargs = dict(pricing=pricing or "on-demand", top=TOP_OFFERS, expand_regions=expand_regions)
     notice = None
-    if choice is not None and getattr(choice, "rate_rps", None) and workload.is_generation:
-        kwargs["demand"] = choice.demand(workload)  # the builder's rate and targets, checked there already
-    if choice is not None:
-        kwargs.update(hours_per_month=choice.hours_per_month,
-                      spot_allowed=choice.spot_allowed or pricing in ("spot", "any"))
-        if choice.current_instance:
-            try:  # a typo there marks that field (the Workload pane); the offers still rank
-                catalog.find_instance(choice.current_instance)
-                kwargs["current"] = (choice.current_instance, 1)
-            except UserError as exc:
-                notice = f"current instance: {exc} (no savings shown)"
+    demand = None
+    current = None
+    if choice is not None and choice.rate_rps and workload.is_generation:
+        demand = choice.demand(workload)  # the builder's rate and targets, checked there already
+    if choice is not None and choice.current_instance:
+        try:  # a typo there marks that field (the Workload pane); the offers still rank
+            catalog.find_instance(choice.current_instance)
+            current = (choice.current_instance, 1)
+        except UserError as exc:
+            notice = f"current instance: {exc} (no savings shown)"
     try:
-        rec = recommend(workload, catalog, **kwargs)
+        rec = recommend(
+            workload, catalog, pricing=pricing or "on-demand", top=TOP_OFFERS,
+            expand_regions=expand_regions, demand=demand, current=current,
+            hours_per_month=choice.hours_per_month if choice is not None else HOURS_PER_MONTH,
+            spot_allowed=choice.spot_allowed or pricing in ("spot", "any") if choice is not None else True)
         explanation = tuple(explain(rec))
     except UserError as exc:
         return RankingResult(None, error=error_text(exc))
@@ -299,58 +315,18 @@ def rank(workload, catalog, choice, pricing: str | None, expand_regions: bool = 
 
 
 
-# ----- export -----------------------------------------------------------------------------------
-def report_text(rec, fmt: str) -> str:
-    """The report in ``fmt``: the same JSON and Markdown as ``fleet-tui recommend --json/--markdown``."""
-    return report.json_report(rec) if fmt == "json" else report.markdown_report(rec)
-
-
-def export_report(app, fmt: str, path: str | Path | None = None, *, overwrite: bool = False) -> Path | None:
-    """Write the current recommendation report; notify where it went (or why not). An existing
-    file is replaced only after the user says yes (the CLI's ``--force``)."""
-    screen = _recommend_screen(app)
-    result = screen.result if screen is not None else None
-    if result is None or result.recommendation is None:
-        app.notify("Nothing to export yet: describe a workload in the Workload pane (2) and open "
-                   "Recommendations (4).", severity="warning")
-        return None
-    suffix = ".json" if fmt == "json" else ".md"
-    target = Path(path) if path else app.export_dir / f"{REPORT_STEM}{suffix}"
-    try:
-        write_atomic(target, report_text(result.recommendation, fmt), replace=overwrite)
-    except FileExistsError:
-        from fleet_tui.ui.widgets.confirm import Confirm
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                export_report(app, fmt, target, overwrite=True)
-            else:
-                app.notify(clean(f"{target} kept as it was"), title="Export cancelled",
-                           markup=False)
-
-        app.push_screen(Confirm(clean(f"{target} exists. Replace it?")), answered)
-        return None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte typed into the path
-        why = "a path cannot hold a NUL byte" if isinstance(exc, ValueError) else (exc.strerror or exc)
-        app.notify(clean(f"Cannot write {target}: {why}"), title="Export failed",
-                   severity="error", markup=False)
-        return None
-    app.notify(clean(str(target)), title=f"Report written ({'JSON' if fmt == 'json' else 'Markdown'})",
-               markup=False)
-    return target
-
-
-def _recommend_screen(app) -> RecommendScreen | None:
+def _recommend_screen(app: FleetApp) -> RecommendScreen | None:
     """The app's Recommendations pane, once it has been shown (None before)."""
     return _PANES.get(app)
 
 
 # ----- right-sizing -----------------------------------------------------------------------------
-def show_rightsizing(app) -> None:
+def show_rightsizing(app: FleetApp) -> None:
     """Right-size from this session's observed usage (the core's ``rightsize``; we show its lines)."""
     link = app.monitor
-    db = getattr(link, "session_db", None)
-    if link is None or link.latest is None or db is None or app.catalog is None:
+    db = link.session_db if link is not None else None
+    catalog = app.catalog
+    if link is None or link.latest is None or db is None or catalog is None:
         app.notify("Right-sizing needs what the Monitor pane (3) has seen, and it has seen no "
                    "device yet. Without a GPU here, start the app on a recording "
                    "(fleet-tui --source replay:demo) or the simulator (--source sim:8).",
@@ -360,12 +336,12 @@ def show_rightsizing(app) -> None:
     if screen is not None:
         screen.show_side("Right-sizing")
         screen.query_one("#rec-side-text", Static).update("[$text-muted]right-sizing…[/]")
-    recorder = getattr(link, "recorder", None)
-    app.run_worker(lambda: _rightsize_in_thread(app, db, recorder), thread=True,
+    recorder = link.recorder
+    app.run_worker(lambda: _rightsize_in_thread(app, db, catalog, recorder), thread=True,
                    group="rightsize", exclusive=True, exit_on_error=False, name="right-size")
 
 
-def rightsize_lines(report) -> list[str]:
+def rightsize_lines(report: RightsizeReport) -> list[str]:
     """The report as markup lines (formatting only)."""
     lines = []
     for d in report.devices:
@@ -399,8 +375,9 @@ def rightsize_lines(report) -> list[str]:
     return lines
 
 
-def _rightsize_in_thread(app, db, recorder=None) -> None:
-    lines = rightsize_text(db, app.catalog, app.instance_type, recorder)
+def _rightsize_in_thread(app: FleetApp, db: Path, catalog: Catalog,
+                         recorder: Recorder | None = None) -> None:
+    lines = rightsize_text(db, catalog, app.instance_type, recorder)
 
     def show() -> None:
         screen = _recommend_screen(app)
@@ -412,7 +389,8 @@ def _rightsize_in_thread(app, db, recorder=None) -> None:
     app.call_from_thread(show)
 
 
-def rightsize_text(db, catalog, instance_type: str | None, recorder=None) -> list[str]:
+def rightsize_text(db: Path, catalog: Catalog, instance_type: str | None,
+                   recorder: Recorder | None = None) -> list[str]:
     """The right-sizing panel's lines for the session history ``db``, errors in this app's words."""
     try:
         if recorder is not None:  # the session history writes in batches: the newest first

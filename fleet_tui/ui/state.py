@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from fleet_tui.core.records import record
 
+#: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
+MOUNTING = "pane-mounting"
+
 KIND_LABELS = {
     "live": "LIVE",
     "replay": "REPLAY",
@@ -38,3 +41,27 @@ class CatalogStatus:
     state: str = "loading"  # loading | ready | error
     message: str = ""
     instances: int = 0
+
+
+@record
+class BuilderChoice:
+    """What the builder adds around the workload for the Recommendations pane."""
+
+    accelerator: str | None = None
+    hours_per_month: float = 730.0
+    spot_allowed: bool = False
+    current_instance: str | None = None
+    rate_rps: float | None = None  # serving demand: shows the capacity plan
+    ttft_ms: float | None = None  # latency targets of the plan
+    tpot_ms: float | None = None
+    slo_percentile: float = 95.0  # the percentile the targets are for (the core's default, p95)
+    layout_given: bool = False  # the sharding field names one (else the layout is searched)
+
+    def demand(self, workload):
+        """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
+        if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
+            return None
+        from fleet_tui.core.perf.serving_plan import demand
+
+        return demand(self.rate_rps, None, self.ttft_ms, self.tpot_ms, workload=workload,
+                      slo_percentile=self.slo_percentile)

@@ -26,7 +26,7 @@ import pytest
 
 PROGRAMS = ("slurmctld", "slurmd", "slurmdbd", "munged", "mungekey", "sbatch", "squeue", "sinfo",
             "sacct", "sacctmgr", "sreport", "scontrol", "scancel", "mariadbd",
-            "mariadb-install-db", "useradd", "userdel", "runuser")
+            "mariadb-install-db", "mariadb", "useradd", "userdel", "runuser")
 GPU_NODES = ("gn1", "gn2")
 CPU_NODE = "cn1"
 GPUS_PER_NODE = 4
@@ -225,6 +225,37 @@ DefMemPerCPU=500
 
     def sacctmgr(self, *args: str) -> None:
         self.run("sacctmgr", "-i", *args)
+
+    def sql(self, statement: str) -> str:
+        """Run SQL on the accounting database (as root, on the private server's socket)."""
+        return self.run("mariadb", f"--socket={self.db_sock}", "-u", "root", "--batch",
+                        "--skip-column-names", "slurm_acct_db", "-e", statement).stdout
+
+    def move_jobs(self, shifts: dict[str, int]) -> None:
+        """Move finished jobs back in time in the accounting database: job id -> seconds.
+
+        ``sreport`` reads only the hourly rollups of hours that have ended, so jobs that ran a
+        minute ago are not in it. Moving a job's recorded submit/eligible/start/end (and its
+        steps') back by whole hours, with the cluster's registration before them, is the cluster
+        as it would be had the jobs run then; ``sacct`` and ``sreport`` read the same rows."""
+        jobs, steps = f"{self.cluster}_job_table", f"{self.cluster}_step_table"
+        for job, by in shifts.items():
+            def back(col: str, by: int = by) -> str:  # 0 is "unset": kept
+                return f"{col} = IF({col} > 0, {col} - {by}, 0)"
+
+            self.sql(f"UPDATE {steps} s JOIN {jobs} j ON s.job_db_inx = j.job_db_inx SET "
+                     f"{back('s.time_start')}, {back('s.time_end')} "
+                     f"WHERE j.id_job = {int(job)} AND j.time_end > 0;"
+                     f"UPDATE {jobs} SET {back('time_submit')}, {back('time_eligible')}, "
+                     f"{back('time_start')}, {back('time_end')} "
+                     f"WHERE id_job = {int(job)} AND time_end > 0;")
+        earliest = max(shifts.values()) + 3600
+        self.sql(f"UPDATE {self.cluster}_event_table SET time_start = time_start - {earliest} "
+                 "WHERE node_name = '';")
+
+    def roll(self, start: str, end: str) -> None:
+        """Roll the accounting usage up over ``[start, end)`` now (slurmdbd does it hourly)."""
+        self.run("sacctmgr", "-i", "roll", start, end)
 
     def sbatch(self, *args: str, user: str) -> str:
         out = self.run("sbatch", "--parsable", "-o", "/dev/null", "--chdir=/tmp", *args,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fleet_tui.cli import main
-from fleet_tui.core.cluster.workload import swf_line
+from fleet_tui.core.cluster.joblists import swf_line
 
 
 def run(capsys, *argv):

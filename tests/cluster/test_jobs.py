@@ -93,7 +93,7 @@ def test_device_records_from_json_name_the_bad_record():
 
 
 def test_history_gives_phases_and_true_peaks():
-    from fleet_tui.core.cluster.phases import usage_from_samples
+    from fleet_tui.core.cluster.device_phases import usage_from_samples
     from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 
     def series(node, index, busy_until):

@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-from fleet_tui.core.cluster.queue import QueueJob, simulate
-from fleet_tui.core.cluster.whatif import simulate_all
-from fleet_tui.core.cluster.workload import (
+from fleet_tui.core.cluster.joblists import (
     FileError,
     load_workload,
     parse_csv,
@@ -16,6 +14,8 @@ from fleet_tui.core.cluster.workload import (
     parse_swf,
     swf_line,
 )
+from fleet_tui.core.cluster.queue import QueueJob, simulate
+from fleet_tui.core.cluster.whatif import simulate_all
 from fleet_tui.core.errors import FieldError
 
 

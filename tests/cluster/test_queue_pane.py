@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Input, Static
 
-from fleet_tui.core.cluster.workload import swf_line
+from fleet_tui.core.cluster.joblists import swf_line
 from fleet_tui.ui.launch import AppConfig, build_app
 from tests.ui.conftest import wait_for
 from tests.ui.fleet_fake import SimFleetSource

@@ -1,13 +1,16 @@
 """``fleet-tui jobs --slurm`` against a real multi-node Slurm with accounting (slurmdbd on a private
 MariaDB; tests/cluster/slurm_accounting.py), four users in two accounts. What the tool shows is
-checked against ``squeue``, ``sacct``, ``scontrol`` and ``sinfo`` of the same cluster (``sreport``
-reports only hours that have ended, so minute-old jobs are checked through the sacct figures it
-sums: allocated GPUs × elapsed).
+checked against ``squeue``, ``sacct``, ``scontrol``, ``sinfo`` and ``sreport`` of the same cluster.
+``sreport`` has only hours that have ended: the finished jobs are moved back two hours in the
+accounting database (one of them onto an hour boundary) and the usage is rolled up, so it reports
+them whole.
 
 The cluster, set up once for the module (users ftalice, ftbob, ftcarol and ftdave, each with this
 run's own suffix):
 
-- a finished GPU job (ftdave, 1 GPU, burns one CPU for 2 s, exits 3) and a finished CPU-only one;
+- a finished GPU job (ftdave, 1 GPU, burns one CPU for 2 s, exits 3), a finished CPU-only one
+  (ftalice), ftbob's finished 2-GPU job that crosses an hour boundary and ftcarol's finished
+  2-node × 1-GPU job;
 - a job cancelled while it waited for GPUs (ftcarol): it never started;
 - running: ftalice's CPU-only job (2 CPUs, 1000 MB) alone on GPU node gn1, and ftbob's two-task
   array (2 GPUs each) filling gn2;
@@ -57,16 +60,24 @@ def cluster(tmp_path_factory):
         ids["gpu_done"] = c.sbatch("--gres=gpu:1", "-c", "1", "-w", "gn1", "-t", "2", "-J", "burn",
                                    "--wrap", BUSY, user="ftdave")
         ids["cpu_done"] = c.sbatch("-c", "1", "-t", "2", "-J", "cpu-short", "-w", "gn1", "--wrap",
-                                   "true", user="ftalice")
+                                   "sleep 1", user="ftalice")
         _until(lambda: c.run("squeue", "-h", "-j", ids["gpu_done"], "-o", "%T").stdout.strip()
                == "RUNNING", "the GPU job to start")
         # waits for gn1's GPU that the burning job holds, and is cancelled before it gets it
         ids["cancelled"] = c.sbatch("--gres=gpu:4", "-w", "gn1", "-t", "2", "-J", "never",
                                     "--wrap", "true", user="ftcarol")
         c.run("scancel", ids["cancelled"])
-        done = {ids["gpu_done"], ids["cpu_done"], ids["cancelled"]}
+        ids["train"] = c.sbatch("--gres=gpu:2", "-w", "gn2", "-t", "2", "-J", "train", "--wrap",
+                                "sleep 2", user="ftbob")
+        ids["wide"] = c.sbatch("-N", "2", "--gres=gpu:1", "-t", "2", "-J", "wide", "--wrap",
+                               "sleep 1", user="ftcarol")
+        done = {ids[k] for k in ("gpu_done", "cpu_done", "cancelled", "train", "wide")}
         _until(lambda: not done & set(c.run("squeue", "-h", "-o", "%i").stdout.split()),
                "the short jobs to end")
+        _until(lambda: len(_sacct(c, "-a", "-j", ",".join(sorted(done)), fmt="JobID|End")) == 5
+               and "Unknown" not in c.run("sacct", "-X", "-n", "-a", "-j", ",".join(done), "-o",
+                                          "End").stdout, "accounting to record their ends")
+        c.hours = _move_into_ended_hours(c, ids)  # type: ignore[attr-defined]
         ids["cpu_only"] = c.sbatch("-c", "2", "--mem=1000M", "-w", "gn1", "-t", "10", "-J",
                                    "cpu-only", "--wrap", "sleep 300", user="ftalice")
         ids["array"] = c.sbatch("--gres=gpu:2", "-a", "0-1", "-w", "gn2", "-t", "10", "-J",
@@ -87,6 +98,33 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
+
+
+def _epoch(c, when: str) -> int:
+    return int(c.run("date", "-d", when, "+%s").stdout)
+
+
+def _move_into_ended_hours(c, ids: dict[str, str]) -> tuple[int, int, int]:
+    """Move the finished jobs two hours back, and bob's ``train`` onto the boundary B between
+    the two hours before this one (it starts 1 s before B), then roll the usage up: ``sreport``
+    has whole ended hours of them. Returns ``(H0, B, H1)``: the first hour they touch, B, and
+    the start of this hour."""
+    now = time.time()
+    h1 = int(now // 3600 * 3600)
+    b = h1 - 3600
+    (row,) = _sacct(c, "-j", ids["train"], fmt="Start")
+    shifts = {ids[k]: 7200 for k in ("gpu_done", "cpu_done", "cancelled", "wide")}
+    shifts[ids["train"]] = _epoch(c, row[0]) - (b - 1)
+    c.move_jobs(shifts)
+    starts = [_epoch(c, r[0]) for r in _sacct(c, "-a", "-j", ",".join(shifts), fmt="Start")
+              if r[0] != "Unknown"]
+    h0 = min(starts) // 3600 * 3600
+    c.roll(_iso(h0), _iso(h1))
+    return h0, b, h1
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
 
 def _devices(where: Path, ids: dict[str, str]) -> Path:
@@ -219,14 +257,64 @@ def test_finished_jobs_match_sacct(cluster):
     gpus = int(r[5].split("gres/gpu=")[1].split(",")[0])
     assert gpu_done["devices"] == gpus == 1
     assert gpu_done["gpu_hours"] == pytest.approx(gpus * int(r[6]) / 3600, abs=1e-3)
-    # sreport reports whole hours that have ended (asked at 01:19 for now-1hours..now+1hours it
-    # covers 00:00-00:59:59), so a minute-old job is not in it yet: what it will sum for the
-    # account is sacct's allocated GPUs × elapsed, checked above, and 0 for a CPU-only job
-    header = c.run("sreport", "-t", "seconds", "--tres=gres/gpu", "job", "SizesByAccount",
-                   "start=now-1hours", "end=now+1hours").stdout
-    assert "TRES type is gres/gpu" in header
     (bob,) = [row for row in doc["chargeback"] if row["account"] == "physics"]
-    assert bob["user"] == c.users["ftbob"] and bob["jobs"] == 2  # the running array's tasks
+    assert bob["user"] == c.users["ftbob"]
+    assert bob["jobs"] == 3  # the running array's two tasks and the finished train
+
+
+def _sreport(c, start: int, end: int) -> dict[tuple[str, str], int]:
+    """GPU-seconds per (user, account) (user "" for the account's own row) from ``sreport
+    cluster AccountUtilizationByUser`` over ``[start, end)``."""
+    out = c.run("sreport", "-t", "seconds", "--tres=gres/gpu", "-P", "-n", "cluster",
+                "AccountUtilizationByUser", f"start={_iso(start)}", f"end={_iso(end)}",
+                "format=Account,Login,Used").stdout
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {(login, account): int(used) for account, login, used in rows}
+
+
+def _summary(c, start: int, end: int) -> dict:
+    out = _tool(c, "--json", "--since", _iso(start), "--until", _iso(end), "summary")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_summary_gpu_hours_match_sreport(cluster):
+    """``jobs summary`` of a period gives per user and account the GPU-seconds ``sreport`` has
+    for it: the two whole hours the finished jobs ran in, and each hour alone, with bob's job
+    that crosses the hour between them split as sreport splits it."""
+    c = cluster
+    h0, b, h1 = c.hours
+    sums = {}
+    for start, end in ((h0, h1), (h0, b), (b, h1)):
+        truth = _sreport(c, start, end)
+        digest = _summary(c, start, end)
+        shown = {(r["user"], r["account"]): r["gpu_hours"] * 3600
+                 for r in digest["by_user_account"]}
+        users = {k: v for k, v in truth.items() if k[0] and v}
+        assert set(shown) == set(users), (start, end, truth, digest)
+        for key, seconds in users.items():
+            assert shown[key] == pytest.approx(seconds, abs=0.2), (start, end, key)
+        for account in {a for _, a in shown}:  # the account's own row: its users' sum
+            assert sum(v for (_, a), v in shown.items() if a == account) == pytest.approx(
+                truth[("", account)], abs=0.4)
+        assert digest["gpu_hours"] * 3600 == pytest.approx(truth[("", "root")], abs=0.5)
+        sums[(start, end)] = truth
+    bob = (c.users["ftbob"], "physics")
+    # bob's train ran on both sides of B: each hour has its part, and the parts make the whole
+    assert sums[(h0, b)][bob] > 0 and sums[(b, h1)][bob] > 0
+    assert sums[(h0, b)][bob] + sums[(b, h1)][bob] == sums[(h0, h1)][bob]
+    # alice's job used CPUs only: sreport charges her no GPU-second, the digest has no row
+    alice = (c.users["ftalice"], "physics")
+    assert sums[(h0, h1)].get(alice, 0) == 0
+    cpu = c.run("sreport", "-t", "seconds", "--tres=cpu", "-P", "-n", "cluster",
+                "AccountUtilizationByUser", f"start={_iso(h0)}", f"end={_iso(h1)}",
+                "format=Account,Login,Used").stdout
+    assert f"physics|{alice[0]}|" in cpu and f"physics|{alice[0]}|0" not in cpu
+    # carol's job that never started costs nothing; her 2-node job is charged both nodes' GPUs
+    (wide,) = _sacct(c, "-j", c.ids["wide"], fmt="AllocTRES|ElapsedRaw")
+    carol = (c.users["ftcarol"], "bio")
+    assert "gres/gpu=2" in wide[0]
+    assert sums[(h0, h1)][carol] == 2 * int(wide[1])
 
 
 def test_user_and_account_filters_are_applied_by_the_tool(cluster):
@@ -260,7 +348,8 @@ def test_report_by_array_id_and_raw_id(cluster):
 def _backfilled_prometheus(where: Path, raw_job: str, start: int, end: int):
     """A real Prometheus whose history (written by ``promtool tsdb create-blocks-from
     openmetrics``) holds gn1's four GPUs over the finished job's life: GPU 0 busy and labelled
-    with the job (as dcgm-exporter's HPC job mapping does), the others idle without a job."""
+    with the job (as dcgm-exporter's HPC job mapping does), the others idle without a job; and
+    all four idle from then until now."""
     from tests.fleet.promserver import PROMETHEUS, PrometheusServer
 
     if PROMETHEUS is None or shutil.which("promtool") is None:
@@ -273,7 +362,8 @@ def _backfilled_prometheus(where: Path, raw_job: str, start: int, end: int):
         lines.append(f"# TYPE {name} gauge")
         for gpu in range(4):
             job = f',hpc_job="{raw_job}"' if gpu == 0 else ""
-            for t in range(start - 5, end + 6):
+            # every second around the job, then every 15 s until now (the exporter goes on)
+            for t in [*range(start - 5, end + 6), *range(end + 20, int(time.time()) + 1, 15)]:
                 inside = start <= t <= end
                 lines.append(f'{name}{{Hostname="gn1",gpu="{gpu}",UUID="GPU-gn1-{gpu}",'
                              f'device="nvidia{gpu}"{job if inside else ""}}} '
@@ -284,7 +374,7 @@ def _backfilled_prometheus(where: Path, raw_job: str, start: int, end: int):
     subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
                     str(where / "history.om"), str(where / "data")], check=True,
                    capture_output=True, timeout=60)
-    return PrometheusServer([], workdir=str(where)).start()
+    return PrometheusServer([], workdir=str(where), retention="1d").start()  # hours-old jobs
 
 
 def test_finished_job_report_from_sacct_and_prometheus_history(cluster, tmp_path):
@@ -339,8 +429,10 @@ def test_finished_job_report_from_sacct_and_prometheus_history(cluster, tmp_path
             truth[(r[1], r[2])] = truth.get((r[1], r[2]), 0.0) + g * int(r[4]) / 3600
     shown = {(x["user"], x["account"]): x for x in digest["by_user_account"]}
     dave_bio = (c.users["ftdave"], "bio")
-    assert set(shown) == set(truth) == {dave_bio, (c.users["ftbob"], "physics")}
-    assert shown[dave_bio]["gpu_hours"] == pytest.approx(truth[dave_bio], abs=2e-4)
+    carol_bio = (c.users["ftcarol"], "bio")
+    assert set(shown) == set(truth) == {dave_bio, carol_bio, (c.users["ftbob"], "physics")}
+    for finished in (dave_bio, carol_bio):
+        assert shown[finished]["gpu_hours"] == pytest.approx(truth[finished], abs=2e-4)
     dave = next(w for w in digest["worst_jobs"] if w["job"] == jid)
     assert dave["idle_gpu_hours"] == 0 and dave["util_pct"] == 93.0
     assert digest["usd_per_gpu_hour"] == 2.0  # $8 per 4-GPU node

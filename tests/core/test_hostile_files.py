@@ -24,6 +24,7 @@ from fleet_tui.core.fsutil import (
     write_atomic,
 )
 from fleet_tui.core.limits import BOUNDS, check_count, check_time
+from tests.paths import REPO
 
 
 def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path):
@@ -115,9 +116,8 @@ def test_bounds_name_the_value_the_place_and_the_bound():
 
 
 def test_the_docs_list_every_bound():
-    from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "hostile-input.md").read_text()
+    doc = (REPO / "docs" / "hostile-input.md").read_text()
     for bound in BOUNDS.values():
         assert f"`{bound.name}`" in doc, bound.name
 

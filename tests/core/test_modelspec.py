@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+from tests.paths import REPO
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -18,7 +20,7 @@ from fleet_tui.core.modelconfig import load_model_config
 from fleet_tui.core.modelspec import ModelArch, active_param_count, arch_for_params, param_count, param_counts
 from fleet_tui.core.workload import parse_params
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO
 CONFIGS = ROOT / "tests/fixtures/configs"
 
 

@@ -39,7 +39,7 @@ def wait_until(predicate, timeout_s: float = 20.0, every_s: float = 0.1, what: s
 
 class PrometheusServer:
     def __init__(self, targets: list[str], *, scrape_interval: str = "1s", workdir: str | None = None,
-                 job: str = "dcgm-exporter"):
+                 job: str = "dcgm-exporter", retention: str = "1h"):
         if PROMETHEUS is None:
             raise RuntimeError("the prometheus binary is not installed")
         self._own_dir = workdir is None
@@ -48,6 +48,7 @@ class PrometheusServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.config = self.workdir / "prometheus.yml"
+        self.retention = retention  # blocks older than this are dropped at start
         # JSON is YAML: no YAML library needed.
         self.config.write_text(json.dumps({
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1m",
@@ -63,7 +64,7 @@ class PrometheusServer:
         self.proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={self.config}", f"--storage.tsdb.path={data}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
-             "--storage.tsdb.retention.time=1h"],
+             f"--storage.tsdb.retention.time={self.retention}"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         try:

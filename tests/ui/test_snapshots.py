@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.conftest import app_args
+from tests.ui.conftest import app_args, settle
 
 FIXTURE = Path(__file__).parent / "fixtures" / "catalog" / "instances" / "snapshot.toml"
 
@@ -36,11 +36,7 @@ def _app(theme: str = "dark", **kw):
 
 async def _settle(pilot) -> None:
     app = pilot.app
-    for _ in range(4):
-        workers = [w for w in app.workers if w.group != "monitor"]
-        if workers:  # wait_for_complete([]) waits for every worker, the endless monitor loop too
-            await app.workers.wait_for_complete(workers)
-        await pilot.pause()
+    await settle(app, pilot)  # the catalog loaded, every worker but the monitor loop finished
     app.set_focus(None)
     # DataTable sizes its columns on an idle event after rows arrive; on a loaded machine that can
     # take more than a few frames, so wait until no table still owes its column sizes (bounded).

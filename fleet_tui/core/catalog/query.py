@@ -18,7 +18,6 @@ from typing import Any
 
 from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.records import record
 
 OPERATORS = ("<=", ">=", "!=", "=", "<", ">", "~")
@@ -218,9 +217,7 @@ def query_instances(
     conds = []
     for cnd in conditions:
         if cnd.field == "accelerator" and cnd.op in ("=", "!="):
-            acc_id = catalog.resolve_accelerator(str(cnd.value))
-            if acc_id is None:
-                catalog.accelerator(str(cnd.value))  # raises with suggestions
+            acc_id = catalog.accelerator(str(cnd.value)).id  # unknown: raises with suggestions
             cnd = Condition(cnd.field, cnd.op, acc_id)
         conds.append((INSTANCE_FIELDS[cnd.field][0], cnd.op, cnd.value))
 
@@ -276,59 +273,3 @@ def sort_rows(rows: list[dict[str, Any]], key: str, descending: bool = False) ->
     present.sort(key=lambda r: (r[key] if isinstance(r[key], (int, float)) else str(r[key]).lower()),
                  reverse=descending)
     return present + missing
-
-
-@record
-class SetupCost:
-    """What ``devices`` of one accelerator cost at the cheapest catalog offer that carries them."""
-
-    instance: Instance
-    instances: int  # boxes needed (devices / devices per box, rounded up)
-    pricing: str
-    usd_per_hour: float  # all boxes
-    usd_per_month: float
-    hours_per_month: float
-    idle_devices: float  # devices paid for but not used (a 2-GPU job on an 8-GPU box: 6)
-    usd_per_million_tokens: float | None  # at the given speed; None without one
-
-    def to_dict(self) -> dict[str, Any]:
-        i = self.instance
-        return {"instance_type": i.instance_type, "cloud": i.cloud, "region": i.region,
-                "instances": self.instances, "devices_per_instance": i.accelerator_count,
-                "pricing": self.pricing, "usd_per_hour": round(self.usd_per_hour, 6),
-                "usd_per_month": round(self.usd_per_month, 2),
-                "hours_per_month": self.hours_per_month, "idle_devices": self.idle_devices,
-                "usd_per_million_tokens": (None if self.usd_per_million_tokens is None
-                                           else round(self.usd_per_million_tokens, 6)),
-                "source": i.source, "as_of": i.as_of}
-
-
-def cheapest_setup(catalog: Catalog, accelerator: str, devices: int, *, pricing: str = "on-demand",
-                   hours_per_month: float = 730.0,
-                   tokens_per_s: float | None = None) -> SetupCost | None:
-    """The cheapest way in the catalog to rent ``devices`` × ``accelerator`` (whole instances, any
-    cloud and region, offers excluded from ranking left out); None when no priced offer has it.
-    The cost per million tokens charges every device rented, idle ones included."""
-    check_pricing(pricing)
-    if not (isinstance(devices, int) and devices >= 1):
-        raise UserError(f"devices must be a whole number >= 1, got {devices!r}")
-    acc_id = catalog.accelerator(accelerator).id
-    best: tuple | None = None
-    for inst in catalog.offers_of(acc_id):
-        if inst.accelerator_count <= 0:
-            continue
-        price = inst.price(pricing)
-        if price is None:
-            continue
-        boxes = max(1, math.ceil(devices / inst.accelerator_count - 1e-9))
-        if best is None or (price * boxes, boxes) < best[:2]:  # cheapest, then fewest boxes
-            best = (price * boxes, boxes, inst)
-    if best is None:
-        return None
-    usd_h, boxes, inst = best
-    per_million = (cost_per_million_tokens(usd_h, tokens_per_s)
-                   if tokens_per_s and math.isfinite(tokens_per_s) and tokens_per_s > 0 else None)
-    return SetupCost(instance=inst, instances=boxes, pricing=pricing, usd_per_hour=usd_h,
-                     usd_per_month=usd_h * hours_per_month, hours_per_month=hours_per_month,
-                     idle_devices=boxes * inst.accelerator_count - devices,
-                     usd_per_million_tokens=per_million)

@@ -246,6 +246,7 @@ class JobsSummary:
     worst jobs (most idle dollars, then idle GPU-hours, then GPU-hours)."""
 
     since: str
+    until: str
     jobs: int
     gpu_hours: float
     rows: tuple[ChargeRow, ...]
@@ -254,27 +255,46 @@ class JobsSummary:
     usd_per_gpu_hour: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"since": self.since, "jobs": self.jobs, "gpu_hours": round(self.gpu_hours, 4),
+        return {"since": self.since, "until": self.until, "jobs": self.jobs, "gpu_hours": round(self.gpu_hours, 4),
                 "history_jobs": self.history_jobs, "usd_per_gpu_hour": self.usd_per_gpu_hour,
                 "by_user_account": [c.to_dict() for c in self.rows],
                 "worst_jobs": [w.to_dict() for w in self.worst]}
 
 
+def seconds_within(job: SlurmJob, start_s: float, end_s: float, now: float) -> float:
+    """How long ``job`` ran inside ``[start_s, end_s)``: what ``sreport`` charges a period for
+    a job that began before it or ends after it (a running job has run until ``now``)."""
+    ran = job.runtime_s(now)
+    if ran is None or job.start_s is None:
+        return 0.0
+    return max(0.0, min(job.start_s + ran, end_s) - max(job.start_s, start_s))
+
+
 def jobs_summary(accounting: Sequence[SlurmJob], *, now: float, since: str,
                  usage: dict[str, JobUsage] | None = None,
-                 usd_per_gpu_hour: float | None = None, worst: int = 10) -> JobsSummary:
+                 usd_per_gpu_hour: float | None = None, worst: int = 10,
+                 period: tuple[float, float] | None = None, until: str = "now") -> JobsSummary:
     """The digest of the GPU jobs in ``accounting`` (sacct over the period, running jobs too).
-    ``usage``: job id -> its usage over its life (``jobhistory``) for the jobs whose history was
-    read; the others count GPU-hours but no idle hours."""
+    ``period``: ``(start, end)`` epoch seconds; each job counts only its GPU-hours inside it, as
+    ``sreport`` does (``None``: each job's whole run), and of its idle GPU-hours the same share.
+    ``usage``: job id -> its usage over its
+    life (``jobhistory``) for the jobs whose history was read; the others count GPU-hours but no
+    idle hours."""
     usage = usage or {}
     rows: dict[tuple[str, str], list[float]] = {}
     items = []
     for j in accounting:
         if not j.started or j.gpus <= 0:
             continue
-        gpu_h = j.gpus * (j.runtime_s(now) or 0.0) / 3600.0
+        ran = (j.runtime_s(now) or 0.0) if period is None else seconds_within(j, *period, now)
+        if period is not None and ran <= 0:
+            continue  # sacct lists it for the period, but it did not run inside it
+        gpu_h = j.gpus * ran / 3600.0
         u = usage.get(j.job)
         idle_h = u.idle_device_hours if u is not None else None
+        whole = j.runtime_s(now) or 0.0
+        if idle_h is not None and whole > ran:  # the period's share of its life's idle hours
+            idle_h *= ran / whole
         usd = gpu_h * usd_per_gpu_hour if usd_per_gpu_hour is not None else None
         usd_idle = (idle_h * usd_per_gpu_hour if usd_per_gpu_hour is not None and
                     idle_h is not None else None)
@@ -292,7 +312,7 @@ def jobs_summary(accounting: Sequence[SlurmJob], *, now: float, since: str,
     charge.sort(key=lambda c: (-c.gpu_hours, c.user, c.account))
     items.sort(key=lambda s: (-(s.usd_idle or 0.0), -(s.idle_gpu_hours or 0.0), -s.gpu_hours,
                               s.job))
-    return JobsSummary(since=since, jobs=len(items), gpu_hours=sum(s.gpu_hours for s in items),
+    return JobsSummary(since=since, until=until, jobs=len(items), gpu_hours=sum(s.gpu_hours for s in items),
                        rows=tuple(charge), worst=tuple(items[:worst]),
                        history_jobs=sum(1 for s in items if s.idle_gpu_hours is not None),
                        usd_per_gpu_hour=price)

@@ -23,8 +23,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from fleet_tui.core.cluster.device_phases import usage_from_samples
 from fleet_tui.core.cluster.jobs import JobUsage, rollup_job, short_node
-from fleet_tui.core.cluster.phases import usage_from_samples
 from fleet_tui.core.cluster.slurm import SlurmJob
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.monitor.sources.prometheus.parse import node_of, parse_value

@@ -112,15 +112,19 @@ class DeviceUsage:
             if not 0.0 <= idle <= 1.0:
                 raise ValueError(f"idle_fraction must be 0-1, got {idle}")
 
-            def opt(name: str, kind=float):
+            def opt(name: str) -> float | None:
                 v = d.get(name)
-                return None if v is None else kind(v)
+                return None if v is None else float(v)
+
+            def opt_int(name: str) -> int | None:
+                v = d.get(name)
+                return None if v is None else int(v)
 
             return cls(node=str(d["node"]), index=int(d["index"]),
                        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
                        util_pct=opt("util_pct"), sm_active_pct=opt("sm_active_pct"),
-                       mem_peak_bytes=opt("mem_peak_bytes", int),
-                       mem_total_bytes=opt("mem_total_bytes", int), idle_fraction=idle,
+                       mem_peak_bytes=opt_int("mem_peak_bytes"),
+                       mem_total_bytes=opt_int("mem_total_bytes"), idle_fraction=idle,
                        observed_s=float(d.get("observed_s", 0.0)),
                        usd_per_hour=opt("usd_per_hour"), primary=str(d.get("primary", "unknown")),
                        action=str(d.get("action", "")))
@@ -349,8 +353,8 @@ def rollup_job(job_id: str, user: str, via: str, devs: list[DeviceUsage], sj: Sl
         runtime = max(d.observed_s for d in devs)
     hours = runtime / 3600.0
     idle_h = sum(d.idle_fraction for d in devs) * hours
-    priced = [d for d in devs if d.usd_per_hour is not None]
-    usd_idle = sum(d.idle_fraction * hours * d.usd_per_hour for d in priced) if priced else None
+    idle_rates = [(d.idle_fraction, d.usd_per_hour) for d in devs if d.usd_per_hour is not None]
+    usd_idle = sum(f * hours * usd for f, usd in idle_rates) if idle_rates else None
     kinds = Counter(d.primary for d in devs)
     primary = _primary_of(kinds)
     peaks = [d.mem_peak_bytes for d in devs if d.mem_peak_bytes is not None]

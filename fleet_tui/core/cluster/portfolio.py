@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 from fleet_tui.core.errors import FieldError, UserError, escape_braces
 from fleet_tui.core.fsutil import read_text_capped
+from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.limits import BOUNDS, check_count, int_limit
 from fleet_tui.core.pricing import (
     HOURS_PER_MONTH,
@@ -154,7 +154,7 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     share = max_spot_share if prices.spot is not None else 0.0
     spot_useful = prices.spot * spot_cost_multiplier(overhead) if prices.spot is not None else None
     use_spot = spot_useful is not None and spot_useful < prices.on_demand and share > 0
-    term_prices = {t: prices.reserved(t) for t in terms if prices.reserved(t) is not None}
+    term_prices: dict[str, float] = {t: p for t in terms if (p := prices.reserved(t)) is not None}
     util = instance_activity(demand, n)
     needed_hours = sum(util) * hours  # instance-hours the demand needs
     spot_cap = share * needed_hours if use_spot else 0.0
@@ -204,7 +204,7 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
             "cheapest_instances": int(per_term[term]["k"]),
         })
     sensitivity = []
-    term_for_sens = best_term or (min(term_prices, key=term_prices.get) if term_prices else None)
+    term_for_sens = best_term or (min(term_prices, key=term_prices.__getitem__) if term_prices else None)
     if term_for_sens is not None:
         for k in (reserved - 1, reserved, reserved + 1):
             if 0 <= k <= len(util):
@@ -257,12 +257,7 @@ def read_demand(path: str | Path) -> list[float]:
 def _parse_demand(p: Path, text: str) -> list[float]:
     stripped = text.lstrip()
     if stripped.startswith(("[", "{")):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{p}:{exc.lineno}: not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise UserError(f"{p}:1: JSON nested too deeply") from None
+        doc = parse_json(text, str(p))
         values = doc.get("demand") if isinstance(doc, dict) else doc
         if not isinstance(values, list):
             raise UserError(f"{p}:1: expected a list of hourly device counts or {{\"demand\": [...]}}")

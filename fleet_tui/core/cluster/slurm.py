@@ -181,6 +181,11 @@ def slurm_number(v: Any) -> float | None:
     return float(v)
 
 
+def _obj(v: object) -> dict[str, Any]:
+    """A JSON object, or an empty one where Slurm omits the field or prints another shape."""
+    return v if isinstance(v, dict) else {}
+
+
 def _epoch(v: Any) -> float | None:
     n = slurm_number(v)
     return n if n else None  # Slurm prints 0 for "not yet"
@@ -236,7 +241,7 @@ def _job_id(rec: dict[str, Any]) -> tuple[str, str]:
     ``array_job_id``/``array_task_id``; sacct in ``array.job_id``/``array.task_id``."""
     jid = slurm_number(rec.get("job_id"))
     raw = str(int(jid)) if jid is not None else str(rec.get("job_id", ""))
-    array = rec.get("array") if isinstance(rec.get("array"), dict) else {}
+    array = _obj(rec.get("array"))
     parent = slurm_number(rec.get("array_job_id", array.get("job_id")))
     task = slurm_number(rec.get("array_task_id", array.get("task_id")))
     if parent and task is not None:
@@ -251,7 +256,7 @@ def _exit_code(v: Any) -> str:
     """squeue 22.05: a wait status number; sacct/23.x: ``{"status", "return_code", "signal"}``."""
     if isinstance(v, dict):
         rc = slurm_number(v.get("return_code"))
-        sig = v.get("signal") if isinstance(v.get("signal"), dict) else {}
+        sig = _obj(v.get("signal"))
         signo = slurm_number(sig.get("id", sig.get("signal_id"))) if sig else None
         return f"{int(rc or 0)}:{int(signo or 0)}" if rc is not None or signo else ""
     n = slurm_number(v)
@@ -267,13 +272,13 @@ def _steps_usage(steps: Any) -> tuple[float | None, int | None]:
     for st in steps or ():
         if not isinstance(st, dict):
             continue
-        t = (st.get("time") or {}).get("total") if isinstance(st.get("time"), dict) else None
+        t = _obj(st.get("time")).get("total")
         if isinstance(t, dict):
             sec = (slurm_number(t.get("seconds")) or 0.0) + (slurm_number(t.get("microseconds"))
                                                              or 0.0) / 1e6
             total = (total or 0.0) + sec
-        tres = st.get("tres") if isinstance(st.get("tres"), dict) else {}
-        req = tres.get("requested") if isinstance(tres.get("requested"), dict) else {}
+        tres = _obj(st.get("tres"))
+        req = _obj(tres.get("requested"))
         peak = _tres_entry(req.get("max"), "mem")
         if peak is not None:
             rss = max(rss or 0, int(peak))
@@ -296,7 +301,7 @@ def job_from_record(rec: dict[str, Any]) -> SlurmJob:
         nodes_text = nodes_text.get("list", "") or ""
     nodes = expand_hostlist(str(nodes_text)) if nodes_text else ()
     state = _state(rec.get("job_state") if "job_state" in rec else rec.get("state"))
-    tres = rec.get("tres") if isinstance(rec.get("tres"), dict) else {}
+    tres = _obj(rec.get("tres"))
     pending = state == "PENDING" or not nodes
     indices: dict[str, tuple[int, ...]] = {}
     gpus = 0
@@ -323,7 +328,7 @@ def job_from_record(rec: dict[str, Any]) -> SlurmJob:
         cpu_n, mem_mib = _tres_entry(which, "cpu"), _tres_entry(which, "mem")
         cpus = int(cpu_n) if cpu_n is not None else None
         mem = int(mem_mib * 2**20) if mem_mib is not None else None
-    t = rec.get("time") if isinstance(rec.get("time"), dict) else {}  # sacct keeps times here
+    t = _obj(rec.get("time"))  # sacct keeps times here
     limit_min = slurm_number(rec.get("time_limit")) if "time_limit" in rec else slurm_number(t.get("limit"))
     user = rec.get("user_name") or rec.get("user") or ""
     job, raw = _job_id(rec)
@@ -409,12 +414,13 @@ class SlurmReader:
                                "scontrol show job --json")
 
     def sacct(self, *, since: str | None = None, user: str | None = None,
-              account: str | None = None) -> list[SlurmJob]:
-        """Jobs from accounting. ``user``/``account`` are filtered here as well: Slurm 22.05's
-        ``sacct --json --user U`` returns every user's jobs. Exit codes come from sacct's
-        parsable output, which 22.05's JSON prints as 0 for every job."""
+              account: str | None = None, until: str | None = None) -> list[SlurmJob]:
+        """Jobs from accounting (``since``/``until``: sacct's ``--starttime``/``--endtime``).
+        ``user``/``account`` are filtered here as well: Slurm 22.05's ``sacct --json --user U``
+        returns every user's jobs. Exit codes come from sacct's parsable output, which 22.05's
+        JSON prints as 0 for every job."""
         who = ["--user", user] if user else ["--allusers"]
-        when = ["--starttime", since] if since else []
+        when = (["--starttime", since] if since else []) + (["--endtime", until] if until else [])
         jobs = parse_jobs_json(self.run(["sacct", "--json", *who, *when]), "sacct --json")
         try:
             text = self.run(["sacct", "--parsable2", "--noheader", "--allocations",

@@ -20,7 +20,8 @@ import operator
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -206,6 +207,22 @@ class Recorder:
         except sqlite3.Error:
             pass
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: committed whole, or rolled back whole, a failed
+        write (full disk, read-only file system) reported as :class:`RecordingStopped`."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._rollback()
+                raise self._stopped(exc) from None
+            except BaseException:
+                self._rollback()
+                raise
+
     def write(self, snapshot: Snapshot, primaries: Mapping[str, str] | None = None) -> int:
         """Write one tick in one transaction; returns the number of device rows written."""
         return self._write_ticks([(snapshot, primaries)])
@@ -240,26 +257,17 @@ class Recorder:
                 else:
                     seen[0], seen[1], seen[3] = d, snapshot.source, ts
         placeholders = ",".join("?" * (3 + len(METRIC_COLUMNS)))
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                if rows:
-                    self._conn.executemany(
-                        f"INSERT INTO samples (ts, device_key, primary_kind, "
-                        f"{', '.join(METRIC_COLUMNS)}) VALUES ({placeholders})", rows)
-                self._conn.executemany(
-                    "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(device_key) DO "
-                    "UPDATE SET last_ts=excluded.last_ts, device_index=excluded.device_index,"
-                    " name=excluded.name",
-                    [(d.key, d.index, d.name, d.uuid, d.node, source, first, last)
-                     for d, source, first, last in devices.values()])
-                self._conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self._rollback()
-                raise self._stopped(exc) from None
-            except BaseException:
-                self._rollback()
-                raise
+        with self._transaction() as conn:
+            if rows:
+                conn.executemany(
+                    f"INSERT INTO samples (ts, device_key, primary_kind, "
+                    f"{', '.join(METRIC_COLUMNS)}) VALUES ({placeholders})", rows)
+            conn.executemany(
+                "INSERT INTO devices VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(device_key) DO "
+                "UPDATE SET last_ts=excluded.last_ts, device_index=excluded.device_index,"
+                " name=excluded.name",
+                [(d.key, d.index, d.name, d.uuid, d.node, source, first, last)
+                 for d, source, first, last in devices.values()])
         self.ticks_written += len(ticks)
         if self._first_ts is None:
             self._first_ts = ticks[0][0].timestamp
@@ -278,37 +286,28 @@ class Recorder:
         cutoff = math.floor((now - self.raw_retention_s) / ROLLUP_S) * ROLLUP_S  # whole minutes
         means = ", ".join(f"avg({c})" for c in METRIC_COLUMNS)
         cols = ", ".join(METRIC_COLUMNS)
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                # merge with a rollup row of the same minute (samples arriving late) by weight
-                cur = self._conn.execute(
-                    f"SELECT CAST(ts / {ROLLUP_S} AS INTEGER) * {ROLLUP_S} AS b, device_key, "
-                    f"count(*), {means} FROM samples WHERE ts < ? GROUP BY b, device_key",
-                    (cutoff,))
-                folded = 0
-                for b, key, n, *vals in cur.fetchall():
-                    old = self._conn.execute(
-                        f"SELECT n, {cols} FROM samples_1m WHERE device_key=? AND ts=?",
-                        (key, b)).fetchone()
-                    if old is not None:
-                        on = old[0]
-                        vals = [_wmean(ov, on, nv, n) for ov, nv in zip(old[1:], vals)]
-                        n = n + on
-                    self._conn.execute(
-                        f"INSERT OR REPLACE INTO samples_1m (ts, device_key, n, {cols}) "
-                        f"VALUES ({','.join('?' * (3 + len(METRIC_COLUMNS)))})", (b, key, n, *vals))
-                    folded += n if old is None else n - old[0]
-                self._conn.execute("DELETE FROM samples WHERE ts < ?", (cutoff,))
-                dropped = self._conn.execute("DELETE FROM samples_1m WHERE ts < ?",
-                                             (now - self.rollup_retention_s,)).rowcount
-                self._conn.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self._rollback()
-                raise self._stopped(exc) from None
-            except BaseException:
-                self._rollback()
-                raise
+        with self._transaction() as conn:
+            # merge with a rollup row of the same minute (samples arriving late) by weight
+            cur = conn.execute(
+                f"SELECT CAST(ts / {ROLLUP_S} AS INTEGER) * {ROLLUP_S} AS b, device_key, "
+                f"count(*), {means} FROM samples WHERE ts < ? GROUP BY b, device_key",
+                (cutoff,))
+            folded = 0
+            for b, key, n, *vals in cur.fetchall():
+                old = conn.execute(
+                    f"SELECT n, {cols} FROM samples_1m WHERE device_key=? AND ts=?",
+                    (key, b)).fetchone()
+                if old is not None:
+                    on = old[0]
+                    vals = [_wmean(ov, on, nv, n) for ov, nv in zip(old[1:], vals)]
+                    n = n + on
+                conn.execute(
+                    f"INSERT OR REPLACE INTO samples_1m (ts, device_key, n, {cols}) "
+                    f"VALUES ({','.join('?' * (3 + len(METRIC_COLUMNS)))})", (b, key, n, *vals))
+                folded += n if old is None else n - old[0]
+            conn.execute("DELETE FROM samples WHERE ts < ?", (cutoff,))
+            dropped = conn.execute("DELETE FROM samples_1m WHERE ts < ?",
+                                   (now - self.rollup_retention_s,)).rowcount
         return folded, dropped
 
     def _stopped(self, exc: sqlite3.OperationalError) -> RecordingStopped:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Literal
 
+from fleet_tui.core.monitor.rollup import FleetAggregate
 from fleet_tui.core.records import record
 
 DeviceState = Literal["ok", "lost", "unavailable"]
@@ -153,6 +154,9 @@ class Snapshot:
     # where a copy per reading per refresh only to update its age cost ~20 ms); not compared or
     # hashed (a snapshot stays hashable)
     device_ages: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    # a fleet too large to read device by device: its roll-ups as the server computed them
+    # (``sources.prometheus.aggregate``); ``devices`` is then empty
+    aggregate: FleetAggregate | None = field(default=None, repr=False, compare=False)
 
     def age_of(self, device: DeviceSnapshot) -> float | None:
         """``device``'s reading age in this snapshot (``DeviceSnapshot.age_s`` unless handed on)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -147,6 +147,14 @@ def raw_processes(sample: dict[str, Any]) -> tuple[ProcessInfo, ...]:
                  for p in procs)
 
 
+def raw_pcie_rx(sample: dict[str, Any]) -> float | None:
+    """Host-to-device bytes/s of a raw sample: GPM's counter (measured over the whole interval)
+    where the line has it, else nvmlDeviceGetPcieThroughput's (a 20 ms sample)."""
+    if sample.get("gpm_pcie_rx_mib_s") is not None:
+        return _num(sample.get("gpm_pcie_rx_mib_s"), _MIB, "gpm_pcie_rx_mib_s")
+    return _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
+
+
 def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any], *,
                            source: str, base_time: float = 0.0) -> Snapshot:
     """One ``{"kind": "sample"}`` line of the raw capture format as a ``Snapshot``."""
@@ -157,11 +165,10 @@ def raw_sample_to_snapshot(sample: dict[str, Any], static_kwargs: dict[str, Any]
     gpm = "gpm_sm_util" in sample
     # Prefer GPM's PCIe counters (measured over the whole interval) over nvmlDeviceGetPcieThroughput
     # (a 20 ms sample); keep the NVML reading as an extra for comparison.
+    pcie_rx = raw_pcie_rx(sample)
     if sample.get("gpm_pcie_rx_mib_s") is not None:
-        pcie_rx = _num(sample.get("gpm_pcie_rx_mib_s"), _MIB, "gpm_pcie_rx_mib_s")
         pcie_tx = _num(sample.get("gpm_pcie_tx_mib_s"), _MIB, "gpm_pcie_tx_mib_s")
     else:
-        pcie_rx = _num(sample.get("pcie_rx_kb_s"), _NVML_KB, "pcie_rx_kb_s")
         pcie_tx = _num(sample.get("pcie_tx_kb_s"), _NVML_KB, "pcie_tx_kb_s")
     extra = raw_extras(sample, static_kwargs)
     procs = raw_processes(sample)
@@ -268,7 +275,7 @@ class TraceReader:
         self.lineno = 0  # the line of the snapshot last yielded
         self.repeats = 0  # snapshots skipped: same timestamp as the one before
 
-    def __iter__(self) -> Iterator[Snapshot]:
+    def __iter__(self) -> Generator[Snapshot, None, None]:
         p = self.path
         source = f"replay:{'demo' if p == DEMO_TRACE else p.name}"
         static_kwargs: dict[str, Any] | None = None
@@ -322,7 +329,7 @@ class TraceReader:
                 yield snap
 
 
-def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Iterator[Snapshot]:
+def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Generator[Snapshot, None, None]:
     """Snapshots of a trace file in time order (see ``TraceReader``). Streams the file."""
     return iter(TraceReader(path, base_time=base_time))
 

@@ -62,6 +62,7 @@ class Windows(Protocol):
     def analyze(self, snapshot: Snapshot, keys: Sequence[str],
                 history: History) -> dict[str, DeviceAnalysis]:
         """Take the new reading (already in ``history``); the analysis of each device."""
+        ...
 
 
 @record
@@ -151,6 +152,9 @@ class SlidingWindows:
         if (not no_news(d, then) or d.clock_event_reasons != then.clock_event_reasons
                 or mem_moved(d, then)):
             return None
+        growth = analysis.get("memory_growth")
+        if growth is not None and growth.severity == "critical":
+            return None  # an out-of-memory countdown moves every tick (it is due, or it stopped)
         return analysis
 
     def growth_points(self, d: DeviceSnapshot, snap_ts: float, key: str
@@ -204,7 +208,7 @@ class SlidingWindows:
             else:
                 # the window slides with history (which fills in unset device timestamps)
                 newest, held = history.tail(key)
-                if dup or not win.push(newest, held, host):
+                if dup or newest is None or not win.push(newest, held, host):
                     win.reset(history.samples(key, seconds))
                     rebuilt = True
             if not len(win):

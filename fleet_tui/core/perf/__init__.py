@@ -2,7 +2,7 @@
 
 Modules: :mod:`.rates` (device rates, FLOPs and bytes per token), :mod:`.throughput` (training step,
 prefill, decode), :mod:`.run` (a whole training run), :mod:`.engines` (serving engine profiles, KV
-pools, offline serving speed), :mod:`.capacity` (serving capacity plan). Byte formulas shared with
+pools, offline serving speed), :mod:`.serving_plan` (serving capacity plan). Byte formulas shared with
 memory sizing (weights, KV cache, LoRA parameters) are in :mod:`fleet_tui.core.footprint`.
 
 Method
@@ -28,7 +28,7 @@ Method
   efficiency; each step pays the engine's scheduling time and, tensor parallel, two all-reduces per
   layer on the link. ``--engine hf`` is Hugging Face eager generate (launch-bound: ≈35 tokens/s for
   an 8B model at batch 1 on an H200, where weight streaming allows ~200). Offline throughput, KV
-  pools and the serving capacity plan (:mod:`.capacity`) use the same profiles; their error against
+  pools and the serving capacity plan (:mod:`.serving_plan`) use the same profiles; their error against
   published tables is in ``bench/bench_validation.py``.
 * **Several GPUs**: data-parallel replicas add up; FSDP/tensor parallel pay a documented
   efficiency per doubling (:data:`calibration.SCALING_PER_DOUBLING`).
@@ -42,7 +42,7 @@ Method
   large batches, is then not checked, and the note says so). ``Throughput.tokens_per_s`` is ``None``
   when the headline phase cannot be estimated, ``Throughput.unknown`` says why.
 
-Measured error on the H200 rows (``tests/core/test_sizing_accuracy.py`` prints them): prefill
+Measured error on the H200 rows (``tests/core/sizing/test_sizing_accuracy.py`` prints them): prefill
 tokens/s within 8.6 % (median 7.1 %), training within 16.6 % (median 7.9 %). Against published
 numbers for other GPUs: 7B training per GPU is ~15 % (H100) and ~25 % (A100)
 below MosaicML's optimized stack — expected, the model describes Hugging Face eager training; the
@@ -64,7 +64,6 @@ from fleet_tui.core.perf.rates import (
 from fleet_tui.core.perf.throughput import (
     ENGINE_FORWARD,
     ENGINE_SERVING,
-    ENGINE_TRAINING,
     Throughput,
     estimate_throughput,
 )
@@ -73,7 +72,7 @@ if TYPE_CHECKING:
     from fleet_tui.core.perf.run import RunEstimate, training_run
 
 __all__ = [
-    "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING", "ENGINE_TRAINING",
+    "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING",
     "RunEstimate", "Throughput", "bandwidth", "estimate_throughput", "matmul_efficiency", "peak_flops",
     "training_run",
 ]

@@ -82,7 +82,7 @@ from fleet_tui.core.footprint import (
 )
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf.profile_run import profile_peak_bytes, static_buffers_bytes
-from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
+from fleet_tui.core.perf.rates import attn_flops_per_token, weight_only_compute, weight_stream_bytes
 from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -235,9 +235,14 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
     table = _arch_entry(e.gemm_efficiency, acc)
     p = acc.peak_tflops
     note = ""
-    if precision in ("int8", "int4"):
-        peak = p.get("bf16") or p.get("fp16")
+    family = precision_family(precision)
+    base = weight_only_compute(acc, precision)
+    if base is not None:  # de-quantized in a 16-bit GEMM (int8/int4; fp8 without fp8 tensor cores)
+        peak = p.get(base)
         peak = peak * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR if peak else None
+        family = precision_family(base)
+        if precision == "fp8":
+            note = f"fp8 weights de-quantized to {base} (weight-only, no fp8 tensor cores): {base} GEMM rate"
     elif precision == "fp4":
         peak = p.get("fp4")
         if peak is None and arch.lower().startswith("blackwell") and p.get("fp8"):
@@ -253,7 +258,7 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
         peak = p.get(precision)
     if not peak:
         return None, f"no published {precision} peak for {acc.id}"
-    return peak * 1e12 * table[precision_family(precision)], note
+    return peak * 1e12 * table[family], note
 
 
 @record

@@ -43,18 +43,30 @@ def _matmul_efficiency(arch: str) -> float:
                  if k != "default" and low.startswith(k.lower())), cal.MATMUL_EFFICIENCY["default"])
 
 
+def weight_only_compute(accelerator: Accelerator, precision: str) -> str | None:
+    """The 16-bit precision the matmuls of ``precision`` weights run in when they are de-quantized
+    inside the GEMM (int8/int4 weight-only quantization; fp8 on a device without fp8 tensor cores,
+    which vLLM and SGLang serve with FP8 Marlin: ``catalogs/capabilities.toml`` ``[[weight_only]]``),
+    or None when the device multiplies in ``precision`` itself. The weights stay ``precision``'s
+    bytes: only the compute rate is the 16-bit one."""
+    if precision in ("int8", "int4") or (precision == "fp8" and accelerator.supports("fp8") is False):
+        p = accelerator.peak_tflops
+        return "bf16" if "bf16" in p or "fp16" not in p and accelerator.supports("bf16") else "fp16"
+    return None
+
+
 def peak_flops(accelerator: Accelerator, precision: str) -> tuple[float | None, list[str]]:
     """Achievable dense FLOP/s for ``precision`` (peak × efficiency), or None when the peak it
     needs is not published, and notes (fallbacks, or which figure is missing)."""
     p = accelerator.peak_tflops
     name = accelerator.id
     notes: list[str] = []
-    if precision in ("int8", "int4"):
-        base = "bf16" if "bf16" in p else "fp16" if "fp16" in p else None
-        if base is None:
+    base = weight_only_compute(accelerator, precision)
+    if base is not None:
+        if base not in p:
             return None, [f"no published bf16/fp16 peak for {name}"]
         tflops = p[base] * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR
-        notes.append(f"{precision} weight-only quantization: matmuls run in 16-bit after de-quantizing")
+        notes.append(f"{precision} weight-only: matmuls run in {base} after de-quantizing the weights")
     elif precision not in p:
         return None, [f"no published {precision} peak for {name}"]
     elif precision == "fp8":

@@ -4,7 +4,7 @@ is offered, and the latency each request sees.
 :func:`simulate` runs one replica: a KV pool of ``kv_blocks`` blocks of ``block_size`` tokens, at
 most ``max_num_seqs`` requests running and ``max_num_batched_tokens`` tokens per iteration, each
 iteration's time from a :class:`StepTime` (the roofline step of :mod:`.step_time`). Its inputs are
-plain numbers so that any planner can call it; :func:`fleet_tui.core.perf.capacity.simulate_replica`
+plain numbers so that any planner can call it; :func:`fleet_tui.core.perf.serving_plan.simulate_replica`
 builds them from a workload and an engine profile.
 
 The scheduling policies (``policy``), as the engines' own schedulers do it:

@@ -8,7 +8,7 @@
   replica count whose simulated percentiles meet the targets at the demanded rate split evenly over
   the replicas, and the latency simulated at that load (not at a replica's maximum). Without
   targets, the smallest count whose replicas keep up (the queue does not grow while requests
-  arrive). The search starts at the analytic plan's count (:mod:`.capacity`), doubles until one
+  arrive). The search starts at the analytic plan's count (:mod:`.serving_plan`), doubles until one
   passes, then bisects; each count is simulated with Poisson arrivals of the demand's length mix,
   enough requests for the queue to settle (:data:`PLAN_REQUESTS` at least, eight times what is in
   flight, at most :data:`MAX_REQUESTS`). The money is at the demanded rate.
@@ -26,7 +26,13 @@ import dataclasses
 
 from fleet_tui.core import pricing
 from fleet_tui.core.perf.arrivals import Arrivals, burst, poisson
-from fleet_tui.core.perf.capacity import (
+from fleet_tui.core.perf.engines import (
+    engine_profile,
+    engine_statement,
+    expert_parallel,
+    kv_pool,
+)
+from fleet_tui.core.perf.serving_plan import (
     DEFAULT_SLO_PERCENTILE,
     Demand,
     ServingPlan,
@@ -34,12 +40,6 @@ from fleet_tui.core.perf.capacity import (
     replica_capacity,
     replicas_for,
     serving_plan,
-)
-from fleet_tui.core.perf.engines import (
-    engine_profile,
-    engine_statement,
-    expert_parallel,
-    kv_pool,
 )
 from fleet_tui.core.perf.serving_sim import Policy, SchedulerConfig, SimResult, simulate
 from fleet_tui.core.perf.step_time import step_model
@@ -246,7 +246,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
 def serving_plan_for(w: Workload, acc: Accelerator, gpus: int, demand: Demand, *,
                      usd_per_device_hour: float | None = None) -> ServingPlan:
     """The one plan for a checked :class:`~.capacity.Demand`: simulated for a continuous-batching
-    engine, the analytic plan of :mod:`.capacity` for Hugging Face generate (static batches) or
+    engine, the analytic plan of :mod:`.serving_plan` for Hugging Face generate (static batches) or
     when the demand turns the simulation off."""
     prompt, gen = int(w.prompt_len or 0), int(w.gen_len or 0)
     if not demand.simulate or (replica_config(w, acc, gpus, prompt + gen) is None

@@ -16,7 +16,7 @@ batch, built from the same pieces and the same engine profile, nothing fitted an
   all-to-alls) on the step's tokens (:func:`~.engines.tp_allreduce_s`, :func:`~.engines.ep_alltoall_s`).
 
 A decode-only step of ``b`` sequences at context ``ctx`` is :func:`serving_speed`'s ``tpot_s``
-(tests/core/test_serving_sim.py checks it).
+(tests/core/perf/test_serving_sim.py checks it).
 """
 
 from __future__ import annotations

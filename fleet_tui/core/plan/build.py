@@ -6,7 +6,7 @@ Order of the answer (each step one core function, called here and nowhere else b
    cheapest communication first (:func:`fleet_tui.core.sizing.layout.choose_layout`, as the ranking);
 2. **verdict and memory** — :func:`fleet_tui.core.sizing.check_fit` on the memory model (Hugging
    Face runs and training) or, for a serving engine, what it reserves
-   (:func:`fleet_tui.core.sizing.serving.engine_fit`): it starts or not, then runs N at a time;
+   (:func:`fleet_tui.core.sizing.kv_pool.engine_fit`): it starts or not, then runs N at a time;
 3. **fixes** — the fit search's changes, then larger catalog devices, each effect once;
 4. **speed** — only for what fits, on the links of the instance it is priced on; a serving engine's
    at the sequences it runs at once; without a target, on :data:`REFERENCE_ACCELERATOR`;
@@ -21,22 +21,24 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
-from fleet_tui.core.footprint import parallel_layout
-from fleet_tui.core.interconnects import Fabric, fabric_for
+from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
 from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, precision_support
-from fleet_tui.core.sizing.capacity import workload_unsupported
+from fleet_tui.core.sizing.device_support import workload_unsupported
 from fleet_tui.core.sizing.fit import DEFAULT_NODE_DEVICES, bigger_devices, distinct_by_effect
-from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
-from fleet_tui.core.sizing.serving import engine_fit, running_workload, serves_with_engine
+from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
+
+if TYPE_CHECKING:  # the links table is read only for several devices (_links, _fabric)
+    from fleet_tui.core.interconnects import Fabric
 
 #: Accelerator the speed is shown for when no target device is given.
 REFERENCE_ACCELERATOR = "H100"
@@ -50,7 +52,7 @@ class PlanRequest:
     workload: Workload
     accelerator: str | None = None
     layout_given: bool = False
-    demand: object | None = None  # a perf.capacity.Demand
+    demand: object | None = None  # a perf.serving_plan.Demand
     training_tokens: int | None = None
     burst: int | None = None
     hours_per_month: float = 730.0
@@ -62,6 +64,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     """The :class:`PlanReport` of ``req`` (see the module docstring)."""
     w = req.workload
     acc = catalog.accelerator(req.accelerator) if req.accelerator else None
+    notes: list[str] = []
     if req.training_tokens is not None and not w.is_training:
         raise FieldError("tokens", "{tokens} (a training run's length) applies to training workloads")
     if req.burst is not None and not w.is_generation:
@@ -73,13 +76,17 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
             field = ("workload" if w.kind == "qlora" or not w.is_training or "inference only" in why
                      else "optimizer" if w.optimizer in ("adamw8bit", "paged_adamw8bit") else "precision")
             raise FieldError(field, "{" + field + "} " + why.replace("{", "{{").replace("}", "}}"))
-        ok, msg = precision_support(w.precision, acc)
+        ok, msg = precision_support(w.precision, acc, w)
         if not ok:
             raise FieldError("precision",
                              "{precision} " + f"{w.precision}: " + msg.replace("{", "{{").replace("}", "}}"))
+        if msg:  # how it runs it (weight-only fp8 on Ampere) or that its support is undocumented
+            notes.append(msg)
     n = w.gpus
     if acc is not None and not req.layout_given and not layout_is_set(w) and n > 1:
         # the ranking's rule: the first layout that fits, cheapest communication first
+        from fleet_tui.core.sizing.layout import choose_layout  # several devices only
+
         ch = choose_layout(w, acc, n, min(n, DEFAULT_NODE_DEVICES))
         w = ch.workload if ch.fits else w
     mem = estimate_memory(w, n)
@@ -90,7 +97,6 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     if fit is not None and not fit.fits:
         accs = list(catalog.accelerators.values())
         fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
-    notes: list[str] = []
     cost = None
     if acc is not None and verdict.ok:
         cost = deployed_cost(catalog, acc.id, w, n, pricing=req.pricing, hours_per_month=req.hours_per_month)
@@ -180,6 +186,8 @@ def _fabric(cost, acc: Accelerator, gpus: int) -> Fabric | None:
     instance the network between instances plays no part (None without an instance)."""
     if cost is None or gpus <= 1:
         return None
+    from fleet_tui.core.interconnects import fabric_for
+
     i = cost.instance
     fab = fabric_for(acc.id, int(i.accelerator_count), i.cloud, i.instance_type, acc.software_stack)
     if cost.instances == 1:

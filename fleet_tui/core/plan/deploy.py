@@ -13,11 +13,9 @@ from __future__ import annotations
 import math
 
 from fleet_tui.core.catalog.models import Catalog, Instance
-from fleet_tui.core.catalog.query import SetupCost
+from fleet_tui.core.catalog.setup import SetupCost, cheapest_setup
 from fleet_tui.core.footprint import parallel_layout
-from fleet_tui.core.interconnects import marketplace_tier
 from fleet_tui.core.perf.engines import expert_parallel
-from fleet_tui.core.pricing import cost_per_million_tokens
 from fleet_tui.core.workload import Workload
 
 #: Devices an instance needs before several of them may carry one communicating group (the
@@ -45,6 +43,8 @@ def _boxes(inst: Instance, gpus: int, group: int, talking: bool) -> int | None:
         return None  # a TP/EP group never spans instances
     if count >= gpus:
         return 1
+    from fleet_tui.core.interconnects import marketplace_tier  # several boxes only: the tiers table
+
     marketplace = marketplace_tier(inst.cloud) is not None
     if talking and (count < MULTI_INSTANCE_MIN_DEVICES or marketplace):
         return None  # one communicating job over small or marketplace boxes: not a sane deployment
@@ -59,23 +59,5 @@ def deployed_cost(catalog: Catalog, accelerator: str, w: Workload, gpus: int, *,
     module docstring); None when no priced offer can hold it. The cost per 1M tokens charges every
     device rented, idle ones included."""
     group, talking = group_devices(w, gpus)
-    best: tuple[float, int, Instance] | None = None
-    for inst in catalog.offers_of(catalog.accelerator(accelerator).id):
-        if inst.excluded:
-            continue
-        price = inst.price(pricing)
-        if price is None:
-            continue
-        boxes = _boxes(inst, gpus, group, talking)
-        if boxes is None:
-            continue
-        if best is None or (price * boxes, boxes) < best[:2]:  # cheapest, then fewest boxes
-            best = (price * boxes, boxes, inst)
-    if best is None:
-        return None
-    usd_h, boxes, inst = best
-    per_million = (cost_per_million_tokens(usd_h, tokens_per_s)
-                   if tokens_per_s and math.isfinite(tokens_per_s) and tokens_per_s > 0 else None)
-    return SetupCost(instance=inst, instances=boxes, pricing=pricing, usd_per_hour=usd_h,
-                     usd_per_month=usd_h * hours_per_month, hours_per_month=hours_per_month,
-                     idle_devices=boxes * inst.accelerator_count - gpus, usd_per_million_tokens=per_million)
+    return cheapest_setup(catalog, accelerator, gpus, pricing=pricing, hours_per_month=hours_per_month,
+                          tokens_per_s=tokens_per_s, boxes=lambda inst: _boxes(inst, gpus, group, talking))

@@ -29,11 +29,11 @@ The unit of work (what the ranking sorts by, cheapest first):
   tokens for a forward pass), from the throughput model;
 * training, fine-tuning, LoRA, QLoRA: **USD per training run** when ``training_tokens`` is given,
   else **USD per 1M training tokens**;
-* generation with a serving ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`: requests/s
+* generation with a serving ``demand`` (:class:`fleet_tui.core.perf.serving_plan.Demand`: requests/s
   or output tokens/s, optional ``ttft_ms``/``tpot_ms``): **USD per month at the demand**, the bill
   of the capacity plan that serves it within the targets — replicas of ``g`` devices of one
   instance (``g`` searched over the instance's device count), whole instances bought, priced like
-  every offer; :mod:`.serving` calls :func:`fleet_tui.core.perf.capacity.replica_capacity` and
+  every offer; :mod:`.serving` calls :func:`fleet_tui.core.perf.serving_plan.replica_capacity` and
   ``plan_from_capacity`` (the plan ``size`` prints), memoised per device and replica size. Each
   offer carries its ``plan`` and ``usd_per_million_tokens``; ``instances``/``gpus``/``usd_per_*``
   are the whole plan's. Device groups whose replicas miss the targets even with one sequence in
@@ -101,7 +101,7 @@ JSON (``Recommendation.to_dict()``, the ``fleet-tui recommend --json`` contract)
 With a demand, the JSON also has ``"demand": {rate_rps, output_tokens_per_s, ttft_ms, tpot_ms}``
 and ``"plan_dropped": [{"accelerator", "reason"}]``, ``skipped`` gains ``slo_unmet_rows`` and
 ``plan_unknown_rows``, and each OFFER gains ``"usd_per_million_tokens"`` and ``"serving_plan"``
-(:class:`~fleet_tui.core.perf.capacity.ServingPlan`'s keys). Without one these keys are absent.
+(:class:`~fleet_tui.core.perf.serving_plan.ServingPlan`'s keys). Without one these keys are absent.
 
 ``rank`` is 0 for the current setup. Money is USD; ``*_pct`` are 0-100. ``tokens_per_s``,
 ``latency_ms``, ``speedup`` and (for work units) ``cost_per_unit``/``savings_*`` are null when the
@@ -110,7 +110,7 @@ speed is unknown.
 
 from __future__ import annotations
 
-from fleet_tui.core.perf.capacity import Demand, demand
+from fleet_tui.core.perf.serving_plan import Demand, demand
 from fleet_tui.core.ranking.current import evaluate_setup
 from fleet_tui.core.ranking.explanation import explain
 from fleet_tui.core.ranking.formatting import devices_label, money

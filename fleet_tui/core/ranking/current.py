@@ -81,8 +81,9 @@ def current_offer(placer: Placer, catalog, index: CatalogIndex, current, region,
         devices = max(int(round(row.accelerator_count)), 1)
         sized = slice_accelerator(acc, fraction) if fraction else acc
         searched = placer.size(sized, index.spec_key(acc, fraction), devices)  # instances searched
-        served = planner.serve(searched.context.acc, index.spec_key(acc, fraction), devices, searched) \
-            if searched.fits else None
+        ctx = searched.context  # a placement that fits always carries its sizing context
+        served = planner.serve(ctx.acc, index.spec_key(acc, fraction), devices, searched) \
+            if searched.fits and ctx is not None else None
         if served is not None and served.ok:
             placement, count = searched, searched.instances
         else:

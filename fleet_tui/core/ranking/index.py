@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Hashable, NamedTuple
 
 from fleet_tui.core import caches
-from fleet_tui.core.interconnects import fabric_for, listed, marketplace_tier
+from fleet_tui.core.interconnects import CloudTier, fabric_for, listed, marketplace_tier
 from fleet_tui.core.pricing import PRICING_OPTIONS
 from fleet_tui.core.records import record
 
@@ -109,7 +109,7 @@ def _build(catalog) -> CatalogIndex:
     instances = catalog.instances
     accs = accelerator_index(catalog)
     groups: dict[tuple, list[CatalogRow]] = {}
-    tiers: dict[str, object] = {}  # cloud -> its marketplace tier (False: none)
+    tiers: dict[str, CloudTier | None] = {}  # cloud -> its marketplace tier (None: none)
     excluded = no_spec = odd = 0
     for inst in instances:
         if inst.excluded:
@@ -131,9 +131,9 @@ def _build(catalog) -> CatalogIndex:
             fabric = fabric_for(acc.id, devices, inst.cloud, inst.instance_type, acc.software_stack)
         else:  # the device's own link, an unknown network (one cached answer per device count)
             fabric = fabric_for(acc.id, devices, None, None, acc.software_stack)
-        tier = tiers.get(inst.cloud)
-        if tier is None:
-            tier = tiers[inst.cloud] = marketplace_tier(inst.cloud) or False
+        if inst.cloud not in tiers:
+            tiers[inst.cloud] = marketplace_tier(inst.cloud)
+        tier = tiers[inst.cloud]
         groups.setdefault((acc.id, count, fabric, tier.reliability if tier else ""), []).append(
             CatalogRow(inst, inst.cloud.lower(), inst.region.lower(), prices))
     unique = {a.id: a for a in accs.values()}

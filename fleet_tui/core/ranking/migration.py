@@ -88,9 +88,10 @@ def migration_report(
     """Compare the current setup with one target (instance type, count), both sized and priced."""
     if isinstance(target, str):
         target = (target, 1)
-    kw = dict(pricing=pricing, hours_per_month=hours_per_month, training_tokens=training_tokens)
-    cur, cur_notes = evaluate_setup(workload, catalog, current, region=current_region, **kw)
-    tgt, tgt_notes = evaluate_setup(workload, catalog, target, region=target_region, **kw)
+    cur, cur_notes = evaluate_setup(workload, catalog, current, region=current_region, pricing=pricing,
+                                    hours_per_month=hours_per_month, training_tokens=training_tokens)
+    tgt, tgt_notes = evaluate_setup(workload, catalog, target, region=target_region, pricing=pricing,
+                                    hours_per_month=hours_per_month, training_tokens=training_tokens)
     return report_between(cur, tgt, notes=tuple(dict.fromkeys(cur_notes + tgt_notes)))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from fleet_tui.core.pricing import Schedule
 from fleet_tui.core.ranking.formatting import devices_label
@@ -71,7 +71,7 @@ class RankedOffer:
     region_price_range: tuple = ()  # (lowest, highest) list USD/h over those regions
     reliability: str = ""  # a marketplace's reliability tier ("" for a cloud's own fleet)
     # with a serving demand (ranking by the capacity plan): the plan, money of the whole offer
-    plan: Any = None  # the perf.capacity ServingPlan (JSON: "serving_plan", only when planned)
+    plan: Any = None  # the perf.serving_plan ServingPlan (JSON: "serving_plan", only when planned)
     usd_per_million_tokens: float | None = None  # at the demanded output token rate
     fit: Any = field(default=None, compare=False)  # the sizing FitResult (not in JSON)
     throughput: Any = field(default=None, compare=False)  # the perf Throughput (not in JSON)
@@ -140,7 +140,7 @@ class Candidate(NamedTuple):
     plan: Any = None  # with a demand: the ServingPlan of its device group
 
 
-class RankedOffers(Sequence):
+class RankedOffers(Sequence["RankedOffer"]):
     """The ranked offers, each turned into a :class:`RankedOffer` when first read.
 
     Kept lazy because a bench shows it is needed (``bench/bench_recommend.py``, bundled catalog):
@@ -160,7 +160,12 @@ class RankedOffers(Sequence):
     def __len__(self) -> int:
         return len(self._candidates)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> RankedOffer: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[RankedOffer, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> RankedOffer | tuple[RankedOffer, ...]:
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self._candidates))))
         n = len(self._candidates)
@@ -173,7 +178,7 @@ class RankedOffers(Sequence):
             offer = self._made[i] = self._make(i + 1, self._candidates[i])
         return offer
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[RankedOffer]:
         for i in range(len(self._candidates)):
             yield self[i]
 
@@ -208,7 +213,7 @@ class Recommendation:
     cheapest_per_hour: RankedOffer | None = None
     # fitting offers without a speed estimate (listed after the ranked ones when the unit is work)
     speed_unknown_offers: int = 0
-    demand: Any = None  # the perf.capacity Demand ranked by (None: no capacity plan)
+    demand: Any = None  # the perf.serving_plan Demand ranked by (None: no capacity plan)
     # (accelerator, skip counter, why it cannot serve the demand), one per device dropped
     plan_dropped: tuple[tuple[str, str, str], ...] = ()
 

@@ -174,7 +174,7 @@ class Placer:
         else:
             counts = (1,)
         cap = sizing.capacity_bytes(acc)
-        if not detail and not sizing.precision_support(self.workload.precision, acc)[0]:
+        if not detail and not sizing.precision_support(self.workload.precision, acc, self.workload)[0]:
             result = Placement(False, counts[0], devices * counts[0], self.workload.sharding,
                                headroom_gib=None, memory_used_pct=None, capacity_bytes=cap,
                                why_not=f"{acc.id} cannot run {self.workload.precision}")
@@ -200,12 +200,15 @@ class Placer:
             if choice.fits:
                 chosen = (n, choice)
                 break
-        n, ch = chosen or closest
+        picked = chosen or closest
+        if picked is None:  # cannot happen: counts is never empty and its last count is laid out
+            raise AssertionError(f"no layout tried for {devices}x {acc.id}")
+        n, ch = picked
         w, gpus = ch.workload, ch.gpus
         head = cap - ch.total_bytes
         used_pct = 100.0 * ch.total_bytes / cap if cap else None
         label = ch.label if gpus > 1 else ""
-        ok_precision = sizing.precision_support(w.precision, acc)[0]
+        ok_precision = sizing.precision_support(w.precision, acc, w)[0]
         if chosen is None and not detail:
             why = (f"{acc.id} cannot run {w.precision}" if not ok_precision else
                    f"needs {ch.total_bytes / GIB:.1f} GiB per device, {acc.id} has {cap / GIB:.1f} GiB")

@@ -82,7 +82,7 @@ def recommend(
 
     One row per instance type and pricing option (its cheapest region, with how many regions offer
     it) unless ``expand_regions``; marketplace boxes stay single-node unless ``marketplace_multi_node``.
-    With a ``demand`` (:class:`fleet_tui.core.perf.capacity.Demand`) offers are ranked by the
+    With a ``demand`` (:class:`fleet_tui.core.perf.serving_plan.Demand`) offers are ranked by the
     monthly bill of the serving capacity plan (:mod:`.serving`); the batch is then the plan's.
     ``network`` (``3200G`` per node, ``400G/gpu``, a fabric name: :func:`~fleet_tui.core.interconnects.parse_network`)
     replaces every instance type's network between instances, as ``size`` charges it; each
@@ -125,7 +125,7 @@ def recommend(
     rates = MonthlyRates(schedule, spot, stateless=stateless)
 
     skip_order = SKIP_ORDER + (PLAN_SKIPS if planner is not None else ())
-    skipped = dict.fromkeys(skip_order, 0)
+    skipped: dict[str, int] = dict.fromkeys(skip_order, 0)
     dropped: dict[str, tuple[str, str]] = {}  # accelerator -> (skip counter, why it cannot serve)
     skipped["excluded_rows"] = index.excluded
     skipped["no_accelerator_spec_rows"] = index.no_spec
@@ -285,7 +285,7 @@ def recommend(
                            if k < k0 or (k == k0 and pos < cheapest))
             cheapest_offer = build(rank, candidate(cheapest))
     if planner is not None:
-        notes.append(f"ranked by the serving capacity plan for {demand.label()}: replicas of the devices "
+        notes.append(f"ranked by the serving capacity plan for {planner.demand.label()}: replicas of the devices "
                      "of one instance (or of the instances the model needs), whole instances bought; "
                      "the batch is the plan's concurrency")
         missed = [why for skip, why in dropped.values() if skip == "slo_unmet_rows"]

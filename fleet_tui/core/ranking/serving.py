@@ -1,8 +1,8 @@
 """Ranking by a serving capacity plan: what it costs per month to serve a demand within its SLOs.
 
-Given a :class:`~fleet_tui.core.perf.capacity.Demand` (requests/s or output tokens/s, optional
+Given a :class:`~fleet_tui.core.perf.serving_plan.Demand` (requests/s or output tokens/s, optional
 ``ttft_ms``/``tpot_ms``), each device group of the catalog is planned with the one plan formula of
-:mod:`fleet_tui.core.perf.capacity` (:func:`replica_capacity`, then :func:`replicas_for` and
+:mod:`fleet_tui.core.perf.serving_plan` (:func:`replica_capacity`, then :func:`replicas_for` and
 :func:`plan_from_capacity`):
 
 * a replica is ``g`` devices of one instance, tensor parallel inside it; ``g`` is tried over the
@@ -31,7 +31,7 @@ import math
 from typing import Any, NamedTuple
 
 from fleet_tui.core import caches
-from fleet_tui.core.perf.capacity import (
+from fleet_tui.core.perf.serving_plan import (
     Demand,
     ReplicaCapacity,
     ServingPlan,

@@ -7,8 +7,9 @@ Modules, in the order a newcomer reads them:
   23 H200 runs);
 * :mod:`.activations` — the per-layer tensors kept for backward, attention masks, factored states;
 * :mod:`.fit` — capacity, precision support, the fit verdict and the search for changes that fit;
-* :mod:`.serving` — KV-cache tokens and concurrent sequences of a serving engine (vLLM budgeting);
-* :mod:`.overview` — :func:`size_workload`: all of the above plus speed (:mod:`fleet_tui.core.perf`).
+* :mod:`.kv_pool` — KV-cache tokens and concurrent sequences of a serving engine (vLLM budgeting);
+* :mod:`.overview` — :func:`~.overview.size_workload`: all of the above plus speed
+  (:mod:`fleet_tui.core.perf`), imported from its module (planning does not use it).
 
 Byte formulas shared with speed (weights, KV per token, LoRA parameters) live one level down in
 :mod:`fleet_tui.core.footprint`; constants with physical meaning in :mod:`fleet_tui.core.calibration`.
@@ -24,9 +25,7 @@ from fleet_tui.core.sizing.fit import (
                                        precision_support,
                                        suggest_fixes,
 )
-from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.overview import SizingResult, size_workload
-from fleet_tui.core.sizing.serving import (
+from fleet_tui.core.sizing.kv_pool import (
                                        EngineFit,
                                        KVCapacity,
                                        engine_fit,
@@ -35,11 +34,11 @@ from fleet_tui.core.sizing.serving import (
                                        serves_with_engine,
                                        serving_sequence_tokens,
 )
+from fleet_tui.core.sizing.memory import COMPONENT_HELP, COMPONENT_ORDER, MemoryBreakdown, estimate_memory
 
 __all__ = [
     "COMPONENT_HELP", "COMPONENT_ORDER", "EngineFit", "FitResult", "FitSuggestion", "KVCapacity", "MemoryBreakdown",
-    "SizingResult", "capacity_bytes", "check_fit", "engine_fit", "estimate_memory", "kv_bytes_per_token", "kv_capacity",
+    "capacity_bytes", "check_fit", "engine_fit", "estimate_memory", "kv_bytes_per_token", "kv_capacity",
     "lora_params", "parallel_split", "precision_support", "running_workload", "serves_with_engine",
-    "serving_sequence_tokens", "size_workload",
-    "suggest_fixes", "weight_bytes",
+    "serving_sequence_tokens", "suggest_fixes", "weight_bytes",
 ]

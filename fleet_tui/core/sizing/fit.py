@@ -1,7 +1,7 @@
 """Whether a workload fits an accelerator, and the smallest changes that make it fit.
 
 Capacity is the device's nominal memory less what NVML never reports (about 1 %,
-:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.capacity`). A misfit is answered by
+:data:`calibration.USABLE_MEMORY_FRACTION`, in :mod:`.device_support`). A misfit is answered by
 searching its neighbourhood — another parallel layout on the same devices (:mod:`.layout`),
 micro-batches with gradient accumulation (same global batch), checkpointing, offload to CPU memory
 (activations; optimizer states and step, ZeRO-Offload; then the parameters too, ZeRO-Infinity /
@@ -26,12 +26,11 @@ from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.choices import OFFLOAD_TARGETS
 from fleet_tui.core.errors import render_fields
-from fleet_tui.core.footprint import parallel_layout
+from fleet_tui.core.footprint import layout_is_set, parallel_layout
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support, workload_unsupported
-from fleet_tui.core.sizing.layout import choose_layout, layout_is_set
+from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support, workload_unsupported
+from fleet_tui.core.sizing.kv_pool import serves_with_engine
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.serving import serves_with_engine
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
@@ -168,6 +167,8 @@ def _offload_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload
 
 def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tuple[str, str, Workload, int]]:
     """Single changes of ``w`` on ``gpus`` × ``acc``: (change key, description, workload, gpus)."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     out: list[tuple[str, str, Workload, int]] = []
     # the same devices, another layout (searched; a layout the user set is left alone)
     if gpus > 1:  # the layout searched afresh (also when the user set one that does not fit)
@@ -212,7 +213,7 @@ def _candidates(w: Workload, gpus: int, acc: Accelerator, node: int) -> list[tup
         if w.precision == "fp32":
             order = [p for p in ("bf16", "fp16") if acc.supports(p)][:1] + order
         for p in order:
-            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc)[0]:
+            if _bytes_rank(p) < _bytes_rank(w.precision) and precision_support(p, acc, w)[0]:
                 label = {"fp8": "fp8 weights", "int8": "int8 weight quantization",
                          "int4": "int4 weight quantization (GPTQ/AWQ)"}.get(p, f"{p} weights")
                 out.append(("precision", f"use {label} ({{precision}} {p})", w.derive(precision=p), gpus))
@@ -257,6 +258,8 @@ def _engine_candidates(w: Workload, gpus: int) -> list[tuple[str, str, Workload,
 
 def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSuggestion | None:
     """The fewest devices of the same kind (powers of two) on which some layout fits."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     base = _layout_free(w)
     n = 2
     while n <= MAX_SUGGESTED_DEVICES:
@@ -272,10 +275,12 @@ def _more_devices(w: Workload, gpus: int, acc: Accelerator, node: int) -> FitSug
 def bigger_devices(w: Workload, gpus: int, acc: Accelerator, devices, limit: int = 2) -> list[FitSuggestion]:
     """Up to ``limit`` catalog ``devices`` with more memory than ``acc`` (smallest first) on which
     ``w`` fits on the same number of devices, its layout searched; each verified by re-sizing."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     base = _layout_free(w)
     out: list[FitSuggestion] = []
     for a in sorted((d for d in devices if d.memory_gib > acc.memory_gib), key=lambda d: (d.memory_gib, d.id)):
-        if not precision_support(w.precision, a)[0]:
+        if not precision_support(w.precision, a, w)[0]:
             continue
         ch = choose_layout(base, a, gpus, min(max(gpus, 1), DEFAULT_NODE_DEVICES))
         if ch.fits:
@@ -322,6 +327,8 @@ def suggest_fixes(w: Workload, gpus: int, acc: Accelerator, limit: int = 6,
     re-estimating, cheapest for the user first (:data:`COST_TIERS`): the first fitting option of
     each kind; checkpointing paired with the others when it does not fit alone; and
     the fewest devices of the same kind with the layout that fits them."""
+    from fleet_tui.core.sizing.layout import choose_layout  # the fix search only
+
     cap = capacity_bytes(acc)
     node = node_devices or DEFAULT_NODE_DEVICES
     found: list[FitSuggestion] = []
@@ -422,7 +429,7 @@ def _check_fit(workload: Workload, accelerator: Accelerator, n: int) -> FitResul
     mem = estimate_memory(workload, n)
     cap = capacity_bytes(accelerator)
     fits = mem.total_bytes <= cap
-    supported, msg = precision_support(workload.precision, accelerator)
+    supported, msg = precision_support(workload.precision, accelerator, workload)
     if fits:
         message = (f"uses {mem.total_bytes / cal.GiB:.1f} of {cap / cal.GiB:.1f} GiB per GPU "
                    f"({(cap - mem.total_bytes) / cal.GiB:.1f} GiB free)")

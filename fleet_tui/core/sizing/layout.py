@@ -23,12 +23,12 @@ import threading
 from collections.abc import Iterator
 
 from fleet_tui.core import caches
-from fleet_tui.core.footprint import Layout, make_layout, parallel_layout, weight_bytes
+from fleet_tui.core.footprint import Layout, layout_is_set, make_layout, parallel_layout, weight_bytes
 from fleet_tui.core.interconnects import default_fabric
 from fleet_tui.core.modelspec import param_counts
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.records import record
-from fleet_tui.core.sizing.capacity import capacity_bytes, precision_support
+from fleet_tui.core.sizing.device_support import capacity_bytes, precision_support
 from fleet_tui.core.sizing.memory import estimate_memory
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
@@ -55,10 +55,6 @@ class LayoutChoice:
     @property
     def label(self) -> str:
         return self.layout.label()
-
-
-def layout_is_set(w: Workload) -> bool:
-    return w.tp is not None or w.pp is not None or w.zero is not None
 
 
 def _powers(limit: int) -> Iterator[int]:
@@ -249,7 +245,7 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
         return LayoutChoice(w, n, parallel_layout(w, n), possible and mem <= capacity_bytes(acc), mem, False)
     if speed is None:
         ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
-        if not precision_support(w.precision, acc)[0]:
+        if not precision_support(w.precision, acc, w)[0]:
             return ladder.closest(exact_closest)
         return ladder.first_fit(capacity_bytes(acc)) or ladder.closest(exact_closest)
     return _search(w, acc, n, node_devices, speed)
@@ -258,7 +254,7 @@ def choose_layout(w: Workload, acc: Accelerator, gpus: int, node_devices: int = 
 def _search(w: Workload, acc: Accelerator, n: int, node_devices: int, speed) -> LayoutChoice:
     """The first few fitting layouts (busy devices first) compared by ``speed``; the fastest wins."""
     ladder = _LADDERS.get_or_compute((w, n, node_devices), lambda: _Ladder(w, n, node_devices))
-    if not precision_support(w.precision, acc)[0]:
+    if not precision_support(w.precision, acc, w)[0]:
         return ladder.closest()
     cap = capacity_bytes(acc)
     fitting: list[LayoutChoice] = []

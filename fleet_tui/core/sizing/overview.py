@@ -7,8 +7,8 @@ from fleet_tui.core.interconnects import Fabric
 from fleet_tui.core.perf import Throughput, estimate_throughput
 from fleet_tui.core.records import record
 from fleet_tui.core.sizing.fit import FitResult, check_fit
+from fleet_tui.core.sizing.kv_pool import KVCapacity, kv_capacity
 from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
-from fleet_tui.core.sizing.serving import KVCapacity, kv_capacity
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from fleet_tui.core.catalog.importers.source import ImportReport, Row
+from fleet_tui.core.catalog.importers.vms_csv import ImportReport, Row
 
 # accelerator-optimised families: machine type -> (GPU row name, count).
 _GCP_G2_L4 = {"4": 1, "8": 1, "12": 1, "16": 1, "32": 1, "24": 2, "48": 4, "96": 8}

@@ -1,7 +1,7 @@
 """``fleet-tui catalog import-skypilot``: SkyPilot v8 ``vms.csv`` files -> ``<cloud>.toml``.
 
 Files are grouped by cloud (from ``--cloud`` or their folder/file name, see the clouds registry),
-read by :mod:`.source`, turned into offers by :mod:`.offers` (GCP's rows first combined by
+read by :mod:`.vms_csv`, turned into offers by :mod:`.offer_rows` (GCP's rows first combined by
 :mod:`.gcp`) and written by :mod:`.render`, atomically. Only rows with an accelerator are kept.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from fleet_tui import __version__
 from fleet_tui.core.catalog.clouds import CLOUDS
-from fleet_tui.core.catalog.importers.offers import import_rows
+from fleet_tui.core.catalog.importers.offer_rows import import_rows
 from fleet_tui.core.catalog.importers.render import render_toml
-from fleet_tui.core.catalog.importers.source import (
+from fleet_tui.core.catalog.importers.vms_csv import (
     ImportReport,
     Row,
     detect_cloud,

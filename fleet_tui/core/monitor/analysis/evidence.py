@@ -1,7 +1,8 @@
 """Evidence for people: every value a rule reports, in its unit and against its scale.
 
 Rules keep their evidence raw (``Finding.facts``: bytes/s, fractions 0-1, percent); JSON keeps those
-numbers. ``evidence_lines`` writes them for a person, one line a value or a group of related
+numbers, and ``evidence_values`` gives each its unit (``UNITS``) for machines (the exporter).
+``evidence_lines`` writes them for a person, one line a value or a group of related
 values: "PCIe host→device 59.2 GB/s of 63.0 GB/s (PCIe Gen5 x16, 94 %)", "63 % of peak HBM
 bandwidth", "40 % of samples waiting on input". One formatter per evidence key, declared once in
 ``FORMATS``; a key folded into another's line formats to None. A test runs every rule and checks
@@ -155,10 +156,53 @@ FORMATS: dict[str, Format] = {
     "state": lambda v, f: f"device state: {v}",
     "xid_codes": lambda v, f: f"XID code(s) {v}",
     "ecc_uncorrected": lambda v, f: f"{v} uncorrectable ECC error(s)",
-    "ecc_uncorrected_new": lambda v, f: f"{v} new in this window" if v else None,
+    "ecc_uncorrected_new": lambda v, f: f"{v} new uncorrectable ECC error(s) in this window"
+    if v else None,
     "mig": lambda v, f: "a MIG instance" if v else None,
     "missing": lambda v, f: f"signals missing: {v}" if v else "no signal missing",
 }
+
+
+# The unit of each numeric evidence value, for machines: (Prometheus base-unit suffix, factor
+# from the rule's raw value to that unit; "" for a count). Percent stays percent (what NVML and
+# GPM report); shares 0-1 are ratios. Words (the engine's name, a cap's cause, XID codes) have none: the kind
+# and the explanation carry them.
+UNITS: dict[str, tuple[str, float]] = {
+    **{k: ("percent", 1.0) for k in (
+        "gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct",
+        "fp32_active_pct", "fp16_active_pct", "mem_util_pct", "host_cpu_pct",
+        "clock_below_max_pct")},
+    **{k: ("ratio", 1.0) for k in (
+        "power_frac_of_limit", "compute_share_of_peak", "dram_share_of_peak",
+        "intensity_vs_ridge", "pcie_link_frac", "nvlink_link_frac", "sm_fill", "wait_share",
+        "power_cap_share", "thermal_share", "mem_used_frac")},
+    **{k: ("bytes_per_second", 1.0) for k in (
+        "pcie_rx_bytes_s", "pcie_tx_bytes_s", "pcie_link_bytes_s", "slope_bytes_s")},
+    **{k: ("bytes", 1.0) for k in (
+        "process_gpu_bytes", "mem_used_bytes", "mem_total_bytes", "mem_free_bytes")},
+    **{k: ("flop_per_byte", 1.0) for k in ("intensity_flop_per_byte", "ridge_flop_per_byte")},
+    **{k: ("", 1.0) for k in (  # counts: dimensionless
+        "processes", "users", "host_saturated_cores", "host_cores", "rises", "ecc_uncorrected",
+        "ecc_uncorrected_new")},
+    **{k: ("seconds", 1.0) for k in ("time_to_full_s", "span_s")},
+    "power_w": ("watts", 1.0), "power_limit_w": ("watts", 1.0),
+    "sm_clock_mhz": ("hertz", 1e6), "sm_clock_max_mhz": ("hertz", 1e6),
+    "temp_c": ("celsius", 1.0), "slowdown_temp_c": ("celsius", 1.0),
+}
+
+
+def evidence_values(facts: Mapping[str, Any]) -> tuple[tuple[str, str, float], ...]:
+    """(key, unit, value in that unit) of each numeric evidence value (``UNITS``); words, flags
+    and missing values are left out."""
+    out = []
+    for key, value in facts.items():
+        unit = UNITS.get(key)
+        if unit is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value - value != 0:  # NaN/inf: no reading
+            continue
+        out.append((key, unit[0], float(value) * unit[1]))
+    return tuple(out)
 
 
 def evidence_lines(facts: Mapping[str, Any]) -> tuple[str, ...]:

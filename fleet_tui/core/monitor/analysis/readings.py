@@ -39,6 +39,7 @@ from fleet_tui.core.monitor.trace import (
     check_timestamp,
     decode_line,
     raw_extras,
+    raw_pcie_rx,
     raw_processes,
     raw_sample_to_snapshot,
     resolve_trace_path,
@@ -128,7 +129,8 @@ class RawReadings:
         mem = data.get("mem_used_bytes")
         if type(mem) not in (int, float) or mem - mem != 0:
             mem = None
-        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data), mem)
+        return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data), mem,
+                              raw_pcie_rx(data))
 
     def _device_of(self, static: dict[str, Any]) -> DeviceSnapshot:
         """The ``DeviceSnapshot`` of a static line alone (its facts are every sample's)."""

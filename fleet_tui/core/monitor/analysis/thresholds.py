@@ -143,12 +143,21 @@ OOM_EXTRAPOLATE = 3.0
 OOM_MIN_RISING_S = 2.0
 # ... or, in a fast leak's first seconds, before those 2 s: a steady ramp, the newest
 # RAMP_MIN_RISES rises alike in size and spacing (within RAMP_TOLERANCE of their medians: a
-# loop allocating the same bytes each step), full within OOM_CRITICAL_S at its rate, with no
-# more memory free than the run of rises has already allocated (to run out the job has only to
-# do again what it has just done). Two rises are not a ramp: the demo's job starts allocate
-# bursts of unlike sizes (2.5, 4.7, 5.4 GB in 0.2 s steps), a load or an engine pool one step.
+# loop allocating the same bytes each step), full within OOM_CRITICAL_S at its rate, and no
+# host-to-device traffic at half that rate (a copy's rises are alike because the link paces
+# them, not a loop; it stops when the data is in). Two rises are not a ramp: the demo's job
+# starts allocate bursts of unlike sizes (2.5, 4.7, 5.4 GB in 0.2 s steps), an engine pool one
+# step.
 RAMP_MIN_RISES = 3
 RAMP_TOLERANCE = 0.25
+# ... or, before either, on the current run of rises alone: full within OOM_CRITICAL_S at its
+# mean rate (over its freshest FRESH_S, and at least BURST_MIN_SPAN_S, NVML's own averaging
+# period: a step read one reading after the one before it is not bytes per sampling interval),
+# once the run has allocated >= GROWTH_MIN_FRAC_OF_TOTAL of the device. Whatever the cause:
+# nothing in a leak's first second (a step from low, or a few rises) tells it from a job's
+# start or a load, and any of them that goes on at that rate runs out of memory within the
+# minute; the plateau that ends a start or a load (PLATEAU_MIN_S, one step included) drops it.
+BURST_MIN_SPAN_S = 1.0
 # A plateau is not growth: no rise for twice the spacing of the fresh rises (at least
 # PLATEAU_MIN_S) means the filling stopped.
 PLATEAU_MIN_S = 1.5

@@ -114,6 +114,8 @@ class WindowStats:
     # memory in use at the newest reading (finite), else the window's mean: capacity is judged on
     # the freshest value (a step to 96 % in the newest of 25 readings averages to 8 %)
     mem_now: float | None = None
+    # PCIe host-to-device at the newest reading: a copy under way (a load) against an allocation
+    pcie_rx_now: float | None = None
 
 
 class HostLoad(NamedTuple):
@@ -157,18 +159,21 @@ class DeviceFacts(NamedTuple):
     extra: tuple[tuple[str, float], ...]
     processes: tuple[ProcessInfo, ...]
     mem_used_bytes: int | float | None = None
+    pcie_rx_bytes_s: float | None = None
 
     @classmethod
     def of(cls, d: DeviceSnapshot, extra: tuple[tuple[str, float], ...] | None = None,
            processes: tuple[ProcessInfo, ...] | None = None,
-           mem_used_bytes: int | float | None = None) -> DeviceFacts:
+           mem_used_bytes: int | float | None = None,
+           pcie_rx_bytes_s: float | None = None) -> DeviceFacts:
         """``d``'s facts (with ``extra``, ``processes`` and ``mem_used_bytes`` in place of its own
         where given)."""
         return cls(d.index, d.name, d.state, d.power_limit_w, d.sm_clock_max_mhz,
                    d.slowdown_temp_c, d.mem_total_bytes, d.mig_enabled,
                    d.extra if extra is None else extra,
                    d.processes if processes is None else processes,
-                   d.mem_used_bytes if mem_used_bytes is None else mem_used_bytes)
+                   d.mem_used_bytes if mem_used_bytes is None else mem_used_bytes,
+                   d.pcie_rx_bytes_s if pcie_rx_bytes_s is None else pcie_rx_bytes_s)
 
 
 def serving_engine(procs: Sequence[ProcessInfo]) -> str | None:
@@ -385,6 +390,7 @@ def stats_from(n: int, means: Sequence[float | None], last: DeviceSnapshot | Dev
     st.name = last.name
     now = last.mem_used_bytes
     st.mem_now = float(now) if now is not None and now - now == 0 else mem_used
+    st.pcie_rx_now = last.pcie_rx_bytes_s
     if procs:
         st.engine = serving_engine(procs)
     if len(procs) > 1:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
+    BURST_MIN_SPAN_S,
     ENGINE_POOL_MAX_FRAC,
     ENGINE_POOL_MIN_FRAC,
     FRESH_MIN_RISES,
@@ -114,6 +115,9 @@ class FreshRate(NamedTuple):
     rising_s: float  # how long the current run of rises has lasted (its evidence)
     run_bytes: float = 0.0  # what the current run of rises has allocated since it began
     ramp_rate_bytes_s: float = 0.0  # the rate of a steady ramp still going on (see ramp_rate)
+    burst_rate_bytes_s: float = 0.0  # the mean rate since the run began (see burst_rate)
+    burst_bytes: float = 0.0  # what that span allocated
+    burst_s: float = 0.0  # and how long it is
 
 
 def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
@@ -155,6 +159,8 @@ def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
     if len(rises_t) >= 2:
         spacing = (rises_t[0] - rises_t[-1]) / (len(rises_t) - 1)
         plateau = end_t - rises_t[0] > max(2.0 * spacing, PLATEAU_MIN_S)
+    elif rises_t:  # one allocation, then nothing for PLATEAU_MIN_S: a step, then flat
+        plateau = end_t - rises_t[0] > PLATEAU_MIN_S
     rising_s = end_t - rises_t[-1] if rises_t else 0.0
     rate = 0.0
     if fresh >= FRESH_MIN_RISES:
@@ -162,8 +168,24 @@ def fresh_rate(points: GrowthPoints, mem_total: float) -> FreshRate | None:
         if span and span[0][0] < t0:  # the reading before the span holds until the span starts
             span[0] = (t0, span[0][1])
         rate = theil_sen_slope(span)
+    burst = burst_rate(points, rises_t[-1] if rises_t else end_t)
     return FreshRate(rate, fresh, plateau, rising_s, points[-1][1] - run_from,
-                     ramp_rate(rises_t, sizes, end_t))
+                     ramp_rate(rises_t, sizes, end_t), *burst)
+
+
+def burst_rate(points: GrowthPoints, first_rise_t: float) -> tuple[float, float, float]:
+    """(rate, bytes, seconds): memory's mean rate over the current run of rises (whose first
+    rise was read at ``first_rise_t``), from ``BURST_MIN_SPAN_S`` before that rise, over at most
+    the freshest ``FRESH_S``. A step read at one reading is not bytes per sampling interval (a
+    1.5 GB allocation read 0.25 s after the reading before it is no 6 GB/s), and the span must
+    not depend on whether flat readings were kept (the engine keeps only changes)."""
+    end_t, end_mem = points[-1]
+    t0 = max(first_rise_t - BURST_MIN_SPAN_S, end_t - FRESH_S)
+    i = bisect_left(points, t0, key=_time)
+    # memory is a step function between readings: the one at or before t0 holds at t0
+    m0 = points[i][1] if i < len(points) and points[i][0] == t0 else points[max(0, i - 1)][1]
+    grown, span = end_mem - m0, end_t - t0
+    return (grown / span if grown > _NOISE else 0.0), grown, span
 
 
 def ramp_rate(rises_t: Sequence[float], sizes: Sequence[float], end_t: float) -> float:
@@ -216,7 +238,7 @@ def memory_growth(st: WindowStats) -> Finding | None:
     The scans over the points are C-level maps (``bench_analysis --lines``: a phase's diagnosis
     reads ~300 points; ~40 % of its cost as Python loops)."""
     mem_total = st.mem_total
-    if len(st.growth_points) < 3 or not mem_total or mem_total - mem_total != 0:
+    if len(st.growth_points) < 2 or not mem_total or mem_total - mem_total != 0:
         return None
     points = st.growth_points
     fresh = fresh_rate(points, mem_total)
@@ -234,16 +256,28 @@ def memory_growth(st: WindowStats) -> Finding | None:
                 and fresh.rising_s >= OOM_MIN_RISING_S
                 and left <= OOM_EXTRAPOLATE * fresh.rising_s):
             return _oom_imminent(st, end_mem, fresh, left)
-    if fresh is not None and fresh.ramp_rate_bytes_s > GROWTH_NOISE_BYTES:
+    if (fresh is not None and fresh.ramp_rate_bytes_s > GROWTH_NOISE_BYTES
+            and not _copying(st, fresh.ramp_rate_bytes_s)):
         # a steady ramp's first seconds: full within a minute at its rate, and no more free
         # than the run has already allocated (it has only to do again what it has done)
         end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
         free = mem_total - end_mem
         left = max(0.0, free / fresh.ramp_rate_bytes_s)
-        if left <= OOM_CRITICAL_S and free <= fresh.run_bytes:
+        if left <= OOM_CRITICAL_S:
             return _oom_imminent(st, end_mem, fresh._replace(
                 rate_bytes_s=fresh.ramp_rate_bytes_s), left,
                 f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)", fresh.rising_s)
+    if fresh is not None and fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
+        # Full within a minute at the current run's rate is critical whatever the cause: a
+        # leak's first allocations and a job's start (or a load) look alike, and one that does
+        # not stop runs out of memory; the plateau that ends a start drops it (above).
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
+        left = max(0.0, (mem_total - end_mem) / fresh.burst_rate_bytes_s)
+        if left <= min(OOM_CRITICAL_S, OOM_EXTRAPOLATE * fresh.burst_s):
+            return _oom_imminent(st, end_mem, fresh._replace(
+                rate_bytes_s=fresh.burst_rate_bytes_s), left,
+                f"over the last {fresh.burst_s:.1f} s{_cause(st, fresh.burst_rate_bytes_s)}"
+                ", if it goes on", fresh.burst_s)
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
     # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
     # before them). Any rise the checks below would keep as recent is one of those.
@@ -334,6 +368,26 @@ def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float
                    f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
                    f"+{rate_text(rate)} {over}.",
                    True, "critical")
+
+
+def _copying(st: WindowStats, rate: float) -> bool:
+    """Host-to-device traffic at half the memory's rate or more: the bytes are a copy (a load),
+    paced by the link, so its rises are alike without being a loop's; it stops when the data is
+    in. A loop allocating on the device (activations, caches, a leak) moves nothing over PCIe."""
+    rx = st.pcie_rx_now
+    return rx is not None and rx >= 0.5 * rate
+
+
+def _cause(st: WindowStats, rate: float) -> str:
+    """Where the bytes come from, as PCIe says: host-to-device traffic near the memory's rate is a
+    load (weights, a dataset) that stops when the data is in; without it the job allocates on the
+    device (activations, caches, a leak)."""
+    rx = st.pcie_rx_now
+    if rx is None:
+        return ""
+    if _copying(st, rate):
+        return f" (arriving over PCIe at {rate_text(rx)}: a load)"
+    return f" (allocated on the device: PCIe host\u2192device {rate_text(rx)})"
 
 
 def rate_text(bytes_s: float) -> str:

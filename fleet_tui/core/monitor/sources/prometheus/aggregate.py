@@ -6,16 +6,20 @@ answer may hold (``client.MAX_RESPONSE_BYTES``) and seconds of client CPU. Above
 aggregations, each tagged with a ``fleet_tui_agg`` label (``label_replace``) so one answer carries
 them all:
 
-- per node (``Hostname``): device count, mean NVML utilization, mean SM activity, idle devices;
-- per job (``hpc_job``, the label jobs are attributed by): device count, mean utilization, idle;
+- per node (``Hostname``): device count, mean NVML utilization, mean SM activity, idle devices,
+  power drawn, framebuffer used and total;
+- per job (``hpc_job``, the label jobs are attributed by): device count, mean utilization, idle,
+  nodes;
 - the ``WORST_DEVICES`` least-used devices (``bottomk`` of utilization) with their identity;
+- per node, devices whose exporter is down (``up == 0``) that reported in the last 15 minutes;
 - fleet-wide counts of the diagnosis inputs: devices at ≥ 95 % framebuffer, devices drawing power
   while idle, devices with an XID error set.
 
 *Idle* is ``core.fleet``'s rule for a device without a diagnosis: NVML utilization under
-``IDLE_UTIL_MAX_PCT`` and SM activity (where exported) under the same share. One node's devices in
+``rollup.IDLE_UTIL_MAX_PCT`` and SM activity (where exported) under the same share. One node's devices in
 full come from ``build_node_query`` (the per-refresh query with a node-name matcher), for a
-drill-down. Cost at 4,096 nodes × 8 GPUs: bench/bench_fleet.py ``--aggregate`` (docs/head-node.md).
+drill-down. Whether a fleet is that large is one number, ``build_count_query``, asked first.
+Cost at 4,096 nodes × 8 GPUs: bench/bench_fleet.py ``--nodes 4096`` (docs/head-node.md).
 """
 
 from __future__ import annotations
@@ -23,15 +27,26 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from fleet_tui.core.fleet import IDLE_UTIL_MAX_PCT
+from fleet_tui.core.monitor.rollup import (
+    IDLE_UTIL_MAX_PCT,
+    FleetAggregate,
+    JobAggregate,
+    NodeAggregate,
+    WorstDevice,
+)
 from fleet_tui.core.monitor.sources.prometheus.client import Deadline, PrometheusClient
 from fleet_tui.core.monitor.sources.prometheus.metrics import (
     DCGM_ID_LABELS,
     DYNAMIC_NAMES,
     PROBE_LABEL,
+    STATIC_NAMES,
 )
 from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, parse_value
-from fleet_tui.core.records import record
+
+__all__ = ["AGGREGATE_ABOVE_DEVICES", "FleetAggregate", "JobAggregate", "NodeAggregate",
+           "WorstDevice", "aggregate_from_answer", "build_aggregate_query", "build_count_query",
+           "build_node_query", "device_count_from_answer", "read_device_count",
+           "read_fleet_aggregate"]
 
 # Above this many devices a refresh asks for aggregates: at 4,096 GPUs the per-device read costs
 # ~200 ms CPU (bench/bench_fleet.py --nodes 512), so the per-device view stays up to there.
@@ -43,6 +58,7 @@ NODE_KEY = "fleet_tui_node"  # the node as the aggregate names it (``_per_device
 JOB_LABEL = "hpc_job"
 MEM_FULL_FRAC = 0.95  # framebuffer share that counts as "memory full" (a capacity-pressure input)
 IDLE_POWER_W = 100.0  # power drawn by an idle device that counts as "not parked"
+STALE_LOOKBACK = "15m"  # a device whose exporter is down is shown this long (forget_after_s)
 
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
 _SM = "DCGM_FI_PROF_SM_ACTIVE"  # a 0..1 ratio
@@ -73,12 +89,23 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     util, sm, idle = _per_device(_UTIL), _per_device(_SM), idle_expr()
     util_job = _per_device(_UTIL, JOB_LABEL)
     used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
+    recent = _per_device(f"last_over_time({_UTIL}[{STALE_LOOKBACK}])")
     parts = [
         _tag(f"count by ({NODE_KEY}) ({util})", "node_devices"),
         _tag(f"avg by ({NODE_KEY}) ({util})", "node_util"),
         _tag(f"avg by ({NODE_KEY}) ({sm})", "node_sm"),
         _tag(f"count by ({NODE_KEY}) ({idle})", "node_idle"),
+        _tag(f"sum by ({NODE_KEY}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')})", "node_power"),
+        _tag(f"sum by ({NODE_KEY}) ({used})", "node_mem_used"),
+        # one-to-one matching ``on`` labels keeps only those: the sums, not the devices, are added
+        _tag(f"sum by ({NODE_KEY}) ({used}) + sum by ({NODE_KEY}) ({free})", "node_mem_total"),
+        # devices whose exporter is down now, seen in the last STALE_LOOKBACK (as the per-device
+        # view keeps a stale device for ``forget_after_s``)
+        _tag(f"count by ({NODE_KEY}, instance) ({recent} and on (instance) (up == 0))",
+             "node_stale"),
         _tag(f"count by ({JOB_LABEL}) ({util_job})", "job_devices"),
+        _tag(f"count by ({JOB_LABEL}) (count by ({JOB_LABEL}, {NODE_KEY}) ({util_job}))",
+             "job_nodes"),
         _tag(f"avg by ({JOB_LABEL}) ({util_job})", "job_util"),
         _tag(f"count by ({JOB_LABEL}) (({idle}) * on ({_ID}) group_left ({JOB_LABEL}) "
              f"(0 * {util_job}))", "job_idle"),
@@ -92,90 +119,47 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     return " or ".join(parts)
 
 
+def build_count_query() -> str:
+    """The fleet's DCGM device count, one number: whether a refresh reads devices or aggregates."""
+    return f"count({_per_device(_UTIL)})"
+
+
 def build_node_query(node: str) -> str:
-    """One node's moving DCGM metrics and sample times, as the per-device refresh reads them; the
-    node is matched in each label ``parse.node_of`` may name it by (Hostname, hostname, instance),
-    so a caller keeps the devices whose ``node`` is ``node``."""
+    """One node's DCGM metrics (moving ones and the slow facts: limits, totals, model name) and
+    sample times, as the per-device refresh reads them; the node is matched in each label
+    ``parse.node_of`` may name it by (Hostname, hostname, instance), so a caller keeps the devices
+    whose ``node`` is ``node``."""
     if not node or any(c in node for c in '"\\\n'):
         raise ValueError(f"node name {node!r}: expected a host name without quotes or backslashes")
-    names = "|".join(n for n in DYNAMIC_NAMES if n.startswith("DCGM_"))
+    names = "|".join(n for n in (*DYNAMIC_NAMES, *STATIC_NAMES) if n.startswith("DCGM_"))
+    by = ", ".join((*DCGM_ID_LABELS, "modelName", "GPU_I_PROFILE"))
     parts = []
     for label in NODE_LABELS:
-        parts.append(f'max by (__name__, {_ID}) ({{__name__=~"{names}", {label}="{node}"}})')
+        parts.append(f'max by (__name__, {by}) ({{__name__=~"{names}", {label}="{node}"}})')
         probe = f'max by ({_ID}) (timestamp({_UTIL}{{{label}="{node}"}}))'
         parts.append(f'label_replace({probe}, "{PROBE_LABEL}", "nvidia", "", "")')
     return " or ".join(parts)
 
 
-@record
-class NodeAggregate:
-    node: str
-    devices: int
-    util_pct: float | None  # mean NVML utilization
-    sm_active_pct: float | None  # mean SM activity where exported
-    idle_devices: int
-
-
-@record
-class JobAggregate:
-    job: str
-    devices: int
-    util_pct: float | None
-    idle_devices: int
-
-
-@record
-class WorstDevice:
-    node: str
-    index: int | None
-    uuid: str
-    util_pct: float | None
-
-
-@record
-class FleetAggregate:
-    """The fleet as Prometheus rolled it up: nodes, jobs, the least-used devices, input counts."""
-
-    timestamp: float
-    nodes: tuple[NodeAggregate, ...]
-    jobs: tuple[JobAggregate, ...]
-    worst: tuple[WorstDevice, ...]
-    counts: Mapping[str, int]  # mem_full, idle_powered, xid
-    answer_bytes: int
-
-    @property
-    def device_count(self) -> int:
-        return sum(n.devices for n in self.nodes)
-
-    @property
-    def idle_devices(self) -> int:
-        return sum(n.idle_devices for n in self.nodes)
-
-    @property
-    def utilization_pct(self) -> float | None:
-        known = [(n.util_pct, n.devices) for n in self.nodes if n.util_pct is not None]
-        total = sum(d for _, d in known)
-        return sum(u * d for u, d in known) / total if total else None
-
-    def node(self, name: str) -> NodeAggregate:
-        for n in self.nodes:
-            if n.node == name:
-                return n
-        raise KeyError(f"no node {name!r} in the fleet")
-
-
-def aggregate_from_answer(body: bytes, timestamp: float) -> FleetAggregate:
+def aggregate_from_answer(body: bytes, timestamp: float, threshold: int | None = None,
+                          ) -> FleetAggregate:
     """The roll-ups in one answer of ``build_aggregate_query``."""
     per_node: dict[str, dict[str, float | None]] = {}
     per_job: dict[str, dict[str, float | None]] = {}
     worst: list[WorstDevice] = []
     counts: dict[str, int] = {}
+    down: list[tuple[str, str]] = []
     for item in parse_envelope(body):
         labels: Mapping[str, str] = item.get("metric") or {}
         value = item.get("value") or (None, None)
         v = parse_value(value[1] if len(value) > 1 else None)
         part = labels.get(AGG_LABEL, "")
-        if part.startswith("node_"):
+        if part == "node_stale":
+            node = labels.get(NODE_KEY, "")
+            mine = per_node.setdefault(node, {})
+            mine["stale"] = (mine.get("stale") or 0.0) + (v or 0.0)
+            down.append((node, labels.get("instance", "")))
+        elif part.startswith("node_"):
             per_node.setdefault(labels.get(NODE_KEY, ""), {})[part[5:]] = v
         elif part.startswith("job_"):
             per_job.setdefault(labels.get(JOB_LABEL, ""), {})[part[4:]] = v
@@ -189,30 +173,66 @@ def aggregate_from_answer(body: bytes, timestamp: float) -> FleetAggregate:
             counts[part[6:]] = int(v or 0)
     nodes = tuple(NodeAggregate(node=name, devices=int(a.get("devices") or 0),
                                 util_pct=a.get("util"), sm_active_pct=_pct(a.get("sm")),
-                                idle_devices=int(a.get("idle") or 0))
-                  for name, a in sorted(per_node.items()))
+                                idle_devices=int(a.get("idle") or 0), power_w=a.get("power"),
+                                mem_used_bytes=_mib(a.get("mem_used")),
+                                mem_total_bytes=_mib(a.get("mem_total")),
+                                stale_devices=int(a.get("stale") or 0))
+                  for name, a in sorted(per_node.items()) if a.get("devices") or a.get("stale"))
     jobs = tuple(JobAggregate(job=name, devices=int(a.get("devices") or 0), util_pct=a.get("util"),
-                              idle_devices=int(a.get("idle") or 0))
+                              idle_devices=int(a.get("idle") or 0), nodes=int(a.get("nodes") or 0))
                  for name, a in sorted(per_job.items()) if name)
     worst.sort(key=lambda w: (w.util_pct if w.util_pct is not None else -1.0, w.node, w.index or 0))
     for name in ("mem_full", "idle_powered", "xid"):
         counts.setdefault(name, 0)  # ``count()`` of nothing is an empty answer, not 0
     return FleetAggregate(timestamp=timestamp, nodes=nodes, jobs=jobs, worst=tuple(worst),
-                          counts=counts, answer_bytes=len(body))
+                          counts=counts, answer_bytes=len(body), threshold=threshold,
+                          down=tuple(sorted(down)))
 
 
 def _pct(ratio: float | None) -> float | None:
     return None if ratio is None else 100.0 * ratio
 
 
+def _mib(mib: float | None) -> int | None:
+    """DCGM's framebuffer figures are MiB."""
+    return None if mib is None else int(mib * 1024 * 1024)
+
+
+def device_count_from_answer(body: bytes) -> int | None:
+    """The number in an answer of ``build_count_query``: 0 when the fleet has no DCGM GPU (an
+    empty answer); None when the answer is no count (not one label-less sample: a proxy or a
+    stand-in that answers every query alike), so the caller keeps reading devices."""
+    items = parse_envelope(body)
+    if not items:
+        return 0
+    if len(items) != 1 or items[0].get("metric"):
+        return None
+    value = items[0].get("value") or (None, None)
+    v = parse_value(value[1] if len(value) > 1 else None)
+    return None if v is None else int(v)
+
+
 def read_fleet_aggregate(client: PrometheusClient, *, worst: int = WORST_DEVICES,
                          deadline: Deadline | None = None, at: float | None = None,
-                         ) -> FleetAggregate:
+                         threshold: int | None = None) -> FleetAggregate:
     """One refresh of a large fleet: one aggregate query, answered by the server (evaluated at
-    ``at``, unix seconds, when given: the same instant as another query's)."""
-    params = {"query": build_aggregate_query(worst), "timeout": client.promql_timeout}
-    if at is not None:
-        params["time"] = f"{at:.3f}"
-    body = client.get("/api/v1/query", params, post=True, deadline=deadline)
-    return aggregate_from_answer(body, time.time() if at is None else at)
+    ``at``, unix seconds, when given: the same instant as another query's); ``threshold``: the
+    device count past which the caller reads aggregates (kept in the answer for the front ends)."""
+    body = _instant(client, build_aggregate_query(worst), deadline, at)
+    return aggregate_from_answer(body, time.time() if at is None else at, threshold)
+
+
+def read_device_count(client: PrometheusClient, *, deadline: Deadline | None = None,
+                      at: float | None = None) -> int | None:
+    """How many DCGM GPUs the fleet has (``build_count_query``: one number, cheap to ask; None:
+    the answer was no count, ``device_count_from_answer``)."""
+    return device_count_from_answer(_instant(client, build_count_query(), deadline, at))
+
+
+def _instant(client: PrometheusClient, query: str, deadline: Deadline | None,
+             at: float | None) -> bytes:
+    if at is None:
+        return client.query_body(query, deadline)
+    params = {"query": query, "timeout": client.promql_timeout, "time": f"{at:.3f}"}
+    return client.get("/api/v1/query", params, post=True, deadline=deadline)
 

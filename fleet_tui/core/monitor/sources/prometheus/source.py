@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 import time
 import urllib.error
@@ -14,8 +15,16 @@ from dataclasses import fields, replace
 from operator import attrgetter
 
 from fleet_tui.core.errors import FieldError
+from fleet_tui.core.monitor.rollup import FleetAggregate
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
+from fleet_tui.core.monitor.sources.prometheus.aggregate import (
+    AGGREGATE_ABOVE_DEVICES,
+    WORST_DEVICES,
+    build_node_query,
+    read_device_count,
+    read_fleet_aggregate,
+)
 from fleet_tui.core.monitor.sources.prometheus.client import Deadline, PrometheusClient, parse_duration_s
 from fleet_tui.core.monitor.sources.prometheus.delta import ChangedOnly
 from fleet_tui.core.monitor.sources.prometheus.devices import device_from_acc, devices_from_groups
@@ -63,6 +72,26 @@ class BadPrometheusUrl(SourceUnavailable, FieldError):
     """The ``source`` field names no usable Prometheus URL."""
 
 
+AGGREGATE_ENV = "FLEET_TUI_AGGREGATE_ABOVE"  # the threshold where no caller gives one (the app)
+
+
+def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
+    """The device count above which a refresh reads server-side aggregates: ``value``, else
+    ``FLEET_TUI_AGGREGATE_ABOVE``, else ``AGGREGATE_ABOVE_DEVICES``. FieldError ``aggregate_above``
+    for a negative count or an environment value that is no whole number."""
+    if value is None:
+        text = env.get(AGGREGATE_ENV, "").strip()
+        if not text:
+            return AGGREGATE_ABOVE_DEVICES
+        if not text.isdigit() or len(text) > 9:
+            raise FieldError("aggregate_above", f"{AGGREGATE_ENV}={_literal(text[:40])!s}: expected a "
+                             "whole number of devices (0 = always aggregate)")
+        value = int(text)
+    if value < 0:
+        raise FieldError("aggregate_above", f"{{aggregate_above}} {value}: must be 0 or more devices")
+    return value
+
+
 @record
 class _Cached:
     device: DeviceSnapshot
@@ -79,7 +108,10 @@ class PrometheusSource(Source):
 
     ``url`` is the server's base URL (``http://prom:9090``, also behind a path prefix); credentials
     (``token``, ``basic_auth``, the environment) and TLS (``verify_tls``, ``ca_file``): see
-    ``client.PrometheusClient``.
+    ``client.PrometheusClient``. A fleet of more than ``aggregate_above`` DCGM GPUs (counted every
+    ``count_every_s``; ``aggregate_threshold``) is read as the server's roll-ups
+    (``aggregate``): its snapshots carry no devices but a ``FleetAggregate`` with the
+    ``worst_devices`` least-used devices, and ``read_node`` reads one node's devices in full.
     """
 
     name = "prometheus"
@@ -92,6 +124,8 @@ class PrometheusSource(Source):
                  min_backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  query: str | None = None, static_every_s: float = 60.0,
                  prune_labels: bool = True, delta_refresh: bool = True,
+                 aggregate_above: int | None = None, count_every_s: float = 60.0,
+                 worst_devices: int = WORST_DEVICES,
                  env: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.time, interval_s: float | None = None,
                  **_other_source_opts: object):
@@ -144,6 +178,13 @@ class PrometheusSource(Source):
         self.delta_refresh = delta_refresh and query is None and prune_labels
         self._changed = ChangedOnly(enabled=self.delta_refresh)
         self.probe_query = build_probe_query()
+        self.aggregate_above = aggregate_threshold(
+            aggregate_above, os.environ if env is None else env)
+        self.count_every_s = count_every_s
+        self.worst_devices = worst_devices
+        self.device_total: int | None = None  # the last device count (build_count_query)
+        self._counted_at = -math.inf
+        self._aggregate: FleetAggregate | None = None  # the last roll-ups, while aggregating
 
     @property
     def spec(self) -> str:
@@ -246,6 +287,12 @@ class PrometheusSource(Source):
             wait = self._next_try - now
             return self._degraded(now, f"{self._last_error}; retrying in {wait:.2g} s")
         deadline = self._deadline()  # the queries, the targets and the static facts together
+        try:
+            if self._is_large(now, deadline):
+                return self._sample_aggregate(now, deadline)
+        except (OSError, PrometheusResponseError, ValueError) as exc:
+            self._changed.forget()
+            return self._fail(now, exc)
         # most GPUs scraped since the last refresh (a fast scrape, a slow refresh): the probes
         # would only add a request, so read everything in one
         full = not self._changed.ready
@@ -255,6 +302,7 @@ class PrometheusSource(Source):
         except (OSError, PrometheusResponseError, ValueError) as exc:
             self._changed.forget()  # after a failure, read everything again
             return self._fail(now, exc)
+        self._aggregate = None  # (a fleet shrunk below the threshold)
         same = self._changed.same  # GPUs whose reading is the one in the cache
         self._changed.remember(groups)
         self._failures, self._next_try, self._last_error = 0, 0.0, None
@@ -274,6 +322,49 @@ class PrometheusSource(Source):
                 self._changed.forget()
         self._apply_static(groups)
         return self._merge(now, groups, up, same)
+
+    # -- fleets past the threshold: the server's roll-ups --------------------------------------
+    def _is_large(self, now: float, deadline: Deadline) -> bool:
+        """Whether the fleet has more DCGM GPUs than ``aggregate_above`` (re-counted every
+        ``count_every_s``: one number from the server)."""
+        if now - self._counted_at >= self.count_every_s:
+            self.device_total = read_device_count(self.client, deadline=deadline)
+            self._counted_at = now
+        return self.device_total is not None and self.device_total > self.aggregate_above
+
+    @property
+    def aggregated(self) -> bool:
+        """Whether the last refresh read the server's roll-ups rather than every device."""
+        return self._aggregate is not None
+
+    def _sample_aggregate(self, now: float, deadline: Deadline) -> Snapshot:
+        agg = read_fleet_aggregate(self.client, worst=self.worst_devices, deadline=deadline,
+                                   threshold=self.aggregate_above)
+        self._failures, self._next_try, self._last_error = 0, 0.0, None
+        self._last_ok = now
+        if self._cache:  # the per-device readings are not refreshed any more: let them go
+            self._cache, self._cache_keys, self._counters = {}, {}, {}
+            self._changed.forget()
+        self._aggregate = agg
+        errors = tuple(f"{node}: exporter {inst} is down (up == 0)" for node, inst in agg.down)
+        message = None
+        if not agg.nodes:
+            message = f"Prometheus {self.url} answered but its roll-ups hold no DCGM GPU"
+        return Snapshot(timestamp=now, source=self.spec, source_kind="fleet", message=message,
+                        errors=errors, aggregate=agg)
+
+    def read_node(self, node: str) -> Snapshot:
+        """One node's devices in full (a drill-down into an aggregated fleet): its DCGM metrics,
+        limits and model names in one query. Raises OSError, PrometheusResponseError or
+        ValueError (a node name that cannot be matched) when it cannot be read."""
+        query = build_node_query(node)
+        with self._lock:
+            now = self._clock()
+            groups, _ = self.query_grouped(query, self._deadline(), labels="node")
+        devices = [d for d in devices_from_groups(groups, timestamp=now) if d.node == node]
+        return Snapshot(timestamp=now, source=self.spec, source_kind="fleet", node=node,
+                        devices=tuple(devices),
+                        message=None if devices else f"no devices of node {node!r} read")
 
     def _read_full(self, deadline: Deadline) -> tuple[dict[tuple, Acc], dict[str, float]]:
         """Every series the refresh reads, in one query."""
@@ -356,8 +447,12 @@ class PrometheusSource(Source):
         errors = [error]
         if self._last_ok is not None and devices:
             errors.append(f"showing the last data read {now - self._last_ok:.0f} s ago")
+        agg = self._aggregate
+        if agg is not None:  # an aggregated fleet: its last roll-ups
+            errors.append(f"showing the roll-ups read {now - agg.timestamp:.0f} s ago")
         return Snapshot(timestamp=now, source=self.spec, source_kind="fleet", devices=devices,
-                        message=None if devices else error, errors=tuple(errors))
+                        message=None if devices or agg is not None else error,
+                        errors=tuple(errors), aggregate=agg)
 
     def _aged(self, cached: _Cached, now: float, *, force_stale: bool) -> DeviceSnapshot:
         age = max(0.0, now - cached.seen_at)
@@ -490,6 +585,8 @@ class PrometheusSource(Source):
             end = self._clock()
             deadline = self._deadline()
             try:
+                if self._is_large(end, deadline):
+                    return []  # an aggregated fleet has no per-device history to backfill
                 if end - self._static_at >= self.static_every_s:
                     self._refresh_static(end, deadline)
                 matrix = self.query_range(self.query, end - seconds, end, step_s, deadline)
