@@ -91,6 +91,10 @@ class SchedulerConfig:
     #: time a request spends outside the GPU's queue besides that (the request path and the first
     #: token's way back), added to its first-token time
     frontend_latency_s: float = 0.0
+    #: the API server's work per output token (detokenizing, one streamed chunk), on the same serial
+    #: core as ``frontend_s``; booked when the request enters, so the request rate one server
+    #: sustains is 1 / (frontend_s + frontend_token_s × output tokens)
+    frontend_token_s: float = 0.0
     #: vLLM V1's ``enable_prefix_caching`` (on by default): a preempted request's blocks stay
     #: cached until handed out again (the module docstring); the other policies ignore it
     prefix_caching: bool = True
@@ -437,7 +441,8 @@ class _Replica:
 
     def _through_frontend(self, k: int) -> None:
         cfg = self.cfg
-        self.frontend_free = max(self.times[k], self.frontend_free) + cfg.frontend_s
+        work = cfg.frontend_s + cfg.frontend_token_s * self.gens[k]
+        self.frontend_free = max(self.times[k], self.frontend_free) + work
         self.ready[k] = self.frontend_free + cfg.frontend_latency_s
 
     def _release(self, now: float) -> None:

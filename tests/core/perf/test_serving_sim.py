@@ -197,3 +197,19 @@ def test_the_front_end_delays_first_tokens_and_caps_the_request_rate():
     many = simulate(slow, burst(100, 16, 2))
     assert many.duration_s == pytest.approx(100 * 0.05 + 0.02 + 2 * 0.01, abs=0.02)
     assert simulate(base, burst(100, 16, 2)).duration_s < 0.5
+
+
+def test_the_api_server_pays_per_output_token_so_longer_answers_lower_its_request_ceiling():
+    from dataclasses import replace
+
+    server = replace(config(step=FlatStep(0.001)), frontend_s=0.004, frontend_token_s=45e-6)
+    rates = {}
+    for gen in (4, 200):
+        r = simulate(server, burst(400, 16, gen))
+        rates[gen] = r.completed / r.duration_s
+        # the serial core is the bottleneck here: one request per (per-request + per-token work)
+        assert rates[gen] == pytest.approx(1 / (0.004 + 45e-6 * gen), rel=0.05)
+    assert rates[200] < 0.5 * rates[4]
+    # the per-token work is what lowers it: without it the 200-token burst gets in at 1 / 4 ms
+    flat = simulate(replace(server, frontend_token_s=0.0), burst(400, 16, 200))
+    assert flat.completed / flat.duration_s > 2 * rates[200]
