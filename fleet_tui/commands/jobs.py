@@ -149,7 +149,7 @@ def _prices(args: argparse.Namespace):
         return None
     from fleet_tui.core.fleet import instance_price_usd_per_hour
 
-    return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir", []))}
+    return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir") or [])}
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
@@ -171,9 +171,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     read = None
     if args.devices is None and _opt(args, "source") is not None:
         read = _read_view(args)
-        if read[0].aggregated:
+        agg = read[0].aggregate
+        if agg is not None:  # the fleet is read as the server's roll-ups
             if words:
-                agg = read[0].aggregate
                 raise UserError(f"jobs report: the fleet has {read[0].device_count} devices, more "
                                 f"than --aggregate-above {agg.threshold}, and is read as the "
                                 "server's roll-ups; a job report needs every device's readings "
@@ -201,16 +201,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
-    if not args.slurm and (_opt(args, "source") or "").startswith("fleet-replay"):
+    spec = _opt(args, "source") or ""
+    if not args.slurm and spec.startswith("fleet-replay"):
         from fleet_tui.core.monitor.sources import open_source
+        from fleet_tui.core.monitor.sources.fleet_replay import FleetReplaySource
 
-        slurm_jobs = open_source(_opt(args, "source")).slurm_jobs()  # the recording's own jobs
+        recording = open_source(spec)
+        if isinstance(recording, FleetReplaySource):  # what a fleet-replay spec opens
+            slurm_jobs = recording.slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
                             slurm=args.slurm)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
-    spec = _opt(args, "source") or ""
     replay = spec.startswith(("fleet-replay", "replay"))
     if args.json:
         print_json({**report.to_dict(), "replay": replay})
@@ -247,7 +250,8 @@ def _report(args: argparse.Namespace, report, job_id: str, slurm_jobs, accountin
     note = history.note if history is not None else (
         None if job is not None else "the job's GPU history needs --source prometheus:URL")
     if args.json:
-        doc = job.to_dict(with_devices=True) if job is not None else {"job": sj.job}
+        doc = (job.to_dict(with_devices=True) if job is not None
+               else {"job": sj.job} if sj is not None else {})
         doc["slurm"] = sj.to_dict() if sj is not None else None
         doc["efficiency"] = slurm_efficiency(sj, now) if sj is not None else None
         doc["history_note"] = note
@@ -262,7 +266,7 @@ def _report(args: argparse.Namespace, report, job_id: str, slurm_jobs, accountin
             power = "N/A" if history.power_w is None else f"{history.power_w:.0f} W"
             print(f"(over its life from Prometheus: {history.samples} samples, step "
                   f"{history.step_s:g} s; mean power {power})")
-    else:
+    elif sj is not None:  # finished: what Slurm knows of it
         print(f"Job {sj.job}  user {sj.user or 'unknown'}  {sj.gpus} GPUs on "
               f"{', '.join(sj.nodes) or 'no node'}")
     if note:
@@ -279,11 +283,14 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
     from fleet_tui.core.cluster.jobhistory import JobHistory, job_history
     from fleet_tui.core.monitor.sources import open_source, parse_source_spec
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+    from fleet_tui.core.monitor.sources.prometheus.source import PrometheusSource
 
     if parse_source_spec(spec).kind != "prometheus":
         return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
                                 "prometheus:URL")
     source = open_source(spec, timeout_s=args.timeout)
+    if not isinstance(source, PrometheusSource):  # what a prometheus spec opens
+        return JobHistory(None, f"--source {spec} keeps no history")
     try:
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:
