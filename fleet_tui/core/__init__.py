@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # the checker sees each name's own type; at run time __getatt
     from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.ranking.migration import migration_report
     from fleet_tui.core.scenarios import run_scenario, run_set
-    from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity, size_workload
+    from fleet_tui.core.sizing import check_fit, estimate_memory, kv_capacity
+    from fleet_tui.core.sizing.overview import size_workload
     from fleet_tui.core.specs import Accelerator
     from fleet_tui.core.workload import Workload
 

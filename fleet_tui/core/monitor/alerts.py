@@ -246,7 +246,7 @@ def _parse_rule(doc, i: int, entry: Any) -> tuple[AlertRule | None, list[str]]:
     min_severity = entry.get("min_severity")
     if min_severity is not None and (min_severity not in SEVERITIES or diagnosis is None):
         err("min_severity", f"must be one of {', '.join(SEVERITIES)}, on a diagnosis rule")
-    if errs:
+    if errs or name is None:  # (a missing name is one of the errors)
         return None, errs
     return AlertRule(name=name.strip(), severity=severity, duration_s=durations["duration"],
                      cooldown_s=durations["cooldown"], metric=metric, diagnosis=diagnosis, op=op,
@@ -422,8 +422,8 @@ class AlertEvaluator:
         hits: list[tuple[int, int, Alert]] = []  # (rule position, device position, alert)
         for pos, rule in idx.machine:
             v = machine.get(rule.metric)  # type: ignore[arg-type]
-            held = v is not None and OPS[rule.op](v, rule.threshold)
-            a = self._check(rule, MACHINE_KEY, None, now, held, v)
+            meets = v is not None and OPS[rule.op](v, rule.threshold)
+            a = self._check(rule, MACHINE_KEY, None, now, meets, v)
             if a:
                 hits.append((pos, -1, a))
         by_kind = idx.by_kind
@@ -505,7 +505,7 @@ class AlertEvaluator:
                         meeting += v is not None and OPS[rule.op](v, rule.threshold)
                     else:
                         an = analyses.get(key)
-                        diag = an.get(rule.diagnosis) if an is not None else None
+                        diag = an.get(rule.diagnosis) if an is not None and rule.diagnosis else None
                         meeting += diag is not None and diag.confidence >= rule.min_confidence
                 held = meeting >= (rule.min_devices or 1)
                 a = self._check(rule, f"{JOB_KEY}{job}", None, now, held, float(meeting))

@@ -135,8 +135,9 @@ def _r(x: float | None, digits: int = 4) -> float | None:
     return round(x, digits)
 
 
-def weighted_percentiles(values: Sequence[tuple[float, int]]) -> Percentiles:
-    """Mean, median, p95, p99, max of (value, weight) pairs (nearest-rank on cumulative weight)."""
+def weighted_percentiles(values: Sequence[tuple[float | None, int]]) -> Percentiles:
+    """Mean, median, p95, p99, max of (value, weight) pairs (nearest-rank on cumulative weight);
+    pairs without a value are left out."""
     vals = sorted((v, w) for v, w in values if v is not None and w > 0)
     if not vals:
         return Percentiles(None, None, None, None, None)

@@ -26,8 +26,9 @@ _SNAPSHOT_FIELDS = {f.name for f in dataclasses.fields(Snapshot)}
 
 def _numeric(cls: type) -> dict[str, bool]:
     """name -> whether None is allowed, for the int/float fields of a snapshot dataclass."""
-    return {f.name: "None" in f.type for f in dataclasses.fields(cls)
-            if f.type.split(" |")[0] in ("int", "float")}
+    # the annotations are strings here: snapshot.py postpones their evaluation
+    return {f.name: "None" in str(f.type) for f in dataclasses.fields(cls)
+            if str(f.type).split(" |")[0] in ("int", "float")}
 
 
 _DEVICE_NUMBERS = _numeric(DeviceSnapshot)

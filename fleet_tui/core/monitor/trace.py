@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -275,7 +275,7 @@ class TraceReader:
         self.lineno = 0  # the line of the snapshot last yielded
         self.repeats = 0  # snapshots skipped: same timestamp as the one before
 
-    def __iter__(self) -> Iterator[Snapshot]:
+    def __iter__(self) -> Generator[Snapshot, None, None]:
         p = self.path
         source = f"replay:{'demo' if p == DEMO_TRACE else p.name}"
         static_kwargs: dict[str, Any] | None = None
@@ -329,7 +329,7 @@ class TraceReader:
                 yield snap
 
 
-def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Iterator[Snapshot]:
+def iter_trace(path: str | os.PathLike[str], *, base_time: float = 0.0) -> Generator[Snapshot, None, None]:
     """Snapshots of a trace file in time order (see ``TraceReader``). Streams the file."""
     return iter(TraceReader(path, base_time=base_time))
 

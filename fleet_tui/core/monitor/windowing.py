@@ -62,6 +62,7 @@ class Windows(Protocol):
     def analyze(self, snapshot: Snapshot, keys: Sequence[str],
                 history: History) -> dict[str, DeviceAnalysis]:
         """Take the new reading (already in ``history``); the analysis of each device."""
+        ...
 
 
 @record
@@ -207,7 +208,7 @@ class SlidingWindows:
             else:
                 # the window slides with history (which fills in unset device timestamps)
                 newest, held = history.tail(key)
-                if dup or not win.push(newest, held, host):
+                if dup or newest is None or not win.push(newest, held, host):
                     win.reset(history.samples(key, seconds))
                     rebuilt = True
             if not len(win):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import io
 import re
 import shutil
@@ -152,7 +153,8 @@ class _HlmlDevice:
         self.name, self.uuid = "Intel Gaudi", ""
         self.learned: set[str] = set()
         self.lost: str | None = None
-        self.slowdown = self.clock_max = None
+        self.slowdown: float | None = None
+        self.clock_max: float | None = None
 
     @property
     def unsupported(self) -> frozenset[str]:
@@ -326,7 +328,8 @@ class HpuSource(Source):
         hl = self._hlml_module
         if hl is None:
             try:
-                import pyhlml as hl  # noqa: PLC0415 - optional (habana-pyhlml)
+                # optional (habana-pyhlml), and absent where the checker runs: imported by name
+                hl = importlib.import_module("pyhlml")
             except ImportError:
                 return "the pyhlml bindings (habana-pyhlml) are not installed"
         reader = HlmlReader(hl)

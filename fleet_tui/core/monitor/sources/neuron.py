@@ -178,7 +178,7 @@ def _host(doc: dict[str, Any]) -> HostSnapshot | None:
         cpu_per_core_pct=per_core,
         mem_used_bytes=int(mem["memory_used_bytes"]) if mem.get("memory_used_bytes") is not None else None,
         mem_total_bytes=int(mem["memory_total_bytes"]) if mem.get("memory_total_bytes") is not None else None,
-        load_avg=tuple(load) if load else None,
+        load_avg=load if load else None,
     )
 
 

@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from fleet_tui.core.monitor.snapshot import Snapshot
@@ -53,7 +53,7 @@ class ReplaySource(Source):
         self._clock = clock
         label = "demo" if str(path) == "demo" else Path(path).name
         self.name = f"replay:{label}"
-        self._it: Iterator[Snapshot] | None = None
+        self._it: Generator[Snapshot, None, None] | None = None
         self._current: Snapshot | None = None
         self._next: Snapshot | None = None
         self._first_ts = 0.0
@@ -81,40 +81,46 @@ class ReplaySource(Source):
 
     async def close(self) -> None:
         it, self._it = self._it, None
-        if it is not None and hasattr(it, "close"):
+        if it is not None:
             it.close()  # closes the file held by the generator
 
     # -- worker thread --------------------------------------------------------------------------
 
-    def _restart(self) -> None:
-        if self._it is not None and hasattr(self._it, "close"):
+    def _restart(self) -> Snapshot:
+        """Reads the recording again from its first snapshot, which it returns."""
+        if self._it is not None:
             self._it.close()
-        self._it = iter_trace(self.path)
-        first = next(self._it, None)
+        self._it = it = iter_trace(self.path)
+        first = next(it, None)
         if first is None:
             raise SourceUnavailable(f"recording {str(self.path)!r} holds no snapshots")
         self._current = first
-        self._next = next(self._it, None)
+        self._next = next(it, None)
         self._first_ts = first.timestamp
         self._count = 1
         self._start = self._clock()
         self._ended = False
+        return first
 
     def _advance(self) -> Snapshot:
+        it, current = self._it, self._current
+        if it is None or current is None:  # (sample() opens the recording first)
+            raise SourceUnavailable("the replay is closed")
         target = self._first_ts + (self._clock() - self._start) * self.speed
         while self._next is not None and self._next.timestamp <= target + 1e-9:
-            self._current, self._next = self._next, next(self._it, None)
+            current, self._next = self._next, next(it, None)
             self._count += 1
+        self._current = current
         if self._next is None:
-            span = self._current.timestamp - self._first_ts
+            span = current.timestamp - self._first_ts
             step = span / max(1, self._count - 1) if span > 0 else 1.0
             if not self.loop:
                 self._ended = True
-            elif target + 1e-9 >= self._current.timestamp + step:  # the last snapshot had its turn
+            elif target + 1e-9 >= current.timestamp + step:  # the last snapshot had its turn
                 self._offset += span + step
                 self.loops += 1
-                self._restart()
-        return self._present(self._current)
+                current = self._restart()
+        return self._present(current)
 
     def _present(self, snap: Snapshot) -> Snapshot:
         notes = [snap.message] if snap.message else []

@@ -201,11 +201,11 @@ class SimSource(Source):
         mem_act = min(100.0, dram * 1.1)
         procs: tuple[ProcessInfo, ...] = ()
         if job:
-            procs = self._procs.get((i, beh, mem_used))
-            if procs is None:
+            cached = self._procs.get((i, beh, mem_used))
+            if cached is None:
                 if len(self._procs) > 4 * self.n:  # memory growth makes a new one each tick
                     self._procs.clear()
-                procs = self._procs[(i, beh, mem_used)] = (
+                cached = self._procs[(i, beh, mem_used)] = (
                     ProcessInfo(
                         pid=40000 + i,
                         device_index=i,
@@ -214,6 +214,7 @@ class SimSource(Source):
                         command=f"python train.py --job {beh} (simulated)",
                     ),
                 )
+            procs = cached
         return DeviceSnapshot(
             index=i,
             name=_NAME,

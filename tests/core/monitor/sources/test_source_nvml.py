@@ -277,3 +277,19 @@ async def test_clock_event_reasons_fall_back_to_the_throttle_name_on_older_drive
         fake.gpus[0].rows[k]["clock_event_reasons"] for k in (0, 30, 60)
     ]
     assert "clock_event_reasons" not in snaps[-1].devices[0].unsupported
+
+
+def test_every_gpm_metric_fills_a_snapshot_field_or_an_extra_pair():
+    # a GPM target that is neither would be read and then silently dropped
+    import dataclasses
+    from typing import get_args
+
+    from fleet_tui.core.monitor.snapshot import DeviceSnapshot
+    from fleet_tui.core.monitor.sources.nvml.device import GpmField, GpmFields
+    from fleet_tui.core.monitor.sources.nvml.gpm import GPM_METRICS
+
+    fields = set(get_args(GpmField))
+    assert fields == set(GpmFields.__optional_keys__)
+    assert fields <= {f.name for f in dataclasses.fields(DeviceSnapshot)}
+    for name, target, _scale in GPM_METRICS:
+        assert target in fields or target.startswith("extra:"), name

@@ -8,9 +8,33 @@ GPU_IS_LOST raises ``GpuLost``; other errors are collected for this tick's ``Sna
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypedDict
 
+from fleet_tui.core.monitor.snapshot import DeviceState
 from fleet_tui.core.monitor.sources.nvml.codes import ERR_GPU_IS_LOST, FIELDS_OF, LEARNED, GpuLost
+
+# The DeviceSnapshot fields GPM fills (gpm.GPM_METRICS maps NVML's metric ids onto them).
+GpmField = Literal[
+    "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_active_pct", "fp32_active_pct",
+    "fp16_active_pct", "fp64_active_pct", "pcie_tx_bytes_s", "pcie_rx_bytes_s", "nvlink_tx_bytes_s",
+    "nvlink_rx_bytes_s",
+]
+
+
+class GpmFields(TypedDict, total=False):
+    """One tick's GPM metrics by DeviceSnapshot field; a metric not read this tick is absent."""
+
+    sm_active_pct: float
+    sm_occupancy_pct: float
+    tensor_active_pct: float
+    dram_active_pct: float
+    fp32_active_pct: float
+    fp16_active_pct: float
+    fp64_active_pct: float
+    pcie_tx_bytes_s: float
+    pcie_rx_bytes_s: float
+    nvlink_tx_bytes_s: float
+    nvlink_rx_bytes_s: float
 
 
 @dataclass(eq=False)
@@ -22,7 +46,7 @@ class Device:
     name: str = "NVIDIA GPU"
     uuid: str = ""
     lost: str | None = None  # why the device is not polled any more
-    state: str = "ok"
+    state: DeviceState = "ok"
     learned: set[str] = field(default_factory=set)
     unsupported: frozenset[str] = frozenset()
     sm_clock_max: float | None = None
@@ -34,7 +58,8 @@ class Device:
     gpm_samples: list[Any] = field(default_factory=list)
     gpm_have_prev: bool = False
     gpm_request: Any = None
-    gpm_slots: tuple[tuple[int, str, float], ...] = ()
+    # (metric id, the snapshot field it fills or None, else its extra key, scale)
+    gpm_slots: tuple[tuple[int, GpmField | None, str, float], ...] = ()
     gpm_views: tuple[tuple[Any, Any], ...] = ()  # (nvmlReturn, value) ctypes views into gpm_request
     gpm_pcie_ok: bool | None = None  # None until the first GPM metrics arrive
     # PCIe fallback and slow group

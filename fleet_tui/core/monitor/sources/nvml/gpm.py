@@ -8,9 +8,9 @@ the blocking ``nvmlDeviceGetPcieThroughput`` (``gpm_pcie_ok``).
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, get_args
 
-from fleet_tui.core.monitor.sources.nvml.device import Device, DeviceCalls
+from fleet_tui.core.monitor.sources.nvml.device import Device, DeviceCalls, GpmField, GpmFields
 
 MIB = 1024 * 1024
 
@@ -31,6 +31,7 @@ GPM_METRICS: tuple[tuple[str, str, float], ...] = (
     # (every other metric ~1 us; scripts/gpu_gpm_cost.py), and no diagnosis reads it.
     ("NVML_GPM_METRIC_HMMA_TENSOR_UTIL", "extra:hmma_tensor_active_pct", 1.0),
 )
+_FIELD: dict[str, GpmField] = {f: f for f in get_args(GpmField)}
 
 
 def open_gpm(calls: DeviceCalls, d: Device) -> None:
@@ -54,7 +55,8 @@ def open_gpm(calls: DeviceCalls, d: Device) -> None:
         if metric_id is None:
             continue
         req.metrics[len(slots)].metricId = metric_id
-        slots.append((metric_id, target, scale))
+        field = _FIELD.get(target)
+        slots.append((metric_id, field, "" if field is not None else target.removeprefix("extra:"), scale))
     req.version = nv.NVML_GPM_METRICS_GET_VERSION
     req.numMetrics = len(slots)
     d.gpm_request = req
@@ -63,17 +65,17 @@ def open_gpm(calls: DeviceCalls, d: Device) -> None:
     d.gpm_supported = True
 
 
-def read_gpm(calls: DeviceCalls, d: Device) -> dict[str, Any]:
-    """This tick's GPM metrics of ``d`` by snapshot field (``"extra"``: extra pairs); {} on the first tick."""
+def read_gpm(calls: DeviceCalls, d: Device) -> tuple[GpmFields, tuple[tuple[str, float], ...]]:
+    """This tick's GPM metrics of ``d``: by snapshot field, and the extra pairs; none on the first tick."""
     nv = calls.nv
     prev, cur = d.gpm_samples
     if calls.get(d, "gpm", nv.nvmlGpmSampleGet, cur) is None:
-        return {}
+        return {}, ()
     have_prev = d.gpm_have_prev
     d.gpm_samples = [cur, prev]  # this sample is the next interval's start
     d.gpm_have_prev = True
     if not have_prev:
-        return {}
+        return {}, ()
     req = d.gpm_request
     req.sample1 = prev
     req.sample2 = cur
@@ -81,21 +83,19 @@ def read_gpm(calls: DeviceCalls, d: Device) -> dict[str, Any]:
         nv.nvmlGpmMetricsGet(req)
     except nv.NVMLError as exc:
         calls.failed(d, "gpm", exc, "GPM metrics")
-        return {}
-    out: dict[str, Any] = {}
-    extra = []
-    for (ret, val), (_mid, target, scale) in zip(d.gpm_views, d.gpm_slots):
+        return {}, ()
+    out: GpmFields = {}
+    extra: list[tuple[str, float]] = []
+    for (ret, val), (_mid, field, extra_key, scale) in zip(d.gpm_views, d.gpm_slots):
         if ret.value != 0:
             continue
         value = val.value * scale
-        if target[:6] == "extra:":
-            extra.append((target[6:], value))
+        if field is None:
+            extra.append((extra_key, value))
         else:
-            out[target] = value
-    if extra:
-        out["extra"] = tuple(extra)
+            out[field] = value
     d.gpm_pcie_ok = "pcie_tx_bytes_s" in out
-    return out
+    return out, tuple(extra)
 
 
 def prime_gpm(calls: DeviceCalls, d: Device) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, ProcessInfo
 from fleet_tui.core.monitor.sources.host import ProcessResolver
 from fleet_tui.core.monitor.sources.nvml.codes import ERR_GPU_IS_LOST, LOST, GpuLost, num, text
-from fleet_tui.core.monitor.sources.nvml.device import Device, DeviceCalls
+from fleet_tui.core.monitor.sources.nvml.device import Device, DeviceCalls, GpmFields
 from fleet_tui.core.monitor.sources.nvml.gpm import open_gpm, read_gpm
 
 NVML_KB = 1024  # NVML's PCIe throughput "KB/s"; read as KiB like nvitop and trace.py
@@ -124,9 +124,10 @@ class DeviceReader:
         if now - d.slow_at >= self.slow_interval_s:
             self.read_slow(d)
             d.slow_at = now
-        gpm: dict[str, float] = {}
+        gpm: GpmFields = {}
+        ex_gpm: tuple[tuple[str, float], ...] = ()
         if d.gpm_supported and "gpm" not in d.learned:
-            gpm = read_gpm(calls, d)
+            gpm, ex_gpm = read_gpm(calls, d)
         gpm_live = d.gpm_supported and "gpm" not in d.learned
         if self.pcie_interval_s is not None and (not gpm_live or d.gpm_pcie_ok is False):
             if pcie_budget[0] > 0 and now - d.pcie_at >= self.pcie_interval_s and "pcie_throughput" not in d.learned:
@@ -140,7 +141,6 @@ class DeviceReader:
         extra = d.slow_extra
         if reserved is not None:
             extra = (*extra, ("mem_reserved_bytes", float(reserved)))
-        ex_gpm = gpm.pop("extra", None)
         if ex_gpm:
             extra = (*extra, *ex_gpm)
         return DeviceSnapshot(

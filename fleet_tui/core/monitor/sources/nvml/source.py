@@ -134,16 +134,22 @@ class NvmlSource(Source):
         except Exception:  # noqa: BLE001 - shutting down a half-initialised library
             pass
 
+    def _open_parts(self) -> tuple[DeviceCalls, DeviceReader]:
+        """The calls and the reader ``open_blocking`` made (SourceUnavailable once closed)."""
+        calls, reader = self._calls, self._reader
+        if not self._opened or calls is None or reader is None:
+            raise SourceUnavailable("the NVML source is closed")
+        return calls, reader
+
     def prime_blocking(self) -> bool:
         """Every GPM device's first sample (``Source.prime``); True when any was taken."""
         with self._lock:
-            if not self._opened:
-                raise SourceUnavailable("the NVML source is closed")
+            calls, _reader = self._open_parts()
             primed = False
             for d in self._devices:
                 if d.lost is None:
                     try:
-                        primed = prime_gpm(self._calls, d) or primed
+                        primed = prime_gpm(calls, d) or primed
                     except GpuLost:
                         d.lost, d.state = LOST, "lost"
             return primed
@@ -152,9 +158,7 @@ class NvmlSource(Source):
 
     def sample_blocking(self) -> Snapshot:
         with self._lock:
-            if not self._opened:
-                raise SourceUnavailable("the NVML source is closed")
-            calls, reader = self._calls, self._reader
+            calls, reader = self._open_parts()
             calls.errors = []
             now_wall = time.time()
             now = self._clock()

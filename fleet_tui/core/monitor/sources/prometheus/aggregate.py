@@ -84,11 +84,21 @@ def idle_expr() -> str:
             f"({_per_device(_SM)} >= {IDLE_UTIL_MAX_PCT / 100:g})")
 
 
+def mem_total_expr() -> str:
+    """Each device's framebuffer size (MiB) as ``devices.device_from_acc`` takes it: FB_TOTAL
+    where exported, else used + free + reserved (reserved where exported). ``group_left`` keeps
+    the left side's labels (the node among them), so the three alternatives match for ``or``."""
+    used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
+    reserved, total = _per_device("DCGM_FI_DEV_FB_RESERVED"), _per_device("DCGM_FI_DEV_FB_TOTAL")
+    both = f"({used} + on ({_ID}) group_left () {free})"
+    return f"({total} or ({both} + on ({_ID}) group_left () {reserved}) or {both})"
+
+
 def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     """One instant query whose answer is the fleet's roll-ups, each part tagged ``fleet_tui_agg``."""
     util, sm, idle = _per_device(_UTIL), _per_device(_SM), idle_expr()
     util_job = _per_device(_UTIL, JOB_LABEL)
-    used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
+    used = _per_device("DCGM_FI_DEV_FB_USED")
     recent = _per_device(f"last_over_time({_UTIL}[{STALE_LOOKBACK}])")
     parts = [
         _tag(f"count by ({NODE_KEY}) ({util})", "node_devices"),
@@ -97,8 +107,7 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count by ({NODE_KEY}) ({idle})", "node_idle"),
         _tag(f"sum by ({NODE_KEY}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')})", "node_power"),
         _tag(f"sum by ({NODE_KEY}) ({used})", "node_mem_used"),
-        # one-to-one matching ``on`` labels keeps only those: the sums, not the devices, are added
-        _tag(f"sum by ({NODE_KEY}) ({used}) + sum by ({NODE_KEY}) ({free})", "node_mem_total"),
+        _tag(f"sum by ({NODE_KEY}) ({mem_total_expr()})", "node_mem_total"),
         # devices whose exporter is down now, seen in the last STALE_LOOKBACK (as the per-device
         # view keeps a stale device for ``forget_after_s``)
         _tag(f"count by ({NODE_KEY}, instance) ({recent} and on (instance) (up == 0))",
@@ -110,7 +119,7 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count by ({JOB_LABEL}) (({idle}) * on ({_ID}) group_left ({JOB_LABEL}) "
              f"(0 * {util_job}))", "job_idle"),
         _tag(f"bottomk({int(worst)}, {util})", "worst"),
-        _tag(f"count({used} / on ({_ID}) ({used} + on ({_ID}) {free}) >= {MEM_FULL_FRAC:g})",
+        _tag(f"count({used} / on ({_ID}) ({mem_total_expr()}) >= {MEM_FULL_FRAC:g})",
              "count_mem_full"),
         _tag(f"count(({idle}) and on ({_ID}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')} "
              f"> {IDLE_POWER_W:g}))", "count_idle_powered"),
@@ -166,7 +175,8 @@ def aggregate_from_answer(body: bytes, timestamp: float, threshold: int | None =
         elif part == "worst":
             gpu = labels.get("gpu", "")
             worst.append(WorstDevice(node=labels.get(NODE_KEY, ""),
-                                     index=int(gpu) if gpu.isdigit() else None,
+                                     index=int(gpu) if gpu.isascii() and gpu.isdigit()
+                                     and len(gpu) <= 6 else None,
                                      uuid=labels.get("UUID") or labels.get("uuid", ""),
                                      util_pct=v))
         elif part.startswith("count_"):
