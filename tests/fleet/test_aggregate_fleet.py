@@ -160,6 +160,9 @@ def test_threshold_is_checked(monkeypatch, capsys):
     monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "lots")
     assert main(["fleet", "--source", "prometheus:http://127.0.0.1:9"]) == 2
     assert "FLEET_TUI_AGGREGATE_ABOVE=lots" in capsys.readouterr().err
+    monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "²")  # a digit to str.isdigit, not to int
+    assert main(["fleet", "--source", "prometheus:http://127.0.0.1:9"]) == 2
+    assert "FLEET_TUI_AGGREGATE_ABOVE=²" in capsys.readouterr().err
     monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "12")
     assert PrometheusSource("http://127.0.0.1:9").aggregate_above == 12
     assert PrometheusSource("http://127.0.0.1:9", aggregate_above=3).aggregate_above == 3
