@@ -267,7 +267,8 @@ def memory_growth(st: WindowStats) -> Finding | None:
         if left <= OOM_CRITICAL_S:
             return _oom_imminent(st, end_mem, fresh._replace(
                 rate_bytes_s=fresh.ramp_rate_bytes_s), left,
-                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)", fresh.rising_s)
+                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)"
+                f"{_cause(st, fresh.ramp_rate_bytes_s)}", fresh.rising_s)
     if fresh is not None and fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
         # Full within a minute at the current run's rate is critical whatever the cause: a
         # leak's first allocations and a job's start (or a load) look alike, and one that does
