@@ -11,6 +11,7 @@ from statistics import median
 from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
+from fleet_tui.core.monitor.analysis.evidence import countdown
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
     BURST_MIN_SPAN_S,
@@ -364,9 +365,8 @@ def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float
           "span_s": span_s, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
           "mem_used_frac": frac, "filling": True}
     return Finding(clamp(0.8 + 0.2 * frac), ev,
-                   lambda: f"Out of memory in about {duration(left)}: {frac:.0%} used "
-                   f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
-                   f"+{rate_text(rate)} {over}.",
+                   lambda: f"Out of memory in about {countdown(left)}: {frac:.0%} used "
+                   f"({gib(end_mem)} of {gib(mem_total)}), full at +{rate_text(rate)} {over}.",
                    True, "critical")
 
 
