@@ -31,11 +31,11 @@ from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.runtime import FrozenSurvivors
 from fleet_tui.ui.widgets.fleet_table import FleetTable
 from fleet_tui.ui.widgets.gauges import pct, usd
+from fleet_tui.ui.widgets.severity import severity_style
 from fleet_tui.ui.widgets.text import escape_text
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
-SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
                 ("idle_usd", "idle $/h"), ("waste", "waste $/h"))
@@ -322,7 +322,7 @@ def node_row(n) -> tuple[str, ...]:
 
 
 def _cell(d) -> str:
-    style = SEVERITY_STYLE.get(d.severity, "$text-muted")
+    style = severity_style(d.severity)
     if d.state != "ok":
         return "[$error]✗✗[/]"
     util = d.gpu_util_pct
@@ -370,7 +370,7 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
     """``ages``: the readings' ages by device key (``FleetView.ages``)."""
     lines = []
     for d in list(devices)[:OFFENDERS if with_node else None]:
-        style = SEVERITY_STYLE.get(d.severity, "$text")
+        style = severity_style(d.severity)
         where = f"{d.node}/" if with_node and d.node else ""
         head = f"[b {style}]{escape_text(d.primary.replace('_', ' '))}[/] {escape_text(where)}#{d.index}"
         detail = f"util {pct(d.gpu_util_pct)}"

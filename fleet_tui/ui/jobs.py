@@ -114,11 +114,11 @@ class JobsScreen(FleetViewPane):
         """Job alerts as a few notifications (``alert_notices``: 200 jobs idle at once are
         one notice naming the first jobs, not 200)."""
         from fleet_tui.core.monitor.alert_notices import alert_notices
-        from fleet_tui.ui.monitor_link import TOAST_SEVERITY
+        from fleet_tui.ui.widgets.severity import toast_level
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,
-                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=10)
+                            severity=toast_level(notice.severity), timeout=10)
 
     def _uses_slurm(self) -> bool:
         wanted = getattr(self.app, "slurm", None)
