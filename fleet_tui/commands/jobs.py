@@ -9,6 +9,7 @@ import sys
 from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.errors import UserError
 from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
@@ -68,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.set_defaults(func=_cmd_jobs)
 
 
+class NoDevicesRead(UserError):
+    """The source answered but serves no device now."""
+
+
 def _opt(args: argparse.Namespace, name: str, default=None):
     v = getattr(args, name, None)
     return default if v is None else v
@@ -121,7 +126,7 @@ def _read_view(args: argparse.Namespace):
                                          instance_prices=_prices(args))
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
-                raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
+                raise NoDevicesRead(f"--source {redact_spec(spec)}: no devices read ({why})")
             if view.aggregated:
                 return view, DeviceLabels()
             try:
@@ -169,8 +174,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
     read = None
+    usages = None
     if args.devices is None and _opt(args, "source") is not None:
-        read = _read_view(args)
+        try:
+            read = _read_view(args)
+        except NoDevicesRead as exc:
+            if not (words and args.slurm):
+                raise
+            # a job Slurm knows is reported from accounting and its GPUs' history over its
+            # life, which a Prometheus keeps after the fleet's exporters stopped answering
+            print(f"fleet-tui: {exc}; the job is reported from Slurm and its history",
+                  file=sys.stderr)
+            usages = []
+    if read is not None:
         agg = read[0].aggregate
         if agg is not None:  # the fleet is read as the server's roll-ups
             if words:
@@ -179,7 +195,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                                 "server's roll-ups; a job report needs every device's readings "
                                 "(raise --aggregate-above)")
             return _aggregated_jobs(args, read[0])
-    usages = _usages(args, read)
+    if usages is None:
+        usages = _usages(args, read)
     slurm_jobs: list = []
     nodes: list = []
     accounting, finished_note = None, None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from fleet_tui.core.errors import FieldError, escape_braces
 from fleet_tui.core.monitor.rollup import (
     IDLE_UTIL_MAX_PCT,
     FleetAggregate,
@@ -43,13 +44,14 @@ from fleet_tui.core.monitor.sources.prometheus.metrics import (
 )
 from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, parse_value
 
-__all__ = ["AGGREGATE_ABOVE_DEVICES", "FleetAggregate", "JobAggregate", "NodeAggregate",
-           "WorstDevice", "aggregate_from_answer", "build_aggregate_query", "build_count_query",
-           "build_node_query", "device_count_from_answer", "read_device_count",
-           "read_fleet_aggregate"]
+__all__ = ["AGGREGATE_ABOVE_DEVICES", "AGGREGATE_ENV", "FleetAggregate", "JobAggregate",
+           "NodeAggregate", "WorstDevice", "aggregate_threshold", "aggregate_from_answer",
+           "build_aggregate_query", "build_count_query", "build_node_query",
+           "device_count_from_answer", "read_device_count", "read_fleet_aggregate"]
 
-# Above this many devices a refresh asks for aggregates: at 4,096 GPUs the per-device read costs
-# ~200 ms CPU (bench/bench_fleet.py --nodes 512), so the per-device view stays up to there.
+# Above this many devices a refresh asks for aggregates: 4,096 GPUs read device by device cost
+# ~130-170 ms CPU a refresh at a 15 s scrape (~1 s when every GPU is new each refresh), 32,768
+# aggregated ~160-220 ms (bench/bench_fleet.py --nodes 512 / --nodes 4096, docs/head-node.md).
 AGGREGATE_ABOVE_DEVICES = 4096
 WORST_DEVICES = 50  # least-used devices shown in full; a page of the offenders table
 AGG_LABEL = "fleet_tui_agg"
@@ -63,6 +65,25 @@ STALE_LOOKBACK = "15m"  # a device whose exporter is down is shown this long (fo
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
 _SM = "DCGM_FI_PROF_SM_ACTIVE"  # a 0..1 ratio
 _ID = ", ".join(DCGM_ID_LABELS)
+
+AGGREGATE_ENV = "FLEET_TUI_AGGREGATE_ABOVE"  # the threshold where no caller gives one (the app)
+
+
+def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
+    """The device count above which a refresh reads server-side aggregates: ``value``, else
+    ``FLEET_TUI_AGGREGATE_ABOVE``, else ``AGGREGATE_ABOVE_DEVICES``. FieldError ``aggregate_above``
+    for a negative count or an environment value that is no whole number."""
+    if value is None:
+        text = env.get(AGGREGATE_ENV, "").strip()
+        if not text:
+            return AGGREGATE_ABOVE_DEVICES
+        if not (text.isascii() and text.isdigit()) or len(text) > 9:
+            raise FieldError("aggregate_above", f"{AGGREGATE_ENV}={escape_braces(text[:40])}: "
+                             "expected a whole number of devices (0 = always aggregate)")
+        value = int(text)
+    if value < 0:
+        raise FieldError("aggregate_above", f"{{aggregate_above}} {value}: must be 0 or more devices")
+    return value
 
 
 def _tag(expr: str, name: str) -> str:
