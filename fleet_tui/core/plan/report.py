@@ -33,6 +33,8 @@ VerdictStatus = Literal["fits", "does_not_fit", "starts", "does_not_start", "unc
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """Whether the workload fits (or its engine starts) on the target, and by how much."""
+
     status: VerdictStatus
     message: str  # one sentence: "uses 17.6 of 79.2 GiB per GPU (61.6 GiB free)"
     capacity_bytes: int | None = None

@@ -270,9 +270,9 @@ def memory_growth(st: WindowStats) -> Finding | None:
                 f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)"
                 f"{_cause(st, fresh.ramp_rate_bytes_s)}", fresh.rising_s)
     if fresh is not None and fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
-        # Full within a minute at the current run's rate is critical whatever the cause: a
-        # leak's first allocations and a job's start (or a load) look alike, and one that does
-        # not stop runs out of memory; the plateau that ends a start drops it (above).
+        # Full at the current run's rate within a minute, and within 3x as long as the run has
+        # lasted, is critical whatever the cause: a leak's first allocations, a job's start and
+        # a load look alike, and one that goes on runs out of memory; a plateau drops it (above).
         end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
         left = max(0.0, (mem_total - end_mem) / fresh.burst_rate_bytes_s)
         if left <= min(OOM_CRITICAL_S, OOM_EXTRAPOLATE * fresh.burst_s):
