@@ -21,10 +21,9 @@ from textual.app import ScreenStackError
 from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.records import record
+from fleet_tui.ui.widgets.severity import toast_level
 
 if TYPE_CHECKING:  # for the checker only: the engine loads after the first frame (start-up time)
-    from textual.notifications import SeverityLevel
-
     from fleet_tui.core.monitor.alerts import Alert
     from fleet_tui.core.monitor.cost import CostState
     from fleet_tui.core.monitor.engine import Finding, MonitorEngine, Tick
@@ -38,9 +37,6 @@ if TYPE_CHECKING:  # for the checker only: the engine loads after the first fram
 # still samples, analyses and records every tick.
 MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-# an alert's severity -> Textual's notification severity
-TOAST_SEVERITY: dict[str, SeverityLevel] = {"critical": "error", "error": "error", "warning": "warning",
-                   "info": "information"}
 
 
 class HistoryReader(Protocol):
@@ -229,7 +225,7 @@ class MonitorLink:
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,
-                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=8)
+                            severity=toast_level(notice.severity), timeout=8)
 
     def _publish(self, view: MonitorView) -> None:
         self.latest = view
