@@ -1,8 +1,12 @@
-"""Fit the API-server constants of the scheduler simulation (``core.perf.sim_plan.FRONTEND``): per
-engine, a serial time per request and a latency on its first token, by grid search on the *tune*
-rows the simulation replays (bench/bench_serving_latency.py), minimising the median |error| of that
-engine's tune rows (latency and throughput); a larger value wins only by ``MIN_GAIN``. Holdout rows
-are never read. Prints the grid's best.
+"""Fit the API-server constants of the scheduler simulation (``core.perf.sim_plan.FRONTEND``) for
+SGLang and TensorRT-LLM: a serial time per request and a latency on its first token, by grid search
+on the *tune* rows the simulation replays (bench/bench_serving_latency.py), minimising the median
+|error| of that engine's tune rows (latency and throughput); a larger value wins only by
+``MIN_GAIN``. Holdout rows are never read. Prints the grid's best.
+
+vLLM's front end is not fitted: its per-request and per-output-token costs come from published
+single-API-server ceilings (``sim_plan.FRONTEND``'s comment); this prints the error of every vLLM
+row (tune and holdout) under that pair, under the pair this grid would fit, and under none.
 
 Run: ``.venv/bin/python bench/fit_frontend.py``
 """
@@ -40,8 +44,24 @@ def objective(engine: str, sel: list[tuple[str, dict]]) -> float:
     return statistics.median(errs) if errs else float("inf")
 
 
+def all_rows(engine: str, split: str) -> list[tuple[str, dict]]:
+    return [(name, r) for name in FILES for r in rows(name, "measurement")
+            if r["split"] == split and r["engine"] == engine and r["scenario"] in SCENARIOS and not superseded(r)]
+
+
+def vllm_check() -> None:
+    published = sim_plan.FRONTEND["vllm"]
+    for label, fe in (("published ceilings", published), ("fitted 30 ms serial", sim_plan.Frontend(0.030, 0.0)),
+                      ("no front end", sim_plan.Frontend(0.0, 0.0))):
+        sim_plan.FRONTEND["vllm"] = fe
+        cells = [f"{split} {objective('vllm', all_rows('vllm', split)):.1%}" for split in ("tune", "holdout")]
+        print(f"vllm    {label:22s} median |error| {', '.join(cells)}")
+    sim_plan.FRONTEND["vllm"] = published
+
+
 def main() -> int:
-    for engine in ("vllm", "sglang", "trtllm"):
+    vllm_check()
+    for engine in ("sglang", "trtllm"):
         sel = tune_rows(engine)
         best = None
         for s in SERIAL_MS:

@@ -1,6 +1,8 @@
 """Fit of the serving engines' physical constants on the TUNE rows only (serving.toml).
 
     .venv/bin/python bench/fit_serving.py
+    .venv/bin/python bench/fit_serving.py --only CDNA   # one architecture's two constants, no globals
+    .venv/bin/python bench/fit_serving.py --engines     # engines.ENGINE_PREFILL_SCALE only
 
 Coordinate descent on the mean capped |log error| of the tune throughput rows over a few constants with
 physical meaning: the per-architecture decode bandwidth factor (ARCH_DECODE_FACTOR) and a scale of
@@ -46,7 +48,7 @@ def score() -> float:
     the physics (the earlier median fit reached 9 % on tune rows and 21 % on holdout rows)."""
     vr.clear_cache()  # the rows' plans were made with the constants before this step
     errs = [min(LOG_CAP, abs(math.log(res.predicted / res.measured)))
-            for res in map(vr.predict_serving, TUNE) if res.error is not None and res.predicted > 0]
+            for res in map(vr.predict_serving, TUNE) if res.predicted is not None and res.predicted > 0]
     return statistics.fmean(errs)
 
 
@@ -62,6 +64,24 @@ def apply(decode: dict[str, float], gemm: dict[str, float]) -> None:
     for k, e in list(engines.ENGINES.items()):
         if k != "hf":
             engines.ENGINES[k] = dataclasses.replace(e, gemm_efficiency=table)
+
+
+def fit_engine_scales(best: float) -> float:
+    """Each engine's Hopper rate for prompt tokens (engines.ENGINE_PREFILL_SCALE)."""
+    for eng in ("vllm", "sglang"):
+        scales = engines.ENGINE_PREFILL_SCALE.setdefault(eng, {})
+        current = scales.get("Hopper", 1.0)
+        for v in (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1.0):
+            scales["Hopper"] = v
+            apply(dict(engines.ARCH_DECODE_FACTOR), {})
+            s = score()
+            if s < best - MIN_GAIN:
+                best, current = s, v
+                print(f"{best:.4f} {eng} Hopper {v}", flush=True)
+        scales["Hopper"] = current
+        apply(dict(engines.ARCH_DECODE_FACTOR), {})
+    print("engine scales", engines.ENGINE_PREFILL_SCALE)
+    return best
 
 
 def fit_globals(best: float) -> float:
@@ -94,17 +114,24 @@ def _set_all(**changes) -> None:
             engines.ENGINES[k] = dataclasses.replace(e, **changes)
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    only = argv[argv.index("--only") + 1:] if "--only" in argv else []
+    archs = tuple(a for a in ARCHS if not only or a in only)
     decode = dict(engines.ARCH_DECODE_FACTOR)
     gemm = {a: 1.0 for a in ARCHS}
     apply(decode, gemm)
     best = score()
     print(f"start {best:.4f}")
-    best = fit_globals(best)
+    if "--engines" in argv:
+        best = fit_engine_scales(best)
+        print("final", round(best, 4), "tune median", round(tune_median(), 4))
+        return 0
+    if not only:
+        best = fit_globals(best)
     for _ in range(2):
         for table, grid in ((decode, (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)),
                             (gemm, (0.3, 0.5, 0.7, 0.85, 1.0, 1.15, 1.3))):
-            for arch in ARCHS:
+            for arch in archs:
                 for v in grid:
                     trial = dict(table)
                     trial[arch] = v
@@ -119,4 +146,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

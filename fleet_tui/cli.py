@@ -98,9 +98,10 @@ def _columns() -> int:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
         columns = 0
-    if columns <= 0:
+    stdout = sys.__stdout__  # None under pythonw, or closed
+    if columns <= 0 and stdout is not None:
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            columns = os.get_terminal_size(stdout.fileno()).columns
         except (AttributeError, ValueError, OSError):
             columns = 0
     return columns if columns > 0 else 80
@@ -121,8 +122,11 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def _get_formatter(self):
-        return self.formatter_class(prog=self.prog, width=_columns() - 2)
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        formatter = self.formatter_class
+        if isinstance(formatter, type) and issubclass(formatter, argparse.HelpFormatter):
+            return formatter(prog=self.prog, width=_columns() - 2)
+        return super()._get_formatter()  # a formatter that takes no width
 
     def error(self, message: str) -> NoReturn:
         """argparse's error (usage, message, exit 2) with secrets and control characters of the
@@ -201,7 +205,8 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
     from fleet_tui.core.redact import redact_words
 
-    target, deeper = parser, True
+    target: argparse.ArgumentParser = parser
+    deeper = True
     while deeper:  # down the commands the words named: "catalog instances" is two
         deeper = False
         for action in target._actions:
@@ -222,10 +227,11 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
                 near += [f for f in flags if typed in f.split("-") and f not in near][:3 - len(near)]
             if near:
                 hints.append(f"{name}: did you mean {' or '.join(flags[n] for n in near)}?")
-    text = "unrecognized arguments: " + " ".join(redact_words(extra))
+    text = "unrecognized arguments: " + " ".join(redact_words(list(extra)))
     if hints:
         text += " (" + "; ".join(hints) + ")"
     target.error(f"{text}; '{target.prog} --help' lists what it takes")
+    raise AssertionError("unreachable: ArgumentParser.error exits")  # pyright sees no exit in the loop's parser
 
 
 class Signalled(BaseException):

@@ -51,7 +51,7 @@ def run_analyze(args: argparse.Namespace) -> int:
                         "leave out --step (back-to-back windows stream any length)")
 
     def first_pass():
-        if overlapping:
+        if isinstance(reader, TraceReader):  # overlapping windows
             return results(reader)
         if args.window is None:
             try:  # phases over runs of samples as columns (numpy: bench_analysis --lines)

@@ -179,7 +179,8 @@ def _cmd_accelerators(args: argparse.Namespace) -> int:
              "tdp": a.tdp_w, "interconnect": a.interconnect, "architecture": a.architecture, "year": a.launch_year}
         rows.append((r, a))
     kept = filter_rows([r for r, _ in rows], conds)
-    kept, total = _sorted_page(args, kept, _ACC_ALIASES.get(args.sort.lower(), args.sort.lower()), _ACC_FIELDS)
+    sort: str = args.sort.lower()
+    kept, total = _sorted_page(args, kept, _ACC_ALIASES.get(sort, sort), _ACC_FIELDS)
     by_id = {a.id: a for _, a in rows}
     headers = ["id", "vendor", "stack", "mem_GiB", "GB/s", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4",
                "TDP_W"]

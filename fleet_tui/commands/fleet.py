@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_tui.commands._fleet_args import aggregate_above, aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds, whole_number
 from fleet_tui.commands._output import kind_words
 from fleet_tui.core.units import pct as _pct
+
+if TYPE_CHECKING:  # for the checker only: the engine loads inside the handlers (--help stays fast)
+    from fleet_tui.core.monitor.engine import Tick
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -251,10 +254,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
           f"{redact_spec(_opt(args, 'source', 'auto'))} every {interval:g} s (Ctrl-C to stop)",
           file=sys.stderr, flush=True)
 
-    def ready(tick) -> None:
+    def ready(tick: Tick) -> None:
         """Say once when /metrics holds a first refresh (scripts and tests wait for this line)."""
-        if exporter.collector.refreshes == 1:
-            view = exporter.collector.view
+        view = exporter.collector.view
+        if exporter.collector.refreshes == 1 and view is not None:  # a refresh sets the view
             state = ("source read" if exporter.collector.source_up
                      else f"source not read: {unavailable_reason(view.errors, view.message)}")
             print(redact(f"fleet-tui: first refresh published: {view.device_count} devices on "

@@ -9,6 +9,7 @@ import sys
 from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.errors import UserError
 from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
@@ -68,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.set_defaults(func=_cmd_jobs)
 
 
+class NoDevicesRead(UserError):
+    """The source answered but serves no device now."""
+
+
 def _opt(args: argparse.Namespace, name: str, default=None):
     v = getattr(args, name, None)
     return default if v is None else v
@@ -121,7 +126,7 @@ def _read_view(args: argparse.Namespace):
                                          instance_prices=_prices(args))
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
-                raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
+                raise NoDevicesRead(f"--source {redact_spec(spec)}: no devices read ({why})")
             if view.aggregated:
                 return view, DeviceLabels()
             try:
@@ -149,7 +154,7 @@ def _prices(args: argparse.Namespace):
         return None
     from fleet_tui.core.fleet import instance_price_usd_per_hour
 
-    return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir", []))}
+    return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir") or [])}
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
@@ -169,17 +174,29 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
     read = None
+    usages = None
     if args.devices is None and _opt(args, "source") is not None:
-        read = _read_view(args)
-        if read[0].aggregated:
+        try:
+            read = _read_view(args)
+        except NoDevicesRead as exc:
+            if not (words and args.slurm):
+                raise
+            # a job Slurm knows is reported from accounting and its GPUs' history over its
+            # life, which a Prometheus keeps after the fleet's exporters stopped answering
+            print(f"fleet-tui: {exc}; the job is reported from Slurm and its history",
+                  file=sys.stderr)
+            usages = []
+    if read is not None:
+        agg = read[0].aggregate
+        if agg is not None:  # the fleet is read as the server's roll-ups
             if words:
-                agg = read[0].aggregate
                 raise UserError(f"jobs report: the fleet has {read[0].device_count} devices, more "
                                 f"than --aggregate-above {agg.threshold}, and is read as the "
                                 "server's roll-ups; a job report needs every device's readings "
                                 "(raise --aggregate-above)")
             return _aggregated_jobs(args, read[0])
-    usages = _usages(args, read)
+    if usages is None:
+        usages = _usages(args, read)
     slurm_jobs: list = []
     nodes: list = []
     accounting, finished_note = None, None
@@ -201,16 +218,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         except SlurmError as exc:
             finished_note = f"finished jobs not listed: {exc}"
             print(f"fleet-tui: {finished_note}", file=sys.stderr)
-    if not args.slurm and (_opt(args, "source") or "").startswith("fleet-replay"):
+    spec = _opt(args, "source") or ""
+    if not args.slurm and spec.startswith("fleet-replay"):
         from fleet_tui.core.monitor.sources import open_source
+        from fleet_tui.core.monitor.sources.fleet_replay import FleetReplaySource
 
-        slurm_jobs = open_source(_opt(args, "source")).slurm_jobs()  # the recording's own jobs
+        recording = open_source(spec)
+        if isinstance(recording, FleetReplaySource):  # what a fleet-replay spec opens
+            slurm_jobs = recording.slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
                             slurm=args.slurm)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
-    spec = _opt(args, "source") or ""
     replay = spec.startswith(("fleet-replay", "replay"))
     if args.json:
         print_json({**report.to_dict(), "replay": replay})
@@ -247,7 +267,8 @@ def _report(args: argparse.Namespace, report, job_id: str, slurm_jobs, accountin
     note = history.note if history is not None else (
         None if job is not None else "the job's GPU history needs --source prometheus:URL")
     if args.json:
-        doc = job.to_dict(with_devices=True) if job is not None else {"job": sj.job}
+        doc = (job.to_dict(with_devices=True) if job is not None
+               else {"job": sj.job} if sj is not None else {})
         doc["slurm"] = sj.to_dict() if sj is not None else None
         doc["efficiency"] = slurm_efficiency(sj, now) if sj is not None else None
         doc["history_note"] = note
@@ -262,7 +283,7 @@ def _report(args: argparse.Namespace, report, job_id: str, slurm_jobs, accountin
             power = "N/A" if history.power_w is None else f"{history.power_w:.0f} W"
             print(f"(over its life from Prometheus: {history.samples} samples, step "
                   f"{history.step_s:g} s; mean power {power})")
-    else:
+    elif sj is not None:  # finished: what Slurm knows of it
         print(f"Job {sj.job}  user {sj.user or 'unknown'}  {sj.gpus} GPUs on "
               f"{', '.join(sj.nodes) or 'no node'}")
     if note:
@@ -279,11 +300,14 @@ def _history(args: argparse.Namespace, sj, now: float, usd_per_gpu_hour):
     from fleet_tui.core.cluster.jobhistory import JobHistory, job_history
     from fleet_tui.core.monitor.sources import open_source, parse_source_spec
     from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+    from fleet_tui.core.monitor.sources.prometheus.source import PrometheusSource
 
     if parse_source_spec(spec).kind != "prometheus":
         return JobHistory(None, f"--source {spec} keeps no history; a finished job's GPUs need "
                                 "prometheus:URL")
     source = open_source(spec, timeout_s=args.timeout)
+    if not isinstance(source, PrometheusSource):  # what a prometheus spec opens
+        return JobHistory(None, f"--source {spec} keeps no history")
     try:
         return job_history(source.query_range, sj, now=now, usd_per_gpu_hour=usd_per_gpu_hour)
     except (OSError, ValueError, PrometheusResponseError) as exc:
@@ -372,33 +396,42 @@ def _limit(s: float | None) -> str:
 
 
 def _aggregated_jobs(args: argparse.Namespace, view) -> int:
-    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up."""
+    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up, with
+    Slurm's user, account and state where --slurm names the job."""
     from fleet_tui.commands._output import print_json, print_table
 
     agg = view.to_dict(devices=False)["aggregate"]
-    jobs, attributed = agg["jobs"], agg["job_devices"]
+    slurm_jobs: list = []
     if args.slurm:
-        print("fleet-tui: an aggregated fleet's jobs come from the hpc_job label only; Slurm's "
-              "allocations are not joined (raise --aggregate-above to join them)", file=sys.stderr)
-    if args.user is not None or args.account is not None:
-        print("fleet-tui: --user/--account need Slurm's view: not applied to an aggregated "
-              "fleet", file=sys.stderr)
+        from fleet_tui.core.cluster.slurm import SlurmReader
+
+        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
+    elif args.user is not None or args.account is not None:
+        print("fleet-tui: --user needs --slurm on an aggregated fleet (the hpc_job label names no "
+              "user): no job kept", file=sys.stderr)
+    jobs = view.jobs_dict(slurm_jobs, user=args.user, account=args.account)
+    attributed = agg["job_devices"]
     if args.json:
         print_json({"source": view.source, "aggregated": True,
                     "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
                     "unattributed_devices": view.device_count - attributed,
                     "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
-                    "errors": list(view.errors)})
+                    "slurm": bool(args.slurm), "errors": list(view.errors)})
         return 0
     print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
           f"aggregated on the server (more than {agg['threshold_devices']} devices, "
           "--aggregate-above)")
-    print_table(["job", "nodes", "gpus", "util", "idle gpus", "idle $/h"],
-                [[j["job"], str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]),
-                  str(j["idle_devices"]),
+    print_table(["job", "user", "account", "state", "nodes", "gpus", "util", "idle gpus",
+                 "idle $/h"],
+                [[j["job"], j["user"] or "-", j["account"] or "-", j["state"] or "-",
+                  str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]), str(j["idle_devices"]),
                   "-" if j["idle_usd_per_hour"] is None else f"${j['idle_usd_per_hour']:,.2f}"]
                  for j in jobs])
     print(f"{view.device_count - attributed} devices without a job label")
+    if args.slurm:
+        print("(an aggregated fleet's jobs come from the hpc_job label; Slurm gives their user, "
+              "account and state, not their GPUs; raise --aggregate-above for the head-node "
+              "report)")
     for err in view.errors[:5]:
         print(f"  ! {err}")
     return 0

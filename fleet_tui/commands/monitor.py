@@ -259,7 +259,7 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
     source = _open(spec, interval)
     instance = _opt(args, "instance")
     catalog = _catalog(args) if instance else None
-    if instance:
+    if catalog is not None:
         catalog.find_instance(instance)  # a wrong name fails now, with suggestions
     recorder = None
     if args.record:

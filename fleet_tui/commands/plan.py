@@ -67,10 +67,10 @@ def _prices(args: argparse.Namespace):
 
         offers = load_user_catalog(getattr(args, "catalog_dir", None)).find_instance(
             instance, args.region)
-        priced = [o for o in offers if o.price("on-demand") is not None]
+        priced = [(price, o) for o in offers if (price := o.price("on-demand")) is not None]
         if not priced:
             raise UserError(f"--instance {instance}: the catalog lists no on-demand price for it")
-        best = min(priced, key=lambda o: o.price("on-demand"))
+        _, best = min(priced, key=lambda po: po[0])
         prices = Prices.from_instance(best)
         if args.devices_per_instance:
             prices = Prices(**{**_fields(prices), "devices_per_instance": args.devices_per_instance})

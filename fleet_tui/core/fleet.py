@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import field, fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from fleet_tui.core.monitor.engine import MonitorEngine
 from fleet_tui.core.monitor.rollup import (
@@ -46,6 +46,21 @@ SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1, "ok": 0}
 STALE_KIND = "stale"  # fleet-level state: the source has no fresh reading for this device
 
 Prices = Mapping[str, float] | float | None
+
+
+class SchedulerJob(Protocol):
+    """What an aggregated fleet's jobs take from a scheduler's job (``cluster.slurm.SlurmJob``)."""
+
+    @property
+    def ids(self) -> tuple[str, ...]: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def account(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def partition(self) -> str: ...
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -382,13 +397,30 @@ class FleetView:
                      if n.usd_per_hour is not None and n.device_count)
         return per[len(per) // 2] if per else None
 
-    def jobs_dict(self) -> list[dict[str, Any]]:
-        """An aggregated fleet's jobs as JSON data, worst first, idle GPUs priced."""
+    def jobs_dict(self, slurm_jobs: Iterable[SchedulerJob] = (), *, user: str | None = None,
+                  account: str | None = None) -> list[dict[str, Any]]:
+        """An aggregated fleet's jobs as JSON data, worst first, idle GPUs priced. With
+        ``slurm_jobs`` (Slurm's current jobs), each job whose ``hpc_job`` label is a Slurm job id
+        (``J_T`` or the raw id) carries Slurm's user, account, state and partition, and ``user``
+        / ``account`` keep only the jobs Slurm names with them."""
         price = self.device_usd_per_hour
-        return [{"job": j.job, "devices": j.devices, "nodes": j.nodes, "util_pct": _r(j.util_pct),
-                 "idle_devices": j.idle_devices,
-                 "idle_usd_per_hour": None if price is None else _r(price * j.idle_devices, 4)}
-                for j in self.jobs]
+        by_id: dict[str, SchedulerJob] = {}
+        for sj in slurm_jobs:
+            for name in sj.ids:
+                by_id.setdefault(name, sj)
+        rows = []
+        for j in self.jobs:
+            sj = by_id.get(j.job)
+            if (user is not None and (sj is None or sj.user != user)) or (
+                    account is not None and (sj is None or sj.account != account)):
+                continue
+            rows.append({
+                "job": j.job, "devices": j.devices, "nodes": j.nodes, "util_pct": _r(j.util_pct),
+                "idle_devices": j.idle_devices,
+                "idle_usd_per_hour": None if price is None else _r(price * j.idle_devices, 4),
+                "user": sj.user if sj else None, "account": sj.account if sj else None,
+                "state": sj.state if sj else None, "partition": sj.partition if sj else None})
+        return rows
 
     @property
     def node_count(self) -> int:

@@ -8,6 +8,8 @@ dropped), so typing never waits for sizing. The workload built here is published
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,6 +25,13 @@ from fleet_tui.ui.widgets.form import Check, Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.memory_bar import memory_bar_markup
 from fleet_tui.ui.widgets.text import update_text
+
+if TYPE_CHECKING:  # for the checker only: the core's planning loads in the sizing worker
+    from textual.content import Content
+
+    from fleet_tui.core.catalog.models import Catalog
+    from fleet_tui.core.plan.report import PlanReport
+    from fleet_tui.core.workload import Workload
 
 #: The form's label of each core workload field (a core ``FieldError`` names fields; shown with these).
 LABELS = {
@@ -44,12 +53,12 @@ def label(field: str) -> str:
 
 @record
 class BuilderResult:
-    workload: object | None
+    workload: Workload | None
     choice: BuilderChoice
     markup: str  # breakdown + verdict, ready to show
-    report: object = None  # the core's PlanReport the markup lays out
+    report: PlanReport | None = None  # the core's plan the markup lays out
     error: str | None = None
-    content: object = None  # ``markup`` parsed in the worker (a textual Content)
+    content: Content | None = None  # ``markup`` parsed in the worker
     error_field: str | None = None  # the core field the error is about (its input is marked)
 
 
@@ -164,7 +173,7 @@ class BuilderScreen(PaneScreen):
         self._size_in_worker(self.app.catalog, self.form(), self._generation)
 
     @work(thread=True, exclusive=True, group="builder-size", exit_on_error=False)
-    def _size_in_worker(self, catalog, form: dict, generation: int) -> None:
+    def _size_in_worker(self, catalog: Catalog | None, form: dict, generation: int) -> None:
         result = compute(catalog, form)
         if result.markup:  # parse here, not on the event loop
             from dataclasses import replace
@@ -235,7 +244,7 @@ def workload_fields(form: dict) -> dict:
     return fields
 
 
-def build_workload(catalog, form: dict):
+def build_workload(catalog: Catalog | None, form: dict) -> Workload:
     """The core ``Workload`` for the form (the CLI's parser), or raise ``UserError`` with a sentence."""
     from fleet_tui.core.errors import FieldError, escape_braces
     from fleet_tui.core.workload import parse_workload
@@ -257,7 +266,7 @@ def build_workload(catalog, form: dict):
                          "count such as 7B") from None
 
 
-def _preset_named(catalog, text: str | None) -> str | None:
+def _preset_named(catalog: Catalog | None, text: str | None) -> str | None:
     """The catalog model preset ``text`` names (id or name, any case, or a close spelling)."""
     if not text or catalog is None:
         return None
@@ -299,7 +308,7 @@ def _choice(form: dict) -> BuilderChoice:
                          layout_given=form.get("b-sharding") not in (None, "auto"))
 
 
-def compute(catalog, form: dict) -> BuilderResult:
+def compute(catalog: Catalog | None, form: dict) -> BuilderResult:
     """Build the workload and plan it (runs in a worker thread; never raises)."""
     from fleet_tui.core.errors import FieldError, UserError
 
@@ -335,11 +344,15 @@ def plan_request(workload, choice: BuilderChoice):
                        hours_per_month=choice.hours_per_month)
 
 
-def plan_report(catalog, workload, choice: BuilderChoice):
+def plan_report(catalog: Catalog | None, workload: Workload, choice: BuilderChoice
+                ) -> PlanReport | None:
     """The plan of the form's workload on its accelerator, or, with "(best)", on the top-ranked offer
     (None when no offer fits)."""
+    from fleet_tui.core.errors import UserError
     from fleet_tui.core.plan import plan_best, plan_workload
 
+    if catalog is None:  # a keystroke before the load finished: the plan follows the load
+        raise UserError("The catalog is still loading; the plan shows once it has loaded.")
     req = plan_request(workload, choice)
     return plan_workload(req, catalog) if choice.accelerator else plan_best(req, catalog)
 

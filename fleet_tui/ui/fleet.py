@@ -163,14 +163,14 @@ class FleetScreen(FleetViewPane):
             fleet = self._views.view(*self._tick)
         rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
-        if fleet.aggregated and drill is not None:  # one node's devices, read again each view
-            read = self._read_node(drill)
-            if not worker.is_cancelled:
-                self.app.call_from_thread(self._node_was_read, read)
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
                  offenders_markup(fleet.offenders, fleet.ages))
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, fleet, rows, texts)
+        if fleet.aggregated and drill is not None and not worker.is_cancelled:
+            # the drilled node's devices, read again with each view (after it is drawn: a slow
+            # Prometheus delays only the side panel)
+            self.app.call_from_thread(self._node_was_read, self._read_node(drill))
 
     def _read_node(self, node: str) -> tuple[str, object | None, str | None]:
         """An aggregated fleet's node read in full (in a worker: one HTTP request)."""

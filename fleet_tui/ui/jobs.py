@@ -75,6 +75,7 @@ class JobsScreen(FleetViewPane):
         self._slurm_at = -LABELS_EVERY_S
         self._slurm_error: str | None = None
         self.aggregated = None  # the latest FleetView when the fleet is aggregated on the server
+        self.aggregated_jobs: list[dict] = []  # its jobs as drawn (FleetView.jobs_dict)
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="jobs-summary")
@@ -99,8 +100,9 @@ class JobsScreen(FleetViewPane):
                 return
             if self._tick[0].aggregate is not None:  # a fleet past the threshold
                 fleet = self._views.view(*self._tick)
+                rows = fleet.jobs_dict(self._read_slurm(time.time())[0])
                 if not worker.is_cancelled:
-                    self.app.call_from_thread(self._draw_aggregate, fleet)
+                    self.app.call_from_thread(self._draw_aggregate, fleet, rows)
                 return
             report, alerts = self._jobs_of(*self._tick)
         if not worker.is_cancelled:
@@ -183,12 +185,15 @@ class JobsScreen(FleetViewPane):
         self._draw(report.running)
         self.view_drawn(self.ViewDrawn(report.running))
 
-    def _draw_aggregate(self, fleet) -> None:
-        """An aggregated fleet's jobs (``hpc_job``) as the server rolled them up, worst first."""
+    def _draw_aggregate(self, fleet, jobs: list[dict]) -> None:
+        """An aggregated fleet's jobs (``hpc_job``) as the server rolled them up, worst first,
+        with Slurm's users where Slurm is read."""
         self.aggregated = fleet
-        self.query_one("#jobs-summary", Static).update(aggregate_summary_markup(fleet))
+        self.aggregated_jobs = jobs
+        self.query_one("#jobs-summary", Static).update(
+            aggregate_summary_markup(fleet, jobs, self._slurm_error))
         table = self.query_one("#jobs-table", DataTable)
-        rows = {j["job"]: aggregate_job_row(j) for j in fleet.jobs_dict()[:MAX_ROWS]}
+        rows = {j["job"]: aggregate_job_row(j) for j in jobs[:MAX_ROWS]}
         cursor = table.cursor_row
         table.clear()
         for key, values in rows.items():
@@ -237,7 +242,7 @@ class JobsScreen(FleetViewPane):
 
         text = self.query_one("#jobs-report-text", Static)
         if self.aggregated is not None:
-            job = next((j for j in self.aggregated.jobs_dict() if j["job"] == self.report_job), None)
+            job = next((j for j in self.aggregated_jobs if j["job"] == self.report_job), None)
             self.query_one("#jobs-report").border_title = f"Job {self.report_job}"
             text.update(escape_text(
                 f"job {self.report_job}: " + (f"{job['devices']} GPUs on {job['nodes']} nodes, "
@@ -296,8 +301,7 @@ def summary_markup(jobs, error: str | None = None, report=None) -> str:
     return text
 
 
-def aggregate_summary_markup(fleet) -> str:
-    jobs = fleet.jobs_dict()
+def aggregate_summary_markup(fleet, jobs: list[dict], error: str | None = None) -> str:
     held = sum(j["devices"] for j in jobs)
     idle = sum(j["idle_devices"] for j in jobs)
     priced = [j["idle_usd_per_hour"] for j in jobs if j["idle_usd_per_hour"] is not None]
@@ -307,17 +311,18 @@ def aggregate_summary_markup(fleet) -> str:
              f"[$text-muted]{fleet.device_count - held} GPUs without a job[/]"]
     text = "  ·  ".join(parts)
     text += (f"\n[$accent]aggregated on the server[/]: more than {threshold} devices, so jobs "
-             "are Prometheus' roll-ups by the hpc_job label (idle $ per hour; no Slurm join, no "
-             "per-job diagnosis)")
-    if fleet.errors:
-        text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
+             "are Prometheus' roll-ups by the hpc_job label (idle $ per hour; Slurm gives users, "
+             "not GPUs; no per-job diagnosis)")
+    errors = [*fleet.errors[:3], *([error] if error else [])]
+    if errors:
+        text += "\n[$error]" + escape_text("; ".join(errors)) + "[/]"
     return text
 
 
 def aggregate_job_row(j: dict) -> tuple[str, ...]:
     """A job of an aggregated fleet in the table's columns (idle $ is per hour there)."""
     cost = j["idle_usd_per_hour"]
-    return (j["job"], "-", str(j["devices"]), pct(j["util_pct"]),
+    return (j["job"], j["user"] or "-", str(j["devices"]), pct(j["util_pct"]),
             "-" if cost is None else f"{usd(cost)}/h", f"{j['idle_devices']} idle", "-", "-",
             f"{j['nodes']} nodes")
 

@@ -10,11 +10,18 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from fleet_tui.core.errors import UserError
 from fleet_tui.core.records import record
 from fleet_tui.core.redact import redact
+
+if TYPE_CHECKING:  # for the checker only: the app and the sources load once the flags are checked
+    from typing_extensions import Unpack
+
+    from fleet_tui.core.monitor.source import Source
+    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.themes import LoadedTheme
 
 
 @record
@@ -31,7 +38,23 @@ class AppConfig:
     slurm: bool | None = None  # Jobs pane asks Slurm; None: when squeue is on PATH
 
 
-def build_app(config: AppConfig, **overrides):
+class AppOptions(TypedDict, total=False):
+    """FleetApp's keyword arguments, as ``build_app`` passes them (tests override some)."""
+
+    source_spec: str | None
+    source: Source | None
+    instance: str | None
+    theme: str
+    themes: list[LoadedTheme]
+    catalog_dirs: list[Path]
+    interval_s: float
+    start_mode: str | None
+    export_dir: str | Path | None
+    record_db: str | Path | None
+    slurm: bool | None
+
+
+def build_app(config: AppConfig, **overrides: Unpack[AppOptions]) -> FleetApp:
     """The configured app for ``config`` (raises UserError for bad values). Used by tests and
     scripts; ``overrides`` replace FleetApp's keyword arguments."""
     from fleet_tui.ui.themes import load_themes, resolve_theme_name
@@ -60,16 +83,16 @@ def build_app(config: AppConfig, **overrides):
     record_db = Path(record).expanduser() if record else None
     if record_db is not None and not record_db.parent.is_dir():
         raise UserError(f"--record {str(record)!r}: folder {str(record_db.parent)!r} does not exist.")
-    options = dict(source_spec=explicit or "auto", source=source, record_db=record_db,
-                   instance=config.instance, theme=theme, themes=themes,
-                   catalog_dirs=catalog_dirs, interval_s=interval, slurm=config.slurm,
-                   start_mode=("fleet" if getattr(source, "kind", "") == "fleet" else "monitor")
-                   if explicit else "catalog")
+    options = AppOptions(source_spec=explicit or "auto", source=source, record_db=record_db,
+                         instance=config.instance, theme=theme, themes=themes,
+                         catalog_dirs=catalog_dirs, interval_s=interval, slurm=config.slurm,
+                         start_mode=("fleet" if source.kind == "fleet" else "monitor")
+                         if explicit else "catalog")
     options.update(overrides)
     return FleetApp(**options)
 
 
-def make_source(spec: str, interval_s: float):
+def make_source(spec: str, interval_s: float) -> Source:
     """The unopened core Source for ``spec``; UserError for a spec that cannot work."""
     from fleet_tui.core.monitor.sources import SOURCES, open_source, parse_source_spec
 
@@ -88,7 +111,7 @@ def make_source(spec: str, interval_s: float):
     return open_source(spec)
 
 
-async def _probe(source) -> None:
+async def _probe(source: Source) -> None:
     try:
         await source.open()
     finally:

@@ -15,6 +15,8 @@ from the latest tick and the core's history, so nothing is lost while it was hid
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -32,6 +34,14 @@ from fleet_tui.ui.widgets.diagnosis_text import diagnosis_lines
 from fleet_tui.ui.widgets.gauges import gauge_parts, human_bytes, pct, usd
 from fleet_tui.ui.widgets.process_table import ProcessTable
 from fleet_tui.ui.widgets.text import LiveText, styled_line, update_text
+
+if TYPE_CHECKING:  # for the checker only: the engine loads after the first frame (start-up time)
+    from textual.events import Resize
+
+    from fleet_tui.core.monitor.cost import CostState
+    from fleet_tui.core.monitor.engine import Finding
+    from fleet_tui.core.monitor.snapshot import ProcessInfo, Snapshot
+    from fleet_tui.ui.monitor_link import MonitorView
 
 # Numbers in unchanged findings refresh this often: re-rendering the panel's ~30 wrapped lines took
 # ~20 ms a time (bench/bench_monitor_cpu.py), and the findings are judged over a 5 s window anyway.
@@ -103,11 +113,12 @@ class MonitorScreen(PaneScreen):
 
     AUTO_FOCUS = "#devices"  # up/down move through the devices, Enter opens one
     focused_key: str | None = None
-    _diag_signature: tuple | None = None
-    _procs_seen: tuple | None = None  # (the table, each device's processes) last drawn
-    _proc_rows: dict = {}  # (device key, index, ProcessInfo) -> (row key, cells) of the last tick
+    _diag_signature: tuple[object, ...] | None = None
+    _procs_seen: tuple[object, ...] | None = None  # (the table, each device's processes) last drawn
+    # (device key, index, process) -> (row key, cells) of the last tick
+    _proc_rows: dict[tuple[str, int, ProcessInfo], tuple[str, tuple[str, ...]]] = {}
     _diag_drawn_at: float = 0.0
-    _diag_shown: tuple = ()  # (device key, kind) of the findings last drawn, in order
+    _diag_shown: tuple[tuple[str, str], ...] = ()  # (device key, kind) of the findings last drawn
 
     def compose_body(self) -> ComposeResult:
         yield LiveText(id="mon-message")
@@ -126,7 +137,7 @@ class MonitorScreen(PaneScreen):
         self.query_one("#cost").border_title = "Cost"
         self._set_size_class(self.size.width, self.size.height)
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: Resize) -> None:
         self._set_size_class(event.size.width, event.size.height)
 
     wide = False  # cards, side panel and processes shown (set with the size classes)
@@ -176,13 +187,13 @@ class MonitorScreen(PaneScreen):
             update_text(self.query_one("#mon-message", Static), f"No monitor source. {NO_DEVICE_TRY}")
 
     # ----- drawing (called by MonitorLink, only while this screen is shown) -----
-    def redraw(self, view) -> None:
+    def redraw(self, view: MonitorView) -> None:
         """Draw ``view``, a MonitorView (monitor_link.py), in one batch: one frame paints it."""
         runtime.settle_after_first_tick()  # the first tick comes after the catalog has loaded
         with self.app.batch_update():
             self._redraw(view)
 
-    def _redraw(self, view) -> None:
+    def _redraw(self, view: MonitorView) -> None:
         snap = view.snapshot
         message = snap.message or ""
         if snap.source_kind == "replay" and self.app.source_status.ended:
@@ -206,7 +217,7 @@ class MonitorScreen(PaneScreen):
         self._draw_diagnoses(view)
         self._draw_cost(view)
 
-    def _draw_host(self, snap) -> None:
+    def _draw_host(self, snap: Snapshot) -> None:
         host = snap.host
         if host is None:
             update_text(self.query_one("#mon-top", Static), "")
@@ -222,12 +233,11 @@ class MonitorScreen(PaneScreen):
             parts += [("   ", None), ("load", "$text-muted"), (f" {host.load_avg[0]:.2f}", None)]
         self.query_one("#mon-top", LiveText).set_lines([styled_line(parts)])
 
-    def _draw_table(self, view) -> None:
-        analyses = getattr(view.tick, "analyses", None) or {}
-        self.query_one("#devices", DeviceTable).show(view.snapshot.devices, analyses,
+    def _draw_table(self, view: MonitorView) -> None:
+        self.query_one("#devices", DeviceTable).show(view.snapshot.devices, view.tick.analyses,
                                                      self.size.width)
 
-    def _draw_cards(self, view) -> str | None:
+    def _draw_cards(self, view: MonitorView) -> str | None:
         """Draw the cards in view; returns the banner that says some devices have no card."""
         container = self.query_one("#cards")
         devices = view.snapshot.devices
@@ -263,7 +273,7 @@ class MonitorScreen(PaneScreen):
             card.show(dev, view, detailed=self.focused_key == dev.key, clip=clip)
         return message
 
-    def _draw_processes(self, snap) -> None:
+    def _draw_processes(self, snap: Snapshot) -> None:
         # The same processes as last tick (compared by value; a source that keeps its process
         # tuples makes it an identity check): nothing to format. Otherwise only a process not
         # seen last tick (a new one, or its memory moved) is formatted again (64 devices: the
@@ -273,8 +283,9 @@ class MonitorScreen(PaneScreen):
         if seen == self._procs_seen:
             return
         self._procs_seen = seen
-        last, made = self._proc_rows, {}
-        rows = {}
+        last: dict[tuple[str, int, ProcessInfo], tuple[str, tuple[str, ...]]] = self._proc_rows
+        made: dict[tuple[str, int, ProcessInfo], tuple[str, tuple[str, ...]]] = {}
+        rows: dict[str, tuple[str, ...]] = {}
         for dev in snap.devices:
             for proc in dev.processes:
                 at = (dev.key, dev.index, proc)
@@ -289,14 +300,14 @@ class MonitorScreen(PaneScreen):
         self._proc_rows = made
         table.show_rows(rows)
 
-    def _draw_diagnoses(self, view) -> None:
+    def _draw_diagnoses(self, view: MonitorView) -> None:
         # The findings are judged over a window of several seconds; their sentences' numbers drift
         # every tick. Re-render when the set of findings changes, else at most every few seconds.
         findings = view.diagnoses  # built when read: once per draw
         focused = self.focused_key
         now = time.monotonic()
         if focused is not None:  # focused on one device: all of its diagnoses, no others
-            shown = [d for d in findings if getattr(d, "device_key", None) in (None, focused)]
+            shown = [d for d in findings if d.device_key == focused]
             more = 0
         else:
             limit = MAX_FINDINGS if self.wide else MAX_FINDINGS_COMPACT
@@ -307,8 +318,7 @@ class MonitorScreen(PaneScreen):
         # and each change re-rendered the panel's wrapped lines. A new order shows within
         # DIAGNOSES_REFRESH_S, as the numbers in the sentences do, and so does the count of the
         # findings left out ("+N more"; on 64 devices it moved on most ticks).
-        signature = (focused, frozenset((getattr(d, "device_key", None), getattr(d, "kind", None),
-                                         getattr(d, "severity", None), d.primary,
+        signature = (focused, frozenset((d.device_key, d.kind, d.severity, d.primary,
                                          d.diagnosis.headline if d.primary else None)
                                         for d in shown),
                      more > 0, bool(view.snapshot.devices))
@@ -321,8 +331,8 @@ class MonitorScreen(PaneScreen):
         # words come from diagnosis_lines, as the card's do.
         lines = []
         for diag in shown:
-            where = getattr(diag, "device", None) or getattr(diag, "device_key", None)
-            lines += diagnosis_lines(diag.diagnosis, where=where, evidence=focused is not None,
+            lines += diagnosis_lines(diag.diagnosis, where=diag.device or diag.device_key,
+                                     evidence=focused is not None,
                                      primary=diag.primary)
         if more:
             lines.append(styled_line([(f"+{more} more — Enter on a device shows all of its "
@@ -330,11 +340,10 @@ class MonitorScreen(PaneScreen):
         if not lines and not view.snapshot.devices:
             lines = [styled_line([("No devices to diagnose.", "$text-muted")])]
         if not lines:
-            lines = [styled_line([("No problems seen", "$success")]) if view.analysis_available
-                     else styled_line([("Analysis not available in this build.", "$text-muted")])]
+            lines = [styled_line([("No problems seen", "$success")])]
         self.query_one("#diagnoses-text", LiveText).set_lines(lines, reserve=True)
 
-    def _kept_findings(self, findings, limit: int, now: float) -> list:
+    def _kept_findings(self, findings: Sequence[Finding], limit: int, now: float) -> list[Finding]:
         """The ``limit`` most important findings, or, until the panel's next refresh, the ones
         it shows while each of them is still found, none left out is more severe than the least
         severe shown, and none is left out while there is room. Findings of one severity are
@@ -347,20 +356,20 @@ class MonitorScreen(PaneScreen):
                 or (len(kept_ids) < limit and len(findings) > len(kept_ids))):
             return top
         found = {_finding_id(d): d for d in findings}
-        kept = [found.get(i) for i in kept_ids]
-        if any(d is None for d in kept):
+        if any(i not in found for i in kept_ids):
             return top
+        kept = [found[i] for i in kept_ids]
         # a device shown must show its primary of this tick, first (what its row says)
         primaries = {d.device_key: d for d in findings if d.primary}
-        seen: set = set()
+        seen: set[str] = set()
         for d in kept:
             if d.device_key not in seen:
                 seen.add(d.device_key)
                 if primaries.get(d.device_key) is not d:
                     return top
 
-        def rank(diag) -> int:
-            return severity_rank(str(getattr(diag, "severity", "info")))
+        def rank(diag: Finding) -> int:
+            return severity_rank(diag.severity)
 
         least = max(rank(d) for d in kept)
         shown = {id(d) for d in kept}
@@ -368,7 +377,7 @@ class MonitorScreen(PaneScreen):
             return top
         return kept
 
-    def _draw_cost(self, view) -> None:
+    def _draw_cost(self, view: MonitorView) -> None:
         cost = view.cost
         if not self.wide:  # only the shown one is drawn (a hidden text has no width to lay out)
             self._draw_cost_line(cost)
@@ -379,30 +388,28 @@ class MonitorScreen(PaneScreen):
             text = ("[$text-muted]Give --instance TYPE to price this machine.[/]"
                     if not self.app.instance_type else "[$text-muted]Cost not available.[/]")
         else:
-            text = "\n".join(f"[$text-muted]{escape(label)}[/] {escape(value)}" for label, value in cost)
+            text = "\n".join(f"[$text-muted]{escape(label)}[/] {escape(value)}"
+                             for label, value in cost.lines())
         update_text(self.query_one("#cost", Static), text)
 
-    def _draw_cost_line(self, cost) -> None:
+    def _draw_cost_line(self, cost: CostState | None) -> None:
         """The small screen's one cost line: rate, spent so far, idle and waiting dollars."""
         if self.app.instance_error:
             text = f"[$warning]cost: {escape(self.app.instance_error)}[/]"
         elif cost is None:
             text = ("[$text-muted]cost: give --instance TYPE to price this machine[/]"
                     if not self.app.instance_type else "[$text-muted]cost not available[/]")
+        elif cost.usd_per_hour is None:  # unpriced: say how to price it, in one line
+            text = ("[b]cost[/] [$text-muted]instance unknown: give --instance TYPE[/]"
+                    + (f" [$text-muted](e.g. {escape(cost.candidates[0])})[/]"
+                       if cost.candidates else ""))
         else:
-            values = dict(cost)
-            short = {"rate": values.get("rate"),
-                     "spent": (values.get("so far") or "").split(" over ")[0] or None,
-                     "idle": values.get("idle"), "waiting": values.get("starved/waiting"),
-                     "": (values.get("efficiency") or "").replace(" work", "") or None}
-            parts = [f"[$text-muted]{label}[/] {escape(value)}".strip()
-                     for label, value in short.items() if value]
-            if not parts:  # unpriced: say how to price it, in one line
-                candidates = values.get("candidates", "")
-                parts = ["[$text-muted]instance unknown: give --instance TYPE[/]"
-                         + (f" [$text-muted](e.g. {escape(candidates.split(', ')[0])})[/]"
-                            if candidates else "")]
-            text = "[b]cost[/] " + "  ".join(parts)
+            short = [("rate", f"{usd(cost.usd_per_hour)}/h"), ("spent", usd(cost.usd_so_far)),
+                     ("idle", usd(cost.usd_idle)), ("waiting", usd(cost.usd_waiting))]
+            if cost.efficiency is not None:
+                short.append(("", f"{cost.efficiency:.0%} useful"))
+            text = "[b]cost[/] " + "  ".join(f"[$text-muted]{label}[/] {escape(value)}".strip()
+                                             for label, value in short)
         update_text(self.query_one("#cost-line", Static), text)
 
     # ----- actions -----
@@ -456,8 +463,8 @@ class MonitorScreen(PaneScreen):
                 link.redraw_now()
 
 
-def _finding_id(diag) -> tuple:
-    return (getattr(diag, "device_key", None), getattr(diag, "kind", None))
+def _finding_id(diag: Finding) -> tuple[str, str]:
+    return (diag.device_key, diag.kind)
 
 
 __all__ = ["MonitorScreen", "usd"]

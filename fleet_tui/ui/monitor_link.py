@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual.app import ScreenStackError
 
@@ -22,39 +22,66 @@ from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.records import record
 
+if TYPE_CHECKING:  # for the checker only: the engine loads after the first frame (start-up time)
+    from textual.notifications import SeverityLevel
+
+    from fleet_tui.core.monitor.alerts import Alert
+    from fleet_tui.core.monitor.cost import CostState
+    from fleet_tui.core.monitor.engine import Finding, MonitorEngine, Tick
+    from fleet_tui.core.monitor.history import History
+    from fleet_tui.core.monitor.recorder import Recorder
+    from fleet_tui.core.monitor.source import Source
+    from fleet_tui.ui.app import FleetApp
+
 # At most two redraws a second: faster ticks (0.25 s) coalesce to the latest one. At four a
 # second, drawing was ~2/3 of the app's CPU at 0.25 s (bench/bench_monitor_cpu.py); the engine
 # still samples, analyses and records every tick.
 MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 # an alert's severity -> Textual's notification severity
-TOAST_SEVERITY = {"critical": "error", "error": "error", "warning": "warning",
+TOAST_SEVERITY: dict[str, SeverityLevel] = {"critical": "error", "error": "error", "warning": "warning",
                    "info": "information"}
+
+
+class HistoryReader(Protocol):
+    def __call__(self, key: str, metric: str, last: int | None = None) -> Sequence[float] | None:
+        """The device's ``metric`` history, oldest first (``last``: only the newest points; None:
+        not kept)."""
+        ...
+
+
+def _no_history(key: str, metric: str, last: int | None = None) -> Sequence[float] | None:
+    return None
 
 
 @record
 class MonitorView:
     """What the monitor and fleet panes draw: one tick of the engine, read-only."""
 
-    snapshot: Snapshot
-    cost: tuple[tuple[str, str], ...] | None = None  # (label, formatted value) lines
-    analysis_available: bool = False
-    tick: Any = None  # the engine's own tick object (fleet roll-ups read it)
+    tick: Tick  # the engine's tick (fleet roll-ups read its analyses)
     # (key, metric, last=None): the metric's history, oldest first; ``last``: only the newest points
-    history: Callable[..., Sequence[float] | None] = field(
-        default=lambda key, metric, last=None: None)
+    history: HistoryReader = _no_history
 
     @property
-    def diagnoses(self) -> tuple[Any, ...]:
+    def snapshot(self) -> Snapshot:
+        return self.tick.snapshot
+
+    @property
+    def cost(self) -> CostState | None:
+        """The machine's cost so far, as numbers (None: not priced)."""
+        return self.tick.cost
+
+    @property
+    def diagnoses(self) -> tuple[Finding, ...]:
         """The tick's findings, built when read (the monitor pane, once per draw): at 4,096 GPUs
         they were built twice on every tick, on the event loop, for panes that never read them."""
-        return tuple(getattr(self.tick, "diagnoses", ()) or ())
+        return self.tick.diagnoses
 
     def util_history(self, key: str) -> Sequence[float] | None:
         return self.history(key, "gpu_util_pct")
 
 
-def _newest(store, key: str, metric: str, last: int) -> list[float]:
+def _newest(store: History, key: str, metric: str, last: int) -> list[float]:
     """The newest ``last`` values of ``metric`` (N/A skipped, as ``History.series``), oldest first.
     A card's graph shows ~72; the whole series is 2,400 samples after 10 min at 0.25 s and took
     ~0.9 ms a graph a draw to build."""
@@ -69,22 +96,28 @@ def _newest(store, key: str, metric: str, last: int) -> list[float]:
     return out
 
 
+@runtime_checkable
+class DrawsMonitor(Protocol):
+    """A pane that draws the monitor's ticks (Monitor, Fleet): the link calls the visible one."""
+
+    def redraw(self, view: MonitorView) -> None: ...
+
+
 class MonitorLink:
-    def __init__(self, app, source, interval_s: float) -> None:
+    def __init__(self, app: FleetApp, source: Source, interval_s: float) -> None:
         self.app = app
         self.source = source
         self.interval_s = interval_s
         self.paused = False
         self.focus_key: str | None = None
         self.latest: MonitorView | None = None
-        self.engine = None
+        self.engine: MonitorEngine | None = None
         self._last_draw = 0.0
         self._draw_pending = False
-        self._seen_alerts: set[Any] = set()
         # This session's samples go to a temporary SQLite file (the core's Recorder) so the
         # Recommendations pane can right-size from what was observed; removed on exit.
         self.session_dir: str | None = None
-        self.recorder = None
+        self.recorder: Recorder | None = None
         self._retention_shape: tuple[int, float] | None = None
 
     # ----- lifecycle -----
@@ -99,11 +132,8 @@ class MonitorLink:
         return Path(self.session_dir) / "session.db" if self.session_dir else None
 
     async def stop(self) -> None:
-        engine = self.engine
-        if engine is not None and hasattr(engine, "stop"):
-            result = engine.stop()
-            if asyncio.iscoroutine(result):
-                await result
+        if self.engine is not None:
+            self.engine.stop()
         recorder, self.recorder = self.recorder, None
         if recorder is not None:
             recorder.close()
@@ -117,13 +147,13 @@ class MonitorLink:
         session_dir, self.session_dir = self.session_dir, None
         remove_session_dir(session_dir)
 
-    async def _open_recorder(self):
+    async def _open_recorder(self) -> Recorder | None:
         """The recorder for this session: the ``--record`` database when given (kept), else a
         temporary SQLite file (removed on exit) so the Recommendations pane can right-size from
         what was observed. None for a fleet: its history lives in Prometheus."""
         from fleet_tui.core.monitor.recorder import Recorder
 
-        if getattr(self.source, "kind", "") == "fleet":
+        if self.source.kind == "fleet":
             return None
         if self.app.record_db is not None:
             # an unwritable --record path is reported by the engine's failure path below
@@ -158,12 +188,11 @@ class MonitorLink:
             await self.app.catalog_settled.wait()
             self.recorder = await self._open_recorder()
             # a fleet gets the fleet windowing (as `fleet`, `export`), this box the 5 s window
-            self.engine = MonitorEngine(self.source, interval_s=self.interval_s,
-                                        instance=self.app.priced_instance(), catalog=self.app.catalog,
-                                        recorder=self.recorder,
-                                        policy=policy_for(getattr(self.source, "kind", "")))
-            self.engine.subscribe(self._on_tick)
-            await self.engine.run()
+            engine = self.engine = MonitorEngine(
+                self.source, interval_s=self.interval_s, instance=self.app.priced_instance(),
+                catalog=self.app.catalog, recorder=self.recorder, policy=policy_for(self.source.kind))
+            engine.subscribe(self._on_tick)
+            await engine.run()
         except Exception as exc:  # a source that fails must not take the app down
             self._report_failure(exc)
 
@@ -175,14 +204,13 @@ class MonitorLink:
         self.app.notify(text, title="Monitor stopped", severity="error", timeout=15)
 
     # ----- ticks -----
-    def _on_tick(self, tick) -> None:
+    def _on_tick(self, tick: Tick) -> None:
         self._publish(self._view_of(tick))
 
-    def _view_of(self, tick) -> MonitorView:
-        snapshot = getattr(tick, "snapshot", tick)
+    def _view_of(self, tick: Tick) -> MonitorView:
         store = self.engine.history if self.engine is not None else None
 
-        def history(key: str, metric: str, last: int | None = None):
+        def history(key: str, metric: str, last: int | None = None) -> Sequence[float] | None:
             if store is None:
                 return None
             try:
@@ -191,18 +219,11 @@ class MonitorLink:
             except KeyError:
                 return None
 
-        alerts = getattr(tick, "new_alerts", ()) or ()
-        if alerts:
-            self._notify_alerts(alerts)
-        return MonitorView(
-            snapshot=snapshot,
-            cost=_cost_lines(getattr(tick, "cost", None)),
-            analysis_available=hasattr(type(tick), "diagnoses"),  # (not built to find out)
-            tick=tick,
-            history=history,
-        )
+        if tick.new_alerts:
+            self._notify_alerts(tick.new_alerts)
+        return MonitorView(tick=tick, history=history)
 
-    def _notify_alerts(self, alerts) -> None:
+    def _notify_alerts(self, alerts: Sequence[Alert]) -> None:
         """One tick's new alerts as notifications, grouped (``core.monitor.alert_notices``)."""
         from fleet_tui.core.monitor.alert_notices import alert_notices
 
@@ -244,9 +265,8 @@ class MonitorLink:
             return
         if not screen.is_attached or not screen.display:
             return  # exiting, or the screen is being taken down: its widgets may be gone
-        redraw = getattr(screen, "redraw", None)
-        if view is not None and redraw is not None:  # only the visible pane draws
-            redraw(view)
+        if view is not None and isinstance(screen, DrawsMonitor):  # only the visible pane draws
+            screen.redraw(view)
 
     def redraw_now(self) -> None:
         if self.latest is not None:
@@ -263,8 +283,11 @@ class MonitorLink:
         session history (the old samples would repeat the same timestamps)."""
         from fleet_tui.core.monitor.sources import open_source
 
+        spec = self.app.source_spec
+        if spec is None:  # a source handed in as an object (a script's) has no spec to open again
+            return
         await self.stop()
-        self.source = open_source(self.app.source_spec)  # a replay: nothing to probe
+        self.source = open_source(spec)  # a replay: nothing to probe
         self.app.source = self.source
         self.latest = None
         self._retention_shape = None
@@ -294,14 +317,6 @@ class MonitorLink:
 
     def set_focus(self, key: str | None) -> None:
         self.focus_key = key
-        if self.engine is not None and hasattr(self.engine, "set_focus"):
+        if self.engine is not None:
             self.engine.set_focus(key)
 
-
-def _cost_lines(cost) -> tuple[tuple[str, str], ...] | None:
-    if cost is None:
-        return None
-    lines = getattr(cost, "lines", None)
-    if callable(lines):
-        return tuple(lines())
-    return tuple((str(k), str(v)) for k, v in vars(cost).items()) if hasattr(cost, "__dict__") else None

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleet_tui.core.records import record
+
+if TYPE_CHECKING:  # for the checker only: the core's planning loads in the sizing worker
+    from fleet_tui.core.perf.serving_plan import Demand
+    from fleet_tui.core.workload import Workload
 
 #: The worker group of the panes' deferred mounts (``PaneScreen.mount_later``): quitting waits for it.
 MOUNTING = "pane-mounting"
@@ -57,7 +63,7 @@ class BuilderChoice:
     slo_percentile: float = 95.0  # the percentile the targets are for (the core's default, p95)
     layout_given: bool = False  # the sharding field names one (else the layout is searched)
 
-    def demand(self, workload):
+    def demand(self, workload: Workload) -> Demand | None:
         """The checked serving demand (None without a rate), as the CLI's --rate/--ttft-ms/--tpot-ms."""
         if self.rate_rps is None and self.ttft_ms is None and self.tpot_ms is None:
             return None

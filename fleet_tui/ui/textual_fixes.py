@@ -58,6 +58,8 @@ PATCHED = {
 }
 
 _installed = False
+#: The corrections applied in this process, by the name of the function that applies each
+APPLIED: set[str] = set()
 # More dirty regions than this (a fleet grid repainted cell by cell): checking each widget against
 # each region would cost more than it saves; Textual's own choice then.
 MAX_DIRTY_REGIONS = 64
@@ -87,7 +89,7 @@ def install() -> None:
 
 def partial_update_renders_dirty_widgets() -> None:
     """Make ``Compositor.render_partial_update`` render only the widgets a dirty region touches."""
-    if getattr(Compositor, "_fleet_tui_dirty_only", False):
+    if "partial_update_renders_dirty_widgets" in APPLIED:
         return
     partial, get_renders = Compositor.render_partial_update, Compositor._get_renders
 
@@ -108,7 +110,7 @@ def partial_update_renders_dirty_widgets() -> None:
     _get_renders.__doc__ = get_renders.__doc__
     Compositor.render_partial_update = render_partial_update
     Compositor._get_renders = _get_renders
-    Compositor._fleet_tui_dirty_only = True
+    APPLIED.add("partial_update_renders_dirty_widgets")
 
 
 def _dirty_renders(visible: dict, dirty: Sequence[Region]
@@ -147,7 +149,7 @@ class WakingEvent(threading.Event):
 
 def input_thread_waits() -> None:
     """Make ``LinuxDriver``'s input thread wait for input, the parser's deadline or the stop."""
-    if getattr(LinuxDriver, "_fleet_tui_waits", False):
+    if "input_thread_waits" in APPLIED:
         return
     init, upstream = LinuxDriver.__init__, LinuxDriver.run_input_thread
 
@@ -213,4 +215,4 @@ def input_thread_waits() -> None:
     run_input_thread.__doc__ = upstream.__doc__
     LinuxDriver.__init__ = __init__
     LinuxDriver.run_input_thread = run_input_thread
-    LinuxDriver._fleet_tui_waits = True
+    APPLIED.add("input_thread_waits")

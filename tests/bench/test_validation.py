@@ -11,9 +11,9 @@ measurements", has the table. Where they stand:
 
 * fine-tuning memory, holdout median |error| <= 10 %: met (4.2 %).
 * KV capacity (engine start-up logs, as the plan reports the engine), holdout median <= 10 %: met (5.1 %, 7 of 8 rows).
-* serving throughput, holdout median <= 15 %: NOT met through the product's path (19.1 % over every
-  serving file; the analytic model the harness used before read 13.3 % on the same rows); strict
-  xfail plus a guard.
+* serving throughput, holdout median <= 15 %: NOT met through the product's path (18.3 % over every
+  serving file, 15.4 % over the current engine releases; the rows of superseded releases hold it
+  up); strict xfail plus a guard.
 * the H200 memory check (tests/core/sizing/test_sizing_accuracy.py, <= 5 % median) is unchanged there.
 * at most 2 inexpressible rows per set: met; 2 serving rows on the holdout side (the LMSYS
   prefill/decode-disaggregated rows) and 1 KV row (fp8 weights on an RTX 3090, which the product's
@@ -77,8 +77,8 @@ def test_kv_capacity_holdout_does_not_get_worse(results):
     assert median <= 0.06, f"holdout median {median:.1%} (5.5 % after the profile-run model, 26 rows)"
 
 
-@pytest.mark.xfail(strict=True, reason="the product's simulated path: 19 % on the holdout rows (the analytic "
-                   "model the harness used before read 13 %); see docs/serving.md")
+@pytest.mark.xfail(strict=True, reason="the product's simulated path: 18.3 % on the holdout rows (15.4 % on the "
+                   "current engine releases); see docs/serving.md")
 def test_serving_throughput_holdout_median_within_15_percent(results):
     n, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
     assert n >= 110
@@ -87,14 +87,27 @@ def test_serving_throughput_holdout_median_within_15_percent(results):
 
 def test_serving_throughput_holdout_does_not_get_worse(results):
     """Every serving row as the product answers it (the burst or rate simulation), serving.toml alone
-    and all serving files: 18.9 % and 19.1 % when this guard was set."""
+    and all serving files: 19.4 % and 18.3 % when this guard was set (18.9 % and 19.1 % before the
+    CDNA refit, vLLM's cached blocks after a preemption and the engines' prefill rate on Hopper)."""
     ids = {r["id"] for r in vr.rows("serving.toml", "measurement")}
     n, median, _, _ = vr.summary([r for r in results if r.file == "serving" and r.id in ids], "holdout",
                                  "throughput")
     assert n >= 100
     assert median <= 0.20, f"holdout median {median:.1%}"
     _, median, _, _ = vr.summary([r for r in results if r.file == "serving"], "holdout", "throughput")
-    assert median <= 0.20, f"holdout median {median:.1%}"
+    assert median <= 0.19, f"holdout median {median:.1%}"
+
+
+def test_prefill_heavy_bursts_run_at_the_engines_prefill_rate(results):
+    """GPUStack's bursts of 2K, 4K and 32K-token prompts on one H100 (vLLM bf16, SGLang FP8), tune and
+    holdout: attention is 3 % of the work at 2K and a third at 32K, and one prefill rate per engine
+    (engines.ENGINE_PREFILL_SCALE) meets all of them, the 32K one because a preempted vLLM request
+    finds its blocks cached (they read 1.8-2.3x high before, the 32K one matched only through
+    recomputing every preempted prompt)."""
+    rows = [r for r in results if r.file == "serving" and r.id.startswith("gpustack-qwen3-14b-h100-")
+            and r.id.endswith("output_tokens_per_s") and any(f"-{p}-" in r.id for p in (2000, 4000, 32000))]
+    assert len(rows) == 5 and {r.split for r in rows} == {"tune", "holdout"}  # serving_bursts.toml
+    assert all(abs(r.error) <= 0.20 for r in rows), [(r.id, f"{r.error:+.0%}") for r in rows]
 
 
 def test_every_serving_row_is_answered_by_the_products_plan(results):
@@ -152,12 +165,15 @@ def test_a_burst_has_at_most_its_requests_in_flight_and_half_the_prefills_beside
 def test_mi300x_is_estimated_from_amds_current_releases_not_superseded_builds(results):
     """AMD's own rocm/vllm containers (Sep-Nov 2025) and its MLPerf v4.1 submission, holdout side:
     each within 40 % (with the CDNA constants fitted to the 2024 - early 2025 community builds the
-    same rows were 2.5-5x too slow). The simulated burst runs at AMD's stated max seqs (1,500-3,200)
-    and reads 14-35 % high: the CDNA constants were fitted at the analytic model's 256-sequence cap."""
+    same rows were 2.5-5x too slow). The simulated burst runs at AMD's stated max seqs (1,500-3,200);
+    refitted through this path (bench/fit_serving.py --only CDNA, tune rows) AMD's table reads within
+    15 % (it read 14-35 % high with the constants the analytic model fitted at 256 sequences)."""
     amd = [r for r in results if r.file == "serving" and r.kind == "throughput" and r.split == "holdout"
            and (r.id.startswith("amd-rocm-") or r.id.startswith("mlperf41-amd-"))]
     assert len(amd) >= 8
     assert all(abs(r.error) <= 0.40 for r in amd), [(r.id, f"{r.error:+.0%}") for r in amd if abs(r.error) > 0.40]
+    table = [r for r in amd if r.id.startswith("amd-rocm-")]
+    assert len(table) == 8 and all(abs(r.error) <= 0.15 for r in table), [(r.id, f"{r.error:+.0%}") for r in table]
 
 
 def test_superseded_releases_are_named_and_left_out_of_the_fit():

@@ -209,10 +209,10 @@ def test_expert_parallel_keeps_attention_per_gpu_and_splits_the_experts():
 
 def test_the_cli_choices_are_the_registries():
     from fleet_tui.core import choices
-    from fleet_tui.core.perf.throughput import TRAINING_STACKS
+    from fleet_tui.core.frameworks import PRESETS
 
     assert set(choices.ENGINES) == set(ENGINES)
-    assert set(choices.FRAMEWORKS) == set(TRAINING_STACKS)
+    assert set(choices.FRAMEWORKS) == set(PRESETS)
 
 
 def test_deepseek_r1_serves_on_8_h200_with_its_latent_cache():

@@ -18,7 +18,7 @@ from fleet_tui.ui.launch import AppConfig, build_app
 
 async def test_partial_updates_write_the_same_bytes_rendering_fewer_widgets(monkeypatch):
     textual_fixes.install()
-    assert Compositor._fleet_tui_dirty_only
+    assert "partial_update_renders_dirty_widgets" in textual_fixes.APPLIED
     corrected = Compositor.render_partial_update
     rendered: list[str] = []
     render_lines = Widget.render_lines

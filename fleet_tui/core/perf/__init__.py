@@ -64,7 +64,6 @@ from fleet_tui.core.perf.rates import (
 from fleet_tui.core.perf.throughput import (
     ENGINE_FORWARD,
     ENGINE_SERVING,
-    ENGINE_TRAINING,
     Throughput,
     estimate_throughput,
 )
@@ -73,7 +72,7 @@ if TYPE_CHECKING:
     from fleet_tui.core.perf.run import RunEstimate, training_run
 
 __all__ = [
-    "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING", "ENGINE_TRAINING",
+    "DEFAULT_GEN_TOKENS", "DEFAULT_PROMPT_TOKENS", "ENGINE_FORWARD", "ENGINE_SERVING",
     "RunEstimate", "Throughput", "bandwidth", "estimate_throughput", "matmul_efficiency", "peak_flops",
     "training_run",
 ]

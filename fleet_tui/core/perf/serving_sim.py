@@ -14,7 +14,12 @@ The scheduling policies (``policy``), as the engines' own schedulers do it:
   progress the next chunk of what the token budget leaves), allocating KV blocks as the tokens need
   them (``kv_cache_manager.allocate_slots``); when the pool is out, the most recently admitted
   running request is preempted (``running.pop()``): its blocks are freed and it goes back to the
-  front of the queue to be recomputed, prompt and generated tokens. Only in an iteration without a
+  front of the queue to be recomputed, prompt and generated tokens. Prefix caching is on by default
+  in V1, so the freed blocks keep their hashes: they go to the back of the free queue (a request's
+  blocks tail first, ``kv_cache_manager.free``), behind the blocks without a hash, and the
+  allocator takes from the front, so a preempted request that is readmitted before its blocks are
+  handed out again finds its computed tokens cached (``get_computed_blocks``) and recomputes only
+  what was evicted (the last token at least). Only in an iteration without a
   preemption are waiting requests admitted, first come first served, while the token budget and the
   running limit allow and their first chunk's blocks are free.
 * ``"sglang"`` (SGLang ``scheduler.py`` / ``schedule_policy.py``): an iteration is either a prefill
@@ -34,7 +39,8 @@ no new block short) are advanced many iterations at once, at the context midway 
 time is affine in context), which is what makes 10,000 requests a fraction of a second
 (``bench/bench_serving_sim.py``).
 
-Not modelled: prefix caching (benchmarks with random prompts share no prefix), speculative
+Not modelled: prefix caching across requests (benchmarks with random prompts share no prefix;
+a preempted vLLM request's own cached blocks are, above), speculative
 decoding, CPU swap space, priorities other than first come first served, the detokenizer and
 HTTP front end, vLLM's ``long_prefill_token_threshold`` (off by default), TensorRT-LLM's
 ``MAX_UTILIZATION`` policy, and variation in step time beyond the roofline's.
@@ -85,6 +91,13 @@ class SchedulerConfig:
     #: time a request spends outside the GPU's queue besides that (the request path and the first
     #: token's way back), added to its first-token time
     frontend_latency_s: float = 0.0
+    #: the API server's work per output token (detokenizing, one streamed chunk), on the same serial
+    #: core as ``frontend_s``; booked when the request enters, so the request rate one server
+    #: sustains is 1 / (frontend_s + frontend_token_s × output tokens)
+    frontend_token_s: float = 0.0
+    #: vLLM V1's ``enable_prefix_caching`` (on by default): a preempted request's blocks stay
+    #: cached until handed out again (the module docstring); the other policies ignore it
+    prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         if self.kv_blocks < 1 or self.max_num_seqs < 1 or self.block_size < 1:
@@ -219,6 +232,13 @@ class _Replica:
         self.phase = [0] * self.bs  # decoding requests per block phase
         self.finish: list[tuple[int, int, int]] = []  # (last decode iteration, id, epoch)
         self.ratio = SGLANG_INIT_RATIO
+        #: vLLM: a waiting preempted request's blocks still cached in the free pool (part of
+        #: ``free``), oldest preemption first; evicted as the pool hands out more blocks than the
+        #: free blocks without a hash
+        self.cached = [0] * n
+        self.cached_order: deque[int] = deque()
+        self.cached_sum = 0
+        self.prefix_cache = cfg.policy == "vllm" and cfg.prefix_caching
         self.preemptions = 0
         self.rejected = 0
         self.iterations = 0
@@ -265,12 +285,47 @@ class _Replica:
         else:
             self.prefilling.remove(i)
             self.free += self.held[i]
+        if self.prefix_cache:  # its full blocks stay hashed in the free pool (the module docstring)
+            kept = self.computed[i] // self.bs
+            self.cached[i] = kept
+            self.cached_sum += kept
+            self.cached_order.append(i)
         self.held[i] = 0
         self.computed[i] = 0
         self.epoch[i] += 1
         self.preemptions += 1
         self.waiting.appendleft(i)
         return i
+
+    def _evict(self) -> None:
+        """The free pool shrank: blocks beyond the ones without a hash come from the oldest
+        preempted requests' cached blocks."""
+        while self.cached_sum > self.free:
+            j = self.cached_order[0]
+            take = min(self.cached[j], self.cached_sum - self.free)
+            self.cached[j] -= take
+            self.cached_sum -= take
+            if not self.cached[j]:
+                self.cached_order.popleft()
+
+    def _reused(self, i: int) -> int:
+        """Cached blocks a waiting request ``i`` starts from (vLLM recomputes its last token at least)."""
+        kept = self.cached[i]
+        return min(kept, (self._length(i) - 1) // self.bs) if kept else 0
+
+    def _take_cached(self, i: int) -> int:
+        """Admit ``i``'s cached blocks: they leave the free pool, held again; returns them."""
+        kept = self.cached[i]
+        if not kept:
+            return 0
+        reuse = self._reused(i)
+        self.cached[i] = 0
+        self.cached_sum -= kept
+        self.cached_order.remove(i)
+        self.free -= reuse
+        self.held[i] = reuse
+        self.computed[i] = reuse * self.bs
+        return reuse
 
     def _due(self, k: int) -> int:
         """New blocks the decodes need over the next ``k`` decode iterations."""
@@ -291,6 +346,15 @@ class _Replica:
             return -(-(self.prompts[i] + self.gens[i]) // self.bs) - self.held[i]
         return -(-(self.computed[i] + chunk) // self.bs) - self.held[i]
 
+    def _admission(self, i: int, budget: int) -> tuple[int, int, int]:
+        """(cached blocks it starts from, first chunk, new blocks it needs) of admitting waiting ``i``."""
+        reuse = self._reused(i)
+        if not reuse:
+            chunk = min(self._length(i), budget)
+            return 0, chunk, self._need_blocks(i, chunk)
+        chunk = min(self._length(i) - reuse * self.bs, budget)
+        return reuse, chunk, -(-(reuse * self.bs + chunk) // self.bs) - reuse
+
     def _length(self, i: int) -> int:
         """Tokens ``i`` must (re)compute before its next token: its prompt and what it generated."""
         return self.prompts[i] + self.produced[i]
@@ -308,8 +372,8 @@ class _Replica:
         budget = self.cfg.max_num_batched_tokens - (self.dec_n if self.cfg.policy != "sglang" else 0)
         if budget <= 0:
             return False
-        chunk = min(self._length(i), budget)
-        if self._need_blocks(i, chunk) > self.free:
+        reuse, chunk, need = self._admission(i, budget)
+        if need > self.free - reuse:
             return False
         return self.cfg.policy != "sglang" or self._sglang_room(i)
 
@@ -377,7 +441,8 @@ class _Replica:
 
     def _through_frontend(self, k: int) -> None:
         cfg = self.cfg
-        self.frontend_free = max(self.times[k], self.frontend_free) + cfg.frontend_s
+        work = cfg.frontend_s + cfg.frontend_token_s * self.gens[k]
+        self.frontend_free = max(self.times[k], self.frontend_free) + work
         self.ready[k] = self.frontend_free + cfg.frontend_latency_s
 
     def _release(self, now: float) -> None:
@@ -431,6 +496,7 @@ class _Replica:
             return self._iteration(False), 1
         dt = k * cfg.step.seconds(self.dec_n, ctx_now + self.dec_n * (k - 1) / 2, 0, 0.0)
         self.free -= self._due(k)
+        self._evict()
         self.dstep += k
         if cfg.policy == "sglang":
             self.ratio = max(SGLANG_MIN_RATIO, self.ratio - k * SGLANG_RATIO_DECAY)
@@ -451,6 +517,7 @@ class _Replica:
             preempted = True
         budget -= self.dec_n
         self.free -= due
+        self._evict()
         pre_tokens, pre_ctx = 0, 0.0
         # prompts in progress, in admission order
         for i in list(self.prefilling):
@@ -470,6 +537,7 @@ class _Replica:
             if i not in self.running:
                 break
             self.free -= need
+            self._evict()
             self.held[i] += need
             pre_ctx += chunk * (self.computed[i] + chunk / 2)
             self.computed[i] += chunk
@@ -478,17 +546,18 @@ class _Replica:
         if not preempted and admit:
             while budget > 0 and self.waiting and len(self.running) < cfg.max_num_seqs:
                 i = self.waiting[0]
-                chunk = min(self._length(i), budget)
-                need = self._need_blocks(i, chunk)
-                if need > self.free:
+                reuse, chunk, need = self._admission(i, budget)
+                if need > self.free - reuse:
                     break
                 self.waiting.popleft()
                 self.running[i] = None
                 self.prefilling.append(i)
+                start = self._take_cached(i) * self.bs
                 self.free -= need
-                self.held[i] = need
-                pre_ctx += chunk * chunk / 2
-                self.computed[i] = chunk
+                self._evict()
+                self.held[i] = reuse + need
+                pre_ctx += chunk * (start + chunk / 2)
+                self.computed[i] = start + chunk
                 pre_tokens += chunk
                 budget -= chunk
         dt = cfg.step.seconds(self.dec_n, self.dec_sum + self.dec_n * self.dstep, pre_tokens, pre_ctx)

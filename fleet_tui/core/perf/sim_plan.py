@@ -23,6 +23,7 @@ arriving.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from fleet_tui.core import pricing
 from fleet_tui.core.perf.arrivals import Arrivals, burst, poisson
@@ -62,23 +63,30 @@ _POLICY: dict[str, Policy] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trt
 
 @record
 class Frontend:
-    """An engine's API server per request: serial seconds before the scheduler sees it (HTTP,
-    chat template, tokenizer) and further seconds on its first token's path."""
+    """An engine's API server: serial seconds per request before the scheduler sees it (HTTP,
+    chat template, tokenizer), further seconds on its first token's path, and serial seconds per
+    output token (detokenizing and streaming it) on the same core."""
 
     serial_s: float
     latency_s: float
+    token_s: float = 0.0
 
 
-#: Fitted by bench/fit_frontend.py (grid 0-40 ms serial × 0-60 ms latency, median |error| of each
-#: engine's replayed tune rows of serving_latency.toml, serving_bursts.toml and serving.toml; a
-#: larger value kept only for a gain of 1 point): vLLM 0.11 30 ms serial (50.0 % -> 25.7 %: its
-#: burst of 1,000 128-token requests took 22.7 s for what the GPU does in ~5 s, and a closed loop
-#: of 4 saw 60 ms first tokens for ~10 ms of GPU work), SGLang 5 ms serial (53.9 % -> 51.3 %: its
-#: misses are its decode iterations, not the front end), TensorRT-LLM (0.14 Triton backend and
-#: trtllm-serve 1.2) 15 ms serial + 10 ms latency (25.7 % -> 15.1 %). The serial part caps what one
-#: replica admits at 1 / serial requests per second (vLLM ~33/s); these runs had their client on
-#: the serving host.
-FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.030, 0.0), "sglang": Frontend(0.005, 0.0),
+#: vLLM (V1): one API-server process (HTTP, chat template, tokenizer; then the output processor:
+#: incremental detokenizing and one SSE chunk per token), the engine core in its own process. Not
+#: fitted on any validation row: 4 ms per request + 45 µs per output token, from two published
+#: single-server ceilings: PR #17546 (one API server feeding DP=2, 2xA100, Llama-3.2-1B, ShareGPT at
+#: 120 req/s offered) completed 10,000 requests in 130.74 s, 76.5 req/s at ~202 output tokens
+#: (the ShareGPT mean, docs/serving.md): 13.1 ms per request; PR #41181 (--api-server-count 4,
+#: 32 + 32 tokens) 740 req/s, 185 per server: at most 5.4 ms per request, taken as reached. Checked
+#: against a third: PR
+#: #11636 (V1 API server, 250 + 200 tokens) served 56 req/s within 3 % of the offline engine, under
+#: this ceiling (77 req/s). SGLang's detokenizer is a process of its own; SGLang and TensorRT-LLM
+#: keep the pairs bench/fit_frontend.py fits on their tune rows (grid 0-40 ms serial × 0-60 ms
+#: latency, median |error| of each engine's replayed tune rows, a larger value kept only for a gain
+#: of 1 point): SGLang 5 ms serial (53.9 % -> 51.3 %), TensorRT-LLM (0.14 Triton backend and
+#: trtllm-serve 1.2) 15 ms serial + 10 ms latency (25.7 % -> 15.1 %).
+FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.004, 0.0, 45e-6), "sglang": Frontend(0.005, 0.0),
                                  "trtllm": Frontend(0.015, 0.010)}
 
 
@@ -99,7 +107,7 @@ def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) ->
     fe = FRONTEND.get(e.id, Frontend(0.0, 0.0))
     return SchedulerConfig(kv_blocks=blocks, max_num_seqs=seqs, max_num_batched_tokens=batched, step=step,
                            block_size=BLOCK_SIZE, policy=policy, frontend_s=fe.serial_s,
-                           frontend_latency_s=fe.latency_s)
+                           frontend_latency_s=fe.latency_s, frontend_token_s=fe.token_s)
 
 
 def scheduler_limits(w: Workload, acc: Accelerator) -> tuple[int, int]:
@@ -177,6 +185,14 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
                            unknown=why)
 
+    fe = FRONTEND.get(w.engine or "", Frontend(0.0, 0.0))
+    work = fe.serial_s + fe.token_s * gen
+    if work > 0:
+        # a replica's API server is one serial core: below full use it keeps up, at or above it the
+        # backlog grows without bound, however short a simulated run hides it
+        min_replicas = max(min_replicas, math.floor(rate * work) + 1)
+        notes.append(f"one replica's API server takes at most {1 / work:,.0f} req/s of {gen:,} output tokens "
+                     f"({fe.serial_s * 1e3:g} ms per request + {fe.token_s * 1e6:g} µs per output token)")
     alone = simulate_replica(w, acc, gpus, burst(1, prompt, gen))
     if alone is None or not alone.completed:
         cap = replica_capacity(w, acc, gpus, prompt, gen)

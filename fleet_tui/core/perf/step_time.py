@@ -40,6 +40,7 @@ from fleet_tui.core.perf.engines import (
     expert_parallel,
     expert_share,
     gemm_rate,
+    prefill_scale,
     tp_allreduce_s,
 )
 from fleet_tui.core.perf.rates import attn_flops_per_token, weight_stream_bytes
@@ -62,6 +63,7 @@ class StepModel:
     rate: float  # FLOP/s of the engine's GEMMs in the workload's precision
     attn_rate: float  # FLOP/s of attention (16-bit)
     moe: float  # grouped-GEMM factor of MoE prefill (1 for a dense model)
+    prefill_scale: float  # the engine's rate for prompt tokens (engines.ENGINE_PREFILL_SCALE)
     n_prompt: float  # matmul weights a prompt token passes
     n_mat: float  # matmul weights a generated token passes
     overhead_s: float  # fixed per step
@@ -134,7 +136,7 @@ class StepModel:
             cmp += decodes * (2 * self.n_mat / self.rate * (EP_LOAD_IMBALANCE if self.ep else 1.0) / self.tp + attn)
         if prefill_tokens:
             cmp += prefill_tokens * (2 * self.n_prompt / (self.rate * self.moe) / self.tp
-                                     + self._prefill_attn_s(prefill_ctx_sum / prefill_tokens))
+                                     + self._prefill_attn_s(prefill_ctx_sum / prefill_tokens)) / self.prefill_scale
         return (decode_step_s(mem, cmp) + self.overhead_s + (decodes + (1 if prefill_tokens else 0))
                 * self.seq_overhead_s + self._comm_s(tokens))
 
@@ -153,6 +155,7 @@ def step_model(w: Workload, acc: Accelerator, gpus: int) -> StepModel | None:
     return StepModel(workload=w, accelerator=acc, gpus=gpus, tp=tp, ep=ep,
                      bandwidth=acc.memory_bandwidth_gbs * 1e9 * decode_efficiency(e, acc), rate=rate,
                      attn_rate=attn_rate, moe=e.moe_prefill_efficiency if w.arch.is_moe else 1.0,
+                     prefill_scale=prefill_scale(e, acc),
                      n_prompt=float(pc.encoder_matmul or pc.matmul_active), n_mat=float(pc.matmul_per_target_token),
                      overhead_s=e.step_overhead_s, seq_overhead_s=e.seq_overhead_s,
                      state_bytes=sequence_state_bytes(w.arch, w, tp))

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import field
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from fleet_tui.core import caches, frameworks
+from fleet_tui.core import caches
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, kv_bytes_per_token, lora_params, parallel_layout, sequence_state_bytes
-from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor
-from fleet_tui.core.interconnects import Fabric, default_fabric
 from fleet_tui.core.modelspec import ParamCounts, param_counts
 from fleet_tui.core.perf.engines import (
     decode_efficiency,
@@ -37,10 +35,10 @@ from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import DEFAULT_TRAIN_SEQ_LEN, Workload
 
+if TYPE_CHECKING:  # the links table is read only when a collective is charged (Device.links)
+    from fleet_tui.core.interconnects import Fabric
+
 ENGINE_SERVING = "optimized serving (vLLM/TensorRT-LLM class)"  # kept for callers; decode names its engine
-ENGINE_TRAINING = PRESETS["hf"].label
-#: training stack named in the speed line per ``--framework`` (:mod:`fleet_tui.core.frameworks`)
-TRAINING_STACKS = {name: p.label for name, p in PRESETS.items()}
 ENGINE_FORWARD = "PyTorch forward pass (SDPA/flash attention)"
 
 Phase = Literal["prefill", "decode", "training"]
@@ -74,10 +72,21 @@ class _Device(NamedTuple):
     scale: float  # multi-GPU scaling efficiency
     peak_dense: float | None  # dense datasheet FLOP/s (for MFU)
     layout: Layout  # how the devices share the work
-    fabric: Fabric  # the links between them
+    fabric: Fabric | None  # the links between them as the caller gave them (None: the device's own)
+    accelerator: Accelerator
+
+    def links(self) -> Fabric:
+        """The links a collective crosses: the caller's, else the device's own inside nodes of 8
+        and its reference system's network between them (one device serving crosses none, so a
+        run that needs no collective never reads the links table)."""
+        if self.fabric is not None:
+            return self.fabric
+        from fleet_tui.core.interconnects import default_fabric
+
+        return default_fabric(self.accelerator.id, self.accelerator.software_stack)
 
 
-def _device(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> _Device:
+def _device(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric | None) -> _Device:
     compute_prec = w.precision if w.kind != "qlora" else "bf16"
     rate, notes = peak_flops(acc, compute_prec)
     bw, bw_notes = bandwidth(acc)
@@ -88,7 +97,7 @@ def _device(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> _Device
     return _Device(params=param_counts(w.arch), rate=rate, bandwidth=bw, notes=notes + bw_notes,
                    sharding=sharding, scale=scaling_efficiency("tensor", layout.tp),
                    peak_dense=peak_tf * 1e12 if peak_tf else None,
-                   layout=layout, fabric=fabric)
+                   layout=layout, fabric=fabric, accelerator=acc)
 
 
 _THROUGHPUT = caches.memo("perf.throughput", 8192)
@@ -100,13 +109,11 @@ def estimate_throughput(workload: Workload, accelerator: Accelerator, gpus: int 
     its collectives charged on ``fabric`` (default: the device's own link inside nodes of 8 and an
     unknown, slow network between them — :func:`fleet_tui.core.interconnects.default_fabric`)."""
     n = int(gpus or workload.gpus)
-    if fabric is None:
-        fabric = default_fabric(accelerator.id, accelerator.software_stack)
     return _THROUGHPUT.get_or_compute((workload, caches.ValueKey(accelerator, accelerator.id), n, fabric),
                                       lambda: _throughput(workload, accelerator, n, fabric))
 
 
-def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Throughput:
+def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric | None) -> Throughput:
     d = _device(w, acc, gpus, fabric)
     if w.is_training:
         return _training(w, d, gpus)
@@ -114,7 +121,10 @@ def _throughput(w: Workload, acc: Accelerator, gpus: int, fabric: Fabric) -> Thr
 
 
 def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
-    """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth."""
+    """One optimizer step: GEMMs at the compute rate, optimizer and AMP casts at copy bandwidth; the
+    stack named per ``--framework`` (its preset's label)."""
+    from fleet_tui.core.frameworks import MEASURED_ON_SMALL_MODELS, PRESETS, gemm_size_factor, statement
+
     a, pc = w.arch, d.params
     rate, bw, notes, peak_dense = d.rate, d.bandwidth, d.notes, d.peak_dense
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
@@ -138,7 +148,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
                  + ("; recompute adds a forward" if w.grad_checkpointing else ""))
     if rate is None or bw is None:  # both the GEMMs and the optimizer/cast traffic are needed
         missing = "; ".join(n for n in notes if n.startswith("no published"))
-        return Throughput(tokens_per_s=None, phase="training", engine=TRAINING_STACKS[w.framework],
+        return Throughput(tokens_per_s=None, phase="training", engine=PRESETS[w.framework].label,
                           assumptions=notes, unknown=missing)
     fw = PRESETS[w.framework]
     # the measured presets' efficiency (hf and the stacks sharing it) holds for 1B-8B widths
@@ -167,12 +177,12 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     from fleet_tui.core.perf import collectives  # training and pipelines only: inference on one device needs none
 
     fwd_flops = 2 * n_mat + attn
-    par = collectives.training_step(w, pc, d.layout, d.fabric, step_1,
+    par = collectives.training_step(w, pc, d.layout, d.links(), step_1,
                                     attention_share=attn / fwd_flops * (compute_s / step_1))
     if w.framework != "hf":
-        notes.insert(0, frameworks.statement(w.framework, gpus))
+        notes.insert(0, statement(w.framework, gpus))
     if gpus > 1:
-        notes.append(f"{gpus} devices as {d.layout.label()}; {d.fabric.describe(gpus)}")
+        notes.append(f"{gpus} devices as {d.layout.label()}; {d.links().describe(gpus)}")
         notes.extend(par.notes)
     step = par.seconds  # wall time of one step of the global batch on all devices
     tok_s = tokens / step
@@ -182,7 +192,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
     if w.offload:
         notes.append(f"offload of {', '.join(w.offload)} to CPU memory: its PCIe transfers are not charged "
                      "(they overlap compute when the step is long enough)")
-    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=TRAINING_STACKS[w.framework],
+    return Throughput(tokens_per_s=tok_s, phase="training", step_s=step, engine=PRESETS[w.framework].label,
                       bound="compute" if compute_s >= mem_s else "memory", assumptions=notes,
                       mfu=mfu)
 
@@ -253,10 +263,10 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
             from fleet_tui.core.perf import collectives
 
             sync = (tp_allreduce_s(acc, tp, a.layers, per_gpu_b * a.hidden * 2) if lay.pp == 1
-                    else collectives.decode_sync_s(w, lay, d.fabric, per_gpu_b))
+                    else collectives.decode_sync_s(w, lay, d.links(), per_gpu_b))
             tpot += sync
             notes.append(f"{lay.label()}: {sync * 1e3:.2f} ms per token in collectives "
-                         f"({d.fabric.describe(gpus)})")
+                         f"({d.links().describe(gpus)})")
         decode_tok_s = per_gpu_b / tpot * replicas
         bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
     if w.is_generation or w.seq_len is None:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from fleet_tui.core.catalog.models import Catalog
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.footprint import layout_is_set, parallel_layout
-from fleet_tui.core.interconnects import Fabric, fabric_for
 from fleet_tui.core.perf import estimate_throughput
 from fleet_tui.core.plan.deploy import deployed_cost
 from fleet_tui.core.plan.report import PlanReport, Verdict
@@ -38,7 +37,9 @@ from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_w
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
-if TYPE_CHECKING:  # the serving simulation loads only for a capacity plan
+if TYPE_CHECKING:  # the links table is read only for several devices (_links, _fabric), the
+    # serving simulation only for a capacity plan
+    from fleet_tui.core.interconnects import Fabric
     from fleet_tui.core.perf.serving_plan import Demand
 
 #: Accelerator the speed is shown for when no target device is given.
@@ -187,6 +188,8 @@ def _fabric(cost, acc: Accelerator, gpus: int) -> Fabric | None:
     instance the network between instances plays no part (None without an instance)."""
     if cost is None or gpus <= 1:
         return None
+    from fleet_tui.core.interconnects import fabric_for
+
     i = cost.instance
     fab = fabric_for(acc.id, int(i.accelerator_count), i.cloud, i.instance_type, acc.software_stack)
     if cost.instances == 1:

@@ -15,7 +15,6 @@ import math
 from fleet_tui.core.catalog.models import Catalog, Instance
 from fleet_tui.core.catalog.setup import SetupCost, cheapest_setup
 from fleet_tui.core.footprint import parallel_layout
-from fleet_tui.core.interconnects import marketplace_tier
 from fleet_tui.core.perf.engines import expert_parallel
 from fleet_tui.core.workload import Workload
 
@@ -44,6 +43,8 @@ def _boxes(inst: Instance, gpus: int, group: int, talking: bool) -> int | None:
         return None  # a TP/EP group never spans instances
     if count >= gpus:
         return 1
+    from fleet_tui.core.interconnects import marketplace_tier  # several boxes only: the tiers table
+
     marketplace = marketplace_tier(inst.cloud) is not None
     if talking and (count < MULTI_INSTANCE_MIN_DEVICES or marketplace):
         return None  # one communicating job over small or marketplace boxes: not a sane deployment

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from fleet_tui.core.footprint import activation_bytes, stack_lengths
-from fleet_tui.core.frameworks import preset
 from fleet_tui.core.modelspec import ModelArch, ParamCounts
 from fleet_tui.core.workload import Workload
 
@@ -113,7 +112,11 @@ def autocast_fp32(w: Workload) -> bool:
     compute on 16-bit copies (``param_dtype=bf16``): their activations are 16-bit. So does
     Transformers under FSDP: Accelerate's FSDP plugin sets ``MixedPrecision(param_dtype=bf16)`` for
     ``--bf16`` (DeepSpeed ZeRO-3 keeps fp32 parameters under autocast)."""
-    if w.master_weights != "fp32" or preset(w.framework).precision != "amp":
+    if w.master_weights != "fp32":
+        return False
+    from fleet_tui.core.frameworks import preset  # training only: inference keeps no master weights
+
+    if preset(w.framework).precision != "amp":
         return False
     fsdp = w.gpus > 1 and (w.zero == 3 or (w.zero is None and w.sharding == "fsdp"))
     return not (fsdp and w.framework == "hf")

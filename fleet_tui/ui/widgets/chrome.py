@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Static
@@ -10,6 +12,9 @@ from fleet_tui.core.redact import redact, redact_spec
 from fleet_tui.core.textsafe import clean
 from fleet_tui.ui.panes import PaneInfo
 from fleet_tui.ui.state import CatalogStatus, SourceStatus
+
+if TYPE_CHECKING:  # for the checker only: the app module imports this one
+    from fleet_tui.ui.app import FleetApp
 
 
 class PaneBar(Horizontal):
@@ -49,11 +54,15 @@ class StatusLine(Static):
     StatusLine { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
+    if TYPE_CHECKING:
+        @property
+        def app(self) -> FleetApp: ...  # the status line shows the FleetApp's state
+
     def on_mount(self) -> None:
         self.watch(self.app, "source_status", self._refresh_text)
         self.watch(self.app, "catalog_status", self._refresh_text)
 
-    def _refresh_text(self, _value=None) -> None:
+    def _refresh_text(self, _value: object = None) -> None:
         self.update(render_status(self.app.source_status, self.app.catalog_status))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.style import Style
@@ -16,10 +17,13 @@ from textual.widgets import Sparkline
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, diagnosis_lines, headline
 from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
-from fleet_tui.ui.widgets.text import LiveText, styled_line
+from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
+
+if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 
 
-def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
+def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalysis | None = None,
                   detailed: bool = False) -> str:
     """The card body as markup. Only formats what the snapshot and its analysis say; N/A stays
     N/A."""
@@ -27,20 +31,20 @@ def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
         dev, width=width, analysis=analysis, detailed=detailed))
 
 
-def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
+def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalysis | None = None,
                  detailed: bool = False) -> list[tuple[str, Content]]:
     """The card body, one ``styled_line`` a line (markup and its Content, unparsed). It answers
     first: the device's primary diagnosis of this tick (``analysis``, the same object its table
     row reads), and when ``detailed`` its sentence, evidence and action and the other findings;
     then the readings."""
     node = f"{dev.node} · " if dev.node else ""
-    head = [(f"{node}#{dev.index} {dev.name}", "b")]
+    head: Parts = [(f"{node}#{dev.index} {dev.name}", "b")]
     if dev.state != "ok":
         return [styled_line(head),
                 styled_line([(f"{dev.state.upper()}: {dev.error or 'no reading'}", "$error")])]
     answer: list[tuple[str, Content]] = []
-    diagnoses = getattr(analysis, "diagnoses", ()) or ()
-    if diagnoses:
+    if analysis is not None and analysis.diagnoses:
+        diagnoses = analysis.diagnoses
         top = diagnoses[0]
         if detailed:
             answer = diagnosis_lines(top, primary=True)
@@ -48,7 +52,7 @@ def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
                 if other.severity != "ok":
                     answer += diagnosis_lines(other, evidence=False)
             span = f"diagnosed over {analysis.end - analysis.start:.0f} s"
-            label = getattr(analysis, "phase", None)
+            label = analysis.phase
             answer.append(styled_line([(span + (f" · recorded label: {label}" if label else ""),
                                         "$text-muted")]))
         else:
@@ -80,7 +84,7 @@ def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis=None,
         clock = f"{dev.sm_clock_mhz:.0f}"
         if dev.sm_clock_max_mhz:
             clock += f"/{dev.sm_clock_max_mhz:.0f}"
-        line = [(f"{'clock':<6}", "$text-muted"), (f"{clock} MHz", None)]
+        line: Parts = [(f"{'clock':<6}", "$text-muted"), (f"{clock} MHz", None)]
         reasons = [r for r in dev.throttle_reasons if r != "gpu_idle"]
         if reasons:
             line += [("  ", None), (f"throttle: {', '.join(reasons)}", "$warning")]
@@ -163,6 +167,7 @@ def _graph_lines(spark: SparklineRenderable, data: tuple, base: Style,
         high = max(high, top)
     extent = high - low or 1
     min_color, max_color = spark.min_color.color, spark.max_color.color
+    assert min_color is not None and max_color is not None  # the renderable makes both from colours
     buckets = _buckets(data, width)
     step = len(buckets) / width
     summary = spark.summary_function

@@ -7,10 +7,12 @@ pass only when the number of (wrapped) lines can have changed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from rich.segment import Segment
+from rich.style import Style as RichStyle
 from textual.content import Content, Span
 from textual.geometry import Region
 from textual.markup import escape
@@ -26,6 +28,13 @@ def escape_text(text: object, *, lines: bool = False) -> str:
     typed: control characters through ``core.textsafe.clean`` (``lines=True``: newlines kept, for
     a report of several lines), ``[`` escaped."""
     return escape(clean_lines(text) if lines else clean(text))
+
+
+#: A rendered line's piece: (start, end) in its text, its own text past the end (else None), style
+Run = tuple[int, int, "str | None", "RichStyle | None"]
+
+#: A line as ``(text, style)`` parts (style None: unstyled), for ``styled_line``
+Parts = list[tuple[str, str | None]]
 
 
 def styled_line(parts: Iterable[tuple[str, str | None]], outer: str | None = None
@@ -60,6 +69,20 @@ def _height(content: Content, width: int) -> int:
     return sum(-(-max(line.cell_length, 1) // width) for line in content.split("\n"))
 
 
+class _Shown:
+    """What ``update_text`` last showed in a widget: the markup, its height, the height kept."""
+
+    __slots__ = ("markup", "shape", "reserved_lines")
+
+    def __init__(self) -> None:
+        self.markup: str | None = None
+        self.shape: int | None = None  # lines at the widget's width
+        self.reserved_lines: int | None = None  # the height kept with reserve=True
+
+
+_SHOWN: weakref.WeakKeyDictionary[Static, _Shown] = weakref.WeakKeyDictionary()
+
+
 def update_text(widget: Static, markup: str, *, reserve: bool = False,
                 content: Content | None = None) -> None:
     """Show ``markup``. ``reserve=True`` (for a text inside a scroll area whose length changes
@@ -69,24 +92,26 @@ def update_text(widget: Static, markup: str, *, reserve: bool = False,
     if isinstance(widget, LiveText) and content is None:
         widget.set_markup(markup, reserve=reserve)
         return
-    if markup == getattr(widget, "_last_markup_text", None):
+    shown = _SHOWN.get(widget)
+    if shown is None:
+        shown = _SHOWN[widget] = _Shown()
+    if markup == shown.markup:
         return
+    shown.markup = markup
     if reserve:
-        widget._last_markup_text = markup  # type: ignore[attr-defined]
         content = content if content is not None else Content.from_markup(markup)
         needed = _height(content, widget.content_size.width or widget.size.width or 40)
-        current = getattr(widget, "_reserved_lines", None)
+        current = shown.reserved_lines
         if current is None or needed > current or needed < current - 8:
-            widget._reserved_lines = needed + 4  # type: ignore[attr-defined]  # word-wrap slack
+            shown.reserved_lines = needed + 4  # word-wrap slack
             widget.styles.height = needed + 4
         widget.update(content, layout=False)
         return
-    widget._last_markup_text = markup  # type: ignore[attr-defined]
     if content is None:
         content = Content.from_markup(markup)  # parsed once, handed to the widget as is
     shape = _height(content, widget.content_size.width)
-    relayout = shape != getattr(widget, "_last_markup_shape", None)
-    widget._last_markup_shape = shape  # type: ignore[attr-defined]
+    relayout = shape != shown.shape
+    shown.shape = shape
     widget.update(content, layout=relayout)
 
 
@@ -116,7 +141,7 @@ class LiveText(Static):
         self._markup = ""
         self._parsed: dict[str, Content] = {}
         # shape -> ((start, end, text or None, style) per segment, cell length): see _render_line
-        self._runs: dict[tuple, tuple[tuple[tuple[int, int, str | None, object], ...], int]] = {}
+        self._runs: dict[tuple[object, ...], tuple[tuple[Run, ...], int]] = {}
         self._line_strips: dict[tuple[int, str], list] = {}  # (line no, markup) -> its strips
         self._strips_width = -1
         self._rows: list | None = None  # strips of every row at _strips_width
@@ -247,9 +272,9 @@ class LiveText(Static):
         if self.styles.content_align != ("left", "top"):  # alignment needs the whole text
             padded = Content("\n" * index) + content if index else content
             return Visual.to_strips(self, padded, width, None, style)[index:] or [Strip.blank(0)]
-        get_rule = self.styles.get
-        align = get_rule("text_align", "left")
-        line_pad = get_rule("line_pad", 0)
+        styles = self.styles
+        align = styles.text_align  # "start" unless set: formatted as "left"
+        line_pad = styles.line_pad
         # A line that fits needs no word wrapping (rich's divide_line was a third of a line's
         # cost): Content formats it as one line either way, so ask for that directly.
         fits = (content.cell_length <= width and not line_pad and align != "justify"
@@ -272,8 +297,8 @@ class LiveText(Static):
         lines = content._wrap_and_format(
             width,
             align=align,
-            overflow=get_rule("text_overflow", "fold"),
-            no_wrap=fits or get_rule("text_wrap", "wrap") == "nowrap",
+            overflow=styles.text_overflow,
+            no_wrap=fits or styles.text_wrap == "nowrap",
             line_pad=line_pad,
             tab_size=8,
             get_style=self._get_style,
@@ -295,7 +320,8 @@ class LiveText(Static):
         """Where ``strip`` (the rendered line ``plain``) cuts its text, and each piece's style;
         pieces past the text (padding) keep their own text. Kept only when the pieces are the
         text itself, in order (so slicing another text of the same shape renders it exactly)."""
-        runs, offset, length = [], 0, len(plain)
+        runs: list[Run] = []
+        offset, length = 0, len(plain)
         for segment in strip:
             text = segment.text
             end = offset + len(text)

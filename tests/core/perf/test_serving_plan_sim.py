@@ -103,3 +103,19 @@ def test_the_cli_length_mix_names_are_the_simulators_mixes():
     from fleet_tui.core.serving_names import LENGTH_MIX_NAMES
 
     assert LENGTH_MIX_NAMES == tuple(LENGTH_MIXES)
+
+
+def test_no_replica_is_planned_beyond_what_its_api_server_keeps_up_with():
+    from fleet_tui.core.perf.sim_plan import FRONTEND
+
+    cat = load_catalog(include_user=False)
+    acc = cat.accelerator("H100")
+    # an 8B model on an H100 at 100 req/s of 250 + 200 tokens: the GPU keeps up with one replica,
+    # a finite simulated run of it too (its front-end backlog grows within the run's tolerance),
+    # but one API server takes at most 1 / (per request + 200 × per token) requests a second
+    w = Workload(kind="inference", model=cat.model("llama-3.1-8b"), batch=1, prompt_len=250, gen_len=200)
+    fe = FRONTEND["vllm"]
+    rate = 100.0
+    p = plan_capacity(w, acc, 1, 250, 200, rate_rps=rate)
+    assert p.replicas is not None and p.replicas > rate * (fe.serial_s + fe.token_s * 200) > 1
+    assert any("API server" in n for n in p.notes)

@@ -69,6 +69,46 @@ def test_vllm_preempts_and_recomputes_when_the_pool_runs_out():
     assert tight.duration_s > roomy.duration_s  # recomputation and fewer at a time
 
 
+class CountingStep(FlatStep):
+    """A flat step that counts the prompt tokens the iterations computed."""
+
+    def __init__(self) -> None:
+        super().__init__(0.001, 1e-4)
+        self.prefill_tokens = 0
+
+    def seconds(self, decodes: int, decode_ctx_sum: float, prefill_tokens: int, prefill_ctx_sum: float) -> float:
+        self.prefill_tokens += prefill_tokens
+        return super().seconds(decodes, decode_ctx_sum, prefill_tokens, prefill_ctx_sum)
+
+
+def test_a_preempted_vllm_request_finds_its_own_blocks_cached():
+    """vLLM V1 keeps a preempted request's freed blocks hashed (prefix caching, on by default): when
+    it is readmitted before they are handed out again it recomputes only what was evicted, so a
+    thrashing pool costs far less than a full recomputation (GPUStack's 32K-token burst of vLLM)."""
+    def run(cached: bool) -> tuple[int, float, int]:
+        step = CountingStep()
+        cfg = SchedulerConfig(kv_blocks=60, max_num_seqs=8, max_num_batched_tokens=128, step=step,
+                              prefix_caching=cached)
+        r = simulate(cfg, burst(6, 320, 64))
+        assert r.completed == 6 and r.output_tokens == 6 * 64
+        return step.prefill_tokens, r.duration_s, r.preemptions
+
+    cached, cached_s, cached_pre = run(True)
+    full, full_s, full_pre = run(False)
+    assert cached_pre > 0 and full_pre > 0
+    # every prompt once, then what preemption lost: with the cache at least the last token each time
+    assert 6 * 320 + cached_pre <= cached < full
+    assert cached_s < full_s
+    # TensorRT-LLM and SGLang schedule as before: the flag is vLLM's
+    for policy in ("trtllm", "sglang"):
+        a = simulate(config(blocks=60, seqs=8, batched=128, policy=policy, step=FlatStep(0.001, 1e-4)),
+                     burst(6, 320, 64))
+        b = simulate(SchedulerConfig(kv_blocks=60, max_num_seqs=8, max_num_batched_tokens=128,
+                                     step=FlatStep(0.001, 1e-4), policy=policy, prefix_caching=False),  # type: ignore[arg-type]
+                     burst(6, 320, 64))
+        assert a.duration_s == b.duration_s
+
+
 def test_trtllm_reserves_whole_sequences_and_never_preempts():
     r = simulate(config(blocks=20, seqs=8, policy="trtllm", step=FlatStep(0.01)), burst(8, 32, 64))
     assert r.completed == 8 and r.preemptions == 0
@@ -157,3 +197,19 @@ def test_the_front_end_delays_first_tokens_and_caps_the_request_rate():
     many = simulate(slow, burst(100, 16, 2))
     assert many.duration_s == pytest.approx(100 * 0.05 + 0.02 + 2 * 0.01, abs=0.02)
     assert simulate(base, burst(100, 16, 2)).duration_s < 0.5
+
+
+def test_the_api_server_pays_per_output_token_so_longer_answers_lower_its_request_ceiling():
+    from dataclasses import replace
+
+    server = replace(config(step=FlatStep(0.001)), frontend_s=0.004, frontend_token_s=45e-6)
+    rates = {}
+    for gen in (4, 200):
+        r = simulate(server, burst(400, 16, gen))
+        rates[gen] = r.completed / r.duration_s
+        # the serial core is the bottleneck here: one request per (per-request + per-token work)
+        assert rates[gen] == pytest.approx(1 / (0.004 + 45e-6 * gen), rel=0.05)
+    assert rates[200] < 0.5 * rates[4]
+    # the per-token work is what lowers it: without it the 200-token burst gets in at 1 / 4 ms
+    flat = simulate(replace(server, frontend_token_s=0.0), burst(400, 16, 200))
+    assert flat.completed / flat.duration_s > 2 * rates[200]

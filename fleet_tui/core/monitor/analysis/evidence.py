@@ -36,6 +36,17 @@ def seconds(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+def countdown(s: float) -> str:
+    """A time to impact for people, as steady as its estimate: whole seconds under 10 s, then
+    5 s steps to two minutes (a projection from seconds of readings is no better than that, and
+    a countdown that changes its words every tick redraws every view that shows it)."""
+    if s < 10:
+        return f"{s:.0f} s"
+    if s < 120:
+        return f"{5 * round(s / 5):.0f} s"
+    return seconds(s)
+
+
 def pcie_link_name(link_bytes_s: float) -> str:
     """The generation and width whose per-direction rate is ``link_bytes_s`` ("PCIe Gen5 x16")."""
     for gen, gt in PCIE_GT_S.items():

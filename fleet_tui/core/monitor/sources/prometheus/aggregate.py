@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from fleet_tui.core.errors import FieldError, escape_braces
 from fleet_tui.core.monitor.rollup import (
     IDLE_UTIL_MAX_PCT,
     FleetAggregate,
@@ -43,13 +44,14 @@ from fleet_tui.core.monitor.sources.prometheus.metrics import (
 )
 from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, parse_value
 
-__all__ = ["AGGREGATE_ABOVE_DEVICES", "FleetAggregate", "JobAggregate", "NodeAggregate",
-           "WorstDevice", "aggregate_from_answer", "build_aggregate_query", "build_count_query",
-           "build_node_query", "device_count_from_answer", "read_device_count",
-           "read_fleet_aggregate"]
+__all__ = ["AGGREGATE_ABOVE_DEVICES", "AGGREGATE_ENV", "FleetAggregate", "JobAggregate",
+           "NodeAggregate", "WorstDevice", "aggregate_threshold", "aggregate_from_answer",
+           "build_aggregate_query", "build_count_query", "build_node_query",
+           "device_count_from_answer", "read_device_count", "read_fleet_aggregate"]
 
-# Above this many devices a refresh asks for aggregates: at 4,096 GPUs the per-device read costs
-# ~200 ms CPU (bench/bench_fleet.py --nodes 512), so the per-device view stays up to there.
+# Above this many devices a refresh asks for aggregates: 4,096 GPUs read device by device cost
+# ~130-170 ms CPU a refresh at a 15 s scrape (~1 s when every GPU is new each refresh), 32,768
+# aggregated ~160-220 ms (bench/bench_fleet.py --nodes 512 / --nodes 4096, docs/head-node.md).
 AGGREGATE_ABOVE_DEVICES = 4096
 WORST_DEVICES = 50  # least-used devices shown in full; a page of the offenders table
 AGG_LABEL = "fleet_tui_agg"
@@ -63,6 +65,25 @@ STALE_LOOKBACK = "15m"  # a device whose exporter is down is shown this long (fo
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
 _SM = "DCGM_FI_PROF_SM_ACTIVE"  # a 0..1 ratio
 _ID = ", ".join(DCGM_ID_LABELS)
+
+AGGREGATE_ENV = "FLEET_TUI_AGGREGATE_ABOVE"  # the threshold where no caller gives one (the app)
+
+
+def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
+    """The device count above which a refresh reads server-side aggregates: ``value``, else
+    ``FLEET_TUI_AGGREGATE_ABOVE``, else ``AGGREGATE_ABOVE_DEVICES``. FieldError ``aggregate_above``
+    for a negative count or an environment value that is no whole number."""
+    if value is None:
+        text = env.get(AGGREGATE_ENV, "").strip()
+        if not text:
+            return AGGREGATE_ABOVE_DEVICES
+        if not (text.isascii() and text.isdigit()) or len(text) > 9:
+            raise FieldError("aggregate_above", f"{AGGREGATE_ENV}={escape_braces(text[:40])}: "
+                             "expected a whole number of devices (0 = always aggregate)")
+        value = int(text)
+    if value < 0:
+        raise FieldError("aggregate_above", f"{{aggregate_above}} {value}: must be 0 or more devices")
+    return value
 
 
 def _tag(expr: str, name: str) -> str:
@@ -84,11 +105,21 @@ def idle_expr() -> str:
             f"({_per_device(_SM)} >= {IDLE_UTIL_MAX_PCT / 100:g})")
 
 
+def mem_total_expr() -> str:
+    """Each device's framebuffer size (MiB) as ``devices.device_from_acc`` takes it: FB_TOTAL
+    where exported, else used + free + reserved (reserved where exported). ``group_left`` keeps
+    the left side's labels (the node among them), so the three alternatives match for ``or``."""
+    used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
+    reserved, total = _per_device("DCGM_FI_DEV_FB_RESERVED"), _per_device("DCGM_FI_DEV_FB_TOTAL")
+    both = f"({used} + on ({_ID}) group_left () {free})"
+    return f"({total} or ({both} + on ({_ID}) group_left () {reserved}) or {both})"
+
+
 def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     """One instant query whose answer is the fleet's roll-ups, each part tagged ``fleet_tui_agg``."""
     util, sm, idle = _per_device(_UTIL), _per_device(_SM), idle_expr()
     util_job = _per_device(_UTIL, JOB_LABEL)
-    used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
+    used = _per_device("DCGM_FI_DEV_FB_USED")
     recent = _per_device(f"last_over_time({_UTIL}[{STALE_LOOKBACK}])")
     parts = [
         _tag(f"count by ({NODE_KEY}) ({util})", "node_devices"),
@@ -97,8 +128,7 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count by ({NODE_KEY}) ({idle})", "node_idle"),
         _tag(f"sum by ({NODE_KEY}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')})", "node_power"),
         _tag(f"sum by ({NODE_KEY}) ({used})", "node_mem_used"),
-        # one-to-one matching ``on`` labels keeps only those: the sums, not the devices, are added
-        _tag(f"sum by ({NODE_KEY}) ({used}) + sum by ({NODE_KEY}) ({free})", "node_mem_total"),
+        _tag(f"sum by ({NODE_KEY}) ({mem_total_expr()})", "node_mem_total"),
         # devices whose exporter is down now, seen in the last STALE_LOOKBACK (as the per-device
         # view keeps a stale device for ``forget_after_s``)
         _tag(f"count by ({NODE_KEY}, instance) ({recent} and on (instance) (up == 0))",
@@ -110,7 +140,7 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count by ({JOB_LABEL}) (({idle}) * on ({_ID}) group_left ({JOB_LABEL}) "
              f"(0 * {util_job}))", "job_idle"),
         _tag(f"bottomk({int(worst)}, {util})", "worst"),
-        _tag(f"count({used} / on ({_ID}) ({used} + on ({_ID}) {free}) >= {MEM_FULL_FRAC:g})",
+        _tag(f"count({used} / on ({_ID}) ({mem_total_expr()}) >= {MEM_FULL_FRAC:g})",
              "count_mem_full"),
         _tag(f"count(({idle}) and on ({_ID}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')} "
              f"> {IDLE_POWER_W:g}))", "count_idle_powered"),
@@ -166,7 +196,8 @@ def aggregate_from_answer(body: bytes, timestamp: float, threshold: int | None =
         elif part == "worst":
             gpu = labels.get("gpu", "")
             worst.append(WorstDevice(node=labels.get(NODE_KEY, ""),
-                                     index=int(gpu) if gpu.isdigit() else None,
+                                     index=int(gpu) if gpu.isascii() and gpu.isdigit()
+                                     and len(gpu) <= 6 else None,
                                      uuid=labels.get("UUID") or labels.get("uuid", ""),
                                      util_pct=v))
         elif part.startswith("count_"):
