@@ -215,6 +215,11 @@ def _print_tick_text(tick, stream) -> None:
     else:
         head = f"{snap.source} ({snap.source_kind})" + (f": {snap.message}" if snap.message else "")
     stream.write(head + "\n")
+    agg = snap.aggregate
+    if agg is not None:  # a fleet past --aggregate-above: no device read one by one
+        stream.write(f"  aggregated on the server: {agg.device_count} devices on {len(agg.nodes)} "
+                     f"nodes (more than {agg.threshold}), {agg.idle_devices} idle; the roll-ups: "
+                     "fleet-tui fleet --source ...\n")
     if snap.devices:
         rows = [_device_line(d, tick.analyses.get(d.key)) for d in snap.devices]
         headers = _HEADERS

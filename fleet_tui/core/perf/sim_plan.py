@@ -90,6 +90,14 @@ FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.004, 0.0, 45e-6), "sglang": 
                                  "trtllm": Frontend(0.015, 0.010)}
 
 
+def frontend(w: Workload) -> Frontend:
+    """The API server in front of one replica of ``w``: its engine's costs, shared by
+    ``--api-server-count`` processes (N cores taken as one N times as fast: the same ceiling)."""
+    fe = FRONTEND.get(w.engine or "", Frontend(0.0, 0.0))
+    n = w.api_server_count or 1
+    return Frontend(fe.serial_s / n, fe.latency_s, fe.token_s / n) if n > 1 else fe
+
+
 def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> SchedulerConfig | None:
     """The simulator's inputs for one replica of ``gpus`` devices (None: the engine is not a
     continuous-batching one, a published rate is missing, or the pool holds no block). Expert
@@ -104,7 +112,7 @@ def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) ->
     if blocks < 1:
         return None
     seqs, batched = scheduler_limits(w, acc)
-    fe = FRONTEND.get(e.id, Frontend(0.0, 0.0))
+    fe = frontend(w)
     return SchedulerConfig(kv_blocks=blocks, max_num_seqs=seqs, max_num_batched_tokens=batched, step=step,
                            block_size=BLOCK_SIZE, policy=policy, frontend_s=fe.serial_s,
                            frontend_latency_s=fe.latency_s, frontend_token_s=fe.token_s)
@@ -185,14 +193,17 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
                            unknown=why)
 
-    fe = FRONTEND.get(w.engine or "", Frontend(0.0, 0.0))
+    fe = frontend(w)
     work = fe.serial_s + fe.token_s * gen
     if work > 0:
         # a replica's API server is one serial core: below full use it keeps up, at or above it the
         # backlog grows without bound, however short a simulated run hides it
         min_replicas = max(min_replicas, math.floor(rate * work) + 1)
-        notes.append(f"one replica's API server takes at most {1 / work:,.0f} req/s of {gen:,} output tokens "
-                     f"({fe.serial_s * 1e3:g} ms per request + {fe.token_s * 1e6:g} µs per output token)")
+        servers = w.api_server_count or 1
+        who = f"{servers} API servers take" if servers > 1 else "API server takes"
+        notes.append(f"one replica's {who} at most {1 / work:,.0f} req/s of {gen:,} output tokens "
+                     f"({fe.serial_s * servers * 1e3:g} ms per request + {fe.token_s * servers * 1e6:g} µs "
+                     "per output token of one core each)")
     alone = simulate_replica(w, acc, gpus, burst(1, prompt, gen))
     if alone is None or not alone.completed:
         cap = replica_capacity(w, acc, gpus, prompt, gen)
