@@ -319,7 +319,8 @@ def summary_markup(fleet) -> str:
         text += (f"\n[$accent]aggregated on the server[/]: more than {agg.threshold} devices, so "
                  "Prometheus computes the per-node and per-job means and counts; no per-device "
                  f"diagnosis (d: one node's devices) · memory ≥95% {counts.get('mem_full', 0)} · "
-                 f"idle drawing power {counts.get('idle_powered', 0)} · XID {counts.get('xid', 0)}")
+                 f"idle drawing power {counts.get('idle_powered', 0)} · XID {counts.get('xid', 0)} · "
+                 f"power-capped {counts.get('power_capped', 0)} · thermal {counts.get('thermal', 0)}")
     if fleet.errors:
         text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
     return text

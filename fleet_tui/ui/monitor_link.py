@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # for the checker only: the engine loads after the first fram
     from fleet_tui.core.monitor.history import History
     from fleet_tui.core.monitor.recorder import Recorder
     from fleet_tui.core.monitor.source import Source
-    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.host import AppHost
 
 # At most two redraws a second: faster ticks (0.25 s) coalesce to the latest one. At four a
 # second, drawing was ~2/3 of the app's CPU at 0.25 s (bench/bench_monitor_cpu.py); the engine
@@ -100,7 +100,7 @@ class DrawsMonitor(Protocol):
 
 
 class MonitorLink:
-    def __init__(self, app: FleetApp, source: Source, interval_s: float) -> None:
+    def __init__(self, app: AppHost, source: Source, interval_s: float) -> None:
         self.app = app
         self.source = source
         self.interval_s = interval_s
