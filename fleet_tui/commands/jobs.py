@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
+from fleet_tui.core.errors import UserError
 from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
+
+if TYPE_CHECKING:  # for the checker only: Slurm is read inside the handler
+    from fleet_tui.core.cluster.slurm import SlurmJob, SlurmNode
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -68,6 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.set_defaults(func=_cmd_jobs)
 
 
+class NoDevicesRead(UserError):
+    """The source answered but serves no device now."""
+
+
 def _opt(args: argparse.Namespace, name: str, default=None):
     v = getattr(args, name, None)
     return default if v is None else v
@@ -121,7 +130,7 @@ def _read_view(args: argparse.Namespace):
                                          instance_prices=_prices(args))
             if not view.offenders:
                 why = "; ".join(view.errors[:3]) or view.message or "the source has no devices"
-                raise UserError(f"--source {redact_spec(spec)}: no devices read ({why})")
+                raise NoDevicesRead(f"--source {redact_spec(spec)}: no devices read ({why})")
             if view.aggregated:
                 return view, DeviceLabels()
             try:
@@ -152,6 +161,34 @@ def _prices(args: argparse.Namespace):
     return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir") or [])}
 
 
+def _read_slurm(args: argparse.Namespace, now: float
+                ) -> tuple[list[SlurmJob], list[SlurmNode], list[SlurmJob] | None, str | None]:
+    """With --slurm: the running jobs, the nodes, the finished jobs since --since (None without
+    accounting) and why finished jobs are missing; each part Slurm cannot answer is said on
+    stderr and left empty."""
+    if not args.slurm:
+        return [], [], None, None
+    from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
+
+    reader = SlurmReader(timeout_s=args.timeout)
+    slurm_jobs = reader.jobs()
+    nodes: list[SlurmNode] = []
+    try:
+        nodes = reader.nodes()
+    except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
+        print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
+    try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
+        from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
+
+        accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
+                                  user=args.user, account=args.account)
+    except SlurmError as exc:
+        finished_note = f"finished jobs not listed: {exc}"
+        print(f"fleet-tui: {finished_note}", file=sys.stderr)
+        return slurm_jobs, nodes, None, finished_note
+    return slurm_jobs, nodes, accounting, None
+
+
 def _cmd_jobs(args: argparse.Namespace) -> int:
     import time
 
@@ -169,8 +206,19 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if args.account is not None and not args.slurm:
         raise UserError("--account needs --slurm (accounts are Slurm's)")
     read = None
+    usages = None
     if args.devices is None and _opt(args, "source") is not None:
-        read = _read_view(args)
+        try:
+            read = _read_view(args)
+        except NoDevicesRead as exc:
+            if not (words and args.slurm):
+                raise
+            # a job Slurm knows is reported from accounting and its GPUs' history over its
+            # life, which a Prometheus keeps after the fleet's exporters stopped answering
+            print(f"fleet-tui: {exc}; the job is reported from Slurm and its history",
+                  file=sys.stderr)
+            usages = []
+    if read is not None:
         agg = read[0].aggregate
         if agg is not None:  # the fleet is read as the server's roll-ups
             if words:
@@ -179,28 +227,10 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
                                 "server's roll-ups; a job report needs every device's readings "
                                 "(raise --aggregate-above)")
             return _aggregated_jobs(args, read[0])
-    usages = _usages(args, read)
-    slurm_jobs: list = []
-    nodes: list = []
-    accounting, finished_note = None, None
+    if usages is None:
+        usages = _usages(args, read)
     now = time.time()
-    if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
-
-        reader = SlurmReader(timeout_s=args.timeout)
-        slurm_jobs = reader.jobs()
-        try:
-            nodes = reader.nodes()
-        except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
-            print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
-        try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
-            from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
-
-            accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
-                                      user=args.user, account=args.account)
-        except SlurmError as exc:
-            finished_note = f"finished jobs not listed: {exc}"
-            print(f"fleet-tui: {finished_note}", file=sys.stderr)
+    slurm_jobs, nodes, accounting, finished_note = _read_slurm(args, now)
     spec = _opt(args, "source") or ""
     if not args.slurm and spec.startswith("fleet-replay"):
         from fleet_tui.core.monitor.sources import open_source

@@ -1,6 +1,7 @@
 """The Jobs pane asks Slurm when told to (``--slurm``) or when ``squeue`` is on PATH: a CPU-only
 job does not take a node's GPUs, array tasks show as ``J_T``, pending jobs and the partitions'
-demand are in the summary. Slurm's answers are the recorded ``squeue``/``sinfo --json`` of Debian's
+demand are in the summary, and a stale job label loses to Slurm's allocation with the conflict
+shown. Slurm's answers are the recorded ``squeue``/``sinfo --json`` of Debian's
 22.05.8 (tests/cluster/data/README.md), served by stand-in commands on PATH; its ``scontrol``
 refuses ``--json`` as 22.05 does."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.ui.conftest import make_app  # noqa: F401 - the fixture
+from tests.ui.drawn import ViewsDrawn
 from tests.ui.fleet_fake import SimFleetSource
 
 DATA = Path(__file__).parent / "data"
@@ -42,11 +44,11 @@ async def _drawn(make_app, slurm):
 @pytest.mark.parametrize("slurm", [True, None])  # --slurm, and squeue found on PATH
 async def test_jobs_pane_reads_slurm(make_app, slurm_on_path, slurm):  # noqa: F811
     app = await _drawn(make_app, slurm)
-    async with app.run_test(size=(160, 40)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook) as pilot:
         screen = app.screen
         for _ in range(3):  # the first views may come before the engine has diagnosed
-            screen.view_ready.clear()
-            await screen.view_ready.wait()
+            await drawn.next()
         await pilot.pause()
         report = screen.report
         assert report.slurm
@@ -62,8 +64,36 @@ async def test_jobs_pane_reads_slurm(make_app, slurm_on_path, slurm):  # noqa: F
 
 async def test_jobs_pane_without_slurm(make_app, slurm_on_path):  # noqa: F811
     app = await _drawn(make_app, False)
-    async with app.run_test(size=(160, 40)):
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook):
         screen = app.screen
-        screen.view_ready.clear()
-        await screen.view_ready.wait()
+        await drawn.next()
         assert not screen.report.slurm and screen.report.running.jobs == ()
+
+
+class _LabelledFleet(SimFleetSource):
+    """The simulated fleet with a Prometheus-like job-label answer: node-00's GPU 0 carries a
+    stale ``hpc_job`` naming job 1 (the CPU-only job), which Slurm gives to task 2_0."""
+
+    def query_instant(self, query: str) -> list[dict]:
+        return [{"metric": {"Hostname": "node-00", "gpu": "0", "hpc_job": "1"},
+                 "value": [0, "1"]}]
+
+
+async def test_jobs_pane_shows_slurm_winning_over_a_stale_label(make_app, slurm_on_path):  # noqa: F811
+    source = _LabelledFleet(nodes=2, devices_per_node=4)
+    app = make_app(source="sim:1", interval=0.25, slurm=True,
+                   overrides=dict(source=source, source_spec=source.name, start_mode="jobs"))
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook) as pilot:
+        screen = app.screen
+        for _ in range(3):
+            await drawn.next()
+        await pilot.pause()
+        running = screen.report.running
+        task = {j.job: j for j in running.jobs}["2_0"]
+        assert ("node-00", 0) in {(d.node, d.index) for d in task.devices}  # Slurm's allocation
+        assert [(c.node, c.index, c.label_job, c.slurm_job) for c in running.conflicts] == [
+            ("node-00", 0, "1", "2_0")]
+        summary = str(screen.query_one("#jobs-summary").render())
+        assert "conflict: node-00 GPU 0: label says job 1, Slurm allocates it to job 2_0" in summary

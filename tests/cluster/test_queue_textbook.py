@@ -24,6 +24,7 @@ checkpointed jobs' part lines, jobs larger than ``MaxProcs``) and compares every
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -33,6 +34,7 @@ from hypothesis import strategies as st
 
 from fleet_tui.core.cluster.joblists import parse_swf, swf_header
 from fleet_tui.core.cluster.queue import simulate
+from tests.cli_run import run
 
 # ------------------------------------------------------------------------------ reference reader
 
@@ -265,3 +267,18 @@ def test_a_job_larger_than_maxprocs_is_skipped_and_counted():
 def test_maxprocs_header_forms(header):
     assert swf_header(header + "\n1 0 -1 5 1 -1 -1 1 5 -1 1 1 1 -1 1 -1 -1 -1\n") == {
         "MaxProcs": 128}
+
+
+def test_queue_simulate_reports_the_recorded_machine(capsys, tmp_path):
+    trace = tmp_path / "t.swf"
+    trace.write_text("; MaxNodes: 2\n; MaxProcs: 8\n" + "\n".join([
+        _line(1, 0, 10, 4, 10), _line(2, 0, 0, 2, -1, status=5), _line(3, 1, 5, 12, 5)]) + "\n")
+    code, out, _ = run(capsys, "queue", "simulate", str(trace), "--nodes", "2",
+                       "--gpus-per-node", "4", "--policy", "fifo,backfill")
+    assert code == 0
+    assert "recorded on a machine of 8 processors and 2 nodes" in out
+    assert "2 jobs (1 skipped)" in out and "1 jobs ask for more than 8 GPUs" in out
+    code, out, _ = run(capsys, "queue", "simulate", str(trace), "--nodes", "2",
+                       "--gpus-per-node", "4", "--json")
+    doc = json.loads(out)
+    assert (doc["trace_max_procs"], doc["trace_max_nodes"], doc["skipped"]) == (8, 2, 1)

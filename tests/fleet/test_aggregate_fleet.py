@@ -160,6 +160,9 @@ def test_threshold_is_checked(monkeypatch, capsys):
     monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "lots")
     assert main(["fleet", "--source", "prometheus:http://127.0.0.1:9"]) == 2
     assert "FLEET_TUI_AGGREGATE_ABOVE=lots" in capsys.readouterr().err
+    monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "²")  # a digit to str.isdigit, not to int
+    assert main(["fleet", "--source", "prometheus:http://127.0.0.1:9"]) == 2
+    assert "FLEET_TUI_AGGREGATE_ABOVE=²" in capsys.readouterr().err
     monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "12")
     assert PrometheusSource("http://127.0.0.1:9").aggregate_above == 12
     assert PrometheusSource("http://127.0.0.1:9", aggregate_above=3).aggregate_above == 3
@@ -182,3 +185,36 @@ def test_aggregated_jobs_take_slurms_user_by_job_id(job_fleet):
     assert [j["job"] for j in agg.jobs_dict(slurm, user="bob")] == ["4243"]
     assert [j["job"] for j in agg.jobs_dict(slurm, account="phys")] == ["4242"]
     assert agg.jobs_dict(slurm, user="carol") == []
+
+
+def test_unreachable_prometheus_keeps_the_last_rollups(small_fleet):
+    fleet, prom = small_fleet
+    src = PrometheusSource(prom.url, env={}, timeout_s=2, aggregate_above=1)
+    first = src.sample_blocking()
+    assert first.aggregate is not None and first.aggregate.device_count == 2
+    fleet.kill(1)  # an exporter down: its node's device is stale, its exporter named
+    wait_until(lambda: (s := src.sample_blocking()).aggregate is not None
+               and s.aggregate.stale_devices == 1, 30, what="the dead exporter's device stale")
+    snap = src.sample_blocking()
+    view = FleetView.from_snapshot(snap, None, None)
+    assert view.stale_devices == 1 and view.device_count == 2
+    assert any("is down (up == 0)" in e for e in snap.errors)
+    stale = [n for n in view.nodes if n.stale_devices]
+    assert len(stale) == 1 and stale[0].errors  # the node carries its exporter's error
+    prom.close()
+    later = src.sample_blocking()
+    assert later.aggregate is snap.aggregate  # the last roll-ups, said to be old
+    assert any("unreachable" in e for e in later.errors)
+    assert any("showing the roll-ups read" in e for e in later.errors)
+
+
+def test_monitor_once_says_the_fleet_is_aggregated(job_fleet, monkeypatch, capsys):
+    _, prom = job_fleet
+    monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "8")  # how the app and monitor take it
+    assert main(["monitor", "--once", "--source", f"prometheus:{prom.url}"]) == 0
+    out = capsys.readouterr().out
+    assert f"aggregated on the server: {N_NODES * GPUS} devices on {N_NODES} nodes" in out
+    assert main(["monitor", "--once", "--json", "--source", f"prometheus:{prom.url}"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["devices"] == [] and doc["fleet"]["aggregated"] is True
+    assert doc["fleet"]["fleet"]["devices"] == N_NODES * GPUS

@@ -34,9 +34,9 @@ per-user share of useful GPU-seconds.
 
 What-ifs (more nodes, work moved to spot) are in ``cluster.whatif``.
 
-Measured (bench/bench_cluster.py, 2-core shared VM): 100,000 SWF jobs on 1,024 GPUs at 90% offered
-load, parse and all five policies in about 7 s CPU on one core (backfill over the whole queue
-about 1.8 s; docs/head-node.md has the overloaded case).
+Speed: bench/bench_cluster.py (100,000 SWF jobs, five policies, goal <= 10 s on one core); its
+figures are in docs/head-node.md. The schedule of FIFO and EASY is checked job for job against a
+textbook reference (tests/cluster/test_queue_textbook.py).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ class _Sim:
         # backfill: the waiting queue in blocks of BLOCK positions, each with lower bounds of its
         # waiting jobs' GPUs and requested times, so a scan of the whole queue skips the blocks
         # that hold no candidate (bench/bench_cluster.py --load 1.8, 100,000 jobs: a plain scan
-        # did not finish in 5 minutes, the blocks take 52 s; at 90% load 1.8 s)
+        # did not finish in 5 minutes; docs/head-node.md has the blocks' figures)
         self.waiting = [False] * n
         self.block_of = [0] * n
         self.blocks: list[list[int]] = []

@@ -90,6 +90,8 @@ from fleet_tui.core.workload import Workload
 
 @record
 class EngineProfile:
+    """One serving engine's defaults and fitted efficiencies (module docstring: where each comes from)."""
+
     id: str
     label: str
     batching: str  # "continuous" (iteration-level scheduling) or "static" (one batch at a time)
@@ -264,6 +266,8 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
 
 @record
 class KVPool:
+    """The KV-cache pool an engine keeps on each GPU once its other reservations are made."""
+
     free_bytes: float  # KV pool of one GPU
     bytes_per_token: float  # per GPU (KV heads split over tensor ranks)
     tokens: int  # tokens one replica (tensor group) holds
@@ -433,6 +437,8 @@ def decode_step_s(memory_s: float, compute_s: float) -> float:
 
 @record
 class ServingSpeed:
+    """A serving engine's speed at the sequences it runs at once."""
+
     engine: str
     concurrency: int  # sequences in flight per replica
     output_tokens_per_s: float | None  # whole setup

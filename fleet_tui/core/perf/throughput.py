@@ -46,6 +46,8 @@ Phase = Literal["prefill", "decode", "training"]
 
 @record
 class Throughput:
+    """The speed of one workload on its devices, with the assumptions behind it."""
+
     # headline: training tokens/s, prefill tokens/s, or decode output tokens/s; None when a
     # figure it needs is not published (``unknown`` says which)
     tokens_per_s: float | None

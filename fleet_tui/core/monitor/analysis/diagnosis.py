@@ -9,7 +9,7 @@ from functools import cached_property
 from math import floor, isfinite, log10
 from typing import Any, NamedTuple
 
-from fleet_tui.core.monitor.analysis.evidence import evidence_lines, gb_s, seconds
+from fleet_tui.core.monitor.analysis.evidence import countdown, evidence_lines, gb_s
 from fleet_tui.core.records import record
 
 Evidence = tuple[tuple[str, float | str | None], ...]
@@ -84,7 +84,7 @@ class Diagnosis:
         if self.kind == "memory_growth" and self.severity == "critical":
             left, rate = self.evidence_value("time_to_full_s"), self.evidence_value("slope_bytes_s")
             if left is not None and rate is not None:
-                return f"out of memory in {seconds(left)} at +{gb_s(rate)}"
+                return f"out of memory in {countdown(left)} at +{gb_s(rate)}"
         cap = self.evidence_value("capped_by")
         if cap == "power_capped":
             return words + ", and power-capped"

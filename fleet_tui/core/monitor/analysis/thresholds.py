@@ -137,9 +137,8 @@ OOM_CRITICAL_S = 60.0
 # arriving at 5 GB/s for 3 s and a leak look alike, but 3 s of evidence says nothing of 25 s on.
 FRESH_MIN_RISES = 2
 OOM_EXTRAPOLATE = 3.0
-# ... and on rises that have lasted at least 2 s: a job's start allocates its weights, optimizer
-# states and workspace in a burst of under 2 s (the demo's sizing runs: 1 % to 79 % in 0.8 s) and
-# stops; an out-of-memory that fast is over before anyone can act on a warning anyway.
+# ... and, for that robust slope, on rises that have lasted at least 2 s (a slope over fewer
+# readings is set by single steps); shorter runs are judged by their mean rate (below).
 OOM_MIN_RISING_S = 2.0
 # ... or, in a fast leak's first seconds, before those 2 s: a steady ramp, the newest
 # RAMP_MIN_RISES rises alike in size and spacing (within RAMP_TOLERANCE of their medians: a
@@ -150,13 +149,17 @@ OOM_MIN_RISING_S = 2.0
 # step.
 RAMP_MIN_RISES = 3
 RAMP_TOLERANCE = 0.25
-# ... or, before either, on the current run of rises alone: full within OOM_CRITICAL_S at its
-# mean rate (over its freshest FRESH_S, and at least BURST_MIN_SPAN_S, NVML's own averaging
-# period: a step read one reading after the one before it is not bytes per sampling interval),
-# once the run has allocated >= GROWTH_MIN_FRAC_OF_TOTAL of the device. Whatever the cause:
-# nothing in a leak's first second (a step from low, or a few rises) tells it from a job's
-# start or a load, and any of them that goes on at that rate runs out of memory within the
-# minute; the plateau that ends a start or a load (PLATEAU_MIN_S, one step included) drops it.
+# ... or, whatever the rises look like, on the current run of rises alone: full within
+# OOM_CRITICAL_S at its mean rate (over its freshest FRESH_S, from BURST_MIN_SPAN_S before its
+# first rise, NVML's own averaging period: a step read one reading after the one before it is
+# not bytes per sampling interval), projected no further than OOM_EXTRAPOLATE times as long as
+# the run has lasted (the run, done again three times, fills the device). Whatever the cause:
+# nothing in a leak's first second (a step from low, a few rises) tells it from a job's start or
+# a load, and any of them that goes on at that rate runs out of memory within seconds; the
+# plateau that ends a start or a load (PLATEAU_MIN_S, one step included) drops it. Without the
+# projection bound every allocation of 1/60 of the free memory would be "full within a minute"
+# (the bundled trace's job starts: 124 critical ticks, a 1.5 GB allocation on an H100 "full in
+# 57 s"; bench_diagnosis_accuracy, docs/monitor.md).
 BURST_MIN_SPAN_S = 1.0
 # A plateau is not growth: no rise for twice the spacing of the fresh rises (at least
 # PLATEAU_MIN_S) means the filling stopped.

@@ -197,6 +197,7 @@ def test_memory_growth_with_nan_anywhere_is_growth_without_them():
         st_bad, st_clean = (WindowStats.__new__(WindowStats), WindowStats.__new__(WindowStats))
         for st, pts in ((st_bad, bad), (st_clean, clean)):
             st.mem_total, st.growth_points, st.engine = total, pts, None
+            st.pcie_rx_now = None
         a, b = memory_growth(st_bad), memory_growth(st_clean)
         assert (a is None) == (b is None)
         if a is not None:

@@ -285,3 +285,25 @@ def test_a_ramp_that_stopped_is_not_critical():
     stop = len(_trace([])) + 9  # the index after the last rise
     assert _critical_oom_at(mem[:stop])
     assert not any(_critical_oom_at(mem[:k]) for k in range(stop + 4, len(mem) + 1))
+
+
+def _critical_ticks(path: str) -> list[tuple[float, str]]:
+    """(time, label) of the live ticks that carry a critical memory-growth risk."""
+    out = []
+    for s, tick in live_ticks(load_trace(path)):
+        g = next(iter(tick.analyses.values())).get("memory_growth")
+        if g is not None and g.severity == "critical":
+            out.append((s.timestamp, str(s.devices[0].phase)))
+    return out
+
+
+def test_an_engine_pool_s_step_to_90_percent_is_never_an_oom_alarm_nor_a_plateau():
+    # vLLM's weights and its one allocation to 0.90 of the device: on no tick, not even the step
+    assert _critical_ticks(str(SYNTH / "synthetic_engine_pool.jsonl")) == []
+    # an allocator's warm-up (8 rises of 4 GB, full at that rate within seconds) may be; once
+    # flat for PLATEAU_MIN_S, never
+    snaps = load_trace(str(SYNTH / "synthetic_plateau.jsonl"))
+    flat_from = min(s.timestamp for s in snaps if s.devices[0].phase == "plateau")
+    late = [t for t, _ in _critical_ticks(str(SYNTH / "synthetic_plateau.jsonl"))
+            if t > flat_from + PLATEAU_MIN_S]
+    assert late == []

@@ -11,6 +11,7 @@ from statistics import median
 from typing import NamedTuple
 
 from fleet_tui.core.monitor.analysis.diagnosis import Finding
+from fleet_tui.core.monitor.analysis.evidence import countdown
 from fleet_tui.core.monitor.analysis.rules.common import clamp, duration, gib
 from fleet_tui.core.monitor.analysis.thresholds import (
     BURST_MIN_SPAN_S,
@@ -266,11 +267,12 @@ def memory_growth(st: WindowStats) -> Finding | None:
         if left <= OOM_CRITICAL_S:
             return _oom_imminent(st, end_mem, fresh._replace(
                 rate_bytes_s=fresh.ramp_rate_bytes_s), left,
-                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)", fresh.rising_s)
+                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)"
+                f"{_cause(st, fresh.ramp_rate_bytes_s)}", fresh.rising_s)
     if fresh is not None and fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
-        # Full within a minute at the current run's rate is critical whatever the cause: a
-        # leak's first allocations and a job's start (or a load) look alike, and one that does
-        # not stop runs out of memory; the plateau that ends a start drops it (above).
+        # Full at the current run's rate within a minute, and within 3x as long as the run has
+        # lasted, is critical whatever the cause: a leak's first allocations, a job's start and
+        # a load look alike, and one that goes on runs out of memory; a plateau drops it (above).
         end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
         left = max(0.0, (mem_total - end_mem) / fresh.burst_rate_bytes_s)
         if left <= min(OOM_CRITICAL_S, OOM_EXTRAPOLATE * fresh.burst_s):
@@ -364,9 +366,8 @@ def _oom_imminent(st: WindowStats, end_mem: float, fresh: FreshRate, left: float
           "span_s": span_s, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
           "mem_used_frac": frac, "filling": True}
     return Finding(clamp(0.8 + 0.2 * frac), ev,
-                   lambda: f"Out of memory in about {duration(left)}: {frac:.0%} used "
-                   f"({gib(end_mem)} of {gib(mem_total)}), full in {duration(left)} at "
-                   f"+{rate_text(rate)} {over}.",
+                   lambda: f"Out of memory in about {countdown(left)}: {frac:.0%} used "
+                   f"({gib(end_mem)} of {gib(mem_total)}), full at +{rate_text(rate)} {over}.",
                    True, "critical")
 
 

@@ -13,7 +13,8 @@ them all:
 - the ``WORST_DEVICES`` least-used devices (``bottomk`` of utilization) with their identity;
 - per node, devices whose exporter is down (``up == 0``) that reported in the last 15 minutes;
 - fleet-wide counts of the diagnosis inputs: devices at ≥ 95 % framebuffer, devices drawing power
-  while idle, devices with an XID error set.
+  while idle, devices with an XID error set, devices power-capped or thermally throttled now
+  (their clock-event reasons).
 
 *Idle* is ``core.fleet``'s rule for a device without a diagnosis: NVML utilization under
 ``rollup.IDLE_UTIL_MAX_PCT`` and SM activity (where exported) under the same share. One node's devices in
@@ -27,12 +28,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from fleet_tui.core.errors import FieldError, escape_braces
 from fleet_tui.core.monitor.rollup import (
     IDLE_UTIL_MAX_PCT,
     FleetAggregate,
     JobAggregate,
     NodeAggregate,
     WorstDevice,
+)
+from fleet_tui.core.monitor.snapshot import (
+    CLOCK_EVENT_HW_POWER_BRAKE,
+    CLOCK_EVENT_HW_SLOWDOWN,
+    CLOCK_EVENT_HW_THERMAL,
+    CLOCK_EVENT_SW_POWER_CAP,
+    CLOCK_EVENT_SW_THERMAL,
 )
 from fleet_tui.core.monitor.sources.prometheus.client import Deadline, PrometheusClient
 from fleet_tui.core.monitor.sources.prometheus.metrics import (
@@ -43,13 +52,14 @@ from fleet_tui.core.monitor.sources.prometheus.metrics import (
 )
 from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, parse_value
 
-__all__ = ["AGGREGATE_ABOVE_DEVICES", "FleetAggregate", "JobAggregate", "NodeAggregate",
-           "WorstDevice", "aggregate_from_answer", "build_aggregate_query", "build_count_query",
-           "build_node_query", "device_count_from_answer", "read_device_count",
-           "read_fleet_aggregate"]
+__all__ = ["AGGREGATE_ABOVE_DEVICES", "AGGREGATE_ENV", "FleetAggregate", "JobAggregate",
+           "NodeAggregate", "WorstDevice", "aggregate_threshold", "aggregate_from_answer",
+           "build_aggregate_query", "build_count_query", "build_node_query",
+           "device_count_from_answer", "read_device_count", "read_fleet_aggregate"]
 
-# Above this many devices a refresh asks for aggregates: at 4,096 GPUs the per-device read costs
-# ~200 ms CPU (bench/bench_fleet.py --nodes 512), so the per-device view stays up to there.
+# Above this many devices a refresh asks for aggregates: 4,096 GPUs read device by device cost
+# ~130-170 ms CPU a refresh at a 15 s scrape (~1 s when every GPU is new each refresh), 32,768
+# aggregated ~160-220 ms (bench/bench_fleet.py --nodes 512 / --nodes 4096, docs/head-node.md).
 AGGREGATE_ABOVE_DEVICES = 4096
 WORST_DEVICES = 50  # least-used devices shown in full; a page of the offenders table
 AGG_LABEL = "fleet_tui_agg"
@@ -58,11 +68,33 @@ NODE_KEY = "fleet_tui_node"  # the node as the aggregate names it (``_per_device
 JOB_LABEL = "hpc_job"
 MEM_FULL_FRAC = 0.95  # framebuffer share that counts as "memory full" (a capacity-pressure input)
 IDLE_POWER_W = 100.0  # power drawn by an idle device that counts as "not parked"
+# clock-event reason bits (``snapshot.CLOCK_EVENT_*``) counted as "power capped" / "thermal"
+POWER_CAP_BITS = (CLOCK_EVENT_SW_POWER_CAP, CLOCK_EVENT_HW_POWER_BRAKE)
+THERMAL_BITS = (CLOCK_EVENT_HW_SLOWDOWN, CLOCK_EVENT_SW_THERMAL, CLOCK_EVENT_HW_THERMAL)
 STALE_LOOKBACK = "15m"  # a device whose exporter is down is shown this long (forget_after_s)
 
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
 _SM = "DCGM_FI_PROF_SM_ACTIVE"  # a 0..1 ratio
 _ID = ", ".join(DCGM_ID_LABELS)
+
+AGGREGATE_ENV = "FLEET_TUI_AGGREGATE_ABOVE"  # the threshold where no caller gives one (the app)
+
+
+def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
+    """The device count above which a refresh reads server-side aggregates: ``value``, else
+    ``FLEET_TUI_AGGREGATE_ABOVE``, else ``AGGREGATE_ABOVE_DEVICES``. FieldError ``aggregate_above``
+    for a negative count or an environment value that is no whole number."""
+    if value is None:
+        text = env.get(AGGREGATE_ENV, "").strip()
+        if not text:
+            return AGGREGATE_ABOVE_DEVICES
+        if not (text.isascii() and text.isdigit()) or len(text) > 9:
+            raise FieldError("aggregate_above", f"{AGGREGATE_ENV}={escape_braces(text[:40])}: "
+                             "expected a whole number of devices (0 = always aggregate)")
+        value = int(text)
+    if value < 0:
+        raise FieldError("aggregate_above", f"{{aggregate_above}} {value}: must be 0 or more devices")
+    return value
 
 
 def _tag(expr: str, name: str) -> str:
@@ -92,6 +124,14 @@ def mem_total_expr() -> str:
     reserved, total = _per_device("DCGM_FI_DEV_FB_RESERVED"), _per_device("DCGM_FI_DEV_FB_TOTAL")
     both = f"({used} + on ({_ID}) group_left () {free})"
     return f"({total} or ({both} + on ({_ID}) group_left () {reserved}) or {both})"
+
+
+def _any_bit(bits: tuple[int, ...]) -> str:
+    """Every device whose clock-event (throttle) reasons have one of ``bits`` set. PromQL has no
+    bitwise and: bit b is set where floor(reasons / b) is odd."""
+    reasons = (f"({_per_device('DCGM_FI_DEV_CLOCKS_EVENT_REASONS')} or "
+               f"{_per_device('DCGM_FI_DEV_CLOCK_THROTTLE_REASONS')})")
+    return " or ".join(f"(floor({reasons} / {b}) % 2 == 1)" for b in bits)
 
 
 def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
@@ -124,6 +164,8 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count(({idle}) and on ({_ID}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')} "
              f"> {IDLE_POWER_W:g}))", "count_idle_powered"),
         _tag(f"count({_per_device('DCGM_FI_DEV_XID_ERRORS')} > 0)", "count_xid"),
+        _tag(f"count({_any_bit(POWER_CAP_BITS)})", "count_power_capped"),
+        _tag(f"count({_any_bit(THERMAL_BITS)})", "count_thermal"),
     ]
     return " or ".join(parts)
 
@@ -192,7 +234,7 @@ def aggregate_from_answer(body: bytes, timestamp: float, threshold: int | None =
                               idle_devices=int(a.get("idle") or 0), nodes=int(a.get("nodes") or 0))
                  for name, a in sorted(per_job.items()) if name)
     worst.sort(key=lambda w: (w.util_pct if w.util_pct is not None else -1.0, w.node, w.index or 0))
-    for name in ("mem_full", "idle_powered", "xid"):
+    for name in ("mem_full", "idle_powered", "xid", "power_capped", "thermal"):
         counts.setdefault(name, 0)  # ``count()`` of nothing is an empty answer, not 0
     return FleetAggregate(timestamp=timestamp, nodes=nodes, jobs=jobs, worst=tuple(worst),
                           counts=counts, answer_bytes=len(body), threshold=threshold,

@@ -19,8 +19,8 @@ from fleet_tui.core.monitor.rollup import FleetAggregate
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot, Snapshot
 from fleet_tui.core.monitor.source import Source, SourceUnavailable
 from fleet_tui.core.monitor.sources.prometheus.aggregate import (
-    AGGREGATE_ABOVE_DEVICES,
     WORST_DEVICES,
+    aggregate_threshold,
     build_node_query,
     read_device_count,
     read_fleet_aggregate,
@@ -70,26 +70,6 @@ def with_age(device: DeviceSnapshot, age_s: float) -> DeviceSnapshot:
 
 class BadPrometheusUrl(SourceUnavailable, FieldError):
     """The ``source`` field names no usable Prometheus URL."""
-
-
-AGGREGATE_ENV = "FLEET_TUI_AGGREGATE_ABOVE"  # the threshold where no caller gives one (the app)
-
-
-def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
-    """The device count above which a refresh reads server-side aggregates: ``value``, else
-    ``FLEET_TUI_AGGREGATE_ABOVE``, else ``AGGREGATE_ABOVE_DEVICES``. FieldError ``aggregate_above``
-    for a negative count or an environment value that is no whole number."""
-    if value is None:
-        text = env.get(AGGREGATE_ENV, "").strip()
-        if not text:
-            return AGGREGATE_ABOVE_DEVICES
-        if not text.isdigit() or len(text) > 9:
-            raise FieldError("aggregate_above", f"{AGGREGATE_ENV}={_literal(text[:40])!s}: expected a "
-                             "whole number of devices (0 = always aggregate)")
-        value = int(text)
-    if value < 0:
-        raise FieldError("aggregate_above", f"{{aggregate_above}} {value}: must be 0 or more devices")
-    return value
 
 
 @record
