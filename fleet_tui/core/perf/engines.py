@@ -142,7 +142,8 @@ _GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16
 #: ~20 % of the fp8 peak (SGLang FP8) whether attention is 3 % or a third of the work, so the
 #: shortfall is the whole mixed forward (batches above the captured CUDA-graph sizes run piecewise,
 #: PyTorch-side norms, rotary and activation kernels), not the attention kernel or the scheduler.
-ENGINE_PREFILL_SCALE: dict[str, dict[str, float]] = {"vllm": {"Hopper": 0.40}, "sglang": {"Hopper": 0.35}}
+ENGINE_PREFILL_SCALE: dict[str, dict[str, float]] = {"vllm": {"Hopper": 0.40}, "sglang": {"Hopper": 0.35},
+                                                    "trtllm": {"Blackwell": 1.3}}
 
 
 def prefill_scale(e: EngineProfile, acc: Accelerator) -> float:

@@ -84,8 +84,9 @@ class Frontend:
 #: this ceiling (77 req/s). SGLang's detokenizer is a process of its own; SGLang and TensorRT-LLM
 #: keep the pairs bench/fit_frontend.py fits on their tune rows (grid 0-40 ms serial × 0-60 ms
 #: latency, median |error| of each engine's replayed tune rows, a larger value kept only for a gain
-#: of 1 point): SGLang 5 ms serial (53.9 % -> 51.3 %), TensorRT-LLM (0.14 Triton backend and
-#: trtllm-serve 1.2) 15 ms serial + 10 ms latency (25.7 % -> 15.1 %).
+#: of 1 point): SGLang 5 ms serial (53.9 % -> 51.3 % when fitted; on the current step model the
+#: grid's best is 0 ms, 9.5 % either way), TensorRT-LLM (0.14 Triton backend and trtllm-serve 1.2)
+#: 15 ms serial + 10 ms latency (25.7 % -> 15.1 %).
 FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.004, 0.0, 45e-6), "sglang": Frontend(0.005, 0.0),
                                  "trtllm": Frontend(0.015, 0.010)}
 
