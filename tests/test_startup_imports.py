@@ -26,8 +26,16 @@ _PROBE = (
     "        rc = exc.code\n"
     "heavy = ('pydantic', 'textual', 'rich', 'tomllib', 'fleet_tui.core.monitor', 'fleet_tui.ui',\n"
     "         'shutil')\n"
-    "print(json.dumps({'rc': rc, 'out': out.getvalue(), 'loaded': [m for m in heavy if m in sys.modules]}))\n"
+    "print(json.dumps({'rc': rc, 'out': out.getvalue(), 'loaded': [m for m in heavy if m in sys.modules],\n"
+    "                  'modules': sorted(sys.modules)}))\n"
 )
+#: What a one-device ``size`` runs without: the links table and the collectives (no device talks to
+#: another), the layout search (one device has one layout), the training presets, the catalog's
+#: filter language, the model-config reader, the ranking, the serving simulator, hmac.
+NOT_ON_ONE_DEVICE = ("fleet_tui.core.interconnects", "fleet_tui.core.perf.collectives",
+                     "fleet_tui.core.sizing.layout", "fleet_tui.core.frameworks",
+                     "fleet_tui.core.catalog.query", "fleet_tui.core.modelconfig", "fleet_tui.core.ranking",
+                     "fleet_tui.core.perf.sim_plan", "fleet_tui.core.sizing.overview", "hmac")
 
 
 def _run(args: list[str], cache: str) -> dict:
@@ -45,6 +53,19 @@ def test_commands_with_a_compiled_catalog_import_no_pydantic_textual_or_toml(tmp
     assert first["rc"] == again["rc"] == 0
     assert again["out"] == first["out"]
     assert again["loaded"] == []
+
+
+def test_size_on_one_device_imports_only_what_it_runs(tmp_path):
+    _run(SIZE, str(tmp_path))  # compiles the catalog
+    one = set(_run(SIZE, str(tmp_path))["modules"])
+    assert one.isdisjoint(NOT_ON_ONE_DEVICE), sorted(one.intersection(NOT_ON_ONE_DEVICE))
+    # the same probe sees them when the run needs them: four devices search a layout on links
+    four = set(_run(["size", "--model", "llama-3.1-70b", "--gpu", "H100", "--gpus", "4", "--json"],
+                    str(tmp_path))["modules"])
+    assert {"fleet_tui.core.interconnects", "fleet_tui.core.sizing.layout"} <= four
+    training = set(_run(["size", "--model", "llama-3.1-8b", "--workload", "lora", "--seq-len", "512",
+                         "--gpu", "H100", "--json"], str(tmp_path))["modules"])
+    assert {"fleet_tui.core.frameworks", "fleet_tui.core.perf.collectives"} <= training
 
 
 def test_version_imports_nothing_heavy_nor_the_commands(tmp_path):

@@ -71,8 +71,8 @@ _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "se
                                      "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
-                                     "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "framework",
-                                     "chunked_loss",
+                                     "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "api_server_count",
+                                     "framework", "chunked_loss",
                                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing",
                                      "tp", "pp", "zero", "micro_batch", "cp", "vpp", "sequence_parallel")
 
@@ -109,6 +109,7 @@ class Workload(Record):
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
     max_num_seqs: PositiveInt | None = None  # None: the engine's default cap on sequences in flight
     expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
+    api_server_count: PositiveInt | None = None  # vLLM --api-server-count; None: one API server
     # --- training stack: see fleet_tui.core.sizing.stacks ---
     framework: Framework = "hf"
     chunked_loss: bool = False  # cross-entropy over chunks of the sequence (no full fp32 logits)
@@ -229,6 +230,7 @@ def _arch_for_params(params: int) -> ModelArch:
 # Limits that catch typos without getting in the way of real runs.
 MAX_BATCH = 1_000_000
 MAX_TOKENS = 10_000_000  # longest context any published model supports (Llama-4-Scout: 10M)
+MAX_API_SERVERS = 256  # one API-server process per CPU core at most; no host has more
 MAX_GPUS = 65_536
 MAX_LORA_RANK = 65_536
 
@@ -447,7 +449,7 @@ def _serving_fields(d: dict, training: bool) -> dict:
     """The serving engine and its knobs (inference only)."""
     kw: dict = {}
     given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
-                         "max_num_seqs", "expert_parallel") if d.get(f) not in (None, "", False)]
+                         "max_num_seqs", "expert_parallel", "api_server_count") if d.get(f) not in (None, "", False)]
     if training and given:
         raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
                          "inference")
@@ -475,6 +477,12 @@ def _serving_fields(d: dict, training: bool) -> dict:
         kw["max_num_seqs"] = seqs
     if d.get("expert_parallel"):
         kw["expert_parallel"] = True
+    servers = parse_count(d.get("api_server_count"), "api_server_count", 1, MAX_API_SERVERS)
+    if servers is not None:
+        if kw.get("engine", "vllm") != "vllm":
+            raise FieldError("api_server_count", "{api_server_count} is a knob of vllm's API server; "
+                             f"{{engine}} {kw['engine']} has none")
+        kw["api_server_count"] = servers
     if kw.get("engine") == "hf":
         for f in ("gpu_memory_utilization", "max_num_batched_tokens", "max_num_seqs", "expert_parallel"):
             if f in kw:

@@ -33,6 +33,8 @@ VerdictStatus = Literal["fits", "does_not_fit", "starts", "does_not_start", "unc
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """Whether the workload fits (or its engine starts) on the target, and by how much."""
+
     status: VerdictStatus
     message: str  # one sentence: "uses 17.6 of 79.2 GiB per GPU (61.6 GiB free)"
     capacity_bytes: int | None = None
@@ -109,6 +111,8 @@ def _workload_json(r: PlanReport) -> dict[str, Any]:
         wd.update(engine=w.engine, kv_cache_dtype=w.kv_cache_dtype,
                   gpu_memory_utilization=w.gpu_memory_utilization,
                   max_num_batched_tokens=w.max_num_batched_tokens)
+        if w.api_server_count:
+            wd["api_server_count"] = w.api_server_count
     if w.is_adapter:
         wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
     return wd

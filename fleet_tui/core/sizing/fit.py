@@ -37,6 +37,8 @@ from fleet_tui.core.workload import Workload
 
 @record
 class FitSuggestion:
+    """One change that makes the workload fit, verified by sizing it again."""
+
     template: str  # e.g. "use 8-bit AdamW ({optimizer} adamw8bit)": each {name} is an input field
     workload: Workload
     total_bytes: int
@@ -54,6 +56,8 @@ class FitSuggestion:
 
 @dataclass(frozen=True)
 class FitResult:
+    """The fit verdict of a workload on ``gpus`` × one accelerator, with its memory and fixes."""
+
     fits: bool
     memory: MemoryBreakdown
     capacity_bytes: int

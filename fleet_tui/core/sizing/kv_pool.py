@@ -13,6 +13,8 @@ from fleet_tui.core.workload import Workload
 
 @record
 class KVCapacity:
+    """The KV-cache tokens and concurrent sequences one replica holds."""
+
     tokens: int  # KV-cache tokens the free memory of one replica holds
     concurrent_sequences: int  # sequences of (prompt + generated) tokens that fit at once
     free_bytes: int = 0

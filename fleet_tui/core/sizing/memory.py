@@ -143,6 +143,8 @@ class MemoryBreakdown:
 
 @record
 class _Phase:
+    """One moment of a run (a prefill, the end of generation, a forward pass) and its memory parts."""
+
     name: str
     parts: dict[str, float]
 

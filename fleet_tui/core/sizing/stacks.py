@@ -126,6 +126,8 @@ def loss_bytes_per_vocab_token(w: Workload) -> tuple[float, float]:
 
 @record
 class StackTerms:
+    """Per-GPU training memory terms before a stack's own rules apply (:func:`apply_stack`)."""
+
     weights: float
     grads: float
     opt: float

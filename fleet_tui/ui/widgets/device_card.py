@@ -15,8 +15,9 @@ from textual.strip import Strip
 from textual.widgets import Sparkline
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
-from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, diagnosis_lines, headline
+from fleet_tui.ui.widgets.diagnosis_text import diagnosis_lines, headline
 from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
+from fleet_tui.ui.widgets.severity import severity_mark, severity_style
 from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
 
 if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
@@ -56,9 +57,8 @@ def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalys
             answer.append(styled_line([(span + (f" · recorded label: {label}" if label else ""),
                                         "$text-muted")]))
         else:
-            answer = [styled_line([(SEVERITY_MARK.get(str(top.severity), "  "),
-                                    SEVERITY_STYLE.get(str(top.severity))),
-                                   (headline(top), SEVERITY_STYLE.get(str(top.severity)))])]
+            style = severity_style(top.severity, emphasis=True)
+            answer = [styled_line([(severity_mark(top.severity), style), (headline(top), style)])]
     lines = [head]
     util = dev.gpu_util_pct
     lines.append(gauge_parts("util", None if util is None else util / 100, pct(util), width))

@@ -15,9 +15,10 @@ from textual.message import Message
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
-from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, headline
+from fleet_tui.ui.widgets.diagnosis_text import headline
 from fleet_tui.ui.widgets.gauges import gib
-from fleet_tui.ui.widgets.text import LiveText, styled_line
+from fleet_tui.ui.widgets.severity import severity_mark, severity_style
+from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
 
 
 @record
@@ -129,7 +130,7 @@ class DeviceTable(LiveText, can_focus=True):
         self._analyses: dict = {}
         self._layout: tuple[tuple[str, int], ...] = ()
         self._diag_width = MIN_DIAGNOSIS_WIDTH
-        self._formatted: dict[str, tuple] = {}  # key -> (cells, row parts), rows in view only
+        self._formatted: dict[str, tuple[dict[str, str], Parts]] = {}  # key -> (cells, row parts), rows in view only
         self._header = styled_line([])
 
     @property
@@ -166,7 +167,7 @@ class DeviceTable(LiveText, can_focus=True):
         self.cursor = min(self.cursor, max(len(self._keys) - 1, 0))
         self._render_rows()
 
-    def row(self, key: str) -> tuple[dict[str, str], list[tuple[str, str | None]]]:
+    def row(self, key: str) -> tuple[dict[str, str], Parts]:
         """(cells, styled parts) of a device's row, formatted once a tick when first needed."""
         row = self._formatted.get(key)
         if row is None:
@@ -175,11 +176,11 @@ class DeviceTable(LiveText, can_focus=True):
             cells["dev"] = str(dev.index)
             cells["name"] = short_name(dev)
             text, severity = diagnosis_label(dev, self._analyses.get(key))
-            cells["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
+            cells["diag"] = f"{severity_mark(severity)}{text}"
             plain = _join(((cells[k], w) for k, w in layout if k != "diag"))
-            row = self._formatted[key] = (cells, [
-                (plain + "  ", None),
-                (cells["diag"][:self._diag_width], SEVERITY_STYLE.get(severity))])
+            parts: Parts = [(plain + "  ", None),
+                            (cells["diag"][:self._diag_width], severity_style(severity, emphasis=True))]
+            row = self._formatted[key] = (cells, parts)
         return row
 
     def _render_rows(self) -> None:
