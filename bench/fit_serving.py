@@ -3,6 +3,7 @@
     .venv/bin/python bench/fit_serving.py
     .venv/bin/python bench/fit_serving.py --only CDNA   # one architecture's two constants, no globals
     .venv/bin/python bench/fit_serving.py --engines     # engines.ENGINE_PREFILL_SCALE only
+    .venv/bin/python bench/fit_serving.py --engines --only trtllm:Hopper   # one of them
 
 Coordinate descent on the mean capped |log error| of the tune throughput rows over a few constants with
 physical meaning: the per-architecture decode bandwidth factor (ARCH_DECODE_FACTOR) and a scale of
@@ -66,19 +67,22 @@ def apply(decode: dict[str, float], gemm: dict[str, float]) -> None:
             engines.ENGINES[k] = dataclasses.replace(e, gemm_efficiency=table)
 
 
-def fit_engine_scales(best: float) -> float:
-    """Each engine's Hopper rate for prompt tokens (engines.ENGINE_PREFILL_SCALE)."""
-    for eng in ("vllm", "sglang"):
+def fit_engine_scales(best: float, only: list[str]) -> float:
+    """Each engine's rate for prompt tokens on Hopper and (TensorRT-LLM) Blackwell
+    (engines.ENGINE_PREFILL_SCALE), from its current value."""
+    grid = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15, 1.3)
+    pairs = [("vllm", "Hopper"), ("sglang", "Hopper"), ("trtllm", "Hopper"), ("trtllm", "Blackwell")]
+    for eng, arch in [p for p in pairs if not only or f"{p[0]}:{p[1]}" in only]:
         scales = engines.ENGINE_PREFILL_SCALE.setdefault(eng, {})
-        current = scales.get("Hopper", 1.0)
-        for v in (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1.0):
-            scales["Hopper"] = v
+        current = scales.get(arch, 1.0)
+        for v in grid:
+            scales[arch] = v
             apply(dict(engines.ARCH_DECODE_FACTOR), {})
             s = score()
             if s < best - MIN_GAIN:
                 best, current = s, v
-                print(f"{best:.4f} {eng} Hopper {v}", flush=True)
-        scales["Hopper"] = current
+                print(f"{best:.4f} {eng} {arch} {v}", flush=True)
+        scales[arch] = current
         apply(dict(engines.ARCH_DECODE_FACTOR), {})
     print("engine scales", engines.ENGINE_PREFILL_SCALE)
     return best
@@ -123,7 +127,7 @@ def main(argv: list[str]) -> int:
     best = score()
     print(f"start {best:.4f}")
     if "--engines" in argv:
-        best = fit_engine_scales(best)
+        best = fit_engine_scales(best, only)
         print("final", round(best, 4), "tune median", round(tune_median(), 4))
         return 0
     if not only:

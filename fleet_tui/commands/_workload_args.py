@@ -37,7 +37,7 @@ def add_network_arg(group: argparse._ActionsContainer) -> None:
                             "ethernet-100g); default: the priced offer's, else the device's usual one, stated")
 
 
-def add_workload_args(parser: argparse.ArgumentParser) -> None:
+def add_workload_args(parser: argparse.ArgumentParser) -> None:  # long: one add_argument per flag, in --help order
     g = parser.add_argument_group("workload")
     src = g.add_mutually_exclusive_group()
     src.add_argument("--model", metavar="NAME", help="model from the catalog, e.g. llama-3.1-8b "
