@@ -337,6 +337,8 @@ def _aggregate_answers(n_nodes: int, gpus: int, worst: int, variants: int = 4) -
         JOB_LABEL,
         MEM_FULL_FRAC,
         NODE_KEY,
+        POWER_CAP_BITS,
+        THERMAL_BITS,
     )
     from tests.fleet.dcgm_replay import load_frames, phase_runs
 
@@ -351,7 +353,7 @@ def _aggregate_answers(n_nodes: int, gpus: int, worst: int, variants: int = 4) -
     for v in range(variants):
         chunks: list[str] = []
         devices, jobs = [], {}
-        counts = {"mem_full": 0, "idle_powered": 0}
+        counts = {"mem_full": 0, "idle_powered": 0, "power_capped": 0, "thermal": 0}
         for n in range(n_nodes):
             run, host = runs[n % len(runs)], f"gpu-node-{n:03d}"
             utils, sms, idle = [], [], 0
@@ -373,6 +375,9 @@ def _aggregate_answers(n_nodes: int, gpus: int, worst: int, variants: int = 4) -
                 if d.mem_total_bytes and (d.mem_used_bytes or 0) / d.mem_total_bytes >= MEM_FULL_FRAC:
                     counts["mem_full"] += 1
                 counts["idle_powered"] += is_idle and (d.power_w or 0) > IDLE_POWER_W
+                reasons = d.clock_event_reasons or 0
+                counts["power_capped"] += bool(reasons & sum(POWER_CAP_BITS))
+                counts["thermal"] += bool(reasons & sum(THERMAL_BITS))
             node = {NODE_KEY: host}
             chunks += [item("node_devices", gpus, **node), item("node_util", sum(utils) / gpus, **node),
                        item("node_power", power, **node), item("node_mem_used", used, **node),

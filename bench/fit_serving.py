@@ -3,6 +3,8 @@
     .venv/bin/python bench/fit_serving.py
     .venv/bin/python bench/fit_serving.py --only CDNA   # one architecture's two constants, no globals
     .venv/bin/python bench/fit_serving.py --engines     # engines.ENGINE_PREFILL_SCALE only
+    .venv/bin/python bench/fit_serving.py --engines --only trtllm:Hopper   # one of them
+    .venv/bin/python bench/fit_serving.py --globals moe ep_imbalance         # some globals only
 
 Coordinate descent on the mean capped |log error| of the tune throughput rows over a few constants with
 physical meaning: the per-architecture decode bandwidth factor (ARCH_DECODE_FACTOR) and a scale of
@@ -66,25 +68,28 @@ def apply(decode: dict[str, float], gemm: dict[str, float]) -> None:
             engines.ENGINES[k] = dataclasses.replace(e, gemm_efficiency=table)
 
 
-def fit_engine_scales(best: float) -> float:
-    """Each engine's Hopper rate for prompt tokens (engines.ENGINE_PREFILL_SCALE)."""
-    for eng in ("vllm", "sglang"):
+def fit_engine_scales(best: float, only: list[str]) -> float:
+    """Each engine's rate for prompt tokens on Hopper and (TensorRT-LLM) Blackwell
+    (engines.ENGINE_PREFILL_SCALE), from its current value."""
+    grid = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15, 1.3)
+    pairs = [("vllm", "Hopper"), ("sglang", "Hopper"), ("trtllm", "Hopper"), ("trtllm", "Blackwell")]
+    for eng, arch in [p for p in pairs if not only or f"{p[0]}:{p[1]}" in only]:
         scales = engines.ENGINE_PREFILL_SCALE.setdefault(eng, {})
-        current = scales.get("Hopper", 1.0)
-        for v in (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.85, 1.0):
-            scales["Hopper"] = v
+        current = scales.get(arch, 1.0)
+        for v in grid:
+            scales[arch] = v
             apply(dict(engines.ARCH_DECODE_FACTOR), {})
             s = score()
             if s < best - MIN_GAIN:
                 best, current = s, v
-                print(f"{best:.4f} {eng} Hopper {v}", flush=True)
-        scales["Hopper"] = current
+                print(f"{best:.4f} {eng} {arch} {v}", flush=True)
+        scales[arch] = current
         apply(dict(engines.ARCH_DECODE_FACTOR), {})
     print("engine scales", engines.ENGINE_PREFILL_SCALE)
     return best
 
 
-def fit_globals(best: float) -> float:
+def fit_globals(best: float, names: list[str] | None = None) -> float:
     """All-reduce efficiencies per link kind, the MoE grouped-GEMM factor, per-sequence step time."""
     knobs = {
         "ar_fabric": ((0.3, 0.4, 0.5, 0.6, 0.8), lambda v: engines.ALLREDUCE_EFFICIENCY.__setitem__("fabric", v)),
@@ -96,7 +101,7 @@ def fit_globals(best: float) -> float:
     current = {"ar_fabric": engines.ALLREDUCE_EFFICIENCY["fabric"], "ar_pcie": engines.ALLREDUCE_EFFICIENCY["pcie"],
                "moe": engines.ENGINES["vllm"].moe_prefill_efficiency, "seq": engines.ENGINES["vllm"].seq_overhead_s,
                "ep_imbalance": engines.EP_LOAD_IMBALANCE}
-    for name, (grid, setter) in knobs.items():
+    for name, (grid, setter) in [(k, v) for k, v in knobs.items() if not names or k in names]:
         for v in grid:
             setter(v)
             s = score()
@@ -122,8 +127,12 @@ def main(argv: list[str]) -> int:
     apply(decode, gemm)
     best = score()
     print(f"start {best:.4f}")
+    if "--globals" in argv:  # some of them: --globals moe ep_imbalance
+        best = fit_globals(best, argv[argv.index("--globals") + 1:])
+        print("final", round(best, 4), "tune median", round(tune_median(), 4))
+        return 0
     if "--engines" in argv:
-        best = fit_engine_scales(best)
+        best = fit_engine_scales(best, only)
         print("final", round(best, 4), "tune median", round(tune_median(), 4))
         return 0
     if not only:

@@ -214,7 +214,9 @@ def _print_header(view) -> None:
               f"MB); no per-device diagnosis; --node NAME reads one node's devices")
         counts = agg.counts
         print(f"  devices with memory >= 95% full: {counts.get('mem_full', 0)}, idle drawing power: "
-              f"{counts.get('idle_powered', 0)}, with an XID error: {counts.get('xid', 0)}")
+              f"{counts.get('idle_powered', 0)}, with an XID error: {counts.get('xid', 0)}, "
+              f"power-capped: {counts.get('power_capped', 0)}, thermally throttled: "
+              f"{counts.get('thermal', 0)}")
     if view.message and view.message not in view.errors:
         print(f"  {view.message}")
     for err in view.errors[:10]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from fleet_tui.commands._fleet_args import aggregate_flag
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
@@ -13,6 +14,9 @@ from fleet_tui.core.errors import UserError
 from fleet_tui.core.jsonio import parse_json
 from fleet_tui.core.units import hours_minutes as _hours
 from fleet_tui.core.units import pct as _pct
+
+if TYPE_CHECKING:  # for the checker only: Slurm is read inside the handler
+    from fleet_tui.core.cluster.slurm import SlurmJob, SlurmNode
 
 _S = argparse.SUPPRESS  # app flags given before the subcommand keep their value
 
@@ -157,6 +161,34 @@ def _prices(args: argparse.Namespace):
     return {"*": instance_price_usd_per_hour(instance, catalog_dirs=_opt(args, "catalog_dir") or [])}
 
 
+def _read_slurm(args: argparse.Namespace, now: float
+                ) -> tuple[list[SlurmJob], list[SlurmNode], list[SlurmJob] | None, str | None]:
+    """With --slurm: the running jobs, the nodes, the finished jobs since --since (None without
+    accounting) and why finished jobs are missing; each part Slurm cannot answer is said on
+    stderr and left empty."""
+    if not args.slurm:
+        return [], [], None, None
+    from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
+
+    reader = SlurmReader(timeout_s=args.timeout)
+    slurm_jobs = reader.jobs()
+    nodes: list[SlurmNode] = []
+    try:
+        nodes = reader.nodes()
+    except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
+        print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
+    try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
+        from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
+
+        accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
+                                  user=args.user, account=args.account)
+    except SlurmError as exc:
+        finished_note = f"finished jobs not listed: {exc}"
+        print(f"fleet-tui: {finished_note}", file=sys.stderr)
+        return slurm_jobs, nodes, None, finished_note
+    return slurm_jobs, nodes, accounting, None
+
+
 def _cmd_jobs(args: argparse.Namespace) -> int:
     import time
 
@@ -197,27 +229,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             return _aggregated_jobs(args, read[0])
     if usages is None:
         usages = _usages(args, read)
-    slurm_jobs: list = []
-    nodes: list = []
-    accounting, finished_note = None, None
     now = time.time()
-    if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmError, SlurmReader
-
-        reader = SlurmReader(timeout_s=args.timeout)
-        slurm_jobs = reader.jobs()
-        try:
-            nodes = reader.nodes()
-        except SlurmError as exc:  # partitions' free GPUs are missing then, nothing else
-            print(f"fleet-tui: partitions not read: {exc}", file=sys.stderr)
-        try:  # finished jobs need accounting (slurmdbd); without it, say so and go on
-            from fleet_tui.core.cluster.slurmtime import as_sacct, parse_when
-
-            accounting = reader.sacct(since=as_sacct(parse_when(args.since, now, field="since")),
-                                      user=args.user, account=args.account)
-        except SlurmError as exc:
-            finished_note = f"finished jobs not listed: {exc}"
-            print(f"fleet-tui: {finished_note}", file=sys.stderr)
+    slurm_jobs, nodes, accounting, finished_note = _read_slurm(args, now)
     spec = _opt(args, "source") or ""
     if not args.slurm and spec.startswith("fleet-replay"):
         from fleet_tui.core.monitor.sources import open_source

@@ -9,9 +9,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_tui.commands._numbers import finite_float, whole_number
+
+if TYPE_CHECKING:  # for the checker only: the engine loads inside the handler (--help stays fast)
+    from fleet_tui.core.monitor.engine import MonitorEngine, Tick
+    from fleet_tui.core.monitor.recorder import Recorder
+    from fleet_tui.core.monitor.source import Source
 
 _S = argparse.SUPPRESS  # re-declared app flags keep a value given before the subcommand
 
@@ -118,7 +123,7 @@ def _opt(args: argparse.Namespace, name: str, default: Any = None) -> Any:
     return default if v is None else v
 
 
-def _open(spec: str, interval: float):
+def _open(spec: str, interval: float) -> Source:
     from fleet_tui.core.monitor.sources import open_source, parse_source_spec
 
     kind = parse_source_spec(spec).kind
@@ -215,6 +220,11 @@ def _print_tick_text(tick, stream) -> None:
     else:
         head = f"{snap.source} ({snap.source_kind})" + (f": {snap.message}" if snap.message else "")
     stream.write(head + "\n")
+    agg = snap.aggregate
+    if agg is not None:  # a fleet past --aggregate-above: no device read one by one
+        stream.write(f"  aggregated on the server: {agg.device_count} devices on {len(agg.nodes)} "
+                     f"nodes (more than {agg.threshold}), {agg.idle_devices} idle; the roll-ups: "
+                     "fleet-tui fleet --source ...\n")
     if snap.devices:
         rows = [_device_line(d, tick.analyses.get(d.key)) for d in snap.devices]
         headers = _HEADERS
@@ -236,18 +246,14 @@ def _print_tick_text(tick, stream) -> None:
     stream.flush()
 
 
-def _cmd_monitor(args: argparse.Namespace) -> int:
-    import asyncio
-
+def _engine(args: argparse.Namespace, spec: str) -> tuple[MonitorEngine, Recorder | None]:
+    """The engine the flags ask for, on the unopened source of ``spec`` (and the --record file's
+    recorder); a flag out of bounds or an unknown --instance is a UserError naming it."""
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.fleet import FleetViews, one_deadline, unavailable_reason
     from fleet_tui.core.monitor.alerts import strict_rules
     from fleet_tui.core.monitor.engine import MIN_INTERVAL_S, MonitorEngine
-    from fleet_tui.core.monitor.source import SourceUnavailable
-    from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND, policy_for
-    from fleet_tui.core.redact import redact, redact_spec
+    from fleet_tui.core.monitor.windowing import policy_for
 
-    spec = _opt(args, "source", "auto")
     interval = _opt(args, "interval", 1.0)
     if interval < MIN_INTERVAL_S:
         raise UserError(f"--interval {interval:g}: must be at least {MIN_INTERVAL_S} seconds")
@@ -268,15 +274,30 @@ def _cmd_monitor(args: argparse.Namespace) -> int:
         recorder = Recorder(args.record)
     engine = MonitorEngine(source, interval=interval, instance=instance, alert_rules=rules,
                            recorder=recorder, catalog=catalog,
-                           policy=policy_for(getattr(source, "kind", ""), args.window))
-    fleet_views = FleetViews() if getattr(source, "kind", "") == FLEET_SOURCE_KIND else None
+                           policy=policy_for(source.kind, args.window))
+    return engine, recorder
+
+
+def _cmd_monitor(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.fleet import FleetViews, one_deadline, unavailable_reason
+    from fleet_tui.core.monitor.source import SourceUnavailable
+    from fleet_tui.core.monitor.windowing import FLEET_SOURCE_KIND
+    from fleet_tui.core.redact import redact, redact_spec
+
+    spec = _opt(args, "source", "auto")
+    engine, recorder = _engine(args, spec)
+    source = engine.source
+    fleet_views = FleetViews() if source.kind == FLEET_SOURCE_KIND else None
     for problem in engine.rule_problems:
         print(f"fleet-tui: warning: alert rule skipped: {problem}", file=sys.stderr)
     out = sys.stdout
     count = 1 if args.once else args.count
     failed: list[str] = []
 
-    def on_tick(tick) -> None:
+    def on_tick(tick: Tick) -> None:
         snap = tick.snapshot
         no_accelerator = snap.source_kind == "none"  # auto found nothing here to watch at all
         if not snap.devices and (no_accelerator or args.once and snap.errors
@@ -358,7 +379,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     no_device: list = []  # the first tick's snapshot when it found no device
     gone_said = False
 
-    def on_tick(tick) -> None:
+    def on_tick(tick: Tick) -> None:
         nonlocal gone_said
         if tick.seq == 1 and not tick.snapshot.devices:
             no_device.append(tick.snapshot)  # nothing to record: stop, say so, exit 2

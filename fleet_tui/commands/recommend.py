@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from fleet_tui.commands._demand_args import add_demand_args
 from fleet_tui.commands._numbers import finite_float, whole_number
 from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
-from fleet_tui.core.pricing import PRICING_CHOICES
+from fleet_tui.core.pricing import PRICING_CHOICES, Schedule
 
 
 def register(subparsers) -> None:
@@ -87,13 +87,30 @@ def _split(values: Iterable[str] | None) -> list[str] | None:
     return [v.strip() for raw in values for v in raw.split(",") if v.strip()]
 
 
+def _schedule(args: argparse.Namespace) -> Schedule:
+    """--schedule, else --hours-per-month, else always on; a bad value names its flag."""
+    from fleet_tui.core.errors import UserError
+
+    if args.schedule is not None:
+        try:
+            return Schedule.parse(args.schedule)
+        except UserError as exc:
+            raise UserError(f"--schedule {args.schedule}: {exc}") from None
+    if args.hours_per_month is not None:
+        try:
+            return Schedule(args.hours_per_month)
+        except UserError as exc:
+            raise UserError(f"--hours-per-month: {exc}") from None
+    return Schedule.always_on()
+
+
 def handler(args: argparse.Namespace) -> int:
     from fleet_tui.commands._catalog_args import load_user_catalog
     from fleet_tui.commands._demand_args import demand_from_args
     from fleet_tui.commands._output import print_json
     from fleet_tui.commands._workload_args import workload_from_args
     from fleet_tui.core.errors import UserError
-    from fleet_tui.core.pricing import Schedule, SpotAssumptions, check_pricing
+    from fleet_tui.core.pricing import SpotAssumptions, check_pricing
     from fleet_tui.core.ranking import DEFAULT_MAX_INSTANCES, recommend
     from fleet_tui.core.ranking.explanation import explain
     from fleet_tui.core.workload import parse_run_tokens
@@ -114,18 +131,7 @@ def handler(args: argparse.Namespace) -> int:
                         ("--checkpoint-interval-h", args.checkpoint_interval_h)):
         if value is not None and not math.isfinite(value):
             raise UserError(f"{flag} must be a finite number, got {value}")
-    if args.schedule is not None:
-        try:
-            schedule = Schedule.parse(args.schedule)
-        except UserError as exc:
-            raise UserError(f"--schedule {args.schedule}: {exc}") from None
-    elif args.hours_per_month is not None:
-        try:
-            schedule = Schedule(args.hours_per_month)
-        except UserError as exc:
-            raise UserError(f"--hours-per-month: {exc}") from None
-    else:
-        schedule = Schedule.always_on()
+    schedule = _schedule(args)
     spot = None
     if args.checkpoint_interval_h is not None:
         spot = SpotAssumptions(checkpoint_interval_h=args.checkpoint_interval_h)

@@ -159,7 +159,7 @@ def _render_plan(p: dict) -> list[str]:
     return lines
 
 
-def _render(d: dict) -> str:
+def _render(d: dict) -> str:  # long: the report's sections in print order, each a few lines
     from fleet_tui.commands._output import format_table
     from fleet_tui.core.sizing import COMPONENT_HELP
 

@@ -187,7 +187,7 @@ def kv_value_bytes(w: Workload) -> float:
     return cal.KV_CACHE_BYTES[w.kv_cache_dtype]
 
 
-def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: int = 0) -> float:
+def kv_bytes_per_token(arch: ModelArch, w: Workload, tp: int = 1, context: float = 0) -> float:
     """KV-cache bytes per token of one sequence at ``context`` tokens, per tensor-parallel rank.
 
     2 (K and V) × kv_heads (at least one per rank) × head_dim × activation bytes per layer (MLA:

@@ -15,7 +15,7 @@ Two different facts live here and must not be confused:
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Literal
+from typing import Literal, cast
 
 from fleet_tui.core.records import FORBID_EXTRA, Record, record
 from fleet_tui.core.types import NonEmptyStr, PositiveFloat
@@ -155,4 +155,5 @@ class Accelerator(Record):
 
     def peak(self, precision: str) -> float | None:
         """Published dense peak for ``precision`` in TFLOP/s (TOP/s for integers), None if unknown."""
-        return self.peak_tflops.get(precision)  # type: ignore[call-overload]
+        # any name may be asked for; only a Precision can have a peak
+        return cast("dict[str, float]", self.peak_tflops).get(precision)

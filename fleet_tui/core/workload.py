@@ -71,8 +71,8 @@ _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "se
                                      "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
                                      "lora_rank", "engine", "kv_cache_dtype", "gpu_memory_utilization",
-                                     "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "framework",
-                                     "chunked_loss",
+                                     "max_num_batched_tokens", "max_num_seqs", "expert_parallel", "api_server_count",
+                                     "framework", "chunked_loss",
                                      "optimizer_in_backward", "offload", "compile", "selective_checkpointing",
                                      "tp", "pp", "zero", "micro_batch", "cp", "vpp", "sequence_parallel")
 
@@ -109,6 +109,7 @@ class Workload(Record):
     max_num_batched_tokens: PositiveInt | None = None  # None: the engine's default chunk
     max_num_seqs: PositiveInt | None = None  # None: the engine's default cap on sequences in flight
     expert_parallel: bool = False  # MoE: attention data parallel + experts split over the GPUs
+    api_server_count: PositiveInt | None = None  # vLLM --api-server-count; None: one API server
     # --- training stack: see fleet_tui.core.sizing.stacks ---
     framework: Framework = "hf"
     chunked_loss: bool = False  # cross-entropy over chunks of the sequence (no full fp32 logits)
@@ -229,6 +230,7 @@ def _arch_for_params(params: int) -> ModelArch:
 # Limits that catch typos without getting in the way of real runs.
 MAX_BATCH = 1_000_000
 MAX_TOKENS = 10_000_000  # longest context any published model supports (Llama-4-Scout: 10M)
+MAX_API_SERVERS = 256  # one API-server process per CPU core at most; no host has more
 MAX_GPUS = 65_536
 MAX_LORA_RANK = 65_536
 
@@ -347,6 +349,40 @@ def parse_workload(fields, catalog=None) -> Workload:
     gpus = parse_count(d.get("gpus"), "gpus", 1, MAX_GPUS) or 1
     rank = parse_count(d.get("lora_rank"), "lora_rank", 1, MAX_LORA_RANK)
 
+    _check_lengths(seq, prompt, gen, training, kind, model)
+    _check_kind_fields(d, kind, precision, rank)
+
+    kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
+                    seq_len=seq, target_len=target, prompt_len=prompt, gen_len=gen, gpus=gpus)
+    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
+        kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
+    _training_choices(d, kw, adapter, rank)
+    kw.update(_serving_fields(d, training))
+    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
+        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
+                         "this model has none")
+    kw.update(_stack_fields(d, kind, kw))
+    _encoder_decoder_fields(d, kw)
+    if gpus > 1 and "sharding" not in kw and kw.get("framework") in ("torchtune", "torchtitan", "maxtext"):
+        kw["sharding"] = "fsdp"  # FSDP2 full shard (torchtune, torchtitan); MaxText's ici_fsdp_parallelism
+    _layout_fields(d, kw, gpus, training)
+    gpus = kw["gpus"]
+    if gpus > 1 and "sharding" not in kw:
+        kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
+    if kw.get("sharding") == "tensor" and kw.get("tp") is None and model is not None and model.kv_heads and gpus > 1:
+        if model.heads % gpus:
+            raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
+                             f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
+    try:  # every field was parsed above: only the cross-field rules remain to check
+        return Workload(**kw)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_lengths(seq: int | None, prompt: int | None, gen: int | None, training: bool, kind: str,
+                   model: ModelArch | None) -> None:
+    """A generation is a prompt plus new tokens, a forward pass or training step is one length;
+    either within four times the model's context window."""
     if gen is not None and prompt is None:
         raise FieldError("gen_len", "{gen_len} needs {prompt_len} (generation = a prompt plus new tokens)")
     if prompt is not None and gen is None:
@@ -364,6 +400,13 @@ def parse_workload(fields, catalog=None) -> Workload:
         if value is not None and model is not None and arch_max and value > arch_max * 4:
             raise FieldError(field, f"{shown} {value}: far beyond {escape_braces(model.name or model.id)}'s "
                              f"context window of {arch_max:,} tokens")
+
+
+def _check_kind_fields(d: dict, kind: str, precision: str, rank: int | None) -> None:
+    """Training options only on training, adapter options only on adapters, and a precision that
+    can train all weights."""
+    training = kind != "inference"
+    adapter = kind in ("lora", "qlora")
     if not training:
         for field in ("optimizer", "master_weights", "grad_checkpointing", "framework", "chunked_loss",
                       "optimizer_in_backward", "offload", "compile", "selective_checkpointing"):
@@ -376,10 +419,10 @@ def parse_workload(fields, catalog=None) -> Workload:
         raise FieldError("precision", f"{{precision}} {precision} cannot train all weights; use {{workload}} "
                          "qlora (4-bit base + LoRA) or a 16-bit precision")
 
-    kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
-                    seq_len=seq, target_len=target, prompt_len=prompt, gen_len=gen, gpus=gpus)
-    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
-        kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
+
+def _training_choices(d: dict, kw: dict, adapter: bool, rank: int | None) -> None:
+    """The optimizer, master weights, sharding and serving choices, gradient checkpointing and the
+    LoRA rank and target modules, set into ``kw``."""
     for field, allowed in (("optimizer", OPTIMIZERS), ("master_weights", MASTER_WEIGHTS),
                            ("sharding", SHARDINGS), ("serving", SERVING_MODES)):
         value = _choice(d, field, allowed, None)
@@ -402,26 +445,6 @@ def parse_workload(fields, catalog=None) -> Workload:
                              f"{escape_braces(', '.join(bad)) or '(none)'}; "
                              f"allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
-    kw.update(_serving_fields(d, training))
-    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
-        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
-                         "this model has none")
-    kw.update(_stack_fields(d, kind, kw))
-    _encoder_decoder_fields(d, kw)
-    if gpus > 1 and "sharding" not in kw and kw.get("framework") in ("torchtune", "torchtitan", "maxtext"):
-        kw["sharding"] = "fsdp"  # FSDP2 full shard (torchtune, torchtitan); MaxText's ici_fsdp_parallelism
-    _layout_fields(d, kw, gpus, training)
-    gpus = kw["gpus"]
-    if gpus > 1 and "sharding" not in kw:
-        kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
-    if kw.get("sharding") == "tensor" and kw.get("tp") is None and model is not None and model.kv_heads and gpus > 1:
-        if model.heads % gpus:
-            raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
-                             f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
-    try:  # every field was parsed above: only the cross-field rules remain to check
-        return Workload(**kw)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
 
 
 def _global_batch(d: dict, per_device: int, kind: str) -> int:
@@ -447,7 +470,7 @@ def _serving_fields(d: dict, training: bool) -> dict:
     """The serving engine and its knobs (inference only)."""
     kw: dict = {}
     given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
-                         "max_num_seqs", "expert_parallel") if d.get(f) not in (None, "", False)]
+                         "max_num_seqs", "expert_parallel", "api_server_count") if d.get(f) not in (None, "", False)]
     if training and given:
         raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
                          "inference")
@@ -475,6 +498,12 @@ def _serving_fields(d: dict, training: bool) -> dict:
         kw["max_num_seqs"] = seqs
     if d.get("expert_parallel"):
         kw["expert_parallel"] = True
+    servers = parse_count(d.get("api_server_count"), "api_server_count", 1, MAX_API_SERVERS)
+    if servers is not None:
+        if kw.get("engine", "vllm") != "vllm":
+            raise FieldError("api_server_count", "{api_server_count} is a knob of vllm's API server; "
+                             f"{{engine}} {kw['engine']} has none")
+        kw["api_server_count"] = servers
     if kw.get("engine") == "hf":
         for f in ("gpu_memory_utilization", "max_num_batched_tokens", "max_num_seqs", "expert_parallel"):
             if f in kw:

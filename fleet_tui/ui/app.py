@@ -14,14 +14,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual.app import App, ScreenStackError, SystemCommand
+from textual.app import ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
 from fleet_tui.ui import textual_fixes
+from fleet_tui.ui.host import AppHost
 from fleet_tui.ui.panes import PANES, PaneInfo, pane_class
 from fleet_tui.ui.state import MOUNTING, CatalogStatus, SourceStatus
 from fleet_tui.ui.themes import LoadedTheme
@@ -29,10 +29,8 @@ from fleet_tui.ui.themes import LoadedTheme
 if TYPE_CHECKING:  # for the checker only: these load after the first frame (start-up time)
     from fleet_tui.core.catalog.models import Catalog
     from fleet_tui.core.monitor.source import Source
-    from fleet_tui.core.workload import Workload
     from fleet_tui.ui.help import HelpSection
     from fleet_tui.ui.monitor_link import MonitorLink
-    from fleet_tui.ui.state import BuilderChoice
 
 
 def _screen(mode: str):
@@ -48,7 +46,7 @@ def _as_binding(b: BindingType) -> Binding:
     return Binding(b[0], b[1], b[2])
 
 
-class FleetApp(App[int]):
+class FleetApp(AppHost):
     TITLE = "fleet-tui"
     CSS_PATH = "styles/app.tcss"
     MODES = {pane.mode: _screen(pane.mode) for pane in PANES}
@@ -65,12 +63,6 @@ class FleetApp(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
-
-    source_status: var[SourceStatus] = var(SourceStatus())
-    catalog_status: var[CatalogStatus] = var(CatalogStatus())
-    catalog: var[Catalog | None] = var(None)  # once loaded
-    workload: var[Workload | None] = var(None)  # the workload the builder last produced
-    builder_context: var[BuilderChoice | None] = var(None)  # accelerator, hours, spot, current
 
     def __init__(self, *, source_spec: str | None = None, source: Source | None = None,
                  instance: str | None = None, theme: str = "fleet-dark",

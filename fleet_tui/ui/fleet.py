@@ -10,13 +10,14 @@ Threads: the worker reads the newest tick (immutable) from the pane and hands ba
 ``FleetView`` and row texts through ``call_from_thread``; the pane's ``FleetViews`` (which keeps the
 last view's devices) is used by one worker at a time under a lock (an exclusive worker that was
 superseded may still be running: a thread cannot be stopped), and a superseded worker draws nothing.
-Each drawn view posts ``FleetScreen.ViewDrawn`` and sets ``view_ready``: what tests wait on.
+Each drawn view posts ``FleetScreen.ViewDrawn`` (what a script or test that waits for views sees).
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -31,11 +32,22 @@ from fleet_tui.ui.pane import PaneScreen
 from fleet_tui.ui.runtime import FrozenSurvivors
 from fleet_tui.ui.widgets.fleet_table import FleetTable
 from fleet_tui.ui.widgets.gauges import pct, usd
+from fleet_tui.ui.widgets.severity import severity_style
 from fleet_tui.ui.widgets.text import escape_text
+
+if TYPE_CHECKING:  # for the checker only: the core's fleet loads with the first view
+    from fleet_tui.core.fleet import FleetView, FleetViews
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
+    from fleet_tui.core.monitor.snapshot import Snapshot
+    from fleet_tui.ui.monitor_link import MonitorView
+
+    #: the newest tick to draw: its snapshot and each device's analysis
+    Tick = tuple[Snapshot, Mapping[str, DeviceAnalysis]]
+    #: an aggregated fleet's node read in full: (node, its view or None, why not)
+    NodeRead = tuple[str, FleetView | None, str | None]
 
 GRID_ROWS = 48  # nodes drawn in the grid (worst first); the table lists them all
 OFFENDERS = 12
-SEVERITY_STYLE = {"critical": "$error", "warning": "$warning", "info": "$primary", "ok": "$success"}
 NODE_COLUMNS = (("node", "node"), ("n", "devices"), ("util", "util"), ("sm", "SM active"),
                 ("mem", "memory"), ("power", "power"), ("worst", "worst"), ("idle", "idle"),
                 ("idle_usd", "idle $/h"), ("waste", "waste $/h"))
@@ -45,16 +57,15 @@ class FleetViewPane(PaneScreen):
     """A pane drawn from the core's ``FleetViews`` of the engine's newest tick (the fleet and jobs
     panes): ``redraw`` keeps the tick and starts the pane's ``_build`` thread worker, which reads
     it under ``_lock`` (a superseded exclusive worker may still run) and hands an immutable view
-    back to the loop; ``view_drawn`` then frees what the refreshes left (``FrozenSurvivors``),
-    sets ``view_ready`` and posts the pane's message."""
+    back to the loop; ``view_drawn`` then frees what the refreshes left (``FrozenSurvivors``)
+    and posts the pane's message."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._views = None  # core FleetViews: ticks -> FleetView (keeps converted diagnoses)
+        self._views: FleetViews | None = None  # ticks -> FleetView (keeps converted diagnoses)
         self._lock = threading.Lock()  # one worker at a time uses the views (and the pane's own)
-        self._tick = None  # the newest (snapshot, analyses) to draw: what _build reads
+        self._tick: Tick | None = None  # the newest (snapshot, analyses) to draw: what _build reads
         self._frozen = FrozenSurvivors()
-        self.view_ready = asyncio.Event()  # set when a view is drawn (tests clear and await it)
 
     def on_unmount(self) -> None:
         runtime.release_frozen()
@@ -71,21 +82,20 @@ class FleetViewPane(PaneScreen):
         if self.app.monitor is not None:
             self.app.monitor.redraw_now()
 
-    def redraw(self, view) -> None:
+    def redraw(self, view: MonitorView) -> None:
         """Called by MonitorLink (visible pane only): build the pane's view off the loop."""
         if self._views is None:
             self._views = fleet_views(self.app)
-        self._tick = (view.snapshot, getattr(view.tick, "analyses", None) or {})
+        self._tick = (view.snapshot, view.tick.analyses)
         self._build()
 
     def _build(self) -> None:
         raise NotImplementedError
 
     def view_drawn(self, message: Message) -> None:
-        """A view is on screen: freeze what survived, tell the waiting tests, post ``message``."""
-        engine = getattr(self.app.monitor, "engine", None)
-        self._frozen.freeze(filling=bool(getattr(engine, "filling", False)))
-        self.view_ready.set()
+        """A view is on screen: freeze what survived, post ``message``."""
+        engine = self.app.monitor.engine if self.app.monitor is not None else None
+        self._frozen.freeze(filling=engine is not None and engine.filling)
         self.post_message(message)
 
 
@@ -124,7 +134,7 @@ class FleetScreen(FleetViewPane):
         self.drill_node: str | None = None
         # an aggregated fleet's drilled node read in full: (node, its one-node view or None, why
         # not); what tests wait on is ``NodeRead``
-        self.node_read: tuple[str, object | None, str | None] | None = None
+        self.node_read: NodeRead | None = None
         self._shown: dict[str, str] = {}  # selector -> the markup its Static shows
 
     def compose_body(self) -> ComposeResult:
@@ -158,9 +168,10 @@ class FleetScreen(FleetViewPane):
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()
         with self._lock:
-            if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
+            views = self._views  # made by redraw, with the first tick
+            if worker.is_cancelled or self._tick is None or views is None:  # a newer one took over
                 return
-            fleet = self._views.view(*self._tick)
+            fleet = views.view(*self._tick)
         rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),
@@ -172,12 +183,13 @@ class FleetScreen(FleetViewPane):
             # Prometheus delays only the side panel)
             self.app.call_from_thread(self._node_was_read, self._read_node(drill))
 
-    def _read_node(self, node: str) -> tuple[str, object | None, str | None]:
+    def _read_node(self, node: str) -> NodeRead:
         """An aggregated fleet's node read in full (in a worker: one HTTP request)."""
         from fleet_tui.core.fleet import read_node_view
 
+        prices = self._views.instance_prices if self._views is not None else None
         try:
-            return node, read_node_view(self.app.source, node, self._views.instance_prices), None
+            return node, read_node_view(self.app.source, node, prices), None
         except Exception as exc:  # noqa: BLE001 - shown in the side panel, never raised
             return node, None, f"{node}: its devices not read: {exc}"
 
@@ -189,7 +201,7 @@ class FleetScreen(FleetViewPane):
         if node is not None:
             self.app.call_from_thread(self._node_was_read, self._read_node(node))
 
-    def _node_was_read(self, read: tuple[str, object | None, str | None]) -> None:
+    def _node_was_read(self, read: NodeRead) -> None:
         if read[0] != self.drill_node:  # the user drilled elsewhere (or back) meanwhile
             return
         self.node_read = read
@@ -307,7 +319,8 @@ def summary_markup(fleet) -> str:
         text += (f"\n[$accent]aggregated on the server[/]: more than {agg.threshold} devices, so "
                  "Prometheus computes the per-node and per-job means and counts; no per-device "
                  f"diagnosis (d: one node's devices) · memory ≥95% {counts.get('mem_full', 0)} · "
-                 f"idle drawing power {counts.get('idle_powered', 0)} · XID {counts.get('xid', 0)}")
+                 f"idle drawing power {counts.get('idle_powered', 0)} · XID {counts.get('xid', 0)} · "
+                 f"power-capped {counts.get('power_capped', 0)} · thermal {counts.get('thermal', 0)}")
     if fleet.errors:
         text += "\n[$error]" + escape_text("; ".join(fleet.errors[:3])) + "[/]"
     return text
@@ -322,7 +335,7 @@ def node_row(n) -> tuple[str, ...]:
 
 
 def _cell(d) -> str:
-    style = SEVERITY_STYLE.get(d.severity, "$text-muted")
+    style = severity_style(d.severity)
     if d.state != "ok":
         return "[$error]✗✗[/]"
     util = d.gpu_util_pct
@@ -370,7 +383,7 @@ def offenders_markup(devices, ages, with_node: bool = True) -> str:
     """``ages``: the readings' ages by device key (``FleetView.ages``)."""
     lines = []
     for d in list(devices)[:OFFENDERS if with_node else None]:
-        style = SEVERITY_STYLE.get(d.severity, "$text")
+        style = severity_style(d.severity)
         where = f"{d.node}/" if with_node and d.node else ""
         head = f"[b {style}]{escape_text(d.primary.replace('_', ' '))}[/] {escape_text(where)}#{d.index}"
         detail = f"util {pct(d.gpu_util_pct)}"

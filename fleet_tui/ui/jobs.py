@@ -8,7 +8,7 @@ from the engine's latest tick (the same FleetView the fleet pane draws) and the 
 not seconds. Without Slurm a job's start is unknown, so runtime and idle GPU-hours count from when
 this pane started watching (a lower bound). As in the fleet pane, the worker gets the immutable tick,
 uses the pane's ``FleetViews`` under a lock (a superseded exclusive worker may still run) and hands
-back an immutable ``JobsView``; ``JobsScreen.ViewDrawn`` / ``view_ready`` say a view was drawn. The
+back an immutable ``JobsView``; ``JobsScreen.ViewDrawn`` says a view was drawn. The
 job alert rules (``min_devices`` in alerts.toml,
 e.g. the bundled ``job-idle-gpus``: 8 GPUs idle for 30 minutes) are evaluated here, where the jobs
 are known, and shown as notifications."""
@@ -16,6 +16,8 @@ are known, and shown as notifications."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,6 +31,13 @@ from fleet_tui.ui.fleet import FleetViewPane
 from fleet_tui.ui.widgets.gauges import pct, usd
 from fleet_tui.ui.widgets.table import Table
 from fleet_tui.ui.widgets.text import escape_text
+
+if TYPE_CHECKING:  # for the checker only: the core's fleet and jobs load with the first view
+    from fleet_tui.core.cluster.headnode import HeadNodeView
+    from fleet_tui.core.cluster.jobs import JobsView
+    from fleet_tui.core.fleet import FleetViews
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
+    from fleet_tui.core.monitor.snapshot import Snapshot
 
 LABELS_EVERY_S = 30.0
 MAX_ROWS = 500  # a bounded page: DataTable measures every cell of every row added
@@ -63,14 +72,14 @@ class JobsScreen(FleetViewPane):
 
     def __init__(self) -> None:
         super().__init__()  # _lock: one worker at a time also uses the labels and alerts
-        self.jobs = None  # the latest core JobsView
+        self.jobs: JobsView | None = None  # the latest drawn
         self.report_job: str | None = None
         self._labels = None  # core DeviceLabels
         self._labels_at = -LABELS_EVERY_S
         self._labels_error: str | None = None
         self._started = time.time()
         self._alerts = None  # core AlertEvaluator of the job rules
-        self.report = None  # the latest core HeadNodeView (running jobs are self.jobs)
+        self.report: HeadNodeView | None = None  # the latest (running jobs are self.jobs)
         self._slurm = None  # (jobs, nodes) last read from Slurm
         self._slurm_at = -LABELS_EVERY_S
         self._slurm_error: str | None = None
@@ -96,15 +105,16 @@ class JobsScreen(FleetViewPane):
     def _build(self) -> None:
         worker = get_current_worker()
         with self._lock:
-            if worker.is_cancelled or self._tick is None:  # a newer tick's worker took over
+            views = self._views  # made by redraw, with the first tick
+            if worker.is_cancelled or self._tick is None or views is None:  # a newer one took over
                 return
             if self._tick[0].aggregate is not None:  # a fleet past the threshold
-                fleet = self._views.view(*self._tick)
+                fleet = views.view(*self._tick)
                 rows = fleet.jobs_dict(self._read_slurm(time.time())[0])
                 if not worker.is_cancelled:
                     self.app.call_from_thread(self._draw_aggregate, fleet, rows)
                 return
-            report, alerts = self._jobs_of(*self._tick)
+            report, alerts = self._jobs_of(views, *self._tick)
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, report)
         if alerts:  # events: shown even when a newer view superseded this one
@@ -114,14 +124,14 @@ class JobsScreen(FleetViewPane):
         """Job alerts as a few notifications (``alert_notices``: 200 jobs idle at once are
         one notice naming the first jobs, not 200)."""
         from fleet_tui.core.monitor.alert_notices import alert_notices
-        from fleet_tui.ui.monitor_link import TOAST_SEVERITY
+        from fleet_tui.ui.widgets.severity import toast_level
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,
-                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=10)
+                            severity=toast_level(notice.severity), timeout=10)
 
     def _uses_slurm(self) -> bool:
-        wanted = getattr(self.app, "slurm", None)
+        wanted = self.app.slurm
         if wanted is None:
             import shutil
 
@@ -153,13 +163,14 @@ class JobsScreen(FleetViewPane):
                 self._slurm_error = f"Slurm not read: {exc}"
         return self._slurm or ((), ())
 
-    def _jobs_of(self, snapshot, analyses):
+    def _jobs_of(self, views: FleetViews, snapshot: Snapshot,
+                 analyses: Mapping[str, DeviceAnalysis]):
         """The head-node report and the job alerts that fire now (in the worker, under the
         lock)."""
         from fleet_tui.core.cluster.headnode import head_node_view
         from fleet_tui.core.cluster.promjobs import DeviceLabels, job_label_query, labels_from_result, usages_from_view
 
-        fleet = self._views.view(snapshot, analyses)
+        fleet = views.view(snapshot, analyses)
         now = time.time()
         query = getattr(self.app.source, "query_instant", None)
         if query is not None and now - self._labels_at >= LABELS_EVERY_S:
@@ -241,6 +252,9 @@ class JobsScreen(FleetViewPane):
         from fleet_tui.core.cluster.jobreport import job_report
 
         text = self.query_one("#jobs-report-text", Static)
+        job_id = self.report_job
+        if job_id is None:  # no report asked for
+            return
         if self.aggregated is not None:
             job = next((j for j in self.aggregated_jobs if j["job"] == self.report_job), None)
             self.query_one("#jobs-report").border_title = f"Job {self.report_job}"
@@ -253,8 +267,12 @@ class JobsScreen(FleetViewPane):
                 lines=True))
             return
         try:
-            job = (self.report.running_job(self.report_job) if self.report is not None
-                   else self.jobs.job(self.report_job))
+            if self.report is not None:
+                job = self.report.running_job(job_id)
+            elif self.jobs is not None:
+                job = self.jobs.job(job_id)
+            else:  # nothing drawn yet
+                return
         except KeyError as exc:
             text.update(f"[$error]{escape_text(str(exc.args[0]))}[/]")
             return

@@ -21,26 +21,22 @@ from textual.app import ScreenStackError
 from fleet_tui.core.monitor.history import metric_value
 from fleet_tui.core.monitor.snapshot import Snapshot
 from fleet_tui.core.records import record
+from fleet_tui.ui.widgets.severity import toast_level
 
 if TYPE_CHECKING:  # for the checker only: the engine loads after the first frame (start-up time)
-    from textual.notifications import SeverityLevel
-
     from fleet_tui.core.monitor.alerts import Alert
     from fleet_tui.core.monitor.cost import CostState
     from fleet_tui.core.monitor.engine import Finding, MonitorEngine, Tick
     from fleet_tui.core.monitor.history import History
     from fleet_tui.core.monitor.recorder import Recorder
     from fleet_tui.core.monitor.source import Source
-    from fleet_tui.ui.app import FleetApp
+    from fleet_tui.ui.host import AppHost
 
 # At most two redraws a second: faster ticks (0.25 s) coalesce to the latest one. At four a
 # second, drawing was ~2/3 of the app's CPU at 0.25 s (bench/bench_monitor_cpu.py); the engine
 # still samples, analyses and records every tick.
 MAX_REDRAWS_PER_S = 2.0
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-# an alert's severity -> Textual's notification severity
-TOAST_SEVERITY: dict[str, SeverityLevel] = {"critical": "error", "error": "error", "warning": "warning",
-                   "info": "information"}
 
 
 class HistoryReader(Protocol):
@@ -104,7 +100,7 @@ class DrawsMonitor(Protocol):
 
 
 class MonitorLink:
-    def __init__(self, app: FleetApp, source: Source, interval_s: float) -> None:
+    def __init__(self, app: AppHost, source: Source, interval_s: float) -> None:
         self.app = app
         self.source = source
         self.interval_s = interval_s
@@ -229,7 +225,7 @@ class MonitorLink:
 
         for notice in alert_notices(alerts):
             self.app.notify(notice.message, title=notice.title,
-                            severity=TOAST_SEVERITY.get(notice.severity, "warning"), timeout=8)
+                            severity=toast_level(notice.severity), timeout=8)
 
     def _publish(self, view: MonitorView) -> None:
         self.latest = view

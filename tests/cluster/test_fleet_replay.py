@@ -13,6 +13,7 @@ from fleet_tui.cli import main
 from fleet_tui.core.monitor.sources import open_source, parse_source_spec
 from fleet_tui.core.monitor.sources.fleet_replay import DEMO_FLEET, load_recording
 from tests.ui.conftest import make_app, settle, wait_for  # noqa: F401 - the fixture
+from tests.ui.drawn import ViewsDrawn
 
 
 def test_the_recording_and_its_labels():
@@ -53,13 +54,13 @@ def test_jobs_command_on_the_replay(capsys):
 @pytest.mark.parametrize("pane", ["5", "6", "7", "8"])
 async def test_panes_5_to_8_have_data(make_app, pane):  # noqa: F811
     app = make_app(source="fleet-replay:demo", instance="p5.48xlarge", interval=0.5)
-    async with app.run_test(size=(160, 45)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 45), message_hook=drawn.hook) as pilot:
         assert app.source_status.badge == "REPLAY FLEET"
         await pilot.press(pane)
         screen = app.screen
         if pane in ("5", "6"):
-            screen.view_ready.clear()
-            await screen.view_ready.wait()
+            await drawn.next()
             if pane == "6":
                 assert screen.report.running.jobs
             else:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.ui.conftest import make_app  # noqa: F401 - the fixture
+from tests.ui.drawn import ViewsDrawn
 from tests.ui.fleet_fake import SimFleetSource
 
 DATA = Path(__file__).parent / "data"
@@ -43,11 +44,11 @@ async def _drawn(make_app, slurm):
 @pytest.mark.parametrize("slurm", [True, None])  # --slurm, and squeue found on PATH
 async def test_jobs_pane_reads_slurm(make_app, slurm_on_path, slurm):  # noqa: F811
     app = await _drawn(make_app, slurm)
-    async with app.run_test(size=(160, 40)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook) as pilot:
         screen = app.screen
         for _ in range(3):  # the first views may come before the engine has diagnosed
-            screen.view_ready.clear()
-            await screen.view_ready.wait()
+            await drawn.next()
         await pilot.pause()
         report = screen.report
         assert report.slurm
@@ -63,10 +64,10 @@ async def test_jobs_pane_reads_slurm(make_app, slurm_on_path, slurm):  # noqa: F
 
 async def test_jobs_pane_without_slurm(make_app, slurm_on_path):  # noqa: F811
     app = await _drawn(make_app, False)
-    async with app.run_test(size=(160, 40)):
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook):
         screen = app.screen
-        screen.view_ready.clear()
-        await screen.view_ready.wait()
+        await drawn.next()
         assert not screen.report.slurm and screen.report.running.jobs == ()
 
 
@@ -83,11 +84,11 @@ async def test_jobs_pane_shows_slurm_winning_over_a_stale_label(make_app, slurm_
     source = _LabelledFleet(nodes=2, devices_per_node=4)
     app = make_app(source="sim:1", interval=0.25, slurm=True,
                    overrides=dict(source=source, source_spec=source.name, start_mode="jobs"))
-    async with app.run_test(size=(160, 40)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(160, 40), message_hook=drawn.hook) as pilot:
         screen = app.screen
         for _ in range(3):
-            screen.view_ready.clear()
-            await screen.view_ready.wait()
+            await drawn.next()
         await pilot.pause()
         running = screen.report.running
         task = {j.job: j for j in running.jobs}["2_0"]

@@ -16,6 +16,8 @@ from fleet_tui.core.monitor.sources.prometheus import (
     parse_envelope,
 )
 from fleet_tui.core.monitor.sources.prometheus.aggregate import (
+    POWER_CAP_BITS,
+    THERMAL_BITS,
     build_aggregate_query,
     build_node_query,
     read_fleet_aggregate,
@@ -80,6 +82,12 @@ def test_aggregate_agrees_with_per_device_view(fleet8):
     full = sum(1 for d in devices if d.mem_total_bytes and d.mem_used_bytes is not None
                and d.mem_used_bytes / d.mem_total_bytes >= 0.95)
     assert agg.counts["mem_full"] == full
+    # and the throttled ones, by their clock-event reason bits (the replayed trace power-caps)
+    assert agg.counts["power_capped"] > 0
+    for count, bits in (("power_capped", POWER_CAP_BITS), ("thermal", THERMAL_BITS)):
+        mask = sum(bits)
+        assert agg.counts[count] == sum(1 for d in devices
+                                        if (d.clock_event_reasons or 0) & mask), count
 
 
 @pytest.mark.parametrize("node", ["node-00", "node-01", "node-03"])  # Hostname, hostname, none

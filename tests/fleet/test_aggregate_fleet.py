@@ -206,3 +206,15 @@ def test_unreachable_prometheus_keeps_the_last_rollups(small_fleet):
     assert later.aggregate is snap.aggregate  # the last roll-ups, said to be old
     assert any("unreachable" in e for e in later.errors)
     assert any("showing the roll-ups read" in e for e in later.errors)
+
+
+def test_monitor_once_says_the_fleet_is_aggregated(job_fleet, monkeypatch, capsys):
+    _, prom = job_fleet
+    monkeypatch.setenv("FLEET_TUI_AGGREGATE_ABOVE", "8")  # how the app and monitor take it
+    assert main(["monitor", "--once", "--source", f"prometheus:{prom.url}"]) == 0
+    out = capsys.readouterr().out
+    assert f"aggregated on the server: {N_NODES * GPUS} devices on {N_NODES} nodes" in out
+    assert main(["monitor", "--once", "--json", "--source", f"prometheus:{prom.url}"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["devices"] == [] and doc["fleet"]["aggregated"] is True
+    assert doc["fleet"]["fleet"]["devices"] == N_NODES * GPUS

@@ -7,7 +7,6 @@ job's mean utilization can be asserted to the percent."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 
@@ -16,6 +15,7 @@ import pytest
 from fleet_tui.cli import main
 from tests.fleet.dcgm_replay import NodeSpec, ReplayFleet, load_frames, phase_runs
 from tests.fleet.promserver import PROMETHEUS, PrometheusServer, wait_until
+from tests.ui.drawn import ViewsDrawn
 
 pytestmark = pytest.mark.prometheus
 
@@ -148,13 +148,6 @@ def test_jobs_user_filter_report_and_table(job_fleet, capsys):
     assert "no job 'nope' holds a device" in capsys.readouterr().err
 
 
-async def until_drawn(screen, condition, timeout_s: float = 120.0) -> None:
-    """Views drawn one after another (the pane's readiness event) until ``condition()`` holds."""
-    while not condition():
-        screen.view_ready.clear()
-        await asyncio.wait_for(screen.view_ready.wait(), timeout_s)
-
-
 async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch, tmp_path):
     from textual.widgets import DataTable, Static
 
@@ -171,21 +164,21 @@ async def test_jobs_pane_worst_first_and_report_at_80x24(job_fleet, monkeypatch,
     app.animation_level = "none"
     notified, notify = [], app.notify
     app.notify = lambda message, **kw: (notified.append(message), notify(message, **kw))[1]
-    async with app.run_test(size=(80, 24)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(80, 24), message_hook=drawn.hook) as pilot:
         assert app.current_mode == "fleet"
         await pilot.press("6")
         screen = app.screen
         assert screen.MODE == "jobs"
         table = screen.query_one("#jobs-table", DataTable)
-        await until_drawn(screen, lambda: table.row_count == 10)  # ten job rows
+        await drawn.until(lambda: table.row_count == 10)  # ten job rows
         assert str(table.rows and list(table.rows)[0].value) == "4243"  # two idle GPUs: worst
         # at 80 columns the essential columns are on screen
         visible = " ".join(str(line.text) for line in [table.render_line(0)])
         for header in ("job", "user", "gpus", "util", "idle $"):
             assert header in visible, (header, visible)
         # the job alert (notified from the worker right after its view is drawn)
-        await until_drawn(screen, lambda: any("job 4243: 2 of its 4 devices idle" in m
-                                              for m in notified))
+        await drawn.until(lambda: any("job 4243: 2 of its 4 devices idle" in m for m in notified))
         assert not any("job team-a" in m for m in notified)
         table.focus()
         await pilot.press("enter")  # the report is drawn at once

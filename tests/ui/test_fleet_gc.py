@@ -7,7 +7,6 @@ is what the code in between left as cycles.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 
 from rich.segment import Segment
@@ -16,6 +15,7 @@ from textual.strip import Strip
 from fleet_tui.ui import runtime, textual_fixes
 from fleet_tui.ui.widgets.table import Table
 from tests.ui.conftest import widget_app
+from tests.ui.drawn import ViewsDrawn
 from tests.ui.fleet_fake import SimFleetSource
 
 
@@ -63,13 +63,13 @@ async def test_fleet_refreshes_leave_no_cycles(make_app):
     source = SimFleetSource(nodes=6, devices_per_node=4)
     app = make_app(source="sim:1", interval=0.25,
                    overrides=dict(source=source, source_spec=source.name, start_mode="fleet"))
-    async with app.run_test(size=(140, 40)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(140, 40), message_hook=drawn.hook) as pilot:
         screen = app.screen
 
         async def views(n: int) -> None:
             for _ in range(n):
-                screen.view_ready.clear()
-                await asyncio.wait_for(screen.view_ready.wait(), 120)
+                await drawn.next()
 
         await views(2)
         gc.unfreeze()

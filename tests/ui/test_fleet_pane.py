@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from textual.widgets import DataTable, Static
 
 from tests.ui.conftest import wait_for, widget_app
+from tests.ui.drawn import ViewsDrawn
 from tests.ui.fleet_fake import SimFleetSource
 
 
-async def next_view(screen, timeout_s: float = 120.0):
-    """The next fleet view the pane draws (its readiness event; generous for a loaded machine)."""
-    screen.view_ready.clear()
-    await asyncio.wait_for(screen.view_ready.wait(), timeout_s)
+async def next_view(screen, drawn: ViewsDrawn):
+    """The next fleet view the pane draws."""
+    await drawn.next()
     return screen.view
 
 
@@ -21,10 +19,11 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
     source = SimFleetSource(nodes=5, devices_per_node=4)
     app = make_app(source="sim:1", interval=0.25,
                    overrides=dict(source=source, source_spec=source.name, start_mode="fleet"))
-    async with app.run_test(size=(140, 40)) as pilot:
+    drawn = ViewsDrawn()
+    async with app.run_test(size=(140, 40), message_hook=drawn.hook) as pilot:
         assert app.has_fleet and app.current_mode == "fleet"
         screen = app.screen
-        view = screen.view if screen.view is not None else await next_view(screen)
+        view = screen.view if screen.view is not None else await next_view(screen, drawn)
         assert view.device_count == 20
         table = screen.query_one("#fleet-nodes", DataTable)
         assert table.row_count == 5
@@ -34,7 +33,7 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
             return [table.get_row_at(i)[0] for i in range(table.row_count)]
 
         assert shown() == [n.node for n in view.nodes]
-        view = await next_view(screen)  # a later view: rows follow its ranking
+        view = await next_view(screen, drawn)  # a later view: rows follow its ranking
         assert shown() == [n.node for n in view.nodes]
         grid = str(screen.query_one("#fleet-grid-text", Static).render())
         assert all(f"node-0{i}" in grid for i in range(5))
@@ -44,7 +43,7 @@ async def test_fleet_grid_rollups_and_drill_down(make_app):
         first = screen.drill_node
         assert first in {n.node for n in view.nodes}
         assert screen.query_one("#fleet-side").border_title == f"Node {first}"  # drawn at once
-        view = await next_view(screen)  # later views keep the drill-down
+        view = await next_view(screen, drawn)  # later views keep the drill-down
         assert screen.query_one("#fleet-side").border_title == f"Node {first}"
         await pilot.press("escape")
         assert screen.drill_node is None

@@ -3,8 +3,6 @@ threshold): the roll-ups are drawn and said to be the server's, and a drill-down
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from textual.widgets import DataTable, Static
 
@@ -41,11 +39,6 @@ class CountingSource(PrometheusSource):
     def read_node(self, node: str):
         self.node_reads.append(node)
         return super().read_node(node)
-
-
-async def _next(screen, timeout_s: float = 120.0):
-    screen.view_ready.clear()
-    await asyncio.wait_for(screen.view_ready.wait(), timeout_s)
 
 
 async def test_fleet_pane_draws_the_servers_rollups_and_drills_into_one_node(make_app, prom):

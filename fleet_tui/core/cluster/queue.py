@@ -44,7 +44,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -215,7 +215,7 @@ class _Sim:
         self.fifo: deque[int] = deque()
         self.heap: list[tuple[float, float, int]] = []
         self.by_user: dict[str, deque[int]] = {}
-        self.usage: Counter[str] = Counter()
+        self.usage: defaultdict[str, float] = defaultdict(float)  # user -> GPU-seconds started
         self.waiting_sizes: Counter[int] = Counter()  # backfill: skip scans nothing could pass
         # backfill: the waiting queue in blocks of BLOCK positions, each with lower bounds of its
         # waiting jobs' GPUs and requested times, so a scan of the whole queue skips the blocks
@@ -441,7 +441,7 @@ class _Sim:
     # -- results -----------------------------------------------------------------------------
     def result(self) -> PolicyResult:
         runs, waits, slow = [], [], []
-        share: Counter[str] = Counter()
+        share: defaultdict[str, float] = defaultdict(float)
         useful = 0.0
         for i, j in enumerate(self.jobs):
             run = self.run_s[i]

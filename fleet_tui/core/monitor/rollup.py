@@ -54,7 +54,7 @@ class FleetAggregate:
     nodes: tuple[NodeAggregate, ...]
     jobs: tuple[JobAggregate, ...]
     worst: tuple[WorstDevice, ...]
-    counts: Mapping[str, int]  # mem_full, idle_powered, xid
+    counts: Mapping[str, int]  # mem_full, idle_powered, xid, power_capped, thermal
     answer_bytes: int
     threshold: int | None = None  # the device count above which a fleet is read this way
     down: tuple[tuple[str, str], ...] = ()  # (node, exporter instance) of exporters down now

@@ -58,7 +58,9 @@ Fourth pass, through the product's path (the scheduler simulation, not the analy
 x0.7 (AMD's table runs 1,500-3,200 sequences at once, compute-bound, where the analytic model had
 fitted at its 256-sequence cap; mean |log| 0.1558 -> 0.1439), and ``--engines`` fitted vLLM's and
 SGLang's rate for prompt tokens on Hopper (:data:`ENGINE_PREFILL_SCALE`, 0.1471 -> 0.1380, after the
-simulation kept a preempted vLLM request's cached blocks).
+simulation kept a preempted vLLM request's cached blocks) and TensorRT-LLM's on Blackwell
+(0.1393 -> 0.1380); the MoE grouped-GEMM factor and the expert-parallel imbalance refitted the same
+way (``--globals moe ep_imbalance``) come back unchanged.
 
 The constants were fitted on the ``split = "tune"`` rows of ``tests/fixtures/validation/serving.toml``,
 ``serving_amd.toml`` and ``kv_capacity.toml`` only (``bench/bench_validation.py`` prints the error on tune and holdout
@@ -142,7 +144,8 @@ _GEMM_DEFAULT = {"Hopper": {"16": 0.79, "8": 0.72, "4": 0.72}, "Blackwell": {"16
 #: ~20 % of the fp8 peak (SGLang FP8) whether attention is 3 % or a third of the work, so the
 #: shortfall is the whole mixed forward (batches above the captured CUDA-graph sizes run piecewise,
 #: PyTorch-side norms, rotary and activation kernels), not the attention kernel or the scheduler.
-ENGINE_PREFILL_SCALE: dict[str, dict[str, float]] = {"vllm": {"Hopper": 0.40}, "sglang": {"Hopper": 0.35}}
+ENGINE_PREFILL_SCALE: dict[str, dict[str, float]] = {"vllm": {"Hopper": 0.40}, "sglang": {"Hopper": 0.35},
+                                                    "trtllm": {"Blackwell": 1.3}}
 
 
 def prefill_scale(e: EngineProfile, acc: Accelerator) -> float:
@@ -217,6 +220,8 @@ def decode_efficiency(e: EngineProfile, acc: Accelerator) -> float:
 
 
 def engine_profile(w: Workload) -> EngineProfile:
+    if w.engine is None:  # (Workload.__post_init__ sets the default engine)
+        raise ValueError("the workload names no serving engine")
     return ENGINES[w.engine]
 
 
@@ -240,7 +245,7 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
     family = precision_family(precision)
     base = weight_only_compute(acc, precision)
     if base is not None:  # de-quantized in a 16-bit GEMM (int8/int4; fp8 without fp8 tensor cores)
-        peak = p.get(base)
+        peak = acc.peak(base)
         peak = peak * cal.WEIGHT_ONLY_QUANT_COMPUTE_FACTOR if peak else None
         family = precision_family(base)
         if precision == "fp8":
@@ -257,7 +262,7 @@ def gemm_rate(e: EngineProfile, acc: Accelerator, precision: str) -> tuple[float
         peak = p.get("bf16") or p.get("fp16")
         note = "no fp8 tensor cores: fp8 weights computed at the 16-bit rate"
     else:
-        peak = p.get(precision)
+        peak = acc.peak(precision)
     if not peak:
         return None, f"no published {precision} peak for {acc.id}"
     return peak * 1e12 * table[family], note

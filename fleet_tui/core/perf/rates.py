@@ -99,7 +99,7 @@ def attn_flops_per_token(w: Workload, context: float, absorbed: bool = False) ->
     if absorbed and a.kv_lora_rank:
         width = a.heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2
     flops = full * 2 * context * width
-    if a.sliding_window_layers:
+    if a.sliding_window_layers and a.sliding_window is not None:  # (ModelArch: one needs the other)
         flops += a.sliding_window_layers * 2 * min(context, a.sliding_window) * a.q_dim
     return float(flops)
 

@@ -84,10 +84,19 @@ class Frontend:
 #: this ceiling (77 req/s). SGLang's detokenizer is a process of its own; SGLang and TensorRT-LLM
 #: keep the pairs bench/fit_frontend.py fits on their tune rows (grid 0-40 ms serial × 0-60 ms
 #: latency, median |error| of each engine's replayed tune rows, a larger value kept only for a gain
-#: of 1 point): SGLang 5 ms serial (53.9 % -> 51.3 %), TensorRT-LLM (0.14 Triton backend and
-#: trtllm-serve 1.2) 15 ms serial + 10 ms latency (25.7 % -> 15.1 %).
+#: of 1 point): SGLang 5 ms serial (53.9 % -> 51.3 % when fitted; on the current step model the
+#: grid's best is 0 ms, 9.5 % either way), TensorRT-LLM (0.14 Triton backend and trtllm-serve 1.2)
+#: 15 ms serial + 10 ms latency (25.7 % -> 15.1 %).
 FRONTEND: dict[str, Frontend] = {"vllm": Frontend(0.004, 0.0, 45e-6), "sglang": Frontend(0.005, 0.0),
                                  "trtllm": Frontend(0.015, 0.010)}
+
+
+def frontend(w: Workload) -> Frontend:
+    """The API server in front of one replica of ``w``: its engine's costs, shared by
+    ``--api-server-count`` processes (N cores taken as one N times as fast: the same ceiling)."""
+    fe = FRONTEND.get(w.engine or "", Frontend(0.0, 0.0))
+    n = w.api_server_count or 1
+    return Frontend(fe.serial_s / n, fe.latency_s, fe.token_s / n) if n > 1 else fe
 
 
 def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) -> SchedulerConfig | None:
@@ -104,7 +113,7 @@ def replica_config(w: Workload, acc: Accelerator, gpus: int, seq_tokens: int) ->
     if blocks < 1:
         return None
     seqs, batched = scheduler_limits(w, acc)
-    fe = FRONTEND.get(e.id, Frontend(0.0, 0.0))
+    fe = frontend(w)
     return SchedulerConfig(kv_blocks=blocks, max_num_seqs=seqs, max_num_batched_tokens=batched, step=step,
                            block_size=BLOCK_SIZE, policy=policy, frontend_s=fe.serial_s,
                            frontend_latency_s=fe.latency_s, frontend_token_s=fe.token_s)
@@ -185,14 +194,17 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
                            unknown=why)
 
-    fe = FRONTEND.get(w.engine or "", Frontend(0.0, 0.0))
+    fe = frontend(w)
     work = fe.serial_s + fe.token_s * gen
     if work > 0:
         # a replica's API server is one serial core: below full use it keeps up, at or above it the
         # backlog grows without bound, however short a simulated run hides it
         min_replicas = max(min_replicas, math.floor(rate * work) + 1)
-        notes.append(f"one replica's API server takes at most {1 / work:,.0f} req/s of {gen:,} output tokens "
-                     f"({fe.serial_s * 1e3:g} ms per request + {fe.token_s * 1e6:g} µs per output token)")
+        servers = w.api_server_count or 1
+        who = f"{servers} API servers take" if servers > 1 else "API server takes"
+        notes.append(f"one replica's {who} at most {1 / work:,.0f} req/s of {gen:,} output tokens "
+                     f"({fe.serial_s * servers * 1e3:g} ms per request + {fe.token_s * servers * 1e6:g} µs "
+                     "per output token of one core each)")
     alone = simulate_replica(w, acc, gpus, burst(1, prompt, gen))
     if alone is None or not alone.completed:
         cap = replica_capacity(w, acc, gpus, prompt, gen)

@@ -231,7 +231,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
         if served is not None:
             step_rate = served * (eng.moe_prefill_efficiency if a.is_moe else 1.0)
             decode_rate = served
-    if rate is not None:
+    if step_rate is not None:  # (set exactly when rate is)
         t_cmp = prefill_tokens * prefill_flops_tok / step_rate
         prefill_s = max(t_cmp, t_mem or 0.0) / tp_div
         prefill_tok_s = prefill_tokens / prefill_s * d.layout.dp

@@ -37,8 +37,10 @@ from fleet_tui.core.sizing.kv_pool import engine_fit, running_workload, serves_w
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
-if TYPE_CHECKING:  # the links table is read only for several devices (_links, _fabric)
+if TYPE_CHECKING:  # the links table is read only for several devices (_links, _fabric), the
+    # serving simulation only for a capacity plan
     from fleet_tui.core.interconnects import Fabric
+    from fleet_tui.core.perf.serving_plan import Demand
 
 #: Accelerator the speed is shown for when no target device is given.
 REFERENCE_ACCELERATOR = "H100"
@@ -52,7 +54,7 @@ class PlanRequest:
     workload: Workload
     accelerator: str | None = None
     layout_given: bool = False
-    demand: object | None = None  # a perf.serving_plan.Demand
+    demand: Demand | None = None
     training_tokens: int | None = None
     burst: int | None = None
     hours_per_month: float = 730.0
@@ -94,7 +96,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
     eng = engine_fit(w, acc, n) if (acc is not None and serves_with_engine(w)) else None
     verdict = _verdict(fit, eng)
     fixes: tuple = ()
-    if fit is not None and not fit.fits:
+    if fit is not None and not fit.fits and acc is not None:  # (a fit is checked on a device)
         accs = list(catalog.accelerators.values())
         fixes = tuple(distinct_by_effect(list(fit.suggestions) + bigger_devices(w, n, acc, accs)))
     cost = None
@@ -122,7 +124,7 @@ def plan_workload(req: PlanRequest, catalog: Catalog) -> PlanReport:
                          "and {gen_len}")
     plan = price_source = None
     if req.demand is not None and speed_acc is not None:
-        plan, price_source = _serving_plan(w, catalog, speed_acc, req)
+        plan, price_source = _serving_plan(w, catalog, speed_acc, req, req.demand)
     burst, burst_replicas = None, 1
     if req.burst is not None and speed_acc is not None and fits:
         burst, burst_replicas = _burst(w, speed_acc, req.burst)
@@ -218,17 +220,16 @@ def _verdict(fit, eng) -> Verdict:
     return Verdict("starts", message, running=eng.running, queued=eng.queued, running_limit=eng.limit, **common)
 
 
-def _serving_plan(w: Workload, catalog: Catalog, acc: Accelerator, req: PlanRequest):
+def _serving_plan(w: Workload, catalog: Catalog, acc: Accelerator, req: PlanRequest, demand: Demand):
     """The capacity plan (``perf.sim_plan.serving_plan_for``: the scheduler simulation), priced per
     device-hour as deployed."""
     from fleet_tui.core.perf.sim_plan import serving_plan_for
 
-    d = req.demand
     gpus = w.replica_gpus
     setup = deployed_cost(catalog, acc.id, w.derive(gpus=gpus) if gpus != w.gpus else w, gpus,
                           pricing=req.pricing, hours_per_month=req.hours_per_month)
     price = setup.usd_per_hour / gpus if setup is not None else None
-    plan = serving_plan_for(w, acc, gpus, d, usd_per_device_hour=price)
+    plan = serving_plan_for(w, acc, gpus, demand, usd_per_device_hour=price)
     source = (f"cheapest {req.pricing} offer for {gpus}× {acc.id}: {setup.instance.instance_type} "
               f"({setup.instance.cloud} {setup.instance.region}), per device-hour" if setup is not None else None)
     return plan, source

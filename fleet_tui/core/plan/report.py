@@ -111,6 +111,8 @@ def _workload_json(r: PlanReport) -> dict[str, Any]:
         wd.update(engine=w.engine, kv_cache_dtype=w.kv_cache_dtype,
                   gpu_memory_utilization=w.gpu_memory_utilization,
                   max_num_batched_tokens=w.max_num_batched_tokens)
+        if w.api_server_count:
+            wd["api_server_count"] = w.api_server_count
     if w.is_adapter:
         wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
     return wd

@@ -15,12 +15,14 @@ from textual.strip import Strip
 from textual.widgets import Sparkline
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
-from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, diagnosis_lines, headline
+from fleet_tui.ui.widgets.diagnosis_text import diagnosis_lines, headline
 from fleet_tui.ui.widgets.gauges import gauge_parts, gib, pct
+from fleet_tui.ui.widgets.severity import severity_mark, severity_style
 from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
 
 if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
     from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
+    from fleet_tui.ui.monitor_link import MonitorView
 
 
 def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalysis | None = None,
@@ -56,9 +58,8 @@ def device_lines(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalys
             answer.append(styled_line([(span + (f" · recorded label: {label}" if label else ""),
                                         "$text-muted")]))
         else:
-            answer = [styled_line([(SEVERITY_MARK.get(str(top.severity), "  "),
-                                    SEVERITY_STYLE.get(str(top.severity))),
-                                   (headline(top), SEVERITY_STYLE.get(str(top.severity)))])]
+            style = severity_style(top.severity, emphasis=True)
+            answer = [styled_line([(severity_mark(top.severity), style), (headline(top), style)])]
     lines = [head]
     util = dev.gpu_util_pct
     lines.append(gauge_parts("util", None if util is None else util / 100, pct(util), width))
@@ -326,13 +327,12 @@ class DeviceCard(LiveText):
         self._graph_cache[metric] = (key, lines)
         return lines
 
-    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False,
+    def show(self, dev: DeviceSnapshot, view: MonitorView, *, detailed: bool = False,
              clip: Region | None = None) -> None:
         """Draw ``dev``; graphs come from ``view.history(key, metric, last=N)`` (the core's
         history). ``clip``: the part of the cards' scroll canvas in view (as the card's
         ``virtual_region``); a graph outside it is not updated (the pane draws again on scroll)."""
-        analyses = getattr(getattr(view, "tick", None), "analyses", None) or {}
-        lines = device_lines(dev, analysis=analyses.get(dev.key), detailed=detailed)
+        lines = device_lines(dev, analysis=view.tick.analyses.get(dev.key), detailed=detailed)
         changed = detailed != self.detailed
         if changed:
             clip = None  # graphs appear or go: the rows below the text move

@@ -9,15 +9,20 @@ nothing: only the lines whose text changed are rendered again and repainted.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.message import Message
 
 from fleet_tui.core.monitor.snapshot import DeviceSnapshot
 from fleet_tui.core.records import record
-from fleet_tui.ui.widgets.diagnosis_text import SEVERITY_MARK, SEVERITY_STYLE, headline
+from fleet_tui.ui.widgets.diagnosis_text import headline
 from fleet_tui.ui.widgets.gauges import gib
-from fleet_tui.ui.widgets.text import LiveText, styled_line
+from fleet_tui.ui.widgets.severity import severity_mark, severity_style
+from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
+
+if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 
 
 @record
@@ -86,11 +91,11 @@ def device_cells(dev: DeviceSnapshot) -> dict[str, str]:
             "dram": _pct(dev.dram_active_pct)}
 
 
-def diagnosis_label(dev: DeviceSnapshot, analysis) -> tuple[str, str]:
+def diagnosis_label(dev: DeviceSnapshot, analysis: DeviceAnalysis | None) -> tuple[str, str]:
     """(text, severity) of a device's primary diagnosis; a device without a reading says so."""
     if dev.state != "ok":
         return f"{dev.state.upper()}: {dev.error or 'no reading'}", "critical"
-    diag = getattr(analysis, "primary_diagnosis", None) if analysis is not None else None
+    diag = analysis.primary_diagnosis if analysis is not None else None
     if diag is None:
         return "collecting…", "info"
     return headline(diag), diag.severity
@@ -129,7 +134,7 @@ class DeviceTable(LiveText, can_focus=True):
         self._analyses: dict = {}
         self._layout: tuple[tuple[str, int], ...] = ()
         self._diag_width = MIN_DIAGNOSIS_WIDTH
-        self._formatted: dict[str, tuple] = {}  # key -> (cells, row parts), rows in view only
+        self._formatted: dict[str, tuple[dict[str, str], Parts]] = {}  # key -> (cells, row parts), rows in view only
         self._header = styled_line([])
 
     @property
@@ -166,7 +171,7 @@ class DeviceTable(LiveText, can_focus=True):
         self.cursor = min(self.cursor, max(len(self._keys) - 1, 0))
         self._render_rows()
 
-    def row(self, key: str) -> tuple[dict[str, str], list[tuple[str, str | None]]]:
+    def row(self, key: str) -> tuple[dict[str, str], Parts]:
         """(cells, styled parts) of a device's row, formatted once a tick when first needed."""
         row = self._formatted.get(key)
         if row is None:
@@ -175,11 +180,11 @@ class DeviceTable(LiveText, can_focus=True):
             cells["dev"] = str(dev.index)
             cells["name"] = short_name(dev)
             text, severity = diagnosis_label(dev, self._analyses.get(key))
-            cells["diag"] = f"{SEVERITY_MARK.get(severity, '  ')}{text}"
+            cells["diag"] = f"{severity_mark(severity)}{text}"
             plain = _join(((cells[k], w) for k, w in layout if k != "diag"))
-            row = self._formatted[key] = (cells, [
-                (plain + "  ", None),
-                (cells["diag"][:self._diag_width], SEVERITY_STYLE.get(severity))])
+            parts: Parts = [(plain + "  ", None),
+                            (cells["diag"][:self._diag_width], severity_style(severity, emphasis=True))]
+            row = self._formatted[key] = (cells, parts)
         return row
 
     def _render_rows(self) -> None:

@@ -6,12 +6,8 @@ the tick into words, so the three say the same thing of the same finding."""
 from __future__ import annotations
 
 from fleet_tui.core.monitor.analysis import Diagnosis
+from fleet_tui.ui.widgets.severity import severity_mark, severity_style
 from fleet_tui.ui.widgets.text import styled_line
-
-# Marks readable without colour (NO_COLOR, 16-colour terminals): severity is not colour alone.
-SEVERITY_MARK = {"critical": "!!", "warning": "! ", "info": "· ", "ok": "✓ "}
-SEVERITY_STYLE = {"critical": "b $error", "warning": "b $warning", "info": "$primary",
-                  "ok": "$success"}
 
 
 def headline(diag: Diagnosis) -> str:
@@ -24,8 +20,8 @@ def diagnosis_lines(diag: Diagnosis, *, where: str | None = None, evidence: bool
                     action: bool = True, primary: bool = False) -> list:
     """``styled_line``s: the headline (with its confidence, and ``where``), the sentence, the
     evidence lines, the action. ``primary`` marks the device's primary diagnosis."""
-    style = SEVERITY_STYLE.get(str(diag.severity), "$text")
-    head = [(SEVERITY_MARK.get(str(diag.severity), "  "), style),
+    style = severity_style(diag.severity, emphasis=True)
+    head = [(severity_mark(diag.severity), style),
             (f"{diag.headline} ({diag.confidence:.0%})", f"b {style}" if "b " not in style
              else style)]
     if primary:

@@ -119,3 +119,8 @@ def test_no_replica_is_planned_beyond_what_its_api_server_keeps_up_with():
     p = plan_capacity(w, acc, 1, 250, 200, rate_rps=rate)
     assert p.replicas is not None and p.replicas > rate * (fe.serial_s + fe.token_s * 200) > 1
     assert any("API server" in n for n in p.notes)
+    # vLLM's --api-server-count: N processes share the work, the ceiling N times as high
+    four = plan_capacity(w.derive(api_server_count=4), acc, 1, 250, 200, rate_rps=rate)
+    ceiling = [float(n.split("at most ")[1].split(" req/s")[0].replace(",", "")) for n in (*p.notes, *four.notes)
+               if "at most" in n]
+    assert len(ceiling) == 2 and ceiling[1] == pytest.approx(4 * ceiling[0], rel=0.02)

@@ -37,9 +37,12 @@ def seconds(s: float) -> str:
 
 
 def countdown(s: float) -> str:
-    """A time to impact for people, as steady as its estimate: whole seconds under 10 s, then
-    5 s steps to two minutes (a projection from seconds of readings is no better than that, and
-    a countdown that changes its words every tick redraws every view that shows it)."""
+    """A time to impact for people, as steady as its estimate: "under 1 s", whole seconds to
+    10 s, then 5 s steps to two minutes (a projection from seconds of readings is no better than
+    that, and a countdown whose words change every tick redraws every view that shows it:
+    bench_monitor_cpu --profile 8, 5.62 widgets a tick with tenths, 5.00 so)."""
+    if s < 1:
+        return "under 1 s"
     if s < 10:
         return f"{s:.0f} s"
     if s < 120:
@@ -158,7 +161,7 @@ FORMATS: dict[str, Format] = {
     "mem_used_frac": lambda v, f: None if f.get("mem_used_bytes") else f"{v:.0%} of memory used",
     "mem_free_bytes": lambda v, f: f"{gib(v)} of memory free",
     "slope_bytes_s": lambda v, f: f"memory rising at +{gb_s(v)}",
-    "time_to_full_s": lambda v, f: f"full in {seconds(v)} at that rate",
+    "time_to_full_s": lambda v, f: f"full in {countdown(v)} at that rate",
     "rises": lambda v, f: f"{v} separate rises",
     "span_s": lambda v, f: f"over {seconds(v)}",
     "filling": _none,

@@ -19,6 +19,7 @@ from fleet_tui.core.monitor.analysis import (
 from fleet_tui.core.monitor.analysis.evidence import (
     FORMATS,
     UNITS,
+    countdown,
     evidence_lines,
     evidence_values,
     pcie_link_name,
@@ -122,4 +123,7 @@ def test_the_issue_s_examples_read_as_people_say_them():
     assert evidence_lines({"dram_active_pct": 63.2}) == ("63 % of peak HBM bandwidth",)
     assert evidence_lines({"wait_share": 0.4})[0].startswith("40% of samples waiting on input")
     assert evidence_lines({"slope_bytes_s": 13e9, "time_to_full_s": 1.3}) == (
-        "memory rising at +13.0 GB/s", "full in 1.3 s at that rate")
+        "memory rising at +13.0 GB/s", "full in 1 s at that rate")
+    # a countdown as steady as its estimate: the words the headline uses too
+    assert [countdown(s) for s in (0.4, 1.3, 9.6, 47.0, 52.6, 600.0)] == [
+        "under 1 s", "1 s", "10 s", "45 s", "55 s", "10 min"]

@@ -13,7 +13,8 @@ them all:
 - the ``WORST_DEVICES`` least-used devices (``bottomk`` of utilization) with their identity;
 - per node, devices whose exporter is down (``up == 0``) that reported in the last 15 minutes;
 - fleet-wide counts of the diagnosis inputs: devices at ≥ 95 % framebuffer, devices drawing power
-  while idle, devices with an XID error set.
+  while idle, devices with an XID error set, devices power-capped or thermally throttled now
+  (their clock-event reasons).
 
 *Idle* is ``core.fleet``'s rule for a device without a diagnosis: NVML utilization under
 ``rollup.IDLE_UTIL_MAX_PCT`` and SM activity (where exported) under the same share. One node's devices in
@@ -34,6 +35,13 @@ from fleet_tui.core.monitor.rollup import (
     JobAggregate,
     NodeAggregate,
     WorstDevice,
+)
+from fleet_tui.core.monitor.snapshot import (
+    CLOCK_EVENT_HW_POWER_BRAKE,
+    CLOCK_EVENT_HW_SLOWDOWN,
+    CLOCK_EVENT_HW_THERMAL,
+    CLOCK_EVENT_SW_POWER_CAP,
+    CLOCK_EVENT_SW_THERMAL,
 )
 from fleet_tui.core.monitor.sources.prometheus.client import Deadline, PrometheusClient
 from fleet_tui.core.monitor.sources.prometheus.metrics import (
@@ -60,6 +68,9 @@ NODE_KEY = "fleet_tui_node"  # the node as the aggregate names it (``_per_device
 JOB_LABEL = "hpc_job"
 MEM_FULL_FRAC = 0.95  # framebuffer share that counts as "memory full" (a capacity-pressure input)
 IDLE_POWER_W = 100.0  # power drawn by an idle device that counts as "not parked"
+# clock-event reason bits (``snapshot.CLOCK_EVENT_*``) counted as "power capped" / "thermal"
+POWER_CAP_BITS = (CLOCK_EVENT_SW_POWER_CAP, CLOCK_EVENT_HW_POWER_BRAKE)
+THERMAL_BITS = (CLOCK_EVENT_HW_SLOWDOWN, CLOCK_EVENT_SW_THERMAL, CLOCK_EVENT_HW_THERMAL)
 STALE_LOOKBACK = "15m"  # a device whose exporter is down is shown this long (forget_after_s)
 
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -115,6 +126,14 @@ def mem_total_expr() -> str:
     return f"({total} or ({both} + on ({_ID}) group_left () {reserved}) or {both})"
 
 
+def _any_bit(bits: tuple[int, ...]) -> str:
+    """Every device whose clock-event (throttle) reasons have one of ``bits`` set. PromQL has no
+    bitwise and: bit b is set where floor(reasons / b) is odd."""
+    reasons = (f"({_per_device('DCGM_FI_DEV_CLOCKS_EVENT_REASONS')} or "
+               f"{_per_device('DCGM_FI_DEV_CLOCK_THROTTLE_REASONS')})")
+    return " or ".join(f"(floor({reasons} / {b}) % 2 == 1)" for b in bits)
+
+
 def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     """One instant query whose answer is the fleet's roll-ups, each part tagged ``fleet_tui_agg``."""
     util, sm, idle = _per_device(_UTIL), _per_device(_SM), idle_expr()
@@ -145,6 +164,8 @@ def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
         _tag(f"count(({idle}) and on ({_ID}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')} "
              f"> {IDLE_POWER_W:g}))", "count_idle_powered"),
         _tag(f"count({_per_device('DCGM_FI_DEV_XID_ERRORS')} > 0)", "count_xid"),
+        _tag(f"count({_any_bit(POWER_CAP_BITS)})", "count_power_capped"),
+        _tag(f"count({_any_bit(THERMAL_BITS)})", "count_thermal"),
     ]
     return " or ".join(parts)
 
@@ -213,7 +234,7 @@ def aggregate_from_answer(body: bytes, timestamp: float, threshold: int | None =
                               idle_devices=int(a.get("idle") or 0), nodes=int(a.get("nodes") or 0))
                  for name, a in sorted(per_job.items()) if name)
     worst.sort(key=lambda w: (w.util_pct if w.util_pct is not None else -1.0, w.node, w.index or 0))
-    for name in ("mem_full", "idle_powered", "xid"):
+    for name in ("mem_full", "idle_powered", "xid", "power_capped", "thermal"):
         counts.setdefault(name, 0)  # ``count()`` of nothing is an empty answer, not 0
     return FleetAggregate(timestamp=timestamp, nodes=nodes, jobs=jobs, worst=tuple(worst),
                           counts=counts, answer_bytes=len(body), threshold=threshold,

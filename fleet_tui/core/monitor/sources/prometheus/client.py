@@ -199,13 +199,16 @@ class PrometheusClient:
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         if self.auth_header and origin(url) == self.origin:
             headers["Authorization"] = self.auth_header  # never to another origin
+        hostname = parts.hostname
+        if not hostname:  # e.g. a redirect to "http:///path"
+            raise PrometheusResponseError(f"{redact_url(url)}: the URL names no host")
         if parts.scheme == "https":
             if self._ssl is None:
                 self._ssl = self._tls_context()
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=remaining, context=self._ssl)
+                hostname, parts.port, timeout=remaining, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=remaining)
+            conn = http.client.HTTPConnection(hostname, parts.port, timeout=remaining)
         watchdog = threading.Timer(remaining, _abort, (conn,))
         watchdog.daemon = True
         watchdog.start()

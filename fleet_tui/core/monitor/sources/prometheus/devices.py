@@ -17,6 +17,14 @@ from fleet_tui.core.monitor.sources.prometheus.metrics import (
 from fleet_tui.core.monitor.sources.prometheus.parse import Acc
 
 
+def _whole(fields: dict[str, object], names: tuple[str, ...]) -> None:
+    """Byte and error counts as ints (every value the metric table mapped is a float)."""
+    for name in names:
+        value = fields.get(name)
+        if isinstance(value, float):
+            fields[name] = int(value)
+
+
 def device_from_acc(acc: Acc, *, timestamp: float,
                     previous_counters: Mapping[str, tuple[float, float]] | None = None,
                     ) -> tuple[DeviceSnapshot, dict[str, tuple[float, float]]]:
@@ -44,13 +52,9 @@ def device_from_acc(acc: Acc, *, timestamp: float,
         else:
             fields[mapped[0]] = value * mapped[1]
     if acc.vendor == "intel":
-        for name in ("mem_used_bytes", "mem_total_bytes"):
-            if name in fields:
-                fields[name] = int(fields[name])
+        _whole(fields, ("mem_used_bytes", "mem_total_bytes"))
     elif acc.vendor == "amd":
-        for name in ("mem_used_bytes", "mem_total_bytes", "ecc_corrected", "ecc_uncorrected"):
-            if name in fields:
-                fields[name] = int(fields[name])
+        _whole(fields, ("mem_used_bytes", "mem_total_bytes", "ecc_corrected", "ecc_uncorrected"))
         if "temp_c" not in fields and "gpu_edge_temperature" in v:
             fields["temp_c"] = v["gpu_edge_temperature"]
     elif acc.vendor == "aws":

@@ -14,7 +14,9 @@ from fleet_tui.core.monitor.sources.prometheus.parse import Acc, classify_series
 # 116 ms, orjson 315 ms, json 358 ms); it decodes each new label text and whole answers elsewhere. Only an answer
 # without backslashes takes this path: then no string can hold a quote, so the separators below
 # cannot occur inside a label value and the cut is exact. Anything else goes through json.
-_MISSING = object()
+# a label text not classified yet; a tuple (never a classification: compared by identity) so that
+# the cache's lookup stays one typed get
+_MISSING: tuple = ("not classified yet",)
 _VECTOR_HEAD = '{"status":"success","data":{"resultType":"vector","result":['
 
 

@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - orjson ships wheels for every supporte
     json_loads = json.loads
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleet_tui.core.monitor.sources.prometheus.metrics import AMD_FIELDS, AMD_SPECIAL, BLANK_THRESHOLD, PROBE_LABEL
 from fleet_tui.core.textsafe import clean
@@ -79,7 +79,7 @@ class Acc:
     uuid: str
     instance: str
     mig_profile: str = ""
-    values: dict | None = None
+    values: dict = field(default_factory=dict)  # metric -> raw value text ("_cores": Neuron cores)
     sample_ts: float | None = None
     # the sample-time probe's classification and text (``delta.ChangedOnly`` compares them)
     probe_entry: tuple | None = None

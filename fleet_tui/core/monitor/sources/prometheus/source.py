@@ -65,7 +65,7 @@ assert fields(DeviceSnapshot)[-1].name == "age_s" and all(f.init for f in fields
 
 def with_age(device: DeviceSnapshot, age_s: float) -> DeviceSnapshot:
     """``device`` with only its age changed."""
-    return DeviceSnapshot(*_kept_values(device), age_s)
+    return DeviceSnapshot(*_kept_values(device), age_s=age_s)
 
 
 class BadPrometheusUrl(SourceUnavailable, FieldError):
@@ -514,14 +514,14 @@ class PrometheusSource(Source):
             fresh = read.get(key)
             gone = fresh is None
             age = older.get(key) if not gone else None
-            if age is not None and age <= threshold:
+            if fresh is not None and age is not None and age <= threshold:
                 if collided:
                     fresh = with_age(fresh, age)
                 else:
                     device_ages[key] = age  # the reading as first read, only older
                 devices.append(fresh)
                 continue
-            if not gone and age is None and (fresh.age_s or 0.0) <= threshold:
+            if fresh is not None and age is None and (fresh.age_s or 0.0) <= threshold:
                 devices.append(fresh)  # read this refresh, with its age
                 continue
             exporter_down = cached.instance in down_instances
