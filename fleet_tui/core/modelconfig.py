@@ -49,95 +49,14 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     that nest the language model under ``text_config``. Raises ``UserError`` naming the file and
     the missing or bad keys.
     """
-    p = Path(path).expanduser()
-    if p.is_dir():
-        p = p / "config.json"
-    try:
-        with open_regular(p, "model config") as fh:  # a FIFO or /dev/zero: refused, not read
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except InputFileError as exc:
-        if p.exists():
-            raise FieldError("model_config", f"{{model_config}} {escape_braces(str(exc))}") from None
-        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
-                         "Hugging Face config.json or the folder holding one)") from None
-    except FileNotFoundError:
-        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
-                         "Hugging Face config.json or the folder holding one)") from None
-    except OSError as exc:
-        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: cannot read it "
-                         f"({escape_braces(str(exc.strerror))})") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise _user_error(f"{p}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; a Hugging Face "
-                          "config.json is a few KB (is this the model's weights, or a device?)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise _user_error(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                          f"{exc.start}); give the model's config.json") from None
-    cfg = parse_json(text, str(p), _user_error)
-    if not isinstance(cfg, dict):
-        raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
-    if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers
-        inner = dict(cfg["text_config"])
-        for k in ("tie_word_embeddings", "_name_or_path"):
-            if k in cfg and k not in inner:
-                inner[k] = cfg[k]
-        cfg = inner
-
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
-    for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
-                   ("vocab_size", vocab), ("intermediate_size", inter)):
-        if v is not None and not _whole(v):
-            raise _user_error(f"{p}: {key} {v!r}: not a positive whole number")
-    missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
-                                    ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
+    p, cfg = _read_config(path)
     model_type = str(cfg.get("model_type", "")).lower()
-    if cfg.get("is_encoder_decoder") and model_type not in ENCODER_DECODER_TYPES:
-        raise _user_error(f"{p}: model_type {model_type or '(none)'} is an encoder-decoder model; of those "
-                          f"only the T5 family ({', '.join(ENCODER_DECODER_TYPES)}) is modelled")
-    gated = model_type not in ("gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi")
-    if inter is None and hidden is not None and not gated:
-        inter = 4 * int(hidden)  # GPT-2 style configs leave n_inner null = 4 × hidden
-    if inter is None:
-        missing.append("intermediate_size")
-    if missing:
-        raise _user_error(f"{p}: missing key(s) {', '.join(missing)} (a Hugging Face decoder config "
-                          "needs num_hidden_layers, hidden_size, num_attention_heads, "
-                          "intermediate_size and vocab_size)")
+    layers, hidden, heads, vocab, inter, gated = _dense_shape(cfg, model_type, p)
     kv = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if kv is None:
         kv = 1 if cfg.get("multi_query") else heads
-    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
-    per_tok = _first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k") or 0
-    moe_inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
-    shared = _first(cfg, "n_shared_experts", "num_shared_experts") or 0
-    if experts and not shared and cfg.get("shared_expert_intermediate_size"):
-        shared = 1  # Qwen2-MoE: one shared expert of its own width
-        inter = cfg["shared_expert_intermediate_size"]
-    window = cfg.get("sliding_window")
-    window_layers = 0
-    kinds = cfg.get("layer_types")
-    if window and isinstance(kinds, list) and kinds and cfg.get("use_sliding_window", True) is not False:
-        # the config says which layers are local (gpt-oss, Gemma 2/3, Qwen3 in recent transformers):
-        # the others keep every token
-        window_layers = sum(1 for k in kinds if "sliding" in str(k))
-    elif window and cfg.get("use_sliding_window", True) is not False:
-        pattern: Any = cfg.get("sliding_window_pattern")  # a JSON value, checked by _whole
-        if model_type.startswith("gemma3") and _whole(pattern):
-            window_layers = int(layers) - int(layers) // int(pattern)  # every pattern-th layer is global
-        elif model_type.startswith("gemma2") or model_type.startswith("gemma3"):
-            window_layers = int(layers) // 2 if model_type.startswith("gemma2") else int(layers) - int(layers) // 6
-        elif model_type.startswith("qwen2"):
-            window_layers = 0  # Qwen2 ships sliding_window but use_sliding_window false by default
-        else:
-            window_layers = int(layers)
-    if not window_layers:
-        window = None
+    experts, per_tok, moe_inter, shared, inter = _experts(cfg, inter)
+    window, window_layers = _sliding_window(cfg, model_type, int(layers))
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     extra = _mla_and_hybrid(cfg, int(layers))
     if model_type in ENCODER_DECODER_TYPES:
@@ -176,6 +95,114 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
         raise _user_error(f"{p}: {bad}") from None
     check_param_bounds(arch, str(p))
     return arch
+
+
+def _read_config(path: str | os.PathLike) -> tuple[Path, dict]:
+    """The file's path and its JSON object (a multimodal wrapper's ``text_config``, keeping the
+    wrapper's tying and name): bounded, UTF-8, an object, or a ``UserError`` naming the file."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        with open_regular(p, "model config") as fh:  # a FIFO or /dev/zero: refused, not read
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except InputFileError as exc:
+        if p.exists():
+            raise FieldError("model_config", f"{{model_config}} {escape_braces(str(exc))}") from None
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
+                         "Hugging Face config.json or the folder holding one)") from None
+    except FileNotFoundError:
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: no such file (give a "
+                         "Hugging Face config.json or the folder holding one)") from None
+    except OSError as exc:
+        raise FieldError("model_config", f"{{model_config}} {escape_braces(str(path))}: cannot read it "
+                         f"({escape_braces(str(exc.strerror))})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise _user_error(f"{p}: larger than {MAX_CONFIG_BYTES // 2**20} MiB; a Hugging Face "
+                          "config.json is a few KB (is this the model's weights, or a device?)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise _user_error(f"{p}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                          f"{exc.start}); give the model's config.json") from None
+    cfg = parse_json(text, str(p), _user_error)
+    if not isinstance(cfg, dict):
+        raise _user_error(f"{p}: expected a JSON object with the model's hyper-parameters")
+    if isinstance(cfg.get("text_config"), dict):  # Llava, Gemma-3, Llama-4 wrappers
+        inner = dict(cfg["text_config"])
+        for k in ("tie_word_embeddings", "_name_or_path"):
+            if k in cfg and k not in inner:
+                inner[k] = cfg[k]
+        cfg = inner
+    return p, cfg
+
+
+def _dense_shape(cfg: dict, model_type: str, p: Path) -> tuple[Any, Any, Any, Any, Any, bool]:
+    """Layers, hidden, heads, vocab, MLP width (GPT-2 style configs default it to 4 × hidden) and
+    whether the MLP is gated; ``UserError`` on a missing or non-whole size or an encoder-decoder
+    family that is not modelled."""
+    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
+    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
+    for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
+                   ("vocab_size", vocab), ("intermediate_size", inter)):
+        if v is not None and not _whole(v):
+            raise _user_error(f"{p}: {key} {v!r}: not a positive whole number")
+    missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
+                                    ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
+    if cfg.get("is_encoder_decoder") and model_type not in ENCODER_DECODER_TYPES:
+        raise _user_error(f"{p}: model_type {model_type or '(none)'} is an encoder-decoder model; of those "
+                          f"only the T5 family ({', '.join(ENCODER_DECODER_TYPES)}) is modelled")
+    gated = model_type not in ("gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi")
+    if inter is None and hidden is not None and not gated:
+        inter = 4 * int(hidden)  # GPT-2 style configs leave n_inner null = 4 × hidden
+    if inter is None:
+        missing.append("intermediate_size")
+    if missing:
+        raise _user_error(f"{p}: missing key(s) {', '.join(missing)} (a Hugging Face decoder config "
+                          "needs num_hidden_layers, hidden_size, num_attention_heads, "
+                          "intermediate_size and vocab_size)")
+    return layers, hidden, heads, vocab, inter, gated
+
+
+def _experts(cfg: dict, inter: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """Experts, experts per token, expert MLP width, shared experts, and the dense MLP width (Qwen2-MoE's
+    shared expert has a width of its own)."""
+    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
+    per_tok = _first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k") or 0
+    moe_inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
+    shared = _first(cfg, "n_shared_experts", "num_shared_experts") or 0
+    if experts and not shared and cfg.get("shared_expert_intermediate_size"):
+        shared = 1  # Qwen2-MoE: one shared expert of its own width
+        inter = cfg["shared_expert_intermediate_size"]
+    return experts, per_tok, moe_inter, shared, inter
+
+
+def _sliding_window(cfg: dict, model_type: str, layers: int) -> tuple[Any, int]:
+    """The sliding window and how many layers use it; ``(None, 0)`` when none does."""
+    window = cfg.get("sliding_window")
+    window_layers = 0
+    kinds = cfg.get("layer_types")
+    if window and isinstance(kinds, list) and kinds and cfg.get("use_sliding_window", True) is not False:
+        # the config says which layers are local (gpt-oss, Gemma 2/3, Qwen3 in recent transformers):
+        # the others keep every token
+        window_layers = sum(1 for k in kinds if "sliding" in str(k))
+    elif window and cfg.get("use_sliding_window", True) is not False:
+        pattern: Any = cfg.get("sliding_window_pattern")  # a JSON value, checked by _whole
+        if model_type.startswith("gemma3") and _whole(pattern):
+            window_layers = layers - layers // int(pattern)  # every pattern-th layer is global
+        elif model_type.startswith("gemma2") or model_type.startswith("gemma3"):
+            window_layers = layers // 2 if model_type.startswith("gemma2") else layers - layers // 6
+        elif model_type.startswith("qwen2"):
+            window_layers = 0  # Qwen2 ships sliding_window but use_sliding_window false by default
+        else:
+            window_layers = layers
+    if not window_layers:
+        window = None
+    return window, window_layers
 
 
 #: Encoder-decoder model types read as the T5 shape (transformers' T5Config keys; T0/mT0/Flan-T5

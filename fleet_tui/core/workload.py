@@ -349,6 +349,40 @@ def parse_workload(fields, catalog=None) -> Workload:
     gpus = parse_count(d.get("gpus"), "gpus", 1, MAX_GPUS) or 1
     rank = parse_count(d.get("lora_rank"), "lora_rank", 1, MAX_LORA_RANK)
 
+    _check_lengths(seq, prompt, gen, training, kind, model)
+    _check_kind_fields(d, kind, precision, rank)
+
+    kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
+                    seq_len=seq, target_len=target, prompt_len=prompt, gen_len=gen, gpus=gpus)
+    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
+        kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
+    _training_choices(d, kw, adapter, rank)
+    kw.update(_serving_fields(d, training))
+    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
+        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
+                         "this model has none")
+    kw.update(_stack_fields(d, kind, kw))
+    _encoder_decoder_fields(d, kw)
+    if gpus > 1 and "sharding" not in kw and kw.get("framework") in ("torchtune", "torchtitan", "maxtext"):
+        kw["sharding"] = "fsdp"  # FSDP2 full shard (torchtune, torchtitan); MaxText's ici_fsdp_parallelism
+    _layout_fields(d, kw, gpus, training)
+    gpus = kw["gpus"]
+    if gpus > 1 and "sharding" not in kw:
+        kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
+    if kw.get("sharding") == "tensor" and kw.get("tp") is None and model is not None and model.kv_heads and gpus > 1:
+        if model.heads % gpus:
+            raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
+                             f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
+    try:  # every field was parsed above: only the cross-field rules remain to check
+        return Workload(**kw)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_lengths(seq: int | None, prompt: int | None, gen: int | None, training: bool, kind: str,
+                   model: ModelArch | None) -> None:
+    """A generation is a prompt plus new tokens, a forward pass or training step is one length;
+    either within four times the model's context window."""
     if gen is not None and prompt is None:
         raise FieldError("gen_len", "{gen_len} needs {prompt_len} (generation = a prompt plus new tokens)")
     if prompt is not None and gen is None:
@@ -366,6 +400,13 @@ def parse_workload(fields, catalog=None) -> Workload:
         if value is not None and model is not None and arch_max and value > arch_max * 4:
             raise FieldError(field, f"{shown} {value}: far beyond {escape_braces(model.name or model.id)}'s "
                              f"context window of {arch_max:,} tokens")
+
+
+def _check_kind_fields(d: dict, kind: str, precision: str, rank: int | None) -> None:
+    """Training options only on training, adapter options only on adapters, and a precision that
+    can train all weights."""
+    training = kind != "inference"
+    adapter = kind in ("lora", "qlora")
     if not training:
         for field in ("optimizer", "master_weights", "grad_checkpointing", "framework", "chunked_loss",
                       "optimizer_in_backward", "offload", "compile", "selective_checkpointing"):
@@ -378,10 +419,10 @@ def parse_workload(fields, catalog=None) -> Workload:
         raise FieldError("precision", f"{{precision}} {precision} cannot train all weights; use {{workload}} "
                          "qlora (4-bit base + LoRA) or a 16-bit precision")
 
-    kw: dict = dict(kind=kind, model=model, params=params, precision=precision, batch=batch,
-                    seq_len=seq, target_len=target, prompt_len=prompt, gen_len=gen, gpus=gpus)
-    if kind == "qlora" and precision in ("int4", "int8", "fp8", "fp4", "fp32"):
-        kw["precision"] = "bf16"  # the NF4 base is implied; compute runs in bf16
+
+def _training_choices(d: dict, kw: dict, adapter: bool, rank: int | None) -> None:
+    """The optimizer, master weights, sharding and serving choices, gradient checkpointing and the
+    LoRA rank and target modules, set into ``kw``."""
     for field, allowed in (("optimizer", OPTIMIZERS), ("master_weights", MASTER_WEIGHTS),
                            ("sharding", SHARDINGS), ("serving", SERVING_MODES)):
         value = _choice(d, field, allowed, None)
@@ -404,26 +445,6 @@ def parse_workload(fields, catalog=None) -> Workload:
                              f"{escape_braces(', '.join(bad)) or '(none)'}; "
                              f"allowed: {', '.join(LORA_TARGETS)} or 'all'")
         kw["lora_targets"] = tuple(dict.fromkeys(names))
-    kw.update(_serving_fields(d, training))
-    if kw.get("expert_parallel") and not (model is not None and model.is_moe):
-        raise FieldError("expert_parallel", "{expert_parallel} splits the experts of a mixture-of-experts model; "
-                         "this model has none")
-    kw.update(_stack_fields(d, kind, kw))
-    _encoder_decoder_fields(d, kw)
-    if gpus > 1 and "sharding" not in kw and kw.get("framework") in ("torchtune", "torchtitan", "maxtext"):
-        kw["sharding"] = "fsdp"  # FSDP2 full shard (torchtune, torchtitan); MaxText's ici_fsdp_parallelism
-    _layout_fields(d, kw, gpus, training)
-    gpus = kw["gpus"]
-    if gpus > 1 and "sharding" not in kw:
-        kw["sharding"] = "fsdp" if kind in ("training", "finetune") else ("tensor" if kind == "inference" else "data")
-    if kw.get("sharding") == "tensor" and kw.get("tp") is None and model is not None and model.kv_heads and gpus > 1:
-        if model.heads % gpus:
-            raise FieldError("gpus", f"{{gpus}} {gpus} {{sharding}} tensor: {model.heads} attention heads of "
-                             f"{escape_braces(model.name or model.id)} do not split evenly across {gpus} GPUs")
-    try:  # every field was parsed above: only the cross-field rules remain to check
-        return Workload(**kw)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
 
 
 def _global_batch(d: dict, per_device: int, kind: str) -> int:

@@ -371,7 +371,7 @@ def query_page(catalog, filters: dict, limit: int = PAGE_ROWS) -> CatalogPage:
             gib(inst.accelerator_memory_gib), inst.region,
             "" if inst.vcpus is None else f"{inst.vcpus:g}",
             "" if inst.ram_gib is None else gib(inst.ram_gib),
-            (",".join(f.split(":")[0] for f in inst.flags) + (" excluded" if inst.excluded else ""))[:40],
+            (",".join(inst.flag_codes) + (" excluded" if inst.excluded else ""))[:40],
         ))
     return CatalogPage(tuple(rows), tuple(result.rows), result.total)
 

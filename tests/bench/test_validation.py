@@ -34,6 +34,7 @@ BENCH = REPO / "bench"
 
 def _harness():
     spec = importlib.util.spec_from_file_location("validation_rows", BENCH / "validation_rows.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("validation_rows", module)
     spec.loader.exec_module(module)
@@ -189,6 +190,7 @@ def test_mi300x_is_estimated_from_amds_current_releases_not_superseded_builds(re
 
 def test_superseded_releases_are_named_and_left_out_of_the_fit():
     spec = importlib.util.spec_from_file_location("fit_serving", BENCH / "fit_serving.py")
+    assert spec is not None and spec.loader is not None
     fit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fit)
     assert fit.TUNE and not any(vr.superseded(r) for r in fit.TUNE)

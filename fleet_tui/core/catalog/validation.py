@@ -89,25 +89,48 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, float) or abs(v) <= 2**1023
 
 
+class _RowProblems:
+    """The problems of one instance row, each naming the file, line and ``instance[i].key``."""
+
+    def __init__(self, doc: TomlDoc, i: int, out: list[str]) -> None:
+        self.doc, self.i, self.out = doc, i, out
+        self.bad = False
+
+    def __call__(self, key: str, msg: str) -> None:
+        self.bad = True
+        self.out.append(problem(self.doc.path, self.doc.line_of("instance", self.i, key),
+                                f"instance[{self.i}].{key}", msg))
+
+
 def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: list[str]) -> dict | None:
     """Type-check one instance row; returns the normalised dict or None (problems appended)."""
-    path = doc.path
-    where = f"instance[{i}]"
     if not isinstance(row, dict):
-        out.append(problem(path, doc.line_of("instance", i), where, "must be a table"))
+        out.append(problem(doc.path, doc.line_of("instance", i), f"instance[{i}]", "must be a table"))
         return None
-    bad = False
-
-    def err(key: str, msg: str) -> None:
-        nonlocal bad
-        bad = True
-        out.append(problem(path, doc.line_of("instance", i, key), f"{where}.{key}", msg))
-
+    err = _RowProblems(doc, i, out)
     for k in row:
         if k not in _INSTANCE_FIELDS:
             near = difflib.get_close_matches(k, sorted(_INSTANCE_FIELDS), n=1)
             err(k, f"unknown key '{k}'" + (f"; did you mean '{near[0]}'?" if near else ""))
     d: dict[str, Any] = {}
+    _text_fields(row, meta, err, d)
+    _number_fields(row, err, d)
+    if "accelerator_count" not in row:
+        err("accelerator_count", "required field is missing")
+    _other_fields(row, err, d)
+    if err.bad:
+        return None
+    has_price = any(k in d for k in PRICE_FIELD.values())
+    if not has_price and "excluded" not in d:
+        err("on_demand_usd_per_hour", "missing price: give on_demand_usd_per_hour and/or "
+            "spot_usd_per_hour (USD per hour, > 0), or set `excluded` to say why there is none")
+        return None
+    return d
+
+
+def _text_fields(row: dict, meta: dict[str, str], err: _RowProblems, d: dict[str, Any]) -> None:
+    """The text fields (``[meta]`` fills the missing ones): required, non-empty, a registered cloud spelt
+    as registered."""
     for k in _STR_FIELDS:
         v = row.get(k, meta.get(k))
         if v is None:
@@ -122,6 +145,10 @@ def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: li
                 "offers, filters and prices count as one cloud")
             continue
         d[k] = v
+
+
+def _number_fields(row: dict, err: _RowProblems, d: dict[str, Any]) -> None:
+    """The numeric fields: finite, of the right sign and within their physical range."""
     for k, kind in _NUMBER_FIELDS.items():
         if k not in row:
             continue
@@ -139,8 +166,10 @@ def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: li
                 + (" USD per hour" if kind == "price" else ""))
         else:
             d[k] = float(v)
-    if "accelerator_count" not in row:
-        err("accelerator_count", "required field is missing")
+
+
+def _other_fields(row: dict, err: _RowProblems, d: dict[str, Any]) -> None:
+    """Zones, the reserved-estimated mark, flags, excluded pricing options and the exclusion reason."""
     if "zones" in row:
         z = row["zones"]
         if not isinstance(z, int) or isinstance(z, bool) or z < 0:
@@ -167,14 +196,6 @@ def check_instance(doc: TomlDoc, i: int, row: Any, meta: dict[str, str], out: li
             err("excluded", f"must be a non-empty string giving the reason (got {v!r})")
         else:
             d["excluded"] = v
-    if bad:
-        return None
-    has_price = any(k in d for k in PRICE_FIELD.values())
-    if not has_price and "excluded" not in d:
-        err("on_demand_usd_per_hour", "missing price: give on_demand_usd_per_hour and/or "
-            "spot_usd_per_hour (USD per hour, > 0), or set `excluded` to say why there is none")
-        return None
-    return d
 
 
 def _check_tables(doc: TomlDoc, out: list[str]) -> None:

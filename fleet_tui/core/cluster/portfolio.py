@@ -129,24 +129,34 @@ def check_demand(demand: Sequence[float], where: str = "demand") -> None:
                             f"(the bound on {BOUNDS['devices'].why})")
 
 
+@record
+class _Mixes:
+    """The cost of every mix of ``k`` reserved instances of a term, the rest spot (up to the cap)
+    and on demand."""
+
+    hours: int
+    suffix: list[float]  # suffix[k]: instance-hours needed above k instances
+    spot_cap: float  # instance-hours spot may cover
+    spot_useful: float | None  # spot's price per useful hour, its interruptions paid for
+    on_demand: float
+    term_prices: dict[str, float]
+
+    def cost(self, term: str | None, k: int) -> dict[str, float]:
+        flex = self.suffix[min(k, len(self.suffix) - 1)]
+        spot_h = min(flex, self.spot_cap)
+        od_h = flex - spot_h
+        cost_r = _usd(self.term_prices[term], k * self.hours) if term is not None and k else 0.0
+        cost_s = _usd(self.spot_useful, spot_h) if spot_h and self.spot_useful is not None else 0.0
+        cost_od = _usd(self.on_demand, od_h)
+        return {"k": k, "od_hours": od_h, "spot_hours": spot_h, "reserved": cost_r,
+                "on_demand": cost_od, "spot": cost_s, "total": cost_r + cost_od + cost_s}
+
+
 def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: float = 0.0,
                    terms: Sequence[str] = TERMS, spot: SpotAssumptions | None = None,
                    min_history_days: float = MIN_HISTORY_DAYS) -> dict:
     """The cheapest mix (see the module docstring) as a JSON-ready document."""
-    if not demand:
-        raise FieldError("demand", "{demand} has no hours")
-    if any(d < 0 or not math.isfinite(d) for d in demand):
-        raise FieldError("demand", "{demand}: device counts must be finite and >= 0")
-    check_demand(demand)
-    if not 0.0 <= max_spot_share <= 1.0:
-        raise FieldError("spot_share", f"{{spot_share}} must be 0-1, got {max_spot_share:g}")
-    if not 0.0 <= min_history_days < math.inf:
-        raise FieldError("min_history_days", "{min_history_days} must be zero or more days, "
-                                             f"got {min_history_days:g}")
-    bad = [t for t in terms if t not in TERMS]
-    if bad:
-        raise FieldError("terms", f"{{terms}} {escape_braces(repr(bad[0]))} is not a term; "
-                                  f"allowed: {', '.join(TERMS)}")
+    _check_plan_args(demand, max_spot_share, terms, min_history_days)
     n = prices.devices_per_instance
     hours = len(demand)
     spot_model = spot or SpotAssumptions()
@@ -158,29 +168,21 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     util = instance_activity(demand, n)
     needed_hours = sum(util) * hours  # instance-hours the demand needs
     spot_cap = share * needed_hours if use_spot else 0.0
-    suffix = [0.0] * (len(util) + 1)  # suffix[k]: instance-hours needed above k instances
+    suffix = [0.0] * (len(util) + 1)
     for k in range(len(util) - 1, -1, -1):
         suffix[k] = suffix[k + 1] + util[k] * hours
-
-    def mix(term: str | None, k: int) -> dict[str, float]:
-        flex = suffix[min(k, len(util))]
-        spot_h = min(flex, spot_cap)
-        od_h = flex - spot_h
-        cost_r = _usd(term_prices[term], k * hours) if term is not None and k else 0.0
-        cost_s = _usd(spot_useful, spot_h) if spot_h and spot_useful is not None else 0.0
-        cost_od = _usd(prices.on_demand, od_h)
-        return {"k": k, "od_hours": od_h, "spot_hours": spot_h, "reserved": cost_r,
-                "on_demand": cost_od, "spot": cost_s, "total": cost_r + cost_od + cost_s}
+    mixes = _Mixes(hours=hours, suffix=suffix, spot_cap=spot_cap, spot_useful=spot_useful,
+                   on_demand=prices.on_demand, term_prices=term_prices)
 
     days = hours / 24.0
     ground = None
     if days < min_history_days:
         ground = (f"only {hours} h ({days:.1f} days) of demand history: no commitment is "
                   f"recommended below {min_history_days:g} days (--min-history-days)")
-    best_term, best = None, mix(None, 0)
+    best_term, best = None, mixes.cost(None, 0)
     per_term: dict[str, dict[str, float]] = {}
     for term in term_prices:
-        costs = [mix(term, k) for k in range(len(util) + 1)]
+        costs = [mixes.cost(term, k) for k in range(len(util) + 1)]
         per_term[term] = min(costs, key=lambda c: (c["total"], c["k"]))
         if ground is None and per_term[term]["k"] and per_term[term]["total"] < best["total"]:
             best_term, best = term, per_term[term]
@@ -188,30 +190,13 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
     total = best["total"]
     all_od = _usd(prices.on_demand, needed_hours)
     scale = HOURS_PER_MONTH / hours
-    rate = spot_model.rate_for(prices.cloud or "other")
     flex_rate = (prices.on_demand * (needed_hours - spot_cap) + (spot_useful or 0.0) * spot_cap
                  ) / needed_hours if needed_hours else prices.on_demand
-    commitments = []
-    for term, price in sorted(term_prices.items()):
-        k = reserved if term == best_term else 0
-        commitments.append({
-            "term": term, "instances": k, "usd_per_instance_hour": price,
-            "estimated": prices.reserved_estimated,
-            "break_even_utilization_pct": round(100 * break_even_utilization(price, prices.on_demand), 2),
-            "break_even_vs_flexible_pct": round(100 * price / flex_rate, 2) if flex_rate > 0 else None,
-            "device_utilization_pct": round(
-                100 * reserved_device_utilization(demand, n, k), 2) if k else None,
-            "cheapest_instances": int(per_term[term]["k"]),
-        })
-    sensitivity = []
+    commitments = [_commitment(term, price, reserved if term == best_term else 0, prices, flex_rate, demand,
+                               int(per_term[term]["k"]))
+                   for term, price in sorted(term_prices.items())]
     term_for_sens = best_term or (min(term_prices, key=term_prices.__getitem__) if term_prices else None)
-    if term_for_sens is not None:
-        for k in (reserved - 1, reserved, reserved + 1):
-            if 0 <= k <= len(util):
-                c = mix(term_for_sens, k)
-                sensitivity.append({"term": term_for_sens, "reserved_instances": k,
-                                    "usd_total": round(c["total"], 2),
-                                    "usd_vs_plan": round(c["total"] - total, 2)})
+    sensitivity = _sensitivity(mixes, term_for_sens, reserved, len(util), total)
     return {
         "hours": hours, "history_days": round(days, 3), "min_history_days": min_history_days,
         "devices_per_instance": n,
@@ -229,14 +214,68 @@ def plan_portfolio(demand: Sequence[float], prices: Prices, *, max_spot_share: f
         "commitments": commitments,
         "sensitivity": sensitivity,
         "instance_hours_needed_pct": [round(100 * u, 2) for u in util],
-        "spot": None if prices.spot is None else {
-            "share": share, "share_of": "all instance-hours",
-            "usd_per_instance_hour": prices.spot,
-            "interruptions_per_hour": round(rate, 6), "overhead_pct": round(100 * overhead, 2),
-            "paid_hours_per_useful_hour": round(spot_cost_multiplier(overhead), 4),
-            "expected_interruptions_per_month": round(rate * best["spot_hours"] * scale, 3),
-            "p_interrupted_per_instance_day": round(1 - math.exp(-rate * 24.0), 4),
-        },
+        "spot": None if prices.spot is None else _spot_terms(prices, spot_model, share, overhead,
+                                                             best["spot_hours"], scale),
+    }
+
+
+def _check_plan_args(demand: Sequence[float], max_spot_share: float, terms: Sequence[str],
+                     min_history_days: float) -> None:
+    """A ``FieldError`` naming the first bad argument of :func:`plan_portfolio`."""
+    if not demand:
+        raise FieldError("demand", "{demand} has no hours")
+    if any(d < 0 or not math.isfinite(d) for d in demand):
+        raise FieldError("demand", "{demand}: device counts must be finite and >= 0")
+    check_demand(demand)
+    if not 0.0 <= max_spot_share <= 1.0:
+        raise FieldError("spot_share", f"{{spot_share}} must be 0-1, got {max_spot_share:g}")
+    if not 0.0 <= min_history_days < math.inf:
+        raise FieldError("min_history_days", "{min_history_days} must be zero or more days, "
+                                             f"got {min_history_days:g}")
+    bad = [t for t in terms if t not in TERMS]
+    if bad:
+        raise FieldError("terms", f"{{terms}} {escape_braces(repr(bad[0]))} is not a term; "
+                                  f"allowed: {', '.join(TERMS)}")
+
+
+def _commitment(term: str, price: float, k: int, prices: Prices, flex_rate: float,
+                demand: Sequence[float], cheapest: int) -> dict[str, Any]:
+    """One term's row: ``k`` instances committed (0 unless it is the plan's), break-evens, use."""
+    return {
+        "term": term, "instances": k, "usd_per_instance_hour": price,
+        "estimated": prices.reserved_estimated,
+        "break_even_utilization_pct": round(100 * break_even_utilization(price, prices.on_demand), 2),
+        "break_even_vs_flexible_pct": round(100 * price / flex_rate, 2) if flex_rate > 0 else None,
+        "device_utilization_pct": round(
+            100 * reserved_device_utilization(demand, prices.devices_per_instance, k), 2) if k else None,
+        "cheapest_instances": cheapest,
+    }
+
+
+def _sensitivity(mixes: _Mixes, term: str | None, reserved: int, most: int, total: float) -> list[dict[str, Any]]:
+    """The plan's cost with one reserved instance fewer and one more (within 0..``most``)."""
+    if term is None:
+        return []
+    rows = []
+    for k in (reserved - 1, reserved, reserved + 1):
+        if 0 <= k <= most:
+            c = mixes.cost(term, k)
+            rows.append({"term": term, "reserved_instances": k, "usd_total": round(c["total"], 2),
+                         "usd_vs_plan": round(c["total"] - total, 2)})
+    return rows
+
+
+def _spot_terms(prices: Prices, spot_model: SpotAssumptions, share: float, overhead: float,
+                spot_hours: float, month_scale: float) -> dict[str, Any]:
+    """What the plan assumes of spot: its share, price, interruptions and their overhead."""
+    rate = spot_model.rate_for(prices.cloud or "other")
+    return {
+        "share": share, "share_of": "all instance-hours",
+        "usd_per_instance_hour": prices.spot,
+        "interruptions_per_hour": round(rate, 6), "overhead_pct": round(100 * overhead, 2),
+        "paid_hours_per_useful_hour": round(spot_cost_multiplier(overhead), 4),
+        "expected_interruptions_per_month": round(rate * spot_hours * month_scale, 3),
+        "p_interrupted_per_instance_day": round(1 - math.exp(-rate * 24.0), 4),
     }
 
 
@@ -269,10 +308,32 @@ def _parse_demand(p: Path, text: str) -> list[float]:
             if "devices" not in (reader.fieldnames or []):
                 raise UserError(f"{p}:1: a CSV demand profile needs a 'devices' column "
                                 "(one row per hour)")
-            return [_count(row["devices"], f"{p}:{reader.line_num}") for row in reader]
+            counts: list[float] = []
+            hours, last_hour = "hour" in (reader.fieldnames or []), None
+            for row in reader:
+                where = f"{p}:{reader.line_num}"
+                if hours:  # one row per hour: a gap or a repeat would shift every later hour
+                    last_hour = _next_hour(row["hour"], last_hour, where)
+                counts.append(_count(row["devices"], where))
+            return counts
         except csv.Error as exc:
             raise UserError(f"{p}:{reader.line_num}: not CSV: {exc}") from None
     return [_count(ln, f"{p}:{i}") for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+
+
+def _next_hour(text: str | None, last: int | None, where: str) -> int:
+    """The ``hour`` of a CSV row, which must follow ``last`` by one (rows are read as consecutive
+    hours, so a gap or a repeat would shift every later hour)."""
+    try:
+        hour = int((text or "").strip())
+    except ValueError:
+        raise UserError(f"{where}: hour {text!r} is not a whole number of hours") from None
+    if last is not None and hour != last + 1:
+        raise UserError(f"{where}: hour {hour} follows hour {last}: give one row per hour, in "
+                        f"order (hour {last + 1} expected; write 0 devices for an idle hour)")
+    if hour < 0:
+        raise UserError(f"{where}: hour {hour} is negative")
+    return hour
 
 
 def _is_number(s: str) -> bool:

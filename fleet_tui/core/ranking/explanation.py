@@ -7,7 +7,7 @@ the Markdown report, the scenarios' migration reports and the app's explain pane
 from __future__ import annotations
 
 from fleet_tui.core.ranking.formatting import money
-from fleet_tui.core.ranking.offers import UNIT_MONTH, Recommendation
+from fleet_tui.core.ranking.offers import UNIT_MONTH, RankedOffer, Recommendation
 
 
 def plan_lines(rec: Recommendation) -> list[str]:
@@ -39,31 +39,50 @@ def plan_lines(rec: Recommendation) -> list[str]:
 
 def explain(rec: Recommendation) -> list[str]:
     """Why the top choice wins and why the current setup loses (memory, speed, price)."""
-    lines: list[str] = []
-    if rec.demand is not None and rec.best is None:
-        lines.extend(plan_lines(rec))
     best = rec.best
     cur = rec.current
     per = rec.unit.removeprefix("USD").lstrip("/")
     if best is None:
-        lines.append("No catalog offer fits this workload under the given constraints.")
-        for k, v in rec.skipped:
-            if v:
-                lines.append(f"  {k.replace('_', ' ')}: {v}")
-        if cur is not None and not cur.fits:
-            lines.append(f"The current setup cannot run it either: {cur.misfit}")
-        return lines
+        return _no_fit(rec)
     if best.cost_per_unit is None:  # nothing could be costed per unit of work
-        lines.append(
-            f"No fitting offer has a speed estimate, so none can be ranked by cost per {per}; "
-            f"they are listed cheapest per hour first ({best.speed_unknown_reason})."
-        )
-        lines.append(f"Cheapest per hour: {best.label}, {best.devices}: {money(best.usd_per_hour)}/h, "
-                     f"{money(best.usd_per_month)}/month.")
-        if cur is not None:
-            lines.append(f"Current: {cur.label}, {cur.devices}: {money(cur.usd_per_hour)}/h, "
-                         f"{money(cur.usd_per_month)}/month.")
-        return lines
+        return _unranked(rec, best, per)
+    lines = _why_best(rec, best, per)
+    if cur is not None:
+        lines.extend(_why_not_current(rec, best, cur, per))
+    return lines
+
+
+def _no_fit(rec: Recommendation) -> list[str]:
+    """No offer fits: the plan's drops, the skip counters, and whether the current setup fits."""
+    lines = plan_lines(rec) if rec.demand is not None else []
+    lines.append("No catalog offer fits this workload under the given constraints.")
+    for k, v in rec.skipped:
+        if v:
+            lines.append(f"  {k.replace('_', ' ')}: {v}")
+    cur = rec.current
+    if cur is not None and not cur.fits:
+        lines.append(f"The current setup cannot run it either: {cur.misfit}")
+    return lines
+
+
+def _unranked(rec: Recommendation, best: RankedOffer, per: str) -> list[str]:
+    """Offers fit but none has a speed estimate: the cheapest per hour, and the current setup's price."""
+    lines = [
+        f"No fitting offer has a speed estimate, so none can be ranked by cost per {per}; "
+        f"they are listed cheapest per hour first ({best.speed_unknown_reason}).",
+        f"Cheapest per hour: {best.label}, {best.devices}: {money(best.usd_per_hour)}/h, "
+        f"{money(best.usd_per_month)}/month."]
+    cur = rec.current
+    if cur is not None:
+        lines.append(f"Current: {cur.label}, {cur.devices}: {money(cur.usd_per_hour)}/h, "
+                     f"{money(cur.usd_per_month)}/month.")
+    return lines
+
+
+def _why_best(rec: Recommendation, best: RankedOffer, per: str) -> list[str]:
+    """The winner's price and why it wins, its plan, the runner-up, the cheapest box per hour,
+    the offers left unranked and the winner's risks."""
+    lines: list[str] = []
     lines.append(
         f"Best: {best.label}, {best.devices}: {money(best.cost_per_unit)} per "
         f"{per}, {money(best.usd_per_hour)}/h, {money(best.usd_per_month)}/month."
@@ -104,8 +123,12 @@ def explain(rec: Recommendation) -> list[str]:
         )
     if best.risks:
         lines.append("Watch out: " + "; ".join(best.risks) + ".")
-    if cur is None:
-        return lines
+    return lines
+
+
+def _why_not_current(rec: Recommendation, best: RankedOffer, cur: RankedOffer, per: str) -> list[str]:
+    """The current setup's price and why it loses to ``best`` (or why it is kept)."""
+    lines: list[str] = []
     lines.append(f"Current: {cur.label}, {cur.devices}: "
                  f"{money(cur.usd_per_hour)}/h, {money(cur.usd_per_month)}/month.")
     if cur.instance_type == best.instance_type and cur.region == best.region \

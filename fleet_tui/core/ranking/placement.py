@@ -122,7 +122,9 @@ class Placement:
 
 def describe_misfit(fit, acc, gpus: int) -> str:
     if getattr(fit, "precision_supported", True) is False:
-        return f"{acc.id} cannot run this precision"
+        w = getattr(fit, "workload", None)
+        why = sizing.precision_support(w.precision, acc, w)[1] if w is not None else ""
+        return why or f"{acc.id} cannot run this precision"
     cap = getattr(fit, "capacity_bytes", None)
     head = getattr(fit, "headroom_bytes", None)
     if cap and head is not None:
@@ -174,10 +176,11 @@ class Placer:
         else:
             counts = (1,)
         cap = sizing.capacity_bytes(acc)
-        if not detail and not sizing.precision_support(self.workload.precision, acc, self.workload)[0]:
+        supported, unsupported_why = sizing.precision_support(self.workload.precision, acc, self.workload)
+        if not detail and not supported:
             result = Placement(False, counts[0], devices * counts[0], self.workload.sharding,
                                headroom_gib=None, memory_used_pct=None, capacity_bytes=cap,
-                               why_not=f"{acc.id} cannot run {self.workload.precision}")
+                               why_not=unsupported_why or f"{acc.id} cannot run {self.workload.precision}")
             self._placements[key] = result
             return result
         closest = chosen = None

@@ -9,6 +9,7 @@ nothing: only the lines whose text changed are rendered again and repainted.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.message import Message
@@ -19,6 +20,9 @@ from fleet_tui.ui.widgets.diagnosis_text import headline
 from fleet_tui.ui.widgets.gauges import gib
 from fleet_tui.ui.widgets.severity import severity_mark, severity_style
 from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
+
+if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 
 
 @record
@@ -87,11 +91,11 @@ def device_cells(dev: DeviceSnapshot) -> dict[str, str]:
             "dram": _pct(dev.dram_active_pct)}
 
 
-def diagnosis_label(dev: DeviceSnapshot, analysis) -> tuple[str, str]:
+def diagnosis_label(dev: DeviceSnapshot, analysis: DeviceAnalysis | None) -> tuple[str, str]:
     """(text, severity) of a device's primary diagnosis; a device without a reading says so."""
     if dev.state != "ok":
         return f"{dev.state.upper()}: {dev.error or 'no reading'}", "critical"
-    diag = getattr(analysis, "primary_diagnosis", None) if analysis is not None else None
+    diag = analysis.primary_diagnosis if analysis is not None else None
     if diag is None:
         return "collecting…", "info"
     return headline(diag), diag.severity

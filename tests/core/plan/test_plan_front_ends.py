@@ -214,3 +214,11 @@ def test_fp8_training_on_ampere_stays_refused_with_the_reason(catalog, capsys):
 def _fp8_workload(catalog, engine: str, kind: str = "inference"):
     """The builder's workload for the form (built before planning, so a refused one exists too)."""
     return build_workload(catalog, _form_fp8(engine, kind=kind))
+
+
+def test_recommend_says_why_a_current_ampere_box_cannot_serve_fp8_under_tensorrt_llm(capsys):
+    assert main(["recommend", "--model", "llama-3.1-8b", "--precision", "fp8", "--engine", "trtllm",
+                 "--prompt-len", "1024", "--gen-len", "256", "--current", "p4d.24xlarge", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "current setup" in x and "cannot run" in x)
+    assert "no fp8 tensor cores" in line and "--engine vllm" in line

@@ -86,6 +86,19 @@ def import_rows(cloud: str, rows: list[Row], catalog, *, source: str, as_of: str
     c = clouds.cloud(cloud)
     if c.vm_and_gpu_rows:
         rows = gcp_offers(rows, report)
+    offers = [_offer(c, itype, region, grp, catalog, report, (row_sources or {}).get(grp[0].file, source), source)
+              for (itype, region), grp in _group_rows(c, rows, report).items()]
+    flag_outliers(offers)
+    for d in offers:
+        _finish(d, c, report)
+    offers.sort(key=lambda d: (d["accelerator"].lower(), d["accelerator_count"], d["instance_type"], d["region"]))
+    report.offers = len(offers)
+    return offers
+
+
+def _group_rows(c: Cloud, rows: list[Row], report: ImportReport) -> dict[tuple[str, str], list[Row]]:
+    """The accelerator rows by (instance type, region); a blank accelerator the cloud names is
+    filled in, CPU instances and rows without a type or region are skipped."""
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         if not r.acc_name:
@@ -99,101 +112,117 @@ def import_rows(cloud: str, rows: list[Row], catalog, *, source: str, as_of: str
             report.skip("row without instance type or region")
             continue
         groups[(r.instance_type, r.region)].append(r)
-    offers = []
-    for (itype, region), grp in groups.items():
-        first = grp[0]
-        flags: list[str] = []
-        for r in grp:
-            for n in r.notes:
-                if n not in flags:
-                    flags.append(n)
-        acc_id, rflags = resolve_accelerator(c, first, catalog)
-        flags.extend(rflags)
-        count = first.acc_count or 1.0
-        tpu = c.tpu_slices and tpu_chips(first.acc_name)
-        if tpu:
-            count = tpu[1]
-        elif not first.acc_count:  # empty, 0 or not a number: a per-GPU price would be a guess
-            flags.append("count-missing: the source's AcceleratorCount is empty, zero or not a "
-                         "number; 1 written, offer excluded from ranking")
-        fraction = c.fractional_gpus.get(itype.lower())
-        if fraction is not None:
-            count = fraction
-            flags.append(f"count-fix: {itype} gets {count:g} of one GPU (source says {first.acc_count:g})")
-        acc = catalog.accelerators.get(acc_id) if acc_id else None
-        mib, mflags = per_device_mib(first, acc.memory_gib if acc else None)
-        if not c.gpuinfo_is_measured:
-            mib = None  # (GCP) synthesised from a name->size table
-        mem_gib = None
-        if mib is not None and acc is not None and not mflags:
-            # never overstate memory: a smaller variant keeps its own size, a bigger one the nominal
-            if mib / 1024 > 1.1 * acc.memory_gib:
-                flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
-                             "nominal used")
-                mib = None
-            elif mib / 1024 < 0.75 * acc.memory_gib:
-                flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
-                             "GpuInfo used (a smaller variant)")
-        flags.extend(mflags)
-        if mib is not None:
-            mem_gib = round(mib / 1024, 3)
-        elif acc is not None:
-            mem_gib = float(acc.memory_gib)
-        # prices: on-demand per region (zones should agree), spot = cheapest zone
-        zones = {r.zone for r in grp if r.zone} or {""}
-        ods = [r.price for r in grp if r.price is not None]
-        spots = spot_prices(c, grp, flags)
-        on_demand = pick_price(ods, "on-demand", flags, take_min=True)
-        spot = pick_price(spots, "spot", flags, take_min=True)
-        excluded_pricing: list[str] = []
-        excluded = None
-        if on_demand is None and not any("zero-price" in f or "placeholder" in f for f in flags if "on-demand" in f):
-            flags.append("no-on-demand-price: the source lists no on-demand price")
-        if on_demand is not None and spot is not None and spot >= on_demand:
-            flags.append(f"spot>=on-demand: spot {spot:g} >= on-demand {on_demand:g} (placeholder or stale)")
-        if spot is not None and any(f.startswith("spot>=on-demand") for f in flags):
-            excluded_pricing.append("spot")
-        if acc is None:
-            excluded = f"unknown accelerator '{first.acc_name}'"
-            flags.append(f"unresolved-accelerator: '{first.acc_name}' is not in accelerators.toml")
-            report.unresolved[first.acc_name] = report.unresolved.get(first.acc_name, 0) + 1
-        if on_demand is None and spot is None and excluded is None:
-            excluded = "no usable price in the source"
-        if excluded is None and any(f.startswith("count-missing") for f in flags):
-            excluded = "accelerator count missing in the source"
-        src = (row_sources or {}).get(first.file, source)
-        d: dict[str, Any] = {
-            "instance_type": itype, "region": region, "zones": len(zones - {""}) or 1,
-            "accelerator": acc.id if acc else first.acc_name, "accelerator_count": count,
-            "accelerator_memory_gib": mem_gib, "vcpus": first.vcpus, "ram_gib": first.ram_gib,
-            "on_demand_usd_per_hour": on_demand, "spot_usd_per_hour": spot,
-        }
-        if src != source:
-            d["source"] = src
-        d["_flags"] = flags
-        d["_excluded"] = excluded
-        d["_excluded_pricing"] = excluded_pricing
-        offers.append(d)
-    flag_outliers(offers)
+    return groups
+
+
+def _offer(c: Cloud, itype: str, region: str, grp: list[Row], catalog, report: ImportReport,
+           src: str, source: str) -> dict[str, Any]:
+    """One offer dict of the rows of one (instance type, region), with its flags and why it is
+    excluded (``_flags``, ``_excluded``, ``_excluded_pricing``, settled by :func:`_finish`)."""
+    first = grp[0]
+    flags: list[str] = []
+    for r in grp:
+        for n in r.notes:
+            if n not in flags:
+                flags.append(n)
+    acc_id, rflags = resolve_accelerator(c, first, catalog)
+    flags.extend(rflags)
+    count = _device_count(c, itype, first, flags)
+    acc = catalog.accelerators.get(acc_id) if acc_id else None
+    mem_gib = _memory_gib(c, first, acc, flags)
+    # prices: on-demand per region (zones should agree), spot = cheapest zone
+    zones = {r.zone for r in grp if r.zone} or {""}
+    ods = [r.price for r in grp if r.price is not None]
+    spots = spot_prices(c, grp, flags)
+    on_demand = pick_price(ods, "on-demand", flags, take_min=True)
+    spot = pick_price(spots, "spot", flags, take_min=True)
+    excluded_pricing: list[str] = []
+    excluded = None
+    if on_demand is None and not any("zero-price" in f or "placeholder" in f for f in flags if "on-demand" in f):
+        flags.append("no-on-demand-price: the source lists no on-demand price")
+    if on_demand is not None and spot is not None and spot >= on_demand:
+        flags.append(f"spot>=on-demand: spot {spot:g} >= on-demand {on_demand:g} (placeholder or stale)")
+    if spot is not None and any(f.startswith("spot>=on-demand") for f in flags):
+        excluded_pricing.append("spot")
+    if acc is None:
+        excluded = f"unknown accelerator '{first.acc_name}'"
+        flags.append(f"unresolved-accelerator: '{first.acc_name}' is not in accelerators.toml")
+        report.unresolved[first.acc_name] = report.unresolved.get(first.acc_name, 0) + 1
+    if on_demand is None and spot is None and excluded is None:
+        excluded = "no usable price in the source"
+    if excluded is None and any(f.startswith("count-missing") for f in flags):
+        excluded = "accelerator count missing in the source"
+    d: dict[str, Any] = {
+        "instance_type": itype, "region": region, "zones": len(zones - {""}) or 1,
+        "accelerator": acc.id if acc else first.acc_name, "accelerator_count": count,
+        "accelerator_memory_gib": mem_gib, "vcpus": first.vcpus, "ram_gib": first.ram_gib,
+        "on_demand_usd_per_hour": on_demand, "spot_usd_per_hour": spot,
+    }
+    if src != source:
+        d["source"] = src
+    d["_flags"] = flags
+    d["_excluded"] = excluded
+    d["_excluded_pricing"] = excluded_pricing
+    return d
+
+
+def _device_count(c: Cloud, itype: str, first: Row, flags: list[str]) -> float:
+    """Devices per instance: a TPU slice's chips, the cloud's fraction of one GPU, else the source's
+    count (1 when it is missing, flagged so the offer is excluded)."""
+    count = first.acc_count or 1.0
+    tpu = c.tpu_slices and tpu_chips(first.acc_name)
+    if tpu:
+        count = tpu[1]
+    elif not first.acc_count:  # empty, 0 or not a number: a per-GPU price would be a guess
+        flags.append("count-missing: the source's AcceleratorCount is empty, zero or not a "
+                     "number; 1 written, offer excluded from ranking")
+    fraction = c.fractional_gpus.get(itype.lower())
+    if fraction is not None:
+        count = fraction
+        flags.append(f"count-fix: {itype} gets {count:g} of one GPU (source says {first.acc_count:g})")
+    return count
+
+
+def _memory_gib(c: Cloud, first: Row, acc, flags: list[str]) -> float | None:
+    """GiB per device: the source's measured figure unless it overstates the nominal, else the nominal."""
+    mib, mflags = per_device_mib(first, acc.memory_gib if acc else None)
+    if not c.gpuinfo_is_measured:
+        mib = None  # (GCP) synthesised from a name->size table
+    if mib is not None and acc is not None and not mflags:
+        # never overstate memory: a smaller variant keeps its own size, a bigger one the nominal
+        if mib / 1024 > 1.1 * acc.memory_gib:
+            flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
+                         "nominal used")
+            mib = None
+        elif mib / 1024 < 0.75 * acc.memory_gib:
+            flags.append(f"memory-mismatch: GpuInfo {mib:g} MiB per device vs {acc.memory_gib:g} GiB nominal; "
+                         "GpuInfo used (a smaller variant)")
+    flags.extend(mflags)
+    if mib is not None:
+        return round(mib / 1024, 3)
+    if acc is not None:
+        return float(acc.memory_gib)
+    return None
+
+
+def _finish(d: dict[str, Any], c: Cloud, report: ImportReport) -> None:
+    """Estimated reserved prices (the cloud's published discount) and the flags and exclusions
+    settled into the offer's fields; counted in ``report``."""
     disc = c.reserved
-    for d in offers:
-        od = d["on_demand_usd_per_hour"]
-        if disc and od is not None and d["_excluded"] is None:
-            d["reserved_1y_usd_per_hour"] = round(od * (1 - disc.one_year), 5)
-            d["reserved_3y_usd_per_hour"] = round(od * (1 - disc.three_year), 5)
-            d["reserved_estimated"] = True
-        d["flags"] = d.pop("_flags")
-        ex = d.pop("_excluded")
-        if ex:
-            d["excluded"] = ex
-        exp = d.pop("_excluded_pricing")
-        if exp:
-            d["excluded_pricing"] = exp
-        report.flagged += bool(d["flags"])
-        report.excluded += bool(ex)
-    offers.sort(key=lambda d: (d["accelerator"].lower(), d["accelerator_count"], d["instance_type"], d["region"]))
-    report.offers = len(offers)
-    return offers
+    od = d["on_demand_usd_per_hour"]
+    if disc and od is not None and d["_excluded"] is None:
+        d["reserved_1y_usd_per_hour"] = round(od * (1 - disc.one_year), 5)
+        d["reserved_3y_usd_per_hour"] = round(od * (1 - disc.three_year), 5)
+        d["reserved_estimated"] = True
+    d["flags"] = d.pop("_flags")
+    ex = d.pop("_excluded")
+    if ex:
+        d["excluded"] = ex
+    exp = d.pop("_excluded_pricing")
+    if exp:
+        d["excluded_pricing"] = exp
+    report.flagged += bool(d["flags"])
+    report.excluded += bool(ex)
 
 
 def spot_prices(c: Cloud, rows: list[Row], flags: list[str]) -> list[float]:

@@ -59,24 +59,19 @@ def device_name(kind: str | None) -> str:
     return _DEVICE_NAMES.get(kind.lower(), f"AWS {kind}")
 
 
-def map_document(
-    doc: dict[str, Any], *, timestamp: float, resolver: ProcessResolver | None = None, age_s: float | None = None
-) -> tuple[tuple[DeviceSnapshot, ...], HostSnapshot | None, list[str]]:
-    """One neuron-monitor document -> (devices, host, problems)."""
-    problems: list[str] = []
-    hw = doc.get("neuron_hardware_info") or {}
-    if hw.get("error"):
-        problems.append(f"neuron_hardware_info: {hw['error']}")
-    n_dev = int(hw.get("neuron_device_count") or 0)
-    per_dev = max(1, int(hw.get("neuroncore_per_device_count") or 1))
-    mem_size = hw.get("neuron_device_memory_size")
-    name = device_name(hw.get("neuron_device_type"))
+class _Usage:
+    """What the runtimes of one document use: utilisation per core, memory and processes per device."""
 
-    core_util: dict[int, float] = {}
-    mem_used = [0] * n_dev
-    mem_seen = [False] * n_dev
-    procs: list[list[ProcessInfo]] = [[] for _ in range(n_dev)]
-    for rt in doc.get("neuron_runtime_data") or ():
+    def __init__(self, n_dev: int, per_dev: int) -> None:
+        self.per_dev = per_dev
+        self.core_util: dict[int, float] = {}
+        self.mem_used = [0] * n_dev
+        self.mem_seen = [False] * n_dev
+        self.procs: list[list[ProcessInfo]] = [[] for _ in range(n_dev)]
+
+    def add_runtime(self, rt: dict[str, Any], resolver: ProcessResolver | None, problems: list[str]) -> None:
+        """One ``neuron_runtime_data`` entry: its cores' utilisation, its memory per device (spread
+        over its devices when there is no per-core breakdown) and its process on each device."""
         pid = int(rt.get("pid") or 0)
         tag = rt.get("neuron_runtime_tag") or str(pid)
         if rt.get("error"):
@@ -93,14 +88,14 @@ def map_document(
                 continue
             u = _f((v or {}).get("neuroncore_utilization"))
             if u is not None:
-                core_util[c] = core_util.get(c, 0.0) + u
-            rt_devs.add(c // per_dev)
+                self.core_util[c] = self.core_util.get(c, 0.0) + u
+            rt_devs.add(c // self.per_dev)
         used = ((report.get("memory_used") or {}).get("neuron_runtime_used_bytes") or {})
         breakdown = ((used.get("usage_breakdown") or {}).get("neuroncore_memory_usage") or {})
         rt_mem: dict[int, int] = {}
         for core, parts in breakdown.items():
             try:
-                d = int(core) // per_dev
+                d = int(core) // self.per_dev
             except ValueError:
                 continue
             rt_mem[d] = rt_mem.get(d, 0) + int(sum(v for v in (parts or {}).values() if isinstance(v, (int, float))))
@@ -112,13 +107,16 @@ def map_document(
         if command is None and tag != str(pid):
             command = tag
         for d in sorted(set(rt_mem) | rt_devs):
-            if 0 <= d < n_dev:
+            if 0 <= d < len(self.procs):
                 if d in rt_mem:
-                    mem_used[d] += rt_mem[d]
-                    mem_seen[d] = True
-                procs[d].append(ProcessInfo(pid=pid, device_index=d, used_gpu_bytes=rt_mem.get(d), user=user,
-                                            command=command))
+                    self.mem_used[d] += rt_mem[d]
+                    self.mem_seen[d] = True
+                self.procs[d].append(ProcessInfo(pid=pid, device_index=d, used_gpu_bytes=rt_mem.get(d),
+                                                 user=user, command=command))
 
+
+def _ecc(doc: dict[str, Any]) -> dict[int, tuple[int, int]]:
+    """(corrected, uncorrected) ECC errors per device index, memory and SRAM together."""
     ecc: dict[int, tuple[int, int]] = {}
     hwc = ((doc.get("system_data") or {}).get("neuron_hw_counters") or {})
     for entry in hwc.get("neuron_devices") or ():
@@ -126,6 +124,27 @@ def map_document(
         corr = int(entry.get("mem_ecc_corrected") or 0) + int(entry.get("sram_ecc_corrected") or 0)
         unc = int(entry.get("mem_ecc_uncorrected") or 0) + int(entry.get("sram_ecc_uncorrected") or 0)
         ecc[idx] = (corr, unc)
+    return ecc
+
+
+def map_document(
+    doc: dict[str, Any], *, timestamp: float, resolver: ProcessResolver | None = None, age_s: float | None = None
+) -> tuple[tuple[DeviceSnapshot, ...], HostSnapshot | None, list[str]]:
+    """One neuron-monitor document -> (devices, host, problems)."""
+    problems: list[str] = []
+    hw = doc.get("neuron_hardware_info") or {}
+    if hw.get("error"):
+        problems.append(f"neuron_hardware_info: {hw['error']}")
+    n_dev = int(hw.get("neuron_device_count") or 0)
+    per_dev = max(1, int(hw.get("neuroncore_per_device_count") or 1))
+    mem_size = hw.get("neuron_device_memory_size")
+    name = device_name(hw.get("neuron_device_type"))
+
+    usage = _Usage(n_dev, per_dev)
+    for rt in doc.get("neuron_runtime_data") or ():
+        usage.add_runtime(rt, resolver, problems)
+    core_util, mem_used, mem_seen, procs = usage.core_util, usage.mem_used, usage.mem_seen, usage.procs
+    ecc = _ecc(doc)
 
     devices = []
     for d in range(n_dev):

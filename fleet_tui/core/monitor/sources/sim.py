@@ -13,6 +13,7 @@ is "simulated" and each device name ends with "(simulated)".
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from fleet_tui.core.monitor.snapshot import (
     CLOCK_EVENT_GPU_IDLE,
@@ -79,6 +80,80 @@ def _noise_after(prefix: int, j: int) -> float:
 def _noise(*key: int) -> float:
     """Uniform [0, 1) from integers via splitmix64: stateless, so tick k is the same every run."""
     return (_prefix(*key) >> 11) / float(1 << 53)
+
+
+class _Load(NamedTuple):
+    """One device's activity in one tick: utilisation, power, clocks, PCIe and memory."""
+
+    util: float
+    sm: float
+    occ: float
+    tensor: float
+    dram: float
+    fp32: float
+    fp16: float
+    power: float
+    temp: float
+    sm_clk: float
+    reasons: int
+    pcie_rx: float
+    pcie_tx: float
+    mem_used: int
+
+
+def _load(beh: str, key: int, progress: float) -> _Load:
+    """What a device doing ``beh`` reads, its noise drawn from ``key``; ``progress`` (0-1) through the phase."""
+
+    def jitter(j: int, spread: float) -> float:  # centred noise, ± spread/2
+        return (_noise_after(key, j) - 0.5) * spread
+
+    util = sm = occ = tensor = dram = fp32 = fp16 = 0.0
+    power = 75.0 + jitter(1, 4)
+    sm_clk, reasons, temp = 345.0, CLOCK_EVENT_GPU_IDLE, 34.0 + jitter(2, 2)
+    pcie_rx = pcie_tx = 0.5 * MIB
+    mem_used = _MEM_BASE
+    job = beh != "idle"
+    if job:
+        mem_used = _MEM_BASE + 30 * GIB
+        reasons = 0
+        sm_clk = _SM_MAX - 20 + jitter(3, 20)
+    if beh == "healthy_compute":
+        util, sm, occ, tensor, dram, fp16 = 100, 93 + jitter(4, 4), 45, 68 + jitter(5, 8), 32, 2
+        power, temp = 560 + jitter(6, 30), 62 + jitter(7, 2)
+    elif beh == "power_capped":
+        util, sm, occ, tensor, dram = 100, 98, 50, 88 + jitter(4, 4), 25
+        power, temp = _POWER_LIMIT_W - 2 + jitter(6, 3), 70 + jitter(7, 2)
+        sm_clk, reasons = 1480 + jitter(3, 40), CLOCK_EVENT_SW_POWER_CAP
+    elif beh == "compute_no_tensor_cores":
+        util, sm, occ, tensor, dram, fp32 = 100, 92 + jitter(4, 4), 40, 0, 12, 75 + jitter(5, 8)
+        power, temp = 430 + jitter(6, 30), 58 + jitter(7, 2)
+    elif beh == "memory_bandwidth_bound":
+        util, sm, occ, tensor, dram = 100, 55 + jitter(4, 6), 30, 1, 88 + jitter(5, 6)
+        power, temp = 480 + jitter(6, 30), 55 + jitter(7, 2)
+    elif beh == "input_starved":
+        busy = _noise_after(key, 9) < 0.3
+        util = 100.0 if busy else 8.0
+        sm, tensor, dram = (70.0, 50.0, 20.0) if busy else (4.0, 3.0, 1.0)
+        occ = sm / 3
+        power, temp = (380.0 if busy else 120.0) + jitter(6, 20), 45 + jitter(7, 2)
+    elif beh == "launch_bound":
+        util, sm, occ, tensor, dram = 96, 6 + jitter(4, 2), 2, 0.1, 1.5
+        power, temp = 170 + jitter(6, 10), 44 + jitter(7, 2)
+    elif beh == "host_transfer_bound":
+        util, sm, occ, tensor, dram = 99, 0.1, 0.05, 0, 1.2
+        pcie_rx = (52 + jitter(4, 4)) * 1e9
+        pcie_tx = 0.2 * 1e9
+        power, temp = 140 + jitter(6, 10), 42 + jitter(7, 2)
+    elif beh == "memory_growth":
+        util, sm, occ, tensor, dram = 100, 80 + jitter(4, 4), 40, 55, 35
+        mem_used = int(_MEM_BASE + (0.2 + 0.75 * progress) * (_MEM_TOTAL - _MEM_BASE))
+        power, temp = 520 + jitter(6, 30), 60 + jitter(7, 2)
+    elif beh == "thermal_throttled":
+        util, sm, occ, tensor, dram = 100, 90, 42, 60, 30
+        power, temp = 520 + jitter(6, 20), _SLOWDOWN_C + 1 + jitter(7, 1)
+        sm_clk, reasons = 1300 + jitter(3, 40), CLOCK_EVENT_SW_THERMAL
+    return _Load(util, sm, occ, tensor, dram, fp32, fp16, power, temp, sm_clk, reasons, pcie_rx, pcie_tx,
+                 int(mem_used))
 
 
 class SimSource(Source):
@@ -149,109 +224,61 @@ class SimSource(Source):
         beh = self.behaviour_of(i, tick)
         progress = (tick % self.phase_ticks) / self.phase_ticks
         key = _mix(self._keys[i], tick)  # = _prefix(seed, i, tick): each value below folds only its own j
-
-        def jitter(j: int, spread: float) -> float:  # centred noise, ± spread/2
-            return (_noise_after(key, j) - 0.5) * spread
-
-        util = sm = occ = tensor = dram = fp32 = fp16 = 0.0
-        power = 75.0 + jitter(1, 4)
-        sm_clk, reasons, temp = 345.0, CLOCK_EVENT_GPU_IDLE, 34.0 + jitter(2, 2)
-        pcie_rx = pcie_tx = 0.5 * MIB
-        mem_used = _MEM_BASE
-        job = beh != "idle"
-        if job:
-            mem_used = _MEM_BASE + 30 * GIB
-            reasons = 0
-            sm_clk = _SM_MAX - 20 + jitter(3, 20)
-        if beh == "healthy_compute":
-            util, sm, occ, tensor, dram, fp16 = 100, 93 + jitter(4, 4), 45, 68 + jitter(5, 8), 32, 2
-            power, temp = 560 + jitter(6, 30), 62 + jitter(7, 2)
-        elif beh == "power_capped":
-            util, sm, occ, tensor, dram = 100, 98, 50, 88 + jitter(4, 4), 25
-            power, temp = _POWER_LIMIT_W - 2 + jitter(6, 3), 70 + jitter(7, 2)
-            sm_clk, reasons = 1480 + jitter(3, 40), CLOCK_EVENT_SW_POWER_CAP
-        elif beh == "compute_no_tensor_cores":
-            util, sm, occ, tensor, dram, fp32 = 100, 92 + jitter(4, 4), 40, 0, 12, 75 + jitter(5, 8)
-            power, temp = 430 + jitter(6, 30), 58 + jitter(7, 2)
-        elif beh == "memory_bandwidth_bound":
-            util, sm, occ, tensor, dram = 100, 55 + jitter(4, 6), 30, 1, 88 + jitter(5, 6)
-            power, temp = 480 + jitter(6, 30), 55 + jitter(7, 2)
-        elif beh == "input_starved":
-            busy = _noise_after(key, 9) < 0.3
-            util = 100.0 if busy else 8.0
-            sm, tensor, dram = (70.0, 50.0, 20.0) if busy else (4.0, 3.0, 1.0)
-            occ = sm / 3
-            power, temp = (380.0 if busy else 120.0) + jitter(6, 20), 45 + jitter(7, 2)
-        elif beh == "launch_bound":
-            util, sm, occ, tensor, dram = 96, 6 + jitter(4, 2), 2, 0.1, 1.5
-            power, temp = 170 + jitter(6, 10), 44 + jitter(7, 2)
-        elif beh == "host_transfer_bound":
-            util, sm, occ, tensor, dram = 99, 0.1, 0.05, 0, 1.2
-            pcie_rx = (52 + jitter(4, 4)) * 1e9
-            pcie_tx = 0.2 * 1e9
-            power, temp = 140 + jitter(6, 10), 42 + jitter(7, 2)
-        elif beh == "memory_growth":
-            util, sm, occ, tensor, dram = 100, 80 + jitter(4, 4), 40, 55, 35
-            mem_used = int(_MEM_BASE + (0.2 + 0.75 * progress) * (_MEM_TOTAL - _MEM_BASE))
-            power, temp = 520 + jitter(6, 30), 60 + jitter(7, 2)
-        elif beh == "thermal_throttled":
-            util, sm, occ, tensor, dram = 100, 90, 42, 60, 30
-            power, temp = 520 + jitter(6, 20), _SLOWDOWN_C + 1 + jitter(7, 1)
-            sm_clk, reasons = 1300 + jitter(3, 40), CLOCK_EVENT_SW_THERMAL
-        mem_act = min(100.0, dram * 1.1)
-        procs: tuple[ProcessInfo, ...] = ()
-        if job:
-            cached = self._procs.get((i, beh, mem_used))
-            if cached is None:
-                if len(self._procs) > 4 * self.n:  # memory growth makes a new one each tick
-                    self._procs.clear()
-                cached = self._procs[(i, beh, mem_used)] = (
-                    ProcessInfo(
-                        pid=40000 + i,
-                        device_index=i,
-                        used_gpu_bytes=max(0, mem_used - _MEM_BASE),
-                        user="sim",
-                        command=f"python train.py --job {beh} (simulated)",
-                    ),
-                )
-            procs = cached
+        load = _load(beh, key, progress)
         return DeviceSnapshot(
             index=i,
             name=_NAME,
             uuid=self._uuids[i],
             vendor="nvidia",
             timestamp=ts,
-            gpu_util_pct=float(util),
-            mem_util_pct=round(mem_act, 1),
-            mem_used_bytes=int(mem_used),
+            gpu_util_pct=float(load.util),
+            mem_util_pct=round(min(100.0, load.dram * 1.1), 1),
+            mem_used_bytes=load.mem_used,
             mem_total_bytes=_MEM_TOTAL,
-            temp_c=round(temp, 1),
+            temp_c=round(load.temp, 1),
             slowdown_temp_c=_SLOWDOWN_C,
-            power_w=round(power, 1),
+            power_w=round(load.power, 1),
             power_limit_w=_POWER_LIMIT_W,
-            sm_clock_mhz=round(sm_clk),
+            sm_clock_mhz=round(load.sm_clk),
             sm_clock_max_mhz=_SM_MAX,
             mem_clock_mhz=_MEM_CLK,
             mem_clock_max_mhz=_MEM_CLK,
-            clock_event_reasons=reasons,
+            clock_event_reasons=load.reasons,
             pstate=0,
-            pcie_tx_bytes_s=float(pcie_tx),
-            pcie_rx_bytes_s=float(pcie_rx),
+            pcie_tx_bytes_s=float(load.pcie_tx),
+            pcie_rx_bytes_s=float(load.pcie_rx),
             nvlink_tx_bytes_s=0.0,
             nvlink_rx_bytes_s=0.0,
             ecc_corrected=0,
             ecc_uncorrected=0,
-            sm_active_pct=round(float(sm), 2),
-            sm_occupancy_pct=round(float(occ), 2),
-            tensor_active_pct=round(float(tensor), 2),
-            dram_active_pct=round(float(dram), 2),
-            fp32_active_pct=round(float(fp32), 2),
-            fp16_active_pct=float(fp16),
+            sm_active_pct=round(float(load.sm), 2),
+            sm_occupancy_pct=round(float(load.occ), 2),
+            tensor_active_pct=round(float(load.tensor), 2),
+            dram_active_pct=round(float(load.dram), 2),
+            fp32_active_pct=round(float(load.fp32), 2),
+            fp16_active_pct=float(load.fp16),
             fp64_active_pct=0.0,
             gpm_supported=True,
-            processes=procs,
+            processes=self._processes(i, beh, load.mem_used) if beh != "idle" else (),
             phase=beh,
         )
+
+    def _processes(self, i: int, beh: str, mem_used: int) -> tuple[ProcessInfo, ...]:
+        """The device's one simulated job, kept while its memory use holds (the cache stays bounded)."""
+        cached = self._procs.get((i, beh, mem_used))
+        if cached is None:
+            if len(self._procs) > 4 * self.n:  # memory growth makes a new one each tick
+                self._procs.clear()
+            cached = self._procs[(i, beh, mem_used)] = (
+                ProcessInfo(
+                    pid=40000 + i,
+                    device_index=i,
+                    used_gpu_bytes=max(0, mem_used - _MEM_BASE),
+                    user="sim",
+                    command=f"python train.py --job {beh} (simulated)",
+                ),
+            )
+        return cached
 
     def _host(self, tick: int, devices: tuple[DeviceSnapshot, ...]) -> HostSnapshot:
         starved = sum(1 for d in devices if d.phase == "input_starved")
