@@ -185,7 +185,7 @@ def main() -> None:
             read = read_job_usages(src.client, view, slurm_jobs, observed_s=60.0)
             c2 = time.process_time()
             report = head_node_view(list(read.usages), slurm_jobs, now=now, nodes=nodes,
-                                    slurm=True)
+                                    slurm=True, attributed=read.held)
             c3 = time.process_time()
             if snap.aggregate is None:
                 raise SystemExit(f"not aggregated: {snap.errors or snap.message}")

@@ -240,7 +240,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             slurm_jobs = recording.slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
-                            slurm=args.slurm)
+                            slurm=args.slurm,
+                            attributed=allocation.held if allocation is not None else None)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
     replay = spec.startswith(("fleet-replay", "replay"))
@@ -435,7 +436,8 @@ def _allocation_dict(view, allocation) -> dict:
             "fleet_devices": view.device_count,
             "allocation": {"nodes": allocation.nodes, "whole_nodes": allocation.whole_nodes,
                            "device_nodes": allocation.device_nodes,
-                           "devices": len(allocation.usages),
+                           "devices": len(allocation.usages) + sum(
+                               len(d) for _via, d in allocation.held.values()),
                            "answer_bytes": allocation.answer_bytes}}
 
 

@@ -49,7 +49,8 @@ class _PricedNodes(Protocol):
 class AllocationRead:
     """The GPUs read for the jobs, and what it cost to read them."""
 
-    usages: tuple[DeviceUsage, ...]
+    usages: tuple[DeviceUsage, ...]  # read device by device: to attribute (``jobs.job_view``)
+    held: dict[str, tuple[str, tuple[DeviceUsage, ...]]]  # job -> (how, GPUs of its whole nodes)
     nodes: int  # nodes Slurm's running GPU jobs hold
     whole_nodes: int  # of them, taken from the fleet's per-node roll-ups
     device_nodes: int  # nodes read device by device (shared, partly held, labels to check)
@@ -91,8 +92,8 @@ def usage_of(r: DeviceReading, usd_per_hour: float | None, observed_s: float) ->
                        primary="idle" if r.idle else "unknown", key=f"{r.node}/{r.gpu}")
 
 
-def whole_node_usages(node: NodeAggregate, job: SlurmJob, indices: Sequence[int],
-                      label: str, usd_per_hour: float | None,
+def whole_node_usages(node: NodeAggregate, indices: Sequence[int], label: str,
+                      usd_per_hour: float | None,
                       observed_s: float) -> list[DeviceUsage]:
     """A node one job holds whole, from the node's roll-up: one record per GPU Slurm gave the job,
     each with the node's mean utilization and SM activity, the first ``idle_devices`` idle — the
@@ -124,10 +125,10 @@ def read_job_usages(client: PrometheusClient, view: _PricedNodes | None,
     ``job`` (None: none read)."""
     if not slurm_jobs:
         if job is None:
-            return AllocationRead((), 0, 0, 0, 0)
+            return AllocationRead((), {}, 0, 0, 0, 0)
         readings, size = read_job_devices(client, job, deadline=deadline)
         return AllocationRead(tuple(usage_of(r, _device_price(view, r.node), observed_s)
-                                    for r in readings), 0, 0, len({r.node for r in readings}),
+                                    for r in readings), {}, 0, 0, len({r.node for r in readings}),
                               size)
     agg = view.aggregate if view is not None else None
     roll_ups = {short_node(n.node): n for n in (agg.nodes if agg is not None else ())}
@@ -135,6 +136,7 @@ def read_job_usages(client: PrometheusClient, view: _PricedNodes | None,
     labels, label_bytes = read_node_labels(client, deadline=deadline)
     label_of = {short_node(n): v for n, v in labels.items()}
     usages: list[DeviceUsage] = []
+    whole_of: dict[str, tuple[str, list[DeviceUsage]]] = {}
     detail = sorted(n for n in label_of if n not in held)  # labels where Slurm runs no GPU job
     whole = 0
     for node, jobs in sorted(held.items()):
@@ -148,8 +150,11 @@ def read_job_usages(client: PrometheusClient, view: _PricedNodes | None,
         elif (len(jobs) == 1 and na is not None and idx and len(idx) == na.devices
                 and not na.stale_devices and clean):
             whole += 1
-            usages += whole_node_usages(na, sj, idx, next(iter(on_node), ""),
-                                        _device_price(view, na.node), observed_s)
+            label = next(iter(on_node), "")
+            # how the per-device path names it: by its hpc_job label where it carries one
+            mine = whole_of.setdefault(sj.job, ("hpc_job" if label else "slurm", []))
+            mine[1].extend(whole_node_usages(na, idx, label, _device_price(view, na.node),
+                                             observed_s))
         else:
             detail.append(node)
     readings, size = read_node_devices(client, detail, deadline=deadline)
@@ -158,4 +163,5 @@ def read_job_usages(client: PrometheusClient, view: _PricedNodes | None,
         if r.node not in prices:
             prices[r.node] = _device_price(view, r.node)
         usages.append(usage_of(r, prices[r.node], observed_s))
-    return AllocationRead(tuple(usages), len(held), whole, len(detail), max(label_bytes, size))
+    return AllocationRead(tuple(usages), {j: (via, tuple(d)) for j, (via, d) in whole_of.items()},
+                          len(held), whole, len(detail), max(label_bytes, size))
