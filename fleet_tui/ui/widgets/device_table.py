@@ -8,6 +8,7 @@ nothing: only the lines whose text changed are rendered again and repainted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -131,7 +132,7 @@ class DeviceTable(LiveText, can_focus=True):
         self.max_rows = 8
         self._keys: list[str] = []
         self._devices: dict[str, DeviceSnapshot] = {}
-        self._analyses: dict = {}
+        self._analyses: Mapping[str, DeviceAnalysis] = {}
         self._layout: tuple[tuple[str, int], ...] = ()
         self._diag_width = MIN_DIAGNOSIS_WIDTH
         self._formatted: dict[str, tuple[dict[str, str], Parts]] = {}  # key -> (cells, row parts), rows in view only
@@ -155,7 +156,8 @@ class DeviceTable(LiveText, can_focus=True):
         rest = max(width - used, MIN_DIAGNOSIS_WIDTH)
         return tuple((k, w or rest) for k, w in cols)
 
-    def show(self, devices, analyses, width: int) -> None:
+    def show(self, devices: Sequence[DeviceSnapshot], analyses: Mapping[str, DeviceAnalysis],
+             width: int) -> None:
         """Keep this tick's devices; only the rows in the window are formatted (64 devices show
         16 rows: the other 48 cost nothing until the cursor brings them into view)."""
         layout = self.columns_for(width)
