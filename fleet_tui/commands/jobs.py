@@ -240,7 +240,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             slurm_jobs = recording.slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
-                            slurm=args.slurm)
+                            slurm=args.slurm,
+                            attributed=allocation.held if allocation is not None else None)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
     replay = spec.startswith(("fleet-replay", "replay"))
@@ -253,9 +254,9 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     if allocation is not None and read is not None:
         agg = read[0].aggregate
         print(f"{read[0].source}: {read[0].device_count} devices, aggregated on the server (more "
-              f"than {agg.threshold if agg else '?'} devices, --aggregate-above); the GPUs of "
-              f"the {allocation.nodes} nodes Slurm's running jobs hold read on their own "
-              f"({len(allocation.usages)} devices, {allocation.answer_bytes / 1e3:,.0f} kB)")
+              f"than {agg.threshold if agg else '?'} devices, --aggregate-above); Slurm's jobs "
+              f"hold GPUs on {allocation.nodes} nodes: {allocation.whole_nodes} held whole, "
+              f"from the node roll-ups; {allocation.device_nodes} read device by device")
     _print_text(args, report)
     return 0
 
@@ -433,7 +434,10 @@ def _allocation_dict(view, allocation) -> dict:
     agg = view.aggregate
     return {"aggregated": True, "threshold_devices": agg.threshold if agg else None,
             "fleet_devices": view.device_count,
-            "allocation": {"nodes": allocation.nodes, "devices": len(allocation.usages),
+            "allocation": {"nodes": allocation.nodes, "whole_nodes": allocation.whole_nodes,
+                           "device_nodes": allocation.device_nodes,
+                           "devices": len(allocation.usages) + sum(
+                               len(d) for _via, d in allocation.held.values()),
                            "answer_bytes": allocation.answer_bytes}}
 
 

@@ -30,18 +30,16 @@ STALE = "999991"  # a job id on ftnode's GPU 0 that Slurm does not run
 GHOST = "999992"  # the label on the GPUs of the node Slurm does not know
 
 
-@pytest.fixture
-def exporters():
+def _serve(stale: bool):
     if PROMETHEUS is None:
         pytest.skip("the prometheus server binary is not installed")
     runs = phase_runs(load_frames())
     busy, idle = runs["compute_bound"][10], runs["idle"][10]
-    fleet = ReplayFleet([
-        JobNode(hostname=NODE, gpus=[[busy], [busy], [idle], [idle]], offsets=[0] * 4,
-                hpc_jobs=[STALE, None, None, None]),
-        JobNode(hostname="ghost01", gpus=[[idle], [busy]], offsets=[0] * 2,
-                hpc_jobs=[GHOST, GHOST]),
-    ])
+    nodes = [JobNode(hostname=NODE, gpus=[[busy], [busy], [idle], [idle]], offsets=[0] * 4,
+                     hpc_jobs=[STALE if stale else None, None, None, None]),
+             JobNode(hostname="ghost01", gpus=[[idle], [busy]], offsets=[0] * 2,
+                     hpc_jobs=[GHOST, GHOST] if stale else [])]
+    fleet = ReplayFleet(nodes)
     prom = PrometheusServer(fleet.targets)
     try:
         prom.start()
@@ -50,6 +48,25 @@ def exporters():
     finally:
         prom.close()
         fleet.close()
+
+
+@pytest.fixture
+def exporters():
+    """ftnode with a stale label on GPU 0, and a node Slurm does not know with another."""
+    yield from _serve(stale=True)
+
+
+@pytest.fixture
+def plain_exporters():
+    """The same GPUs without any job label."""
+    yield from _serve(stale=False)
+
+
+def _wait_running(reader, job: str) -> None:
+    deadline = time.monotonic() + 30
+    while not any(j.job == job and j.state == "RUNNING" for j in reader.jobs()):
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.2)
 
 
 def _jobs(capsys, prom, threshold: int, *extra: str) -> dict:
@@ -74,10 +91,8 @@ def test_aggregated_jobs_with_slurm_equal_the_per_device_answer(slurm_cluster, e
     monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
     run = slurm_cluster.sbatch("--gres=gpu:2", "-t", "5", "-J", "train", "--wrap", "sleep 120")
     reader = SlurmReader(env=slurm_cluster.env)
+    _wait_running(reader, run)
     deadline = time.monotonic() + 30
-    while not any(j.job == run and j.state == "RUNNING" for j in reader.jobs()):
-        assert time.monotonic() < deadline, "the job did not start"
-        time.sleep(0.2)
     wait = slurm_cluster.sbatch("--gres=gpu:4", "-t", "5", "-J", "big", "--wrap", "sleep 60")
     try:
         while not any(j.job == wait and j.reason == "Resources" for j in reader.jobs()):
@@ -89,7 +104,9 @@ def test_aggregated_jobs_with_slurm_equal_the_per_device_answer(slurm_cluster, e
         assert agg["aggregated"] is True and agg["threshold_devices"] == 0
         assert agg["fleet_devices"] == 6
         # only ftnode (Slurm's running job) and the job-labelled GPUs elsewhere were read
-        assert agg["allocation"]["nodes"] == 1 and agg["allocation"]["devices"] == 6
+        alloc = agg["allocation"]
+        assert (alloc["nodes"], alloc["whole_nodes"], alloc["device_nodes"]) == (1, 0, 2)
+        assert alloc["devices"] == 6
         # the running job: Slurm's allocation, its two GPUs, with the same readings
         assert _running(agg) == _running(dev)
         job = next(j for j in agg["jobs"] if j["job"] == run)
@@ -138,3 +155,31 @@ def test_aggregated_report_by_job_label_without_slurm(exporters, capsys):
     assert main(["jobs", "report", "no-such-job", "--source", f"prometheus:{prom.url}",
                  "--aggregate-above", "0"]) == 2
     assert "no-such-job" in capsys.readouterr().err
+
+
+def test_a_node_held_whole_comes_from_the_roll_ups(slurm_cluster, plain_exporters,  # noqa: F811
+                                                   monkeypatch, capsys):
+    """A job holding all of ftnode's GPUs (no label to check) is taken from the node's roll-up:
+    no device of it is read for the jobs list, yet its devices, means, idle GPUs and their
+    dollars are the per-device answer; its report reads the node device by device."""
+    prom = plain_exporters
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    run = slurm_cluster.sbatch("--gres=gpu:4", "-t", "5", "-J", "whole", "--wrap", "sleep 120")
+    _wait_running(SlurmReader(env=slurm_cluster.env), run)
+    try:
+        dev = _jobs(capsys, prom, 10_000, "--slurm")
+        agg = _jobs(capsys, prom, 0, "--slurm")
+        alloc = agg["allocation"]
+        assert (alloc["nodes"], alloc["whole_nodes"], alloc["device_nodes"]) == (1, 1, 0)
+        assert _running(agg) == _running(dev)
+        (a,), (d,) = agg["jobs"], dev["jobs"]
+        assert (a["job"], a["devices"], a["nodes"]) == (run, 4, [NODE])
+        # idle GPUs: the same count (per node: the partitions' idle GPUs held)
+        assert a["idle_device_hours"] == pytest.approx(d["idle_device_hours"], abs=1e-3)
+        assert agg["partitions"] == dev["partitions"]
+        assert agg["partitions"][0]["gpus_idle_allocated"] == 2
+        rep_dev = _jobs(capsys, prom, 10_000, "--slurm", "report", run)
+        rep_agg = _jobs(capsys, prom, 0, "--slurm", "report", run)
+        assert _devices(rep_agg) == _devices(rep_dev) and len(_devices(rep_agg)) == 4
+    finally:
+        subprocess.run(["scancel", run], env=slurm_cluster.env, check=False, timeout=10)

@@ -38,8 +38,10 @@ from fleet_tui.core.monitor.sources.prometheus.metrics import DCGM_ID_LABELS
 from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, parse_value
 
 __all__ = ["MAX_NODES", "DeviceReading", "build_allocation_query", "build_job_label_query",
-           "read_job_devices", "read_node_devices", "readings_from_answer"]
+           "build_node_label_query", "node_labels_from_answer", "read_job_devices",
+           "read_node_devices", "read_node_labels", "readings_from_answer"]
 
+CHUNK_NODES = 512  # nodes per per-device query: ~4,096 GPUs, ~1.3 MB (bench/bench_aggjobs.py)
 MAX_NODES = 16384  # node names in one query's regex (~200 kB of PromQL at 12-character names)
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -72,12 +74,11 @@ def _node_regex(nodes: Iterable[str]) -> str:
     return "|".join(n.replace(".", "\\\\.") for n in names)
 
 
-def _on_nodes(metric: str, regex: str, op: str = "=~", extra: str = "") -> str:
-    """``metric``'s series of the nodes ``regex`` names (``op`` ``!~``: of every other node),
-    however the exporter names its node; ``extra``: more matchers."""
-    return (f'{metric}{{{extra}Hostname{op}"({regex})([.].*)?"}} or '
-            f'{metric}{{{extra}Hostname="", hostname{op}"({regex})([.].*)?"}} or '
-            f'{metric}{{{extra}Hostname="", hostname="", instance{op}"({regex})([.:].*)?"}}')
+def _on_nodes(metric: str, regex: str) -> str:
+    """``metric``'s series of the nodes ``regex`` names, however the exporter names its node."""
+    return (f'{metric}{{Hostname=~"({regex})([.].*)?"}} or '
+            f'{metric}{{Hostname="", hostname=~"({regex})([.].*)?"}} or '
+            f'{metric}{{Hostname="", hostname="", instance=~"({regex})([.:].*)?"}}')
 
 
 def _parts(util_expr: str, sm_expr: str) -> str:
@@ -92,16 +93,39 @@ def _parts(util_expr: str, sm_expr: str) -> str:
 
 
 def build_allocation_query(nodes: Sequence[str]) -> str:
-    """One instant query: every GPU of ``nodes`` (Slurm's names), one series per device and part,
-    and the GPUs of other nodes whose series carry an ``hpc_job`` label (a label Slurm's
-    allocation contradicts, shown as a conflict: few where Slurm runs jobs on most nodes)."""
+    """One instant query: every GPU of ``nodes`` (Slurm's names), one series per device and part."""
     regex = _node_regex(nodes)
-    if not regex:  # no node held: the job-labelled GPUs only
-        return _parts(f'{_UTIL}{{{JOB_LABEL}!=""}}', f'{_SM}{{{JOB_LABEL}!=""}}')
-    labelled = f'{JOB_LABEL}!="", '
-    util = f"({_on_nodes(_UTIL, regex)}) or ({_on_nodes(_UTIL, regex, '!~', labelled)})"
-    sm = f"({_on_nodes(_SM, regex)}) or ({_on_nodes(_SM, regex, '!~', labelled)})"
-    return _parts(util, sm)
+    if not regex:
+        raise ValueError("no node to read")
+    return _parts(_on_nodes(_UTIL, regex), _on_nodes(_SM, regex))
+
+
+def build_node_label_query() -> str:
+    """One instant query: per node, each ``hpc_job`` label its GPUs carry now and how many carry
+    it (one series per node and label: ~100 bytes a labelled node)."""
+    util = per_device(f'{_UTIL}{{{JOB_LABEL}!=""}}', JOB_LABEL)
+    return tag_part(f"count by ({NODE_KEY}, {JOB_LABEL}) ({util})", "node_label")
+
+
+def node_labels_from_answer(body: bytes) -> dict[str, dict[str, int]]:
+    """node -> hpc_job label -> GPUs carrying it, from an answer of ``build_node_label_query``."""
+    out: dict[str, dict[str, int]] = {}
+    for item in parse_envelope(body):
+        labels: Mapping[str, str] = item.get("metric") or {}
+        if labels.get(AGG_LABEL) != "node_label" or not labels.get(JOB_LABEL):
+            continue
+        value = item.get("value") or (None, None)
+        v = parse_value(value[1] if len(value) > 1 else None)
+        node = out.setdefault(labels.get(NODE_KEY, ""), {})
+        node[labels[JOB_LABEL]] = int(v or 0)
+    return out
+
+
+def read_node_labels(client: PrometheusClient, *, deadline: Deadline | None = None,
+                     ) -> tuple[dict[str, dict[str, int]], int]:
+    """``node_labels_from_answer`` of the fleet now, and the answer's size in bytes."""
+    body = client.query_body(build_node_label_query(), deadline)
+    return node_labels_from_answer(body), len(body)
 
 
 def build_job_label_query(job: str) -> str:
@@ -140,10 +164,16 @@ def readings_from_answer(body: bytes) -> list[DeviceReading]:
 
 def read_node_devices(client: PrometheusClient, nodes: Sequence[str], *,
                       deadline: Deadline | None = None) -> tuple[list[DeviceReading], int]:
-    """The GPUs of ``nodes`` now (and the job-labelled GPUs of other nodes), and the answer's
-    size in bytes."""
-    body = client.query_body(build_allocation_query(nodes), deadline)
-    return readings_from_answer(body), len(body)
+    """The GPUs of ``nodes`` now (``CHUNK_NODES`` nodes a query), and the largest answer's size
+    in bytes (none read for no node)."""
+    out: list[DeviceReading] = []
+    size = 0
+    names = sorted(set(nodes))
+    for at in range(0, len(names), CHUNK_NODES):  # each answer under ~1.6 MB at 8 GPUs a node
+        body = client.query_body(build_allocation_query(names[at:at + CHUNK_NODES]), deadline)
+        out += readings_from_answer(body)
+        size = max(size, len(body))
+    return out, size
 
 
 def read_job_devices(client: PrometheusClient, job: str, *,
