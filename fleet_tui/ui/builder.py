@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # for the checker only: the core's planning loads in the sizi
     from textual.content import Content
 
     from fleet_tui.core.catalog.models import Catalog
-    from fleet_tui.core.catalog.setup import SetupCost
+    from fleet_tui.core.catalog.setup_cost import SetupCost
     from fleet_tui.core.perf.serving_plan import ServingPlan
     from fleet_tui.core.perf.throughput import Throughput
     from fleet_tui.core.plan import PlanRequest
