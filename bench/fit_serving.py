@@ -4,6 +4,7 @@
     .venv/bin/python bench/fit_serving.py --only CDNA   # one architecture's two constants, no globals
     .venv/bin/python bench/fit_serving.py --engines     # engines.ENGINE_PREFILL_SCALE only
     .venv/bin/python bench/fit_serving.py --engines --only trtllm:Hopper   # one of them
+    .venv/bin/python bench/fit_serving.py --globals moe ep_imbalance         # some globals only
 
 Coordinate descent on the mean capped |log error| of the tune throughput rows over a few constants with
 physical meaning: the per-architecture decode bandwidth factor (ARCH_DECODE_FACTOR) and a scale of
@@ -88,7 +89,7 @@ def fit_engine_scales(best: float, only: list[str]) -> float:
     return best
 
 
-def fit_globals(best: float) -> float:
+def fit_globals(best: float, names: list[str] | None = None) -> float:
     """All-reduce efficiencies per link kind, the MoE grouped-GEMM factor, per-sequence step time."""
     knobs = {
         "ar_fabric": ((0.3, 0.4, 0.5, 0.6, 0.8), lambda v: engines.ALLREDUCE_EFFICIENCY.__setitem__("fabric", v)),
@@ -100,7 +101,7 @@ def fit_globals(best: float) -> float:
     current = {"ar_fabric": engines.ALLREDUCE_EFFICIENCY["fabric"], "ar_pcie": engines.ALLREDUCE_EFFICIENCY["pcie"],
                "moe": engines.ENGINES["vllm"].moe_prefill_efficiency, "seq": engines.ENGINES["vllm"].seq_overhead_s,
                "ep_imbalance": engines.EP_LOAD_IMBALANCE}
-    for name, (grid, setter) in knobs.items():
+    for name, (grid, setter) in [(k, v) for k, v in knobs.items() if not names or k in names]:
         for v in grid:
             setter(v)
             s = score()
@@ -126,6 +127,10 @@ def main(argv: list[str]) -> int:
     apply(decode, gemm)
     best = score()
     print(f"start {best:.4f}")
+    if "--globals" in argv:  # some of them: --globals moe ep_imbalance
+        best = fit_globals(best, argv[argv.index("--globals") + 1:])
+        print("final", round(best, 4), "tune median", round(tune_median(), 4))
+        return 0
     if "--engines" in argv:
         best = fit_engine_scales(best, only)
         print("final", round(best, 4), "tune median", round(tune_median(), 4))

@@ -138,7 +138,7 @@ def _cmd_instances(args: argparse.Namespace) -> int:
     for i in res.rows:
         note = i.excluded and f"EXCLUDED: {i.excluded}" or ""
         if i.flags:
-            note = (note + "; " if note else "") + "; ".join(f.split(":")[0] for f in i.flags)
+            note = (note + "; " if note else "") + "; ".join(i.flag_codes)
         rows.append([i.cloud, i.instance_type, i.region, i.accelerator, f"{i.accelerator_count:g}",
                      _fmt(i.accelerator_memory_gib, 1), _fmt(i.vcpus, 0), _fmt(i.ram_gib, 0),
                      _fmt(i.price(args.pricing), 3), _fmt(i.usd_per_gpu_hour(args.pricing), 3),

@@ -218,19 +218,18 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             print(f"fleet-tui: {exc}; the job is reported from Slurm and its history",
                   file=sys.stderr)
             usages = []
-    if read is not None:
-        agg = read[0].aggregate
-        if agg is not None:  # the fleet is read as the server's roll-ups
-            if words:
-                raise UserError(f"jobs report: the fleet has {read[0].device_count} devices, more "
-                                f"than --aggregate-above {agg.threshold}, and is read as the "
-                                "server's roll-ups; a job report needs every device's readings "
-                                "(raise --aggregate-above)")
-            return _aggregated_jobs(args, read[0])
-    if usages is None:
-        usages = _usages(args, read)
+    allocation = None
+    if read is not None and read[0].aggregate is not None and not (args.slurm or words):
+        return _aggregated_jobs(args, read[0])  # the server's roll-ups by hpc_job label
     now = time.time()
     slurm_jobs, nodes, accounting, finished_note = _read_slurm(args, now)
+    if read is not None and read[0].aggregate is not None:
+        # the fleet is read as the server's roll-ups: the GPUs of the nodes Slurm's running jobs
+        # hold (or, without Slurm, those the reported job's label names) are read on their own
+        allocation = _allocated_usages(args, read[0], slurm_jobs, words[1] if words else None)
+        usages = list(allocation.usages)
+    if usages is None:
+        usages = _usages(args, read)
     spec = _opt(args, "source") or ""
     if not args.slurm and spec.startswith("fleet-replay"):
         from fleet_tui.core.monitor.sources import open_source
@@ -241,15 +240,23 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
             slurm_jobs = recording.slurm_jobs()  # the recording's own jobs
     report = head_node_view(usages, slurm_jobs, now=now, nodes=nodes, accounting=accounting,
                             finished_note=finished_note, user=args.user, account=args.account,
-                            slurm=args.slurm)
+                            slurm=args.slurm,
+                            attributed=allocation.held if allocation is not None else None)
     if words:
         return _report(args, report, words[1], slurm_jobs, accounting)
     replay = spec.startswith(("fleet-replay", "replay"))
     if args.json:
-        print_json({**report.to_dict(), "replay": replay})
+        extra = {} if allocation is None or read is None else _allocation_dict(read[0], allocation)
+        print_json({**report.to_dict(), "replay": replay, **extra})
         return 0
     if replay:
         print(f"REPLAY: readings from a recording, not a live fleet (--source {spec})")
+    if allocation is not None and read is not None:
+        agg = read[0].aggregate
+        print(f"{read[0].source}: {read[0].device_count} devices, aggregated on the server (more "
+              f"than {agg.threshold if agg else '?'} devices, --aggregate-above); Slurm's jobs "
+              f"hold GPUs on {allocation.nodes} nodes: {allocation.whole_nodes} held whole, "
+              f"from the node roll-ups; {allocation.device_nodes} read device by device")
     _print_text(args, report)
     return 0
 
@@ -404,47 +411,69 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _allocated_usages(args: argparse.Namespace, view, slurm_jobs, job: str | None):
+    """An aggregated fleet's GPUs that jobs are attributed from (``cluster.aggjobs``)."""
+    from fleet_tui.core.cluster.aggjobs import read_job_usages
+    from fleet_tui.core.errors import UserError
+    from fleet_tui.core.monitor.sources import open_source
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+    from fleet_tui.core.monitor.sources.prometheus.source import PrometheusSource
+
+    source = open_source(_opt(args, "source") or "", timeout_s=args.timeout)
+    if not isinstance(source, PrometheusSource):  # only a Prometheus fleet is aggregated
+        raise UserError("--aggregate-above: only a prometheus:URL source is read as aggregates")
+    try:
+        return read_job_usages(source.client, view, slurm_jobs, observed_s=args.window, job=job)
+    except ValueError as exc:
+        raise UserError(f"jobs: {exc}") from None
+    except (OSError, PrometheusResponseError) as exc:
+        raise UserError(f"jobs: the GPUs of Slurm's jobs not read from --source: {exc}") from None
+
+
+def _allocation_dict(view, allocation) -> dict:
+    agg = view.aggregate
+    return {"aggregated": True, "threshold_devices": agg.threshold if agg else None,
+            "fleet_devices": view.device_count,
+            "allocation": {"nodes": allocation.nodes, "whole_nodes": allocation.whole_nodes,
+                           "device_nodes": allocation.device_nodes,
+                           "devices": len(allocation.usages) + sum(
+                               len(d) for _via, d in allocation.held.values()),
+                           "answer_bytes": allocation.answer_bytes}}
+
+
 def _limit(s: float | None) -> str:
     return "-" if s is None else _hours(s)
 
 
 def _aggregated_jobs(args: argparse.Namespace, view) -> int:
-    """A fleet past --aggregate-above: its jobs (``hpc_job``) as the server rolled them up, with
-    Slurm's user, account and state where --slurm names the job."""
+    """A fleet past --aggregate-above without --slurm: its jobs (``hpc_job``) as the server rolled
+    them up (with --slurm, ``_cmd_jobs`` reads the GPUs of Slurm's allocations instead)."""
     from fleet_tui.commands._output import print_json, print_table
 
     agg = view.to_dict(devices=False)["aggregate"]
-    slurm_jobs: list = []
-    if args.slurm:
-        from fleet_tui.core.cluster.slurm import SlurmReader
-
-        slurm_jobs = SlurmReader(timeout_s=args.timeout).jobs()
-    elif args.user is not None or args.account is not None:
+    if args.user is not None:
         print("fleet-tui: --user needs --slurm on an aggregated fleet (the hpc_job label names no "
               "user): no job kept", file=sys.stderr)
-    jobs = view.jobs_dict(slurm_jobs, user=args.user, account=args.account)
+    jobs = view.jobs_dict((), user=args.user, account=args.account)
     attributed = agg["job_devices"]
     if args.json:
         print_json({"source": view.source, "aggregated": True,
                     "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
                     "unattributed_devices": view.device_count - attributed,
                     "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
-                    "slurm": bool(args.slurm), "errors": list(view.errors)})
+                    "slurm": False, "errors": list(view.errors)})
         return 0
     print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
           f"aggregated on the server (more than {agg['threshold_devices']} devices, "
           "--aggregate-above)")
-    print_table(["job", "user", "account", "state", "nodes", "gpus", "util", "idle gpus",
-                 "idle $/h"],
-                [[j["job"], j["user"] or "-", j["account"] or "-", j["state"] or "-",
-                  str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]), str(j["idle_devices"]),
+    print_table(["job", "nodes", "gpus", "util", "idle gpus", "idle $/h"],
+                [[j["job"], str(j["nodes"]), str(j["devices"]), _pct(j["util_pct"]),
+                  str(j["idle_devices"]),
                   "-" if j["idle_usd_per_hour"] is None else f"${j['idle_usd_per_hour']:,.2f}"]
                  for j in jobs])
     print(f"{view.device_count - attributed} devices without a job label")
-    if args.slurm:
-        print("(an aggregated fleet's jobs come from the hpc_job label; Slurm gives their user, "
-              "account and state, not their GPUs; raise --aggregate-above for the head-node "
-              "report)")
+    print("(--slurm attributes the GPUs by Slurm's allocations, with users, pending demand and "
+          "partitions)")
     for err in view.errors[:5]:
         print(f"  ! {err}")
     return 0

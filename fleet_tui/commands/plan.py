@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from fleet_tui.commands._names import given_name
 from fleet_tui.commands._numbers import finite_float, whole_number
 
 _S = argparse.SUPPRESS
@@ -29,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="a fleet's Prometheus: the devices busy each hour over --days")
     p.add_argument("--days", type=finite_float, default=30.0, metavar="D",
                    help="with --source: how much history to plan from (default 30)")
-    p.add_argument("--instance", default=_S, metavar="TYPE",
+    p.add_argument("--instance", type=given_name, default=_S, metavar="TYPE",
                    help="catalog instance type (its cheapest region's prices are used)")
     p.add_argument("--region", default=None, help="with --instance: this region's prices")
     p.add_argument("--catalog-dir", action="append", default=_S, metavar="DIR",

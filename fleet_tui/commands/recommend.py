@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from fleet_tui.commands._demand_args import add_demand_args
+from fleet_tui.commands._names import given_name
 from fleet_tui.commands._numbers import finite_float, whole_number
 from fleet_tui.commands._workload_args import add_network_arg, add_workload_args
 from fleet_tui.core.pricing import PRICING_CHOICES, Schedule
@@ -30,23 +31,25 @@ def register(subparsers) -> None:
     add_workload_args(p)
     add_demand_args(p, "serving demand (inference with --prompt-len/--gen-len): rank by the capacity plan")
     cur = p.add_argument_group("current setup (for savings and speedup)")
-    cur.add_argument("--current", metavar="INSTANCE", help="instance type running it today, e.g. p5.48xlarge")
+    cur.add_argument("--current", type=given_name, metavar="INSTANCE",
+                     help="instance type running it today, e.g. p5.48xlarge")
     cur.add_argument("--current-count", type=whole_number, default=1, metavar="N",
                      help="how many of --current (default 1)")
-    cur.add_argument("--current-region", metavar="REGION",
+    cur.add_argument("--current-region", type=given_name, metavar="REGION",
                      help="region of --current (default: its cheapest region)")
     cur.add_argument("--current-pricing", choices=PRICING_CHOICES[:-1], metavar="PRICING",
                      help="how --current is paid (default: --pricing, or on-demand for 'any')")
     con = p.add_argument_group("constraints")
-    con.add_argument("--cloud", action="append", metavar="CLOUD",
+    con.add_argument("--cloud", action="append", type=given_name, metavar="CLOUD",
                      help="allowed cloud(s): repeat or comma-separate (aws,gcp,azure,...)")
-    con.add_argument("--region", action="append", metavar="REGION", help="allowed region(s)")
-    con.add_argument("--gpu", action="append", dest="accelerators", metavar="ACCELERATOR",
+    con.add_argument("--region", action="append", type=given_name, metavar="REGION", help="allowed region(s)")
+    con.add_argument("--gpu", action="append", type=given_name, dest="accelerators",
+                     metavar="ACCELERATOR",
                      help="only offers of these accelerator(s), as you write them: H100, h100_sxm, "
                           "'NVIDIA H100 80GB HBM3', L40S (comma-separated or repeated)")
-    con.add_argument("--vendor", action="append", metavar="VENDOR",
+    con.add_argument("--vendor", action="append", type=given_name, metavar="VENDOR",
                      help="allowed accelerator vendor(s): NVIDIA, AMD, AWS, Intel, Google, ...")
-    con.add_argument("--stack", action="append", metavar="STACK",
+    con.add_argument("--stack", action="append", type=given_name, metavar="STACK",
                      help="allowed software stack(s): CUDA, ROCm, Neuron, SynapseAI, XLA")
     con.add_argument("--pricing", default="on-demand", metavar="PRICING",
                      help="on-demand (default), spot, reserved-1y, reserved-3y or any")

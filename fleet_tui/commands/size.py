@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 
+from fleet_tui.commands._names import given_name
+
 
 def register(subparsers) -> None:
     from fleet_tui.commands._demand_args import add_demand_args
@@ -61,8 +63,8 @@ def register(subparsers) -> None:
     )
     add_workload_args(p)
     o = p.add_argument_group("size")
-    o.add_argument("--gpu", metavar="ACCELERATOR", help="accelerator to check the fit on, e.g. H100, "
-                   "L40S, A100-80GB (see `fleet-tui catalog accelerators`)")
+    o.add_argument("--gpu", type=given_name, metavar="ACCELERATOR", help="accelerator to check the "
+                   "fit on, e.g. H100, L40S, A100-80GB (see `fleet-tui catalog accelerators`)")
     o.add_argument("--tokens", metavar="N", help="training: tokens of the whole run, for time and "
                    "GPU-hours (e.g. 50M, 20B, 1e9)")
     o.add_argument("--json", action="store_true", help="JSON on stdout")

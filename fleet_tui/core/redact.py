@@ -31,6 +31,8 @@ _URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>()\[\]]+")
 _USERINFO_IN_TEXT = re.compile(r"(?<![\w.%+-])[\w.%+-]+:[^\s@/]*@(?=[\w\[])")
 # secrets shorter than this are not masked in free text (every "ab" of a message would go)
 _MIN_REMEMBERED = 4
+# source kinds whose spec is PATH[@SPEED]: the part before "@" is a file name, not user information
+_PATH_AT_SPEED_KINDS = frozenset({"replay", "fleet-replay"})
 
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()
@@ -119,7 +121,7 @@ def redact_spec(spec: str) -> str:
     kind, colon, rest = spec.partition(":")
     if colon and "://" in rest:
         return redact(f"{kind}:{split_url(rest.strip()).display}")
-    if colon and "@" in rest and kind.lower() != "replay":  # replay:PATH@SPEED has no secret
+    if colon and "@" in rest and kind.lower() not in _PATH_AT_SPEED_KINDS:  # PATH@SPEED: no secret
         userinfo, _, host = rest.rpartition("@")
         remember(userinfo)
         return redact(f"{kind}:{MASK}@{host}")
@@ -139,7 +141,7 @@ def _mask_userinfo(m: re.Match[str]) -> str:
     kind, _, rest = m.group(0).partition(":")
     if ":" in rest:  # kind:user:password@ -> kind:***@ ("prometheus:" of a spec stays)
         return f"{kind}:{MASK}@"
-    if rest == MASK + "@" or kind.lower() == "replay":  # masked already; replay:PATH@SPEED
+    if rest == MASK + "@" or kind.lower() in _PATH_AT_SPEED_KINDS:  # masked already; PATH@SPEED
         return m.group(0)
     return f"{MASK}@"
 

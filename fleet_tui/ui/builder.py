@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # for the checker only: the core's planning loads in the sizi
     from textual.content import Content
 
     from fleet_tui.core.catalog.models import Catalog
+    from fleet_tui.core.catalog.setup_cost import SetupCost
+    from fleet_tui.core.perf.serving_plan import ServingPlan
+    from fleet_tui.core.perf.throughput import Throughput
+    from fleet_tui.core.plan import PlanRequest
     from fleet_tui.core.plan.report import PlanReport
     from fleet_tui.core.workload import Workload
 
@@ -335,7 +339,7 @@ def compute(catalog: Catalog | None, form: dict) -> BuilderResult:
     return BuilderResult(workload, choice, markup, report=report)
 
 
-def plan_request(workload, choice: BuilderChoice):
+def plan_request(workload: Workload, choice: BuilderChoice) -> PlanRequest:
     """The core's PlanRequest for the form: what ``fleet-tui size`` would ask with these flags."""
     from fleet_tui.core.plan import PlanRequest
 
@@ -357,9 +361,8 @@ def plan_report(catalog: Catalog | None, workload: Workload, choice: BuilderChoi
     return plan_workload(req, catalog) if choice.accelerator else plan_best(req, catalog)
 
 
-def describe_plan(report) -> str:
-    """The serving capacity plan of the report (the core's ``serving_plan``)."""
-    plan = report.serving_plan
+def describe_plan(plan: ServingPlan) -> str:
+    """The serving capacity plan of a report (the core's ``serving_plan``)."""
     if plan.replicas is None:
         return f"[b $primary]Plan[/]  speed unknown: {escape(plan.unknown)}"
     line = (f"[b $primary]Plan[/]  {plan.rate_rps:g} req/s → {plan.replicas} replica(s), {plan.devices} devices, "
@@ -374,7 +377,8 @@ def describe_plan(report) -> str:
     return line
 
 
-def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
+def describe_cost(cost: SetupCost | None, accelerator: str, devices: int,
+                  throughput: Throughput | None) -> str:
     """The cheapest catalog offer that deploys the devices (the core's ``deployed_cost``)."""
     if cost is None:
         return (f"[b $primary]Cost[/]  no priced offer in the catalog carries {devices}× "
@@ -393,26 +397,27 @@ def describe_cost(cost, accelerator: str, devices: int, throughput) -> str:
     return line + "\n" + detail + " · every offer ranked: ctrl+r[/]"
 
 
-def _verdict_lines(report) -> list[str]:
+def _verdict_lines(report: PlanReport) -> list[str]:
     v = report.verdict
     where = f"{report.gpus}× {escape(report.accelerator or '')}"
     layout = f" as {escape(report.layout)}" if report.layout else ""
-    gib = 2**30
+    # free (fits) or missing (does not fit) memory per device
+    room = "?" if v.headroom_bytes is None else f"{abs(v.headroom_bytes) / 2**30:,.1f}"
     if v.status == "fits":
-        return [f"[b $success]✔ Fits[/] on {where}{layout}: {v.headroom_bytes / gib:,.1f} GiB headroom per device"]
+        return [f"[b $success]✔ Fits[/] on {where}{layout}: {room} GiB headroom per device"]
     if v.status == "does_not_fit":
         return [f"[b $error]✘ Does not fit[/] on {where}{layout}: short by "
-                f"{-v.headroom_bytes / gib:,.1f} GiB per device", escape(v.message)]
-    e = report.engine
+                f"{room} GiB per device", escape(v.message)]
+    engine = escape(report.engine.engine) if report.engine is not None else ""
     if v.status == "starts":
         queue = f", {v.queued:,} queued" if v.queued else ""
-        return [f"[b $success]✔ Starts[/] on {where}{layout} ({escape(e.engine)}): runs {v.running:,} at a time "
+        return [f"[b $success]✔ Starts[/] on {where}{layout} ({engine}): runs {v.running:,} at a time "
                 f"({escape(v.running_limit)}){queue}"]
-    return [f"[b $error]✘ Does not start[/] on {where}{layout} ({escape(e.engine if e else '')}): "
+    return [f"[b $error]✘ Does not start[/] on {where}{layout} ({engine}): "
             f"{escape(v.message)}", f"[$text-muted]{escape(v.engine_error)}[/]"]
 
 
-def describe_report(report, choice: BuilderChoice | None = None) -> str:
+def describe_report(report: PlanReport | None, choice: BuilderChoice | None = None) -> str:
     """Lay out the core's PlanReport (the core decides everything; this only lays it out).
 
     The answer comes first, so 80×24 shows it without scrolling: the verdict, the first change
@@ -457,7 +462,7 @@ def describe_report(report, choice: BuilderChoice | None = None) -> str:
     if report.cost is not None or (report.accelerator and v.ok):
         lines.append(describe_cost(report.cost, report.accelerator or "", report.gpus, thr))
     if report.serving_plan is not None:
-        lines.append(describe_plan(report))
+        lines.append(describe_plan(report.serving_plan))
     if len(fixes) > 1:
         lines.append(f"[b]Other changes that would make it {word}:[/]")
         lines += [change(s) for s in fixes[1:]]
@@ -475,7 +480,7 @@ def describe_report(report, choice: BuilderChoice | None = None) -> str:
                      f"device: {parts} GiB")
     kv = report.kv_capacity
     if kv is not None:
-        lines.append(f"[b $primary]KV cache[/] ({escape(report.workload.engine)})  {kv.tokens:,} tokens free → "
+        lines.append(f"[b $primary]KV cache[/] ({escape(report.workload.engine or '')})  {kv.tokens:,} tokens free → "
                      f"{kv.concurrent_sequences:,} concurrent sequences of "
                      f"{kv.sequence_tokens:,} tokens")
     for note in report.assumption_lines(label):

@@ -94,8 +94,8 @@ class FleetViewPane(PaneScreen):
 
     def view_drawn(self, message: Message) -> None:
         """A view is on screen: freeze what survived, post ``message``."""
-        engine = getattr(self.app.monitor, "engine", None)
-        self._frozen.freeze(filling=bool(getattr(engine, "filling", False)))
+        engine = self.app.monitor.engine if self.app.monitor is not None else None
+        self._frozen.freeze(filling=engine is not None and engine.filling)
         self.post_message(message)
 
 

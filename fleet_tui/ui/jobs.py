@@ -131,7 +131,7 @@ class JobsScreen(FleetViewPane):
                             severity=toast_level(notice.severity), timeout=10)
 
     def _uses_slurm(self) -> bool:
-        wanted = getattr(self.app, "slurm", None)
+        wanted = self.app.slurm
         if wanted is None:
             import shutil
 

@@ -83,6 +83,8 @@ def build_app(config: AppConfig, **overrides: Unpack[AppOptions]) -> FleetApp:
     record_db = Path(record).expanduser() if record else None
     if record_db is not None and not record_db.parent.is_dir():
         raise UserError(f"--record {str(record)!r}: folder {str(record_db.parent)!r} does not exist.")
+    if record_db is not None:  # a database that cannot be written is refused before the app opens
+        _check_record_db(record_db, str(record))
     options = AppOptions(source_spec=explicit or "auto", source=source, record_db=record_db,
                          instance=config.instance, theme=theme, themes=themes,
                          catalog_dirs=catalog_dirs, interval_s=interval, slurm=config.slurm,
@@ -90,6 +92,22 @@ def build_app(config: AppConfig, **overrides: Unpack[AppOptions]) -> FleetApp:
                          if explicit else "catalog")
     options.update(overrides)
     return FleetApp(**options)
+
+
+def _check_record_db(path: Path, shown: str) -> None:
+    """Open ``--record``'s database as the recorder will: a folder that cannot be written, a
+    directory or a file that is not SQLite ends the start with the flag's name, rather than the
+    app opening on NO DEVICE with a notice."""
+    import sqlite3
+
+    from fleet_tui.core.monitor.recorder import connect
+
+    try:
+        connect(path).close()
+    except (UserError, OSError, sqlite3.Error) as exc:
+        # the recorder names its own flag (--db PATH: reason): keep the reason, name ours
+        reason = str(exc).partition(": ")[2] if isinstance(exc, UserError) else str(exc)
+        raise UserError(f"--record {shown!r}: {reason or exc}") from None
 
 
 def make_source(spec: str, interval_s: float) -> Source:

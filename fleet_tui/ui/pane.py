@@ -60,7 +60,7 @@ class PaneScreen(Screen):
         that quitting waits for (``FleetApp.action_quit``); once the app is quitting it is not run.
         Textual's shutdown removes a screen's widgets while the ones being mounted still handle
         their mount messages: a Select mounted then raised NoMatches from its own mount handler."""
-        if getattr(self.app, "quitting", False):
+        if self.app.quitting:
             work.close()
             return None
         return self.run_worker(work, group=MOUNTING, exit_on_error=False)

@@ -71,6 +71,8 @@ class QueueScreen(PaneScreen):
         table = self.query_one("#queue-table", DataTable)
         for key, label in COLUMNS:
             table.add_column(label, key=key)
+        if self._recorded_defaults():  # a recorded fleet's own job list: answer on the first screen
+            self.action_simulate()
 
     def action_edit_form(self) -> None:
         self.query_one("#q-file", Input).focus()

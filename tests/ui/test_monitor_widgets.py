@@ -3,6 +3,8 @@ process tables, device cards; each drawn as Textual's stock widgets draw the sam
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from fleet_tui.ui.widgets.device_card import DeviceCard
 from fleet_tui.ui.widgets.process_table import ProcessTable
 from tests.ui.conftest import widget_app
@@ -12,6 +14,8 @@ def _series_view(series: dict):
     """A stand-in for the monitor's view whose ``history`` serves ``series`` (metric -> values)."""
 
     class View:
+        tick = SimpleNamespace(analyses={})  # no diagnosis: the card shows the readings
+
         def history(self, key, metric, last=None):
             data = series.get(metric, [])
             return data[-last:] if last else data

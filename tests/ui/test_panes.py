@@ -173,7 +173,7 @@ async def test_builder_sizes_as_you_type_and_publishes_workload(make_app):
         assert "Starts" in text  # vLLM starts 1B on one L4
         assert app.workload.params == 1_000_000_000
         # the cost of the cheapest catalog offer with the chosen devices, as the core computes it
-        from fleet_tui.core.catalog.setup import cheapest_setup
+        from fleet_tui.core.catalog.setup_cost import cheapest_setup
 
         cost = cheapest_setup(app.catalog, "L4", 1)
         assert f"${cost.usd_per_hour:,.2f}/h" in text and cost.instance.instance_type in text

@@ -28,3 +28,22 @@ async def test_record_keeps_the_sessions_samples(make_app, tmp_path):
 def test_record_into_a_missing_folder_is_refused_before_start(make_app, tmp_path):
     with pytest.raises(UserError, match="--record"):
         make_app(source="sim:1", record=str(tmp_path / "nope" / "h.db"))
+
+
+@pytest.mark.parametrize("kind", ["a directory", "a text file"])
+def test_record_into_a_database_that_cannot_be_written_is_refused_before_start(make_app, tmp_path,
+                                                                                kind):
+    """The app used to open on NO DEVICE with a notice naming --db; now it does not start."""
+    target = tmp_path / "h.db"
+    if kind == "a directory":
+        target.mkdir()
+    else:
+        target.write_text("not a database\n" * 200, encoding="utf-8")
+    with pytest.raises(UserError, match=r"^--record '.*h\.db': ") as err:
+        make_app(source="sim:1", record=str(target))
+    assert "--db" not in str(err.value)
+
+
+def test_record_into_a_new_file_starts(make_app, tmp_path):
+    app = make_app(source="sim:1", record=str(tmp_path / "new.db"))
+    assert app.record_db == tmp_path / "new.db"

@@ -77,6 +77,12 @@ class Instance:
     def total_accelerator_memory_gib(self) -> float:
         return self.accelerator_count * self.accelerator_memory_gib
 
+    @property
+    def flag_codes(self) -> tuple[str, ...]:
+        """Each flag's code, without its detail (``"count-fix: ..."`` -> ``"count-fix"``): what a
+        table column has room for."""
+        return tuple(f.split(":", 1)[0] for f in self.flags)
+
     def price(self, pricing: str = "on-demand") -> float | None:
         """USD/hour for ``pricing``; None when not offered or that price must not be ranked."""
         attr = PRICE_FIELD.get(pricing) or PRICE_FIELD[check_pricing(pricing)]

@@ -24,7 +24,7 @@ A node belonging to several partitions counts in each.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
@@ -195,10 +195,14 @@ def head_node_view(devices: Sequence[DeviceUsage], slurm_jobs: Sequence[SlurmJob
                    accounting: Sequence[SlurmJob] | None = None,
                    finished_note: str | None = None, user: str | None = None,
                    account: str | None = None, slurm: bool = False,
-                   usd_per_gpu_hour: float | None = None) -> HeadNodeView:
+                   usd_per_gpu_hour: float | None = None,
+                   attributed: Mapping[str, tuple[str, Sequence[DeviceUsage]]] | None = None,
+                   ) -> HeadNodeView:
     """The whole head-node report. ``slurm_jobs``: squeue/scontrol now; ``accounting``: sacct
-    (None when not read: ``finished_note`` says why); ``user``/``account`` filter every part."""
-    running = job_view(devices, slurm_jobs, now=now, user=user, account=account)
+    (None when not read: ``finished_note`` says why); ``user``/``account`` filter every part;
+    ``attributed``: devices the caller attributed already (``jobs.job_view``)."""
+    running = job_view(devices, slurm_jobs, now=now, user=user, account=account,
+                       attributed=attributed)
     mine = only(slurm_jobs, user=user, account=account)
     pending = pending_jobs(mine, now)
     finished = None
@@ -208,7 +212,8 @@ def head_node_view(devices: Sequence[DeviceUsage], slurm_jobs: Sequence[SlurmJob
         done = [j for j in only(accounting, user=user, account=account)
                 if not (set(j.ids) & live)]
         finished = tuple(finished_gpu_jobs(done, now))
-    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else gpu_price(devices)
+    every = [*devices, *(d for _via, devs in (attributed or {}).values() for d in devs)]
+    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else gpu_price(every)
     return HeadNodeView(
         running=running, pending=pending,
         partitions=partition_demand(nodes, pending, running) if slurm else (),

@@ -308,9 +308,13 @@ def _attribute(d: DeviceUsage, index: SlurmIndex | None) -> tuple[Owner | None, 
 
 def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = (), *,
              now: float | None = None, user: str | None = None,
-             account: str | None = None) -> JobsView:
+             account: str | None = None,
+             attributed: Mapping[str, tuple[str, Sequence[DeviceUsage]]] | None = None,
+             ) -> JobsView:
     """Attribute ``devices`` to jobs (Slurm's allocation where Slurm was asked, else labels) and
-    roll each job up. ``user``/``account`` keep only that user's or account's jobs."""
+    roll each job up. ``user``/``account`` keep only that user's or account's jobs.
+    ``attributed``: Slurm job id -> (how, devices) already attributed by the caller (an
+    aggregated fleet's nodes held whole, ``aggjobs``: no label contradicts Slurm there)."""
     index = SlurmIndex(slurm_jobs) if slurm_jobs else None
     groups: dict[str, list[DeviceUsage]] = {}
     owners: dict[str, Owner] = {}
@@ -327,6 +331,10 @@ def job_view(devices: Iterable[DeviceUsage], slurm_jobs: Sequence[SlurmJob] = ()
         if owner.job not in owners or (not owners[owner.job].user and owner.user):
             owners[owner.job] = owner
     by_id = index.by_id if index is not None else {i: j for j in slurm_jobs for i in j.ids}
+    for job_id, (via, devs) in (attributed or {}).items():
+        held = by_id.get(job_id)
+        groups.setdefault(job_id, []).extend(devs)
+        owners.setdefault(job_id, Owner(job_id, held.user if held else "", via))
     jobs = []
     for job_id, devs in groups.items():
         owner = owners[job_id]

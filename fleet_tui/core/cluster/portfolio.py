@@ -308,10 +308,32 @@ def _parse_demand(p: Path, text: str) -> list[float]:
             if "devices" not in (reader.fieldnames or []):
                 raise UserError(f"{p}:1: a CSV demand profile needs a 'devices' column "
                                 "(one row per hour)")
-            return [_count(row["devices"], f"{p}:{reader.line_num}") for row in reader]
+            counts: list[float] = []
+            hours, last_hour = "hour" in (reader.fieldnames or []), None
+            for row in reader:
+                where = f"{p}:{reader.line_num}"
+                if hours:  # one row per hour: a gap or a repeat would shift every later hour
+                    last_hour = _next_hour(row["hour"], last_hour, where)
+                counts.append(_count(row["devices"], where))
+            return counts
         except csv.Error as exc:
             raise UserError(f"{p}:{reader.line_num}: not CSV: {exc}") from None
     return [_count(ln, f"{p}:{i}") for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+
+
+def _next_hour(text: str | None, last: int | None, where: str) -> int:
+    """The ``hour`` of a CSV row, which must follow ``last`` by one (rows are read as consecutive
+    hours, so a gap or a repeat would shift every later hour)."""
+    try:
+        hour = int((text or "").strip())
+    except ValueError:
+        raise UserError(f"{where}: hour {text!r} is not a whole number of hours") from None
+    if last is not None and hour != last + 1:
+        raise UserError(f"{where}: hour {hour} follows hour {last}: give one row per hour, in "
+                        f"order (hour {last + 1} expected; write 0 devices for an idle hour)")
+    if hour < 0:
+        raise UserError(f"{where}: hour {hour} is negative")
+    return hour
 
 
 def _is_number(s: str) -> bool:

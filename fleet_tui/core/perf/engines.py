@@ -58,7 +58,9 @@ Fourth pass, through the product's path (the scheduler simulation, not the analy
 x0.7 (AMD's table runs 1,500-3,200 sequences at once, compute-bound, where the analytic model had
 fitted at its 256-sequence cap; mean |log| 0.1558 -> 0.1439), and ``--engines`` fitted vLLM's and
 SGLang's rate for prompt tokens on Hopper (:data:`ENGINE_PREFILL_SCALE`, 0.1471 -> 0.1380, after the
-simulation kept a preempted vLLM request's cached blocks).
+simulation kept a preempted vLLM request's cached blocks) and TensorRT-LLM's on Blackwell
+(0.1393 -> 0.1380); the MoE grouped-GEMM factor and the expert-parallel imbalance refitted the same
+way (``--globals moe ep_imbalance``) come back unchanged.
 
 The constants were fitted on the ``split = "tune"`` rows of ``tests/fixtures/validation/serving.toml``,
 ``serving_amd.toml`` and ``kv_capacity.toml`` only (``bench/bench_validation.py`` prints the error on tune and holdout

@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from fleet_tui.core.catalog.setup import SetupCost
+from fleet_tui.core.catalog.setup_cost import SetupCost
 from fleet_tui.core.interconnects import Fabric, default_fabric, fabric_for, with_network
 from fleet_tui.core.records import record
 from fleet_tui.core.specs import Accelerator

@@ -28,7 +28,8 @@ The scheduling policies (``policy``), as the engines' own schedulers do it:
   conservative: the pool must keep room for ``new_token_ratio`` of every running request's
   remaining output (0.7 at start, decaying by 0.001 per decode iteration to 0.1, back to 0.7 after
   a retraction), ``SGLANG_INIT_NEW_TOKEN_RATIO`` and the ``schedule_conservativeness`` default 1.0. A
-  decode that finds the pool full retracts the most recent request (recomputed later).
+  decode that finds the pool full retracts the most recent request (recomputed later, all of it:
+  ``ScheduleBatch.release_req`` frees its KV without inserting it into the radix tree).
 * ``"trtllm"`` (TensorRT-LLM ``GUARANTEED_NO_EVICT``, the default capacity scheduler policy): a
   request is admitted only when its whole prompt + output fits in the free blocks, which it keeps
   to the end; nothing is ever evicted. Prompts are chunked beside the decodes as in vLLM.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from fleet_tui.core.catalog.models import Catalog, Instance
-from fleet_tui.core.catalog.setup import SetupCost, cheapest_setup
+from fleet_tui.core.catalog.setup_cost import SetupCost, cheapest_setup
 from fleet_tui.core.footprint import parallel_layout
 from fleet_tui.core.perf.engines import expert_parallel
 from fleet_tui.core.workload import Workload

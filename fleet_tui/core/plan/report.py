@@ -16,7 +16,7 @@ from fleet_tui.core.errors import render_fields
 from fleet_tui.core.modelspec import param_counts
 
 if TYPE_CHECKING:  # the capacity plan and the catalog are imported only when a plan asks for them
-    from fleet_tui.core.catalog.setup import SetupCost
+    from fleet_tui.core.catalog.setup_cost import SetupCost
     from fleet_tui.core.perf.run import RunEstimate
     from fleet_tui.core.perf.serving_plan import ServingPlan
     from fleet_tui.core.perf.sim_plan import BurstReport

@@ -17,6 +17,7 @@ projected from the encoder output per source token. Summed over both stacks by
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from fleet_tui.core.footprint import activation_bytes, stack_lengths
@@ -106,17 +107,21 @@ def residual_bytes(w: Workload) -> int:
     return 4 if (amp or w.precision == "fp32") else activation_bytes(w)
 
 
+@functools.cache
+def _runs_amp(framework: str) -> bool:
+    """Whether ``framework``'s preset is PyTorch AMP (the presets load on the first training run)."""
+    from fleet_tui.core.frameworks import preset
+
+    return preset(framework).precision == "amp"
+
+
 def autocast_fp32(w: Workload) -> bool:
     """Whether the forward runs on fp32 parameters under autocast (PyTorch AMP: fp32 residual
     stream and norms). FSDP/FSDP2 and Megatron mixed precision keep fp32 master weights too, but
     compute on 16-bit copies (``param_dtype=bf16``): their activations are 16-bit. So does
     Transformers under FSDP: Accelerate's FSDP plugin sets ``MixedPrecision(param_dtype=bf16)`` for
     ``--bf16`` (DeepSpeed ZeRO-3 keeps fp32 parameters under autocast)."""
-    if w.master_weights != "fp32":
-        return False
-    from fleet_tui.core.frameworks import preset  # training only: inference keeps no master weights
-
-    if preset(w.framework).precision != "amp":
+    if w.master_weights != "fp32" or not _runs_amp(w.framework):
         return False
     fsdp = w.gpus > 1 and (w.zero == 3 or (w.zero is None and w.sharding == "fsdp"))
     return not (fsdp and w.framework == "hf")

@@ -22,6 +22,7 @@ from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
 
 if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
     from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
+    from fleet_tui.ui.monitor_link import MonitorView
 
 
 def device_markup(dev: DeviceSnapshot, *, width: int = 12, analysis: DeviceAnalysis | None = None,
@@ -326,13 +327,12 @@ class DeviceCard(LiveText):
         self._graph_cache[metric] = (key, lines)
         return lines
 
-    def show(self, dev: DeviceSnapshot, view, *, detailed: bool = False,
+    def show(self, dev: DeviceSnapshot, view: MonitorView, *, detailed: bool = False,
              clip: Region | None = None) -> None:
         """Draw ``dev``; graphs come from ``view.history(key, metric, last=N)`` (the core's
         history). ``clip``: the part of the cards' scroll canvas in view (as the card's
         ``virtual_region``); a graph outside it is not updated (the pane draws again on scroll)."""
-        analyses = getattr(getattr(view, "tick", None), "analyses", None) or {}
-        lines = device_lines(dev, analysis=analyses.get(dev.key), detailed=detailed)
+        lines = device_lines(dev, analysis=view.tick.analyses.get(dev.key), detailed=detailed)
         changed = detailed != self.detailed
         if changed:
             clip = None  # graphs appear or go: the rows below the text move

@@ -8,7 +8,9 @@ nothing: only the lines whose text changed are rendered again and repainted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 from textual.message import Message
@@ -19,6 +21,9 @@ from fleet_tui.ui.widgets.diagnosis_text import headline
 from fleet_tui.ui.widgets.gauges import gib
 from fleet_tui.ui.widgets.severity import severity_mark, severity_style
 from fleet_tui.ui.widgets.text import LiveText, Parts, styled_line
+
+if TYPE_CHECKING:  # for the checker only: the analysis loads with the engine, after the first frame
+    from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
 
 
 @record
@@ -87,11 +92,11 @@ def device_cells(dev: DeviceSnapshot) -> dict[str, str]:
             "dram": _pct(dev.dram_active_pct)}
 
 
-def diagnosis_label(dev: DeviceSnapshot, analysis) -> tuple[str, str]:
+def diagnosis_label(dev: DeviceSnapshot, analysis: DeviceAnalysis | None) -> tuple[str, str]:
     """(text, severity) of a device's primary diagnosis; a device without a reading says so."""
     if dev.state != "ok":
         return f"{dev.state.upper()}: {dev.error or 'no reading'}", "critical"
-    diag = getattr(analysis, "primary_diagnosis", None) if analysis is not None else None
+    diag = analysis.primary_diagnosis if analysis is not None else None
     if diag is None:
         return "collecting…", "info"
     return headline(diag), diag.severity
@@ -127,7 +132,7 @@ class DeviceTable(LiveText, can_focus=True):
         self.max_rows = 8
         self._keys: list[str] = []
         self._devices: dict[str, DeviceSnapshot] = {}
-        self._analyses: dict = {}
+        self._analyses: Mapping[str, DeviceAnalysis] = {}
         self._layout: tuple[tuple[str, int], ...] = ()
         self._diag_width = MIN_DIAGNOSIS_WIDTH
         self._formatted: dict[str, tuple[dict[str, str], Parts]] = {}  # key -> (cells, row parts), rows in view only
@@ -151,7 +156,8 @@ class DeviceTable(LiveText, can_focus=True):
         rest = max(width - used, MIN_DIAGNOSIS_WIDTH)
         return tuple((k, w or rest) for k, w in cols)
 
-    def show(self, devices, analyses, width: int) -> None:
+    def show(self, devices: Sequence[DeviceSnapshot], analyses: Mapping[str, DeviceAnalysis],
+             width: int) -> None:
         """Keep this tick's devices; only the rows in the window are formatted (64 devices show
         16 rows: the other 48 cost nothing until the cursor brings them into view)."""
         layout = self.columns_for(width)

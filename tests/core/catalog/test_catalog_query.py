@@ -246,7 +246,7 @@ def test_impossible_numeric_filters_are_explained_not_answered_with_nothing(kw, 
 
 def test_cheapest_setup_rents_whole_instances_and_charges_idle_devices():
     from fleet_tui.core.catalog import load_catalog
-    from fleet_tui.core.catalog.setup import cheapest_setup
+    from fleet_tui.core.catalog.setup_cost import cheapest_setup
 
     cat = load_catalog()
     one = cheapest_setup(cat, "H100", 1, tokens_per_s=1000.0)

@@ -49,7 +49,7 @@ def analyze_items(items: Iterable[tuple[str, Reading] | Run], snapshot_of: Snaps
     devices: dict[str, DeviceState] = {}
     carried: dict[str, Run] = {}  # a device's pending samples, as a run (its deque is empty)
     for item in items:
-        if type(item) is Run:
+        if isinstance(item, Run):
             run, start = item, 0
             dev = devices.get(run.key)
             if dev is None:
@@ -110,6 +110,8 @@ def _push_run(dev: DeviceState, run: Run, start: int, lookback: float,
     """``push_reading`` of samples ``start`` onwards of ``run`` (those before are pending):
     the phases that end, and the samples left pending."""
     det = dev.detector
+    if det is None:  # (the devices here are phase-split: DeviceState(..., None) makes one)
+        raise ValueError("a phase-split device without a phase detector")
     n = len(run)
     ts = run.ts.tolist()
     feats = features(det, run, start)
@@ -204,7 +206,7 @@ def _tally(values: list) -> dict:
 
 
 def features(det: PhaseDetector, run: Run, start: int
-             ) -> tuple[list[list[float | None]], list[float]] | None:
+             ) -> tuple[list[list[float]], list[float]] | None:
     """``phases.features_of`` and the smoothing factor of ``PhaseDetector.push_values`` for
     samples ``start`` onwards of ``run`` (after the detector's last sample), or ``None`` where
     the device has no power limit or memory size (features missing)."""

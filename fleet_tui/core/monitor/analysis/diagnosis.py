@@ -158,20 +158,27 @@ class RuleDiagnosis(Diagnosis):
             return evidence_lines(self.evidence_dict)
         return evidence_lines(self._finding.facts)
 
+    def _made(self) -> Finding:
+        """The rule's finding: read only where evidence and text were not given in full."""
+        finding = self._finding
+        if finding is None:  # (__init__ set evidence and explanation: nothing is built)
+            raise AttributeError("a diagnosis given in full has no finding")
+        return finding
+
     @cached_property
     def evidence(self) -> Evidence:  # type: ignore[override]
         return tuple([(k, round3(v) if isinstance(v, float) else v)
-                      for k, v in self._finding.facts.items()])
+                      for k, v in self._made().facts.items()])
 
     @cached_property
     def explanation(self) -> str:  # type: ignore[override]
-        return self._finding.describe()
+        return self._made().describe()
 
     def evidence_value(self, signal: str, default: Any = None) -> Any:
         """One signal's shown value without building the rest of the evidence."""
         if "evidence" in self.__dict__:
             return self.evidence_dict.get(signal, default)
-        facts = self._finding.facts
+        facts = self._made().facts
         if signal not in facts:
             return default
         v = facts[signal]

@@ -122,12 +122,12 @@ class RawReadings:
         line's extras and processes, by the same functions; ~5 us where the snapshot took ~20)."""
         if isinstance(r.src, DeviceSnapshot):
             return r.src
-        data, static = r.src
-        if type(data) is bytes:  # a line of a run (``runs``): parsed when needed
-            data = orjson.loads(data)
+        raw, static = r.src
+        # a line of a run (``runs``) is parsed when needed
+        data: dict[str, Any] = orjson.loads(raw) if isinstance(raw, bytes) else raw
         device = self._device_of(static)
         mem = data.get("mem_used_bytes")
-        if type(mem) not in (int, float) or mem - mem != 0:
+        if type(mem) not in (int, float) or mem is None or mem - mem != 0:
             mem = None
         return DeviceFacts.of(device, raw_extras(data, static), raw_processes(data), mem,
                               raw_pcie_rx(data))
@@ -209,7 +209,10 @@ class RawReadings:
             self.repeats += 1
             return None
         self.last_ts = ts
-        return self.key, r
+        key = self.key
+        if key is None:  # (cannot be: _slow fails on a static line no DeviceSnapshot takes)
+            raise SourceUnavailable(f"{p}:{lineno}: the static line describes no device")
+        return key, r
 
     def set_static(self, static: dict[str, Any]) -> None:
         """A static line's device (``static_device_kwargs``): the samples after it are its."""

@@ -13,7 +13,7 @@ errors. A line is parsed by msgspec into ``_Sample``, which checks the types as 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
@@ -108,7 +108,7 @@ class Run:
     cols: np.ndarray  # (n, 16): ``tallies.read_row`` of each sample, then its host CPU %
     reasons: list[int]  # clock-event reasons
     labels: list[str | None]  # ground-truth labels
-    data: list[bytes | dict[str, Any]]  # each line (``RawReadings.snapshot_of`` parses it)
+    data: Sequence[bytes | dict[str, Any]]  # each line (``RawReadings.snapshot_of`` parses it)
     static: dict[str, Any]
     consts: tuple  # (power limit, memory size, extras): ``readings._consts``
 
@@ -137,7 +137,7 @@ class Run:
         return replace(self, ts=np.concatenate((self.ts, other.ts)),
                        cols=np.concatenate((self.cols, other.cols)),
                        reasons=self.reasons + other.reasons, labels=self.labels + other.labels,
-                       data=self.data + other.data)
+                       data=[*self.data, *other.data])
 
 
 def plain_run(reading: Reading, key: str, static: dict[str, Any], consts: tuple) -> Run | None:

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from operator import add
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from fleet_tui.core.monitor.analysis.analyze import diagnose
 from fleet_tui.core.monitor.analysis.diagnosis import DeviceAnalysis
@@ -65,7 +65,7 @@ class Reading(NamedTuple):
     power_limit_w: float | None
     mem_total: int | None
     extra: tuple
-    src: object
+    src: DeviceSnapshot | tuple[bytes | dict[str, Any], dict[str, Any]]  # (a raw line, its static)
     gaps: bool  # an N/A (None) in ``row``
 
 
@@ -80,7 +80,10 @@ SnapshotOf = Callable[[Reading], DeviceSnapshot | DeviceFacts]
 
 
 def _own_snapshot(r: Reading) -> DeviceSnapshot:
-    return r.src  # type: ignore[return-value]
+    src = r.src
+    if isinstance(src, DeviceSnapshot):  # a reading of a snapshot (device_readings) holds it
+        return src
+    raise TypeError("a raw capture's reading is turned into facts by RawReadings.snapshot_of")
 
 
 class Span:
@@ -191,7 +194,7 @@ class Span:
                  snapshot_of: SnapshotOf = _own_snapshot) -> DeviceAnalysis:
         if not self.n:  # a phase no longer than its edge: its samples are all there is
             for h in self.head:
-                for r in (h,) if isinstance(h, tuple) else h():
+                for r in (h,) if isinstance(h, Reading) else h():
                     self._add(r)
         full = self.full
         means = [s / (c + full) if c + full else None for s, c in zip(self.sums, self.cnts)]
@@ -199,6 +202,8 @@ class Span:
         if self.host_n:
             host = HostLoad(self.host_cpu / self.host_cpu_n if self.host_cpu_n else None,
                             self.host_busy / self.host_n, self.host_cores)
+        if self.last is None:  # (every span analysed holds a sample: add, add_plain or the head)
+            raise ValueError("a span without samples has no analysis")
         last = snapshot_of(self.last)
         st = stats_from(self.n, means, last, self.counts, tuple(self.xids), self.ecc_last,
                         list(growth), host)
@@ -264,19 +269,26 @@ def push_reading(dev: DeviceState, r: Reading, window_s: float | None, lookback:
           snapshot_of: SnapshotOf) -> DeviceAnalysis | None:
     ts = r.ts
     done = None
+    detector = dev.detector
     if window_s is not None:
-        while ts >= dev.window_end - 1e-9:
+        end = dev.window_end
+        if end is None:  # (DeviceState sets it whenever there is a window_s)
+            raise ValueError("a windowed device without a window end")
+        while ts >= end - 1e-9:
             if dev.span.n:
-                done = dev.span.analysis(dev.key, dev.window_end, dev.growth, snapshot_of)
-            dev.span = Span(dev.window_end)
-            dev.window_end += window_s
-            if ts >= dev.window_end and not dev.span.n:  # skip empty windows (a gap)
-                k = int((ts - dev.window_end) // window_s) + 1
+                done = dev.span.analysis(dev.key, end, dev.growth, snapshot_of)
+            dev.span = Span(end)
+            end += window_s
+            if ts >= end and not dev.span.n:  # skip empty windows (a gap)
+                k = int((ts - end) // window_s) + 1
                 dev.span.start += k * window_s
-                dev.window_end += k * window_s
+                end += k * window_s
+        dev.window_end = end
         settle(dev, r, lookback)
         return done
-    change = dev.detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra,
+    if detector is None:  # (DeviceState makes one whenever there is no window_s)
+        raise ValueError("a phase-split device without a phase detector")
+    change = detector.push_values(ts, r.row, r.power_limit_w, r.mem_total, r.extra,
                                       host_busy_of(r.host))
     pending = dev.pending
     if change is not None:
@@ -322,6 +334,6 @@ def settle(dev: DeviceState, r: Reading, lookback: float, stats: bool = True) ->
 def flush(dev: DeviceState, lookback: float, snapshot_of: SnapshotOf) -> Iterator[DeviceAnalysis]:
     while dev.pending:
         settle(dev, dev.pending.popleft(), lookback)
-    if len(dev.span):
-        end = dev.window_end if dev.window_end is not None else dev.span.newest
+    end = dev.window_end if dev.window_end is not None else dev.span.newest
+    if len(dev.span) and end is not None:  # (a span holding samples has its newest)
         yield dev.span.analysis(dev.key, end, dev.growth, snapshot_of)

@@ -227,7 +227,7 @@ def classify_activity(st: WindowStats) -> Activity:
     power_frac = (st.power_w / st.power_limit_w) if st.power_w and st.power_limit_w else None
     state = "unknown" if util is None else "idle" if util < ACTIVITY_MIN_PCT else "active"
     waiting = compute = None
-    if state == "active":
+    if state == "active" and util is not None:  # (active: util is known)
         bursty = st.wait_share is not None and st.wait_share >= BURSTY_WAIT_SHARE and st.n >= 3
         if pf >= PCIE_SATURATED_FRAC:
             waiting = "pcie"
@@ -242,7 +242,7 @@ def classify_activity(st: WindowStats) -> Activity:
                 compute = "busy"
         else:
             waiting = "sparse"
-    if state == "active" and (st.nvlink_frac or 0.0) >= NVLINK_BUSY_FRAC and \
+    if state == "active" and util is not None and (st.nvlink_frac or 0.0) >= NVLINK_BUSY_FRAC and \
             util < SPARSE_DUTY_MAX_PCT:
         waiting = "nvlink"
     waiting = _host_wait(st, waiting)

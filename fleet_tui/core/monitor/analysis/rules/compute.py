@@ -16,10 +16,11 @@ def memory_bandwidth_bound(st: WindowStats) -> Finding | None:
     a = st.activity
     if a is None:
         return None
-    if a.gpm and a.dram_bound:
+    dram = st.dram
+    if a.gpm and a.dram_bound and dram is not None:  # (dram_bound is told from the DRAM reading)
         # below the ridge point: the DRAM roof is nearer than the compute roof
-        dram, sm, tensor, roof = st.dram, a.sm, st.tensor, a.roof
-        ev = dict(gpm_evidence(st), dram_active_pct=dram, tensor_active_pct=tensor)
+        sm, tensor, roof = a.sm, st.tensor, a.roof
+        ev = dict(gpm_evidence(st, a), dram_active_pct=dram, tensor_active_pct=tensor)
         ev.update(roofline_evidence(st))
         conf = 0.6 + (dram - DRAM_BOUND_PCT) / 100
         if roof is not None and roof.dram_share > 0:
@@ -32,7 +33,7 @@ def memory_bandwidth_bound(st: WindowStats) -> Finding | None:
                        f"sets the pace.")
     if not a.gpm and a.compute == "memory":
         util = st.gpu_util
-        return Finding(0.5, nvml_evidence(st),
+        return Finding(0.5, nvml_evidence(st, a),
                        lambda: f"Memory read/written {st.mem_util:.0f}% of the time with kernels "
                        f"running {util:.0f}%: likely HBM-bandwidth bound (no GPM to confirm).")
     return None
@@ -63,7 +64,7 @@ def _below(roof: Roofline | None, st: WindowStats) -> str:
         return "below the ridge point"
     peaks = device_peaks(st.name) if st.name else None
     ridge = peaks.ridge(roof.pipe == "tensor") if peaks is not None else None
-    if ridge is None:
+    if ridge is None or peaks is None:
         return f"achieved intensity {roof.intensity_vs_ridge:.2f}x the ridge point"
     return (f"achieved intensity {roof.intensity_vs_ridge * ridge:.0f} FLOP/B, below the "
             f"{peaks.name}'s ridge of {ridge:.0f} FLOP/B")
@@ -78,13 +79,13 @@ def healthy_compute(st: WindowStats) -> Finding | None:
         if a.compute != "busy":
             return None
         util, power_frac = st.gpu_util, a.power_frac
-        return Finding(0.4 if (power_frac or 0) >= POWER_HIGH_FRAC else 0.3, nvml_evidence(st),
+        return Finding(0.4 if (power_frac or 0) >= POWER_HIGH_FRAC else 0.3, nvml_evidence(st, a),
                        lambda: f"Kernels run {util:.0f}% of the time"
                        + (f" at {power_frac:.0%} of the power limit" if power_frac else "")
                        + "; tensor-core use is unknown without GPM.")
-    if a.compute == "tensor":
+    if a.compute == "tensor" and tensor is not None:  # (told from the tensor-core reading)
         # above the ridge point (or DRAM far from its roof): the math pipes set the pace
-        ev = dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram)
+        ev = dict(gpm_evidence(st, a), tensor_active_pct=tensor, dram_active_pct=dram)
         ev.update(roofline_evidence(st))
         return Finding(clamp((0.55 + tensor / 200) * a.scale), ev,
                        lambda: f"Tensor cores active {tensor:.0f}% with SMs {sm:.0f}% active and "
@@ -93,7 +94,7 @@ def healthy_compute(st: WindowStats) -> Finding | None:
     if a.compute is None and a.waiting is None and not a.dram_bound:
         # Busy but none of the limits: moderate tensor use (mixed workloads).
         return Finding(0.45 * a.scale,
-                       dict(gpm_evidence(st), tensor_active_pct=tensor, dram_active_pct=dram),
+                       dict(gpm_evidence(st, a), tensor_active_pct=tensor, dram_active_pct=dram),
                        lambda: f"SMs {sm:.0f}% active, tensor cores {tensor or 0:.0f}%, HBM "
                        f"{dram or 0:.0f}% of peak: busy, no single limit stands out.")
     return None
@@ -109,12 +110,12 @@ def compute_no_tensor_cores(st: WindowStats) -> Finding | None:
     if simt is not None and simt >= FP32_ACTIVE_MIN_PCT:
         pipe = "FP32" if (fp32 or 0.0) >= (fp16 or 0.0) else "FP16"
         return Finding(clamp((0.6 + simt / 200) * a.scale),
-                       dict(gpm_evidence(st), tensor_active_pct=tensor, fp32_active_pct=fp32,
+                       dict(gpm_evidence(st, a), tensor_active_pct=tensor, fp32_active_pct=fp32,
                             fp16_active_pct=fp16),
                        lambda: f"SMs {sm:.0f}% active, {pipe} pipe {simt:.0f}% but tensor cores "
                        f"only {tensor or 0:.0f}%: the math runs on CUDA cores, not tensor cores.")
     return Finding(0.4 * a.scale,
-                   dict(gpm_evidence(st), tensor_active_pct=tensor, fp32_active_pct=fp32),
+                   dict(gpm_evidence(st, a), tensor_active_pct=tensor, fp32_active_pct=fp32),
                    lambda: f"SMs {sm:.0f}% active with tensor cores {tensor or 0:.0f}% and no "
                    f"clear FP32 load: integer, FP64 or special-function work that tensor cores "
                    f"do not cover.")

@@ -55,7 +55,8 @@ from fleet_tui.core.monitor.sources.prometheus.parse import parse_envelope, pars
 __all__ = ["AGGREGATE_ABOVE_DEVICES", "AGGREGATE_ENV", "FleetAggregate", "JobAggregate",
            "NodeAggregate", "WorstDevice", "aggregate_threshold", "aggregate_from_answer",
            "build_aggregate_query", "build_count_query", "build_node_query",
-           "device_count_from_answer", "read_device_count", "read_fleet_aggregate"]
+           "device_count_from_answer", "idle_expr", "per_device", "read_device_count",
+           "read_fleet_aggregate", "tag_part"]
 
 # Above this many devices a refresh asks for aggregates: 4,096 GPUs read device by device cost
 # ~130-170 ms CPU a refresh at a 15 s scrape (~1 s when every GPU is new each refresh), 32,768
@@ -97,11 +98,11 @@ def aggregate_threshold(value: int | None, env: Mapping[str, str]) -> int:
     return value
 
 
-def _tag(expr: str, name: str) -> str:
+def tag_part(expr: str, name: str) -> str:
     return f'label_replace({expr}, "{AGG_LABEL}", "{name}", "", "")'
 
 
-def _per_device(metric: str, *extra: str) -> str:
+def per_device(metric: str, *extra: str) -> str:
     """``metric`` once per device, with its node in ``NODE_KEY`` as ``parse.node_of`` reads it:
     Hostname, else hostname, else the scrape instance."""
     expr = f"max by ({', '.join((*DCGM_ID_LABELS, *extra))}) ({metric})"
@@ -112,16 +113,16 @@ def _per_device(metric: str, *extra: str) -> str:
 
 def idle_expr() -> str:
     """Every idle device (utilization < the idle share, and SM activity under it where exported)."""
-    return (f"({_per_device(_UTIL)} < {IDLE_UTIL_MAX_PCT:g}) unless on ({_ID}) "
-            f"({_per_device(_SM)} >= {IDLE_UTIL_MAX_PCT / 100:g})")
+    return (f"({per_device(_UTIL)} < {IDLE_UTIL_MAX_PCT:g}) unless on ({_ID}) "
+            f"({per_device(_SM)} >= {IDLE_UTIL_MAX_PCT / 100:g})")
 
 
 def mem_total_expr() -> str:
     """Each device's framebuffer size (MiB) as ``devices.device_from_acc`` takes it: FB_TOTAL
     where exported, else used + free + reserved (reserved where exported). ``group_left`` keeps
     the left side's labels (the node among them), so the three alternatives match for ``or``."""
-    used, free = _per_device("DCGM_FI_DEV_FB_USED"), _per_device("DCGM_FI_DEV_FB_FREE")
-    reserved, total = _per_device("DCGM_FI_DEV_FB_RESERVED"), _per_device("DCGM_FI_DEV_FB_TOTAL")
+    used, free = per_device("DCGM_FI_DEV_FB_USED"), per_device("DCGM_FI_DEV_FB_FREE")
+    reserved, total = per_device("DCGM_FI_DEV_FB_RESERVED"), per_device("DCGM_FI_DEV_FB_TOTAL")
     both = f"({used} + on ({_ID}) group_left () {free})"
     return f"({total} or ({both} + on ({_ID}) group_left () {reserved}) or {both})"
 
@@ -129,50 +130,50 @@ def mem_total_expr() -> str:
 def _any_bit(bits: tuple[int, ...]) -> str:
     """Every device whose clock-event (throttle) reasons have one of ``bits`` set. PromQL has no
     bitwise and: bit b is set where floor(reasons / b) is odd."""
-    reasons = (f"({_per_device('DCGM_FI_DEV_CLOCKS_EVENT_REASONS')} or "
-               f"{_per_device('DCGM_FI_DEV_CLOCK_THROTTLE_REASONS')})")
+    reasons = (f"({per_device('DCGM_FI_DEV_CLOCKS_EVENT_REASONS')} or "
+               f"{per_device('DCGM_FI_DEV_CLOCK_THROTTLE_REASONS')})")
     return " or ".join(f"(floor({reasons} / {b}) % 2 == 1)" for b in bits)
 
 
 def build_aggregate_query(worst: int = WORST_DEVICES) -> str:
     """One instant query whose answer is the fleet's roll-ups, each part tagged ``fleet_tui_agg``."""
-    util, sm, idle = _per_device(_UTIL), _per_device(_SM), idle_expr()
-    util_job = _per_device(_UTIL, JOB_LABEL)
-    used = _per_device("DCGM_FI_DEV_FB_USED")
-    recent = _per_device(f"last_over_time({_UTIL}[{STALE_LOOKBACK}])")
+    util, sm, idle = per_device(_UTIL), per_device(_SM), idle_expr()
+    util_job = per_device(_UTIL, JOB_LABEL)
+    used = per_device("DCGM_FI_DEV_FB_USED")
+    recent = per_device(f"last_over_time({_UTIL}[{STALE_LOOKBACK}])")
     parts = [
-        _tag(f"count by ({NODE_KEY}) ({util})", "node_devices"),
-        _tag(f"avg by ({NODE_KEY}) ({util})", "node_util"),
-        _tag(f"avg by ({NODE_KEY}) ({sm})", "node_sm"),
-        _tag(f"count by ({NODE_KEY}) ({idle})", "node_idle"),
-        _tag(f"sum by ({NODE_KEY}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')})", "node_power"),
-        _tag(f"sum by ({NODE_KEY}) ({used})", "node_mem_used"),
-        _tag(f"sum by ({NODE_KEY}) ({mem_total_expr()})", "node_mem_total"),
+        tag_part(f"count by ({NODE_KEY}) ({util})", "node_devices"),
+        tag_part(f"avg by ({NODE_KEY}) ({util})", "node_util"),
+        tag_part(f"avg by ({NODE_KEY}) ({sm})", "node_sm"),
+        tag_part(f"count by ({NODE_KEY}) ({idle})", "node_idle"),
+        tag_part(f"sum by ({NODE_KEY}) ({per_device('DCGM_FI_DEV_POWER_USAGE')})", "node_power"),
+        tag_part(f"sum by ({NODE_KEY}) ({used})", "node_mem_used"),
+        tag_part(f"sum by ({NODE_KEY}) ({mem_total_expr()})", "node_mem_total"),
         # devices whose exporter is down now, seen in the last STALE_LOOKBACK (as the per-device
         # view keeps a stale device for ``forget_after_s``)
-        _tag(f"count by ({NODE_KEY}, instance) ({recent} and on (instance) (up == 0))",
+        tag_part(f"count by ({NODE_KEY}, instance) ({recent} and on (instance) (up == 0))",
              "node_stale"),
-        _tag(f"count by ({JOB_LABEL}) ({util_job})", "job_devices"),
-        _tag(f"count by ({JOB_LABEL}) (count by ({JOB_LABEL}, {NODE_KEY}) ({util_job}))",
+        tag_part(f"count by ({JOB_LABEL}) ({util_job})", "job_devices"),
+        tag_part(f"count by ({JOB_LABEL}) (count by ({JOB_LABEL}, {NODE_KEY}) ({util_job}))",
              "job_nodes"),
-        _tag(f"avg by ({JOB_LABEL}) ({util_job})", "job_util"),
-        _tag(f"count by ({JOB_LABEL}) (({idle}) * on ({_ID}) group_left ({JOB_LABEL}) "
+        tag_part(f"avg by ({JOB_LABEL}) ({util_job})", "job_util"),
+        tag_part(f"count by ({JOB_LABEL}) (({idle}) * on ({_ID}) group_left ({JOB_LABEL}) "
              f"(0 * {util_job}))", "job_idle"),
-        _tag(f"bottomk({int(worst)}, {util})", "worst"),
-        _tag(f"count({used} / on ({_ID}) ({mem_total_expr()}) >= {MEM_FULL_FRAC:g})",
+        tag_part(f"bottomk({int(worst)}, {util})", "worst"),
+        tag_part(f"count({used} / on ({_ID}) ({mem_total_expr()}) >= {MEM_FULL_FRAC:g})",
              "count_mem_full"),
-        _tag(f"count(({idle}) and on ({_ID}) ({_per_device('DCGM_FI_DEV_POWER_USAGE')} "
+        tag_part(f"count(({idle}) and on ({_ID}) ({per_device('DCGM_FI_DEV_POWER_USAGE')} "
              f"> {IDLE_POWER_W:g}))", "count_idle_powered"),
-        _tag(f"count({_per_device('DCGM_FI_DEV_XID_ERRORS')} > 0)", "count_xid"),
-        _tag(f"count({_any_bit(POWER_CAP_BITS)})", "count_power_capped"),
-        _tag(f"count({_any_bit(THERMAL_BITS)})", "count_thermal"),
+        tag_part(f"count({per_device('DCGM_FI_DEV_XID_ERRORS')} > 0)", "count_xid"),
+        tag_part(f"count({_any_bit(POWER_CAP_BITS)})", "count_power_capped"),
+        tag_part(f"count({_any_bit(THERMAL_BITS)})", "count_thermal"),
     ]
     return " or ".join(parts)
 
 
 def build_count_query() -> str:
     """The fleet's DCGM device count, one number: whether a refresh reads devices or aggregates."""
-    return f"count({_per_device(_UTIL)})"
+    return f"count({per_device(_UTIL)})"
 
 
 def build_node_query(node: str) -> str:
