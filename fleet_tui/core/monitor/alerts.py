@@ -325,12 +325,14 @@ class _RuleIndex:
         self.rules = rules
         self.job = [r for r in rules if r.per_job]
         per_device = [(i, r) for i, r in enumerate(rules) if not r.per_job]
-        self.machine = [(i, r) for i, r in per_device if r.machine_wide]
-        self.metric = [(i, r) for i, r in per_device if not r.machine_wide and r.metric]
+        # (position, rule, the metric it reads): a metric rule names one (parse_rule checks)
+        self.machine = [(i, r, r.metric) for i, r in per_device if r.machine_wide and r.metric]
+        self.metric = [(i, r, r.metric) for i, r in per_device if not r.machine_wide and r.metric]
         self.diagnosis = [(i, r) for i, r in per_device if not r.machine_wide and not r.metric]
         self.by_kind: dict[str, list[tuple[int, AlertRule]]] = {}
         for i, r in self.diagnosis:
-            self.by_kind.setdefault(r.diagnosis, []).append((i, r))  # type: ignore[arg-type]
+            if r.diagnosis is not None:  # (a rule without a metric names a diagnosis)
+                self.by_kind.setdefault(r.diagnosis, []).append((i, r))
         self.unique_names = len({r.name for r in rules}) == len(rules)
 
 
@@ -407,7 +409,7 @@ class AlertEvaluator:
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
                  machine: Mapping[str, float | None] | None = None, *,
                  keys: Sequence[str] | None = None,
-                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:
+                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:  # long: rules x devices, inlined
         """Alerts that fire now, in rule order, then device order, then job alerts. ``keys``: the
         devices' keys when the caller has them; ``jobs``: job id -> the keys of its devices, for
         the job rules (without it they are not evaluated)."""
@@ -420,8 +422,8 @@ class AlertEvaluator:
         machine = machine or {}
         state = self._state
         hits: list[tuple[int, int, Alert]] = []  # (rule position, device position, alert)
-        for pos, rule in idx.machine:
-            v = machine.get(rule.metric)  # type: ignore[arg-type]
+        for pos, rule, metric in idx.machine:
+            v = machine.get(metric)
             meets = v is not None and OPS[rule.op](v, rule.threshold)
             a = self._check(rule, MACHINE_KEY, None, now, meets, v)
             if a:
@@ -436,8 +438,8 @@ class AlertEvaluator:
                     and quiet[0] == d.timestamp and quiet[1] == d.state):
                 continue  # the same reading and analysis as last time, and no timer due
             held: list[tuple[AlertRule, _State]] = []
-            for pos, rule in idx.metric:
-                v = metric_value(d, rule.metric)  # type: ignore[arg-type]
+            for pos, rule, metric in idx.metric:
+                v = metric_value(d, metric)
                 if v is None or not OPS[rule.op](v, rule.threshold) or (
                         rule.unless is not None and an is not None and _has(an, rule.unless)):
                     st = state.get((rule.name, key))
@@ -527,8 +529,8 @@ class AlertEvaluator:
         for rule in self.rules:
             if rule.per_job:
                 continue
-            if rule.machine_wide:
-                v = machine.get(rule.metric)  # type: ignore[arg-type]
+            if rule.machine_wide and rule.metric:  # (machine-wide: a machine metric is named)
+                v = machine.get(rule.metric)
                 held = v is not None and OPS[rule.op](v, rule.threshold)
                 a = self._check(rule, MACHINE_KEY, None, now, held, v)
                 if a:
@@ -555,7 +557,7 @@ class AlertEvaluator:
                         rule.unless is not None and kinds is not None and rule.unless in kinds)
                     value: float | str | None = v
                 else:
-                    diag = kinds.get(rule.diagnosis) if kinds else None  # type: ignore[arg-type]
+                    diag = kinds.get(rule.diagnosis) if kinds and rule.diagnosis else None
                     held = (diag is not None and diag.confidence >= rule.min_confidence
                             and _severe(diag, rule))
                     value = diag  # its explanation, built only if the rule fires

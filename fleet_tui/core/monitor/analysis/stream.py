@@ -80,7 +80,10 @@ SnapshotOf = Callable[[Reading], DeviceSnapshot | DeviceFacts]
 
 
 def _own_snapshot(r: Reading) -> DeviceSnapshot:
-    return r.src  # type: ignore[return-value]
+    src = r.src
+    if isinstance(src, DeviceSnapshot):  # a reading of a snapshot (device_readings) holds it
+        return src
+    raise TypeError("a raw capture's reading is turned into facts by RawReadings.snapshot_of")
 
 
 class Span:
