@@ -88,7 +88,7 @@ class FleetCollector:
     def describe(self) -> list:  # no describe-time work: metrics come and go with the fleet
         return []
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Any]:  # long: every metric family of a scrape, in exposition order
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         view = self.view

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from fleet_tui.core.records import record
 from fleet_tui.ui.pane import PaneScreen
+from fleet_tui.ui.state import CatalogStatus
 from fleet_tui.ui.widgets.form import Field
 from fleet_tui.ui.widgets.gauges import usd
 from fleet_tui.ui.widgets.table import Table
@@ -122,8 +123,8 @@ class CatalogScreen(PaneScreen):
         self.watch(self.app, "catalog", self._catalog_changed)
         self.watch(self.app, "catalog_status", self._catalog_status_changed)
 
-    def _catalog_status_changed(self, status) -> None:
-        if getattr(status, "state", None) == "error":
+    def _catalog_status_changed(self, status: CatalogStatus) -> None:
+        if status.state == "error":
             self._schedule_filters()
 
     def _schedule_filters(self) -> None:

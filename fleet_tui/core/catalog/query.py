@@ -182,7 +182,7 @@ def query_instances(
     limit: int | None = None,
     conditions: Sequence[Condition] = (),
     include_excluded: bool = True,
-) -> QueryResult:
+) -> QueryResult:  # long: the checks, then one filtering pass and one sort over every row
     """Offers matching every filter, sorted by ``sort`` (rows without that value last).
 
     ``region`` matches a region or its prefix ("us-east" matches us-east-1 and us-east4);

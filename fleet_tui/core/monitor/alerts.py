@@ -409,7 +409,7 @@ class AlertEvaluator:
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
                  machine: Mapping[str, float | None] | None = None, *,
                  keys: Sequence[str] | None = None,
-                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:
+                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:  # long: rules x devices, inlined
         """Alerts that fire now, in rule order, then device order, then job alerts. ``keys``: the
         devices' keys when the caller has them; ``jobs``: job id -> the keys of its devices, for
         the job rules (without it they are not evaluated)."""

@@ -203,32 +203,12 @@ class NoRecordedSamples(FieldError):
 def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400.0,
               instance: str | None = None, pricing: str = "on-demand",
               top: int = 5, clouds: Sequence[str] | None = None) -> RightsizeReport:
-    from fleet_tui.core.monitor.cost import accelerator_id_for
-
     usage, start, end = usage_from_db(db, since_s)
     notes: list[str] = []
     if not usage:
         raise NoRecordedSamples(db, since_s)
-    current = None
-    acc_id = None
-    if instance:
-        rows = catalog.find_instance(instance)
-        priced = [r for r in rows if r.price(pricing) is not None]
-        if not priced:
-            raise UserError(f"--instance {instance!r}: no {pricing} price in the catalog")
-        inst = min(priced, key=lambda r: r.price(pricing))
-        current = _candidate(inst, pricing, None)
-        acc_id = inst.accelerator
-        if len(rows) > 1:
-            notes.append(f"current price: the lowest {pricing} price of {instance} "
-                         f"({inst.region}) among {len(rows)} regions")
-    else:
-        names = {d.name for d in usage if d.name}
-        if len(names) == 1:
-            acc_id = accelerator_id_for(catalog, next(iter(names)))
-        notes.append("no --instance given: savings are not computed (candidates show their price)")
+    current, acc_id = _current(catalog, usage, instance, pricing, notes)
     acc = catalog.accelerators.get(acc_id) if acc_id else None
-    peak = acc.peak_tflops.get("bf16") if acc is not None else None
     if acc is None:
         notes.append("the recorded device is not in the catalog: compute need unknown, "
                      "memory need only")
@@ -238,11 +218,51 @@ def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400
     mems = [d.mem_used_gib.p99 for d in usage if d.mem_used_gib.p99 is not None]
     need_dev = max(mems) * (1 + HEADROOM) if mems else None
     need_total = sum(mems) * (1 + HEADROOM) if mems else None
+    peak = acc.peak_tflops.get("bf16") if acc is not None else None
     need_tflops = None
     if peak is not None:
         need_tflops = sum((d.busy_p99_pct or 0.0) / 100.0 * peak for d in usage) * (1 + HEADROOM)
+    uniq = _cheaper(catalog, pricing, clouds, need_dev, need_total, need_tflops,
+                    current.usd_per_month if current else None)
+    if current is not None and not uniq:
+        notes.append("no cheaper catalog instance holds the observed p99 memory and compute")
+    return RightsizeReport(since_s=since_s, window_start=start, window_end=end,
+                           devices=tuple(usage), current=current, current_accelerator=acc_id,
+                           need_mem_per_device_gib=need_dev, need_mem_total_gib=need_total,
+                           need_bf16_tflops=need_tflops, candidates=tuple(uniq[:top]),
+                           notes=tuple(notes))
+
+
+def _current(catalog: Any, usage: Sequence[DeviceUsage], instance: str | None, pricing: str,
+             notes: list[str]) -> tuple[Candidate | None, str | None]:
+    """The current instance priced at its cheapest region (None without ``instance``) and the
+    accelerator recorded: the instance's, else the one device model every sample names."""
+    from fleet_tui.core.monitor.cost import accelerator_id_for
+
+    if instance:
+        rows = catalog.find_instance(instance)
+        priced = [r for r in rows if r.price(pricing) is not None]
+        if not priced:
+            raise UserError(f"--instance {instance!r}: no {pricing} price in the catalog")
+        inst = min(priced, key=lambda r: r.price(pricing))
+        if len(rows) > 1:
+            notes.append(f"current price: the lowest {pricing} price of {instance} "
+                         f"({inst.region}) among {len(rows)} regions")
+        return _candidate(inst, pricing, None), inst.accelerator
+    acc_id = None
+    names = {d.name for d in usage if d.name}
+    if len(names) == 1:
+        acc_id = accelerator_id_for(catalog, next(iter(names)))
+    notes.append("no --instance given: savings are not computed (candidates show their price)")
+    return None, acc_id
+
+
+def _cheaper(catalog: Any, pricing: str, clouds: Sequence[str] | None, need_dev: float | None,
+             need_total: float | None, need_tflops: float | None,
+             current_month: float | None) -> list[Candidate]:
+    """The catalog instances (in ``clouds``) that hold the need and cost less than the current one
+    per month, cheapest first, one per instance type (its cheapest region)."""
     candidates = []
-    current_month = current.usd_per_month if current else None
     wanted = {c.lower() for c in clouds} if clouds else None
     if wanted:
         known = {i.cloud.lower() for i in catalog.instances}
@@ -272,7 +292,6 @@ def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400
             continue
         candidates.append(c)
     candidates.sort(key=lambda c: (c.usd_per_month, c.cloud, c.instance_type, c.region))
-    # one row per instance type (its cheapest region)
     seen: set[tuple[str, str]] = set()
     uniq = []
     for c in candidates:
@@ -280,13 +299,7 @@ def rightsize(db: str | Path, catalog: Any, *, since_s: float | None = 7 * 86400
         if k not in seen:
             seen.add(k)
             uniq.append(c)
-    if current is not None and not uniq:
-        notes.append("no cheaper catalog instance holds the observed p99 memory and compute")
-    return RightsizeReport(since_s=since_s, window_start=start, window_end=end,
-                           devices=tuple(usage), current=current, current_accelerator=acc_id,
-                           need_mem_per_device_gib=need_dev, need_mem_total_gib=need_total,
-                           need_bf16_tflops=need_tflops, candidates=tuple(uniq[:top]),
-                           notes=tuple(notes))
+    return uniq
 
 
 def _candidate(inst: Any, pricing: str, current_month: float | None) -> Candidate:

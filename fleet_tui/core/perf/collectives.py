@@ -47,7 +47,7 @@ import math
 
 from fleet_tui.core import calibration as cal
 from fleet_tui.core.footprint import Layout, activation_bytes, lora_params, weight_bytes
-from fleet_tui.core.frameworks import preset
+from fleet_tui.core.frameworks import FrameworkPreset, preset
 from fleet_tui.core.interconnects import Fabric
 from fleet_tui.core.modelspec import ParamCounts
 from fleet_tui.core.records import record
@@ -120,14 +120,29 @@ class ParallelStep:
     cp_s: float = 0.0  # ring-attention K/V passing in total
 
 
+@record
+class _Step:
+    """What every parallelism's cost in one step is computed from."""
+
+    w: Workload
+    lay: Layout
+    fabric: Fabric
+    fw: FrameworkPreset  # how much of each collective the framework overlaps
+    compute: float  # per rank, with the pipeline bubble
+    micro: int  # sequences per micro-batch
+    m: int  # micro-batches per step on one rank
+    chunks: int  # pipeline chunks per step (micro-batches x interleaved chunks)
+    msg: float  # one micro-batch's activations at a layer boundary, bytes
+    tokens_rank: float  # one micro-batch's tokens on one rank
+    act: float  # bytes per activation value
+
+
 def training_step(w: Workload, pc: ParamCounts, lay: Layout, fabric: Fabric,
                   single_device_s: float, attention_share: float = 0.0) -> ParallelStep:
     """Wall time of one step of the global batch: ``single_device_s`` (one device doing the whole
     batch, no communication) split over the layout's busy devices, plus what the links cost
     beyond what the framework overlaps (module doc). ``attention_share``: the share of the step's
     FLOPs in attention (what ring attention hides behind)."""
-    a = w.arch
-    fw = preset(w.framework)
     seq = w.seq_len or DEFAULT_TRAIN_SEQ_LEN
     act = activation_bytes(w)
     per_rank = math.ceil(w.batch / lay.dp)
@@ -139,79 +154,112 @@ def training_step(w: Workload, pc: ParamCounts, lay: Layout, fabric: Fabric,
     nodes = lay.devices / max(1, fabric.node_devices)
     if nodes > 1:  # stragglers and skew, growing with the nodes every collective waits on
         compute /= SYNC_PER_DOUBLING ** math.log2(nodes)
-    recompute = w.grad_checkpointing
-    fwd_share = 1 / 4 if recompute else 1 / 3  # forward of the step's compute (full recompute: 1 of 4)
-    fwd_c, bwd_c = compute * fwd_share, compute * (1 - fwd_share)
-    notes: list[str] = []
     tokens_rank = micro * seq / lay.cp  # one micro-batch's tokens on one rank
-    msg = tokens_rank * a.hidden * act  # its activations at a layer boundary
-    layers_rank = a.layers / lay.pp
+    st = _Step(w=w, lay=lay, fabric=fabric, fw=preset(w.framework), compute=compute, micro=micro, m=m,
+               chunks=chunks, msg=tokens_rank * w.arch.hidden * act, tokens_rank=tokens_rank, act=act)
+    notes: list[str] = []
     tp_s = cp_s = pp_s = dp_s = exposed = 0.0
     if lay.tp > 1:
-        link = link_for(fabric, lay.tp, 1)
-        per_layer = 6 if recompute else 4
-        tp_s = layers_rank * m * per_layer * all_reduce_s(msg, lay.tp, link)
-        hidden = fw.tp_overlap * tp_s
-        exposed += tp_s - hidden
-        kind = "all-gathers/reduce-scatters (sequence parallel)" if w.sequence_parallel else "all-reduces"
-        notes.append(f"TP {lay.tp} over {link.name}: {tp_s * 1e3:.0f} ms per step in {kind}"
-                     + (f", {fw.tp_overlap:.0%} overlapped with GEMMs" if fw.tp_overlap else ""))
+        tp_s, shown, note = _tensor_parallel(st)
+        exposed += shown
+        notes.append(note)
     if lay.cp > 1:
-        link = link_for(fabric, lay.cp, lay.tp)
-        kv = tokens_rank * a.kv_dim * 2 * act / lay.tp  # this rank's K and V chunk (TP splits heads)
-        hop = kv / link.bytes_per_s + link.latency_s
-        cp_s = (a.kv_layers or a.layers) / lay.pp * m * 3 * (lay.cp - 1) * hop  # fwd 1×, bwd 2× (dK, dV)
-        cp_exposed = max(0.0, cp_s - attention_share * compute)
-        exposed += cp_exposed
-        notes.append(f"CP {lay.cp} (ring attention) over {link.name}: {cp_s * 1e3:.0f} ms per step passing "
-                     f"K/V, {cp_exposed * 1e3:.0f} ms not hidden behind attention")
+        cp_s, shown, note = _context_parallel(st, attention_share)
+        exposed += shown
+        notes.append(note)
     if lay.pp > 1:
-        link = link_for(fabric, lay.pp, lay.tp * lay.cp * lay.dp)
-        # each TP rank sends its 1/tp slice (Megatron's scatter/gather of stage hand-offs, §4.1)
-        send = msg / lay.tp
-        hop = send / link.bytes_per_s + link.latency_s
-        pp_s = 2 * chunks * hop
-        # sends of the interleaved chunks run while the next chunk computes (Megatron
-        # overlap_p2p_comm); one hand-off forward and one backward per micro-batch stays exposed
-        exposed += 2 * m * hop
-        notes.append(f"PP {lay.pp}" + (f" × {lay.vpp} interleaved chunks" if lay.vpp > 1 else "")
-                     + f", {m} micro-batches per step: pipeline bubble {bubble:.0%}"
-                     + (f"; stages talk over {link.name}" if link.crosses_nodes else ""))
-    ranks = lay.dp * lay.cp  # gradients are reduced over data- and context-parallel ranks
-    if ranks > 1:
-        link = link_for(fabric, ranks, lay.tp)
-        split = lay.tp * lay.pp
-        if w.is_adapter:
-            grads = lora_params(a, w) / split * 4.0
-        else:
-            wide = w.master_weights == "fp32" or w.precision == "fp32"  # fp32 reduce (AMP, FSDP reduce_dtype)
-            grads = pc.total / split * (4.0 if wide else act)
-        if lay.zero >= 3:  # FSDP: per micro-batch, gather for forward and backward, reduce-scatter
-            stored = weight_bytes(w, pc) if w.kind == "qlora" else pc.total * 2.0
-            gather = all_gather_s(stored / split, ranks, link)
-            rs = 0.0 if w.is_adapter else all_gather_s(grads, ranks, link)
-            dp_s = m * (2 * gather + rs)
-            # the first unit's gather and the last unit's reduce-scatter have nothing to hide behind
-            edges = m * (gather + rs) / max(1, a.layers // lay.pp)
-            dp_exposed = (edges + max(0.0, m * gather - fw.dp_overlap * fwd_c)
-                          + max(0.0, m * (gather + rs) - fw.dp_overlap * bwd_c))
-            what = "FSDP gathers and gradient reduce-scatters"
-        else:  # once per step, in buckets behind the last micro-batch's backward
-            if lay.zero >= 1:  # reduce-scatter, then the updated 16-bit parameters all-gathered
-                dp_s = all_gather_s(grads, ranks, link) + all_gather_s(pc.total / split * 2.0, ranks, link)
-            else:
-                dp_s = all_reduce_s(grads, ranks, link)
-            tail = min(dp_s, BUCKET_BYTES / link.bytes_per_s)
-            dp_exposed = tail + max(0.0, dp_s - tail - fw.dp_overlap * (bwd_c / m + fwd_c / m))
-            what = "gradient reduce-scatter + parameter all-gather" if lay.zero >= 1 else "gradient all-reduce"
-        exposed += dp_exposed
-        notes.append(f"DP {ranks} over {link.name}: {what} {dp_s * 1e3:.0f} ms per step, "
-                     f"{dp_exposed * 1e3:.0f} ms not overlapped")
+        pp_s, shown, note = _pipeline_parallel(st, bubble)
+        exposed += shown
+        notes.append(note)
+    if lay.dp * lay.cp > 1:  # gradients are reduced over data- and context-parallel ranks
+        dp_s, shown, note = _data_parallel(st, pc)
+        exposed += shown
+        notes.append(note)
     seconds = compute + exposed
     if lay.idle:
         notes.append(f"{lay.idle} devices idle: global batch {w.batch} / micro-batch {micro} gives at most "
                      f"{lay.dp} data-parallel ranks")
     return ParallelStep(seconds, compute, tp_s, pp_s, dp_s, exposed, bubble, tuple(notes), cp_s)
+
+
+def _fwd_bwd(st: _Step) -> tuple[float, float]:
+    """The step's forward and backward compute (full recompute: the forward is 1 of 4, else 1 of 3)."""
+    fwd_share = 1 / 4 if st.w.grad_checkpointing else 1 / 3
+    return st.compute * fwd_share, st.compute * (1 - fwd_share)
+
+
+def _tensor_parallel(st: _Step) -> tuple[float, float, str]:
+    """(seconds, exposed seconds, note) of the TP collectives: 4 per layer and micro-batch, 6 with recompute."""
+    w, lay, fw = st.w, st.lay, st.fw
+    link = link_for(st.fabric, lay.tp, 1)
+    per_layer = 6 if w.grad_checkpointing else 4
+    tp_s = w.arch.layers / lay.pp * st.m * per_layer * all_reduce_s(st.msg, lay.tp, link)
+    hidden = fw.tp_overlap * tp_s
+    kind = "all-gathers/reduce-scatters (sequence parallel)" if w.sequence_parallel else "all-reduces"
+    return tp_s, tp_s - hidden, (f"TP {lay.tp} over {link.name}: {tp_s * 1e3:.0f} ms per step in {kind}"
+                                 + (f", {fw.tp_overlap:.0%} overlapped with GEMMs" if fw.tp_overlap else ""))
+
+
+def _context_parallel(st: _Step, attention_share: float) -> tuple[float, float, str]:
+    """(seconds, exposed seconds, note) of ring attention's K/V passing, hidden behind attention."""
+    a, lay = st.w.arch, st.lay
+    link = link_for(st.fabric, lay.cp, lay.tp)
+    kv = st.tokens_rank * a.kv_dim * 2 * st.act / lay.tp  # this rank's K and V chunk (TP splits heads)
+    hop = kv / link.bytes_per_s + link.latency_s
+    cp_s = (a.kv_layers or a.layers) / lay.pp * st.m * 3 * (lay.cp - 1) * hop  # fwd 1×, bwd 2× (dK, dV)
+    cp_exposed = max(0.0, cp_s - attention_share * st.compute)
+    return cp_s, cp_exposed, (f"CP {lay.cp} (ring attention) over {link.name}: {cp_s * 1e3:.0f} ms per step "
+                              f"passing K/V, {cp_exposed * 1e3:.0f} ms not hidden behind attention")
+
+
+def _pipeline_parallel(st: _Step, bubble: float) -> tuple[float, float, str]:
+    """(seconds, exposed seconds, note) of the stage hand-offs."""
+    lay = st.lay
+    link = link_for(st.fabric, lay.pp, lay.tp * lay.cp * lay.dp)
+    # each TP rank sends its 1/tp slice (Megatron's scatter/gather of stage hand-offs, §4.1)
+    send = st.msg / lay.tp
+    hop = send / link.bytes_per_s + link.latency_s
+    pp_s = 2 * st.chunks * hop
+    # sends of the interleaved chunks run while the next chunk computes (Megatron
+    # overlap_p2p_comm); one hand-off forward and one backward per micro-batch stays exposed
+    return pp_s, 2 * st.m * hop, (f"PP {lay.pp}" + (f" × {lay.vpp} interleaved chunks" if lay.vpp > 1 else "")
+                                  + f", {st.m} micro-batches per step: pipeline bubble {bubble:.0%}"
+                                  + (f"; stages talk over {link.name}" if link.crosses_nodes else ""))
+
+
+def _data_parallel(st: _Step, pc: ParamCounts) -> tuple[float, float, str]:
+    """(seconds, exposed seconds, note) of the gradient reduction over the data- and context-parallel
+    ranks: FSDP's gathers per micro-batch, or ZeRO/DDP's reduction once per step in buckets."""
+    w, lay, fw, a, m = st.w, st.lay, st.fw, st.w.arch, st.m
+    fwd_c, bwd_c = _fwd_bwd(st)
+    ranks = lay.dp * lay.cp
+    link = link_for(st.fabric, ranks, lay.tp)
+    split = lay.tp * lay.pp
+    if w.is_adapter:
+        grads = lora_params(a, w) / split * 4.0
+    else:
+        wide = w.master_weights == "fp32" or w.precision == "fp32"  # fp32 reduce (AMP, FSDP reduce_dtype)
+        grads = pc.total / split * (4.0 if wide else st.act)
+    if lay.zero >= 3:  # FSDP: per micro-batch, gather for forward and backward, reduce-scatter
+        stored = weight_bytes(w, pc) if w.kind == "qlora" else pc.total * 2.0
+        gather = all_gather_s(stored / split, ranks, link)
+        rs = 0.0 if w.is_adapter else all_gather_s(grads, ranks, link)
+        dp_s = m * (2 * gather + rs)
+        # the first unit's gather and the last unit's reduce-scatter have nothing to hide behind
+        edges = m * (gather + rs) / max(1, a.layers // lay.pp)
+        dp_exposed = (edges + max(0.0, m * gather - fw.dp_overlap * fwd_c)
+                      + max(0.0, m * (gather + rs) - fw.dp_overlap * bwd_c))
+        what = "FSDP gathers and gradient reduce-scatters"
+    else:  # once per step, in buckets behind the last micro-batch's backward
+        if lay.zero >= 1:  # reduce-scatter, then the updated 16-bit parameters all-gathered
+            dp_s = all_gather_s(grads, ranks, link) + all_gather_s(pc.total / split * 2.0, ranks, link)
+        else:
+            dp_s = all_reduce_s(grads, ranks, link)
+        tail = min(dp_s, BUCKET_BYTES / link.bytes_per_s)
+        dp_exposed = tail + max(0.0, dp_s - tail - fw.dp_overlap * (bwd_c / m + fwd_c / m))
+        what = "gradient reduce-scatter + parameter all-gather" if lay.zero >= 1 else "gradient all-reduce"
+    return dp_s, dp_exposed, (f"DP {ranks} over {link.name}: {what} {dp_s * 1e3:.0f} ms per step, "
+                              f"{dp_exposed * 1e3:.0f} ms not overlapped")
 
 
 def decode_sync_s(w: Workload, lay: Layout, fabric: Fabric, sequences: int) -> float:

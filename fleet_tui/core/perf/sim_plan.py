@@ -175,7 +175,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                   ttft_ms: float | None = None, tpot_ms: float | None = None,
                   percentile: float = DEFAULT_SLO_PERCENTILE, mix: str = "fixed",
                   usd_per_device_hour: float | None = None, requests: int = PLAN_REQUESTS,
-                  max_requests: int = MAX_REQUESTS, min_replicas: int = 1) -> ServingPlan:
+                  max_requests: int = MAX_REQUESTS, min_replicas: int = 1) -> ServingPlan:  # long: one bisection
     """Replicas, devices and cost to serve the demand within the targets, from the simulation
     (see the module docstring): the smallest replica count that meets them, searched from the
     analytic plan's count (doubling up, then bisection)."""

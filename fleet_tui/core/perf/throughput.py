@@ -199,7 +199,7 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
                       mfu=mfu)
 
 
-def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
+def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:  # long: prefill, then decode
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
     a, pc = w.arch, d.params
     rate, bw, notes, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.scale, d.peak_dense

@@ -232,7 +232,7 @@ def _after_release(points: GrowthPoints, mem_total: float) -> int:
     return 0 if r is None else len(points) - 1 - r
 
 
-def memory_growth(st: WindowStats) -> Finding | None:
+def memory_growth(st: WindowStats) -> Finding | None:  # long: early exits over one lookback, sharing its trimmed points
     """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
     that continue to the end of the window, or a device filling up (see ``thresholds``).
 

@@ -458,7 +458,7 @@ class PrometheusSource(Source):
         return True
 
     def _merge(self, now: float, groups: dict[tuple, Acc], up: dict[str, float],
-               same: Mapping[tuple, float] | None = None) -> Snapshot:
+               same: Mapping[tuple, float] | None = None) -> Snapshot:  # long: one pass, cache and snapshot together
         """``groups``: the devices read this refresh; ``same``: GPUs (key -> sample time) whose
         reading is the cached one, only older (``delta.ChangedOnly.unchanged``)."""
         read: dict[str, DeviceSnapshot] = {}  # this refresh's reading of each device it saw
