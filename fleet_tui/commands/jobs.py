@@ -224,6 +224,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         return _aggregated_jobs(args, read[0])  # the server's roll-ups by hpc_job label
     now = time.time()
     slurm_jobs, nodes, accounting, finished_note = _read_slurm(args, now)
+    if read is not None and read[0].aggregate is not None and not (slurm_jobs or words):
+        return _aggregated_jobs(args, read[0])  # Slurm runs nothing: the hpc_job roll-ups
     if read is not None and read[0].aggregate is not None:
         # the fleet is read as the server's roll-ups: the GPUs of the nodes Slurm's running jobs
         # hold (or, without Slurm, those the reported job's label names) are read on their own
@@ -447,12 +449,13 @@ def _limit(s: float | None) -> str:
 
 
 def _aggregated_jobs(args: argparse.Namespace, view) -> int:
-    """A fleet past --aggregate-above without --slurm: its jobs (``hpc_job``) as the server rolled
-    them up (with --slurm, ``_cmd_jobs`` reads the GPUs of Slurm's allocations instead)."""
+    """A fleet past --aggregate-above without --slurm (or where Slurm runs no job): its jobs
+    (``hpc_job``) as the server rolled them up (with Slurm's jobs, ``_cmd_jobs`` reads the GPUs of
+    Slurm's allocations instead)."""
     from fleet_tui.commands._output import print_json, print_table
 
     agg = view.to_dict(devices=False)["aggregate"]
-    if args.user is not None:
+    if args.user is not None and not args.slurm:
         print("fleet-tui: --user needs --slurm on an aggregated fleet (the hpc_job label names no "
               "user): no job kept", file=sys.stderr)
     jobs = view.jobs_dict((), user=args.user, account=args.account)
@@ -462,7 +465,7 @@ def _aggregated_jobs(args: argparse.Namespace, view) -> int:
                     "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
                     "unattributed_devices": view.device_count - attributed,
                     "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
-                    "slurm": False, "errors": list(view.errors)})
+                    "slurm": bool(args.slurm), "errors": list(view.errors)})
         return 0
     print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
           f"aggregated on the server (more than {agg['threshold_devices']} devices, "
