@@ -85,6 +85,7 @@ class JobsScreen(FleetViewPane):
         self._slurm_error: str | None = None
         self.aggregated = None  # the latest FleetView when the fleet is aggregated on the server
         self.aggregated_jobs: list[dict] = []  # its jobs as drawn (FleetView.jobs_dict)
+        self._allocation_note: str | None = None  # how an aggregated fleet's jobs were read
 
     def compose_body(self) -> ComposeResult:
         yield Static("waiting for the first fleet reading…", id="jobs-summary")
@@ -110,6 +111,11 @@ class JobsScreen(FleetViewPane):
                 return
             if self._tick[0].aggregate is not None:  # a fleet past the threshold
                 fleet = views.view(*self._tick)
+                report = self._aggregated_report(fleet)
+                if report is not None:  # Slurm's allocations joined with the server's readings
+                    if not worker.is_cancelled:
+                        self.app.call_from_thread(self._draw_new, report, True)
+                    return
                 rows = fleet.jobs_dict(self._read_slurm(time.time())[0])
                 if not worker.is_cancelled:
                     self.app.call_from_thread(self._draw_aggregate, fleet, rows)
@@ -119,6 +125,32 @@ class JobsScreen(FleetViewPane):
             self.app.call_from_thread(self._draw_new, report)
         if alerts:  # events: shown even when a newer view superseded this one
             self.app.call_from_thread(self._notify, alerts)
+
+    def _aggregated_report(self, fleet):
+        """With Slurm, an aggregated fleet's head-node report: the GPUs Slurm's running jobs hold
+        (``cluster.aggjobs``), attributed as device by device; None without Slurm or its jobs
+        (the server's hpc_job roll-ups are drawn then), or when the GPUs are not read (said)."""
+        from fleet_tui.core.cluster.aggjobs import read_job_usages
+        from fleet_tui.core.cluster.headnode import head_node_view
+        from fleet_tui.core.monitor.sources.prometheus import PrometheusResponseError
+
+        client = getattr(self.app.source, "client", None)
+        now = time.time()
+        slurm_jobs, nodes = self._read_slurm(now)
+        if client is None or not slurm_jobs or not self._uses_slurm():
+            return None
+        try:
+            read = read_job_usages(client, fleet, slurm_jobs, observed_s=now - self._started)
+        except (OSError, ValueError, PrometheusResponseError) as exc:
+            self._slurm_error = f"GPUs of Slurm's jobs not read: {exc}"
+            return None
+        agg = fleet.aggregate
+        self._allocation_note = (
+            f"aggregated on the server (more than {agg.threshold if agg else '?'} devices); "
+            f"Slurm's jobs hold {read.nodes} nodes: {read.whole_nodes} whole, from the node roll-ups, "
+            f"{read.device_nodes} read device by device")
+        return head_node_view(list(read.usages), slurm_jobs, now=now, nodes=nodes, slurm=True,
+                              attributed=read.held)
 
     def _notify(self, alerts) -> None:
         """Job alerts as a few notifications (``alert_notices``: 200 jobs idle at once are
@@ -191,7 +223,9 @@ class JobsScreen(FleetViewPane):
             jobs={j.job: [d.key for d in j.devices] for j in jobs.jobs})
         return report, alerts
 
-    def _draw_new(self, report) -> None:
+    def _draw_new(self, report, aggregated: bool = False) -> None:
+        if not aggregated:
+            self._allocation_note = None
         self.report = report
         self._draw(report.running)
         self.view_drawn(self.ViewDrawn(report.running))
@@ -229,7 +263,10 @@ class JobsScreen(FleetViewPane):
         self.jobs = jobs
         self.aggregated = None
         errors = "; ".join(e for e in (self._labels_error, self._slurm_error) if e) or None
-        self.query_one("#jobs-summary", Static).update(summary_markup(jobs, errors, self.report))
+        text = summary_markup(jobs, errors, self.report)
+        if self._allocation_note:
+            text += f"\n[dim]{escape_text(self._allocation_note)}[/dim]"
+        self.query_one("#jobs-summary", Static).update(text)
         table = self.query_one("#jobs-table", DataTable)
         rows = {j.job: job_row(j) for j in jobs.jobs[:MAX_ROWS]}
         if [str(k.value) for k in table.rows] != list(rows):  # jobs came, went or reordered

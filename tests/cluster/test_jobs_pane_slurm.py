@@ -97,3 +97,44 @@ async def test_jobs_pane_shows_slurm_winning_over_a_stale_label(make_app, slurm_
             ("node-00", 0, "1", "2_0")]
         summary = str(screen.query_one("#jobs-summary").render())
         assert "conflict: node-00 GPU 0: label says job 1, Slurm allocates it to job 2_0" in summary
+
+
+@pytest.mark.prometheus
+async def test_jobs_pane_on_an_aggregated_fleet_joins_slurms_allocations(make_app,  # noqa: F811
+                                                                       slurm_on_path):
+    """The same recorded Slurm over a real Prometheus whose fleet is past a lowered threshold:
+    the pane reads the GPUs of Slurm's allocations (node-00, shared by 2_0 and 2_1: device by
+    device) and shows the head-node report, not the hpc_job roll-ups."""
+    from fleet_tui.core.monitor.sources.prometheus import PrometheusSource
+    from tests.fleet.dcgm_replay import NodeSpec, ReplayFleet, load_frames, phase_runs
+    from tests.fleet.promserver import PROMETHEUS, PrometheusServer, wait_until
+    from tests.ui.conftest import wait_for
+
+    if PROMETHEUS is None:
+        pytest.skip("the prometheus server binary is not installed")
+    idle = phase_runs(load_frames())["idle"][10]
+    fleet = ReplayFleet([NodeSpec(hostname=f"node-0{i}", gpus=[[idle]] * 4, offsets=[0] * 4)
+                         for i in range(2)])
+    prom = PrometheusServer(fleet.targets)
+    try:
+        prom.start()
+        wait_until(lambda: len(prom.query("DCGM_FI_DEV_GPU_UTIL")) == 8, 30, what="the exporters")
+        source = PrometheusSource(prom.url, env={}, timeout_s=10, aggregate_above=0)
+        app = make_app(source="sim:1", interval=0.5, slurm=True,
+                       overrides=dict(source=source, source_spec=source.spec, start_mode="jobs"))
+        async with app.run_test(size=(160, 40)) as pilot:
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.report is not None and screen.report.slurm,
+                           "the head-node report", steps=2400)
+            running = screen.report.running
+            jobs = {j.job: j for j in running.jobs}
+            assert set(jobs) == {"2_0", "2_1"}
+            assert sorted(d.index for d in jobs["2_1"].devices) == [2, 3]
+            assert all(j.via == "slurm" and j.user == "ftbob" for j in jobs.values())
+            assert all(d.idle_fraction == 1.0 for j in jobs.values() for d in j.devices)
+            summary = str(screen.query_one("#jobs-summary").render())
+            assert "aggregated on the server" in summary and "read device by device" in summary
+            assert "pending: 3 jobs, 10 GPUs" in summary
+    finally:
+        prom.close()
+        fleet.close()

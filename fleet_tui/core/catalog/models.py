@@ -14,6 +14,7 @@ pays for the other 2,700 offers.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
@@ -177,7 +178,6 @@ class Catalog:
         self._by_accelerator: dict[str, list[Instance]] = {}
         self._by_type: dict[str, list[Instance]] | None = None
         self._acc_index = accelerator_index(self.accelerators)
-        self._acc_keys = names.index(self.accelerators)
         self._model_index = _model_index(self.models)
 
     def __repr__(self) -> str:
@@ -185,6 +185,12 @@ class Catalog:
                 f"{self.offer_count} offers, {len(self.problems)} problems)")
 
     # -- accelerators and models --------------------------------------------------------------
+    @functools.cached_property
+    def _acc_keys(self) -> dict[str, str]:
+        # name keys (vendor words, separators and memory suffixes dropped: names.index), built at
+        # the first look-up that no id, alias or name matches as written (--gpu H100 needs none)
+        return names.index(self.accelerators)
+
     def resolve_accelerator(self, name: str) -> str | None:
         """Accelerator id for an id, alias or name as people write it, or None: case, separators,
         vendor words and a memory suffix do not matter (``'NVIDIA H100 80GB HBM3'``, ``h100_sxm``

@@ -53,7 +53,11 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
         by_cloud[c].append(p)
     if as_of is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
         raise FieldError("as_of", "{as_of} " + literal(f"{as_of!r}: give an ISO date such as 2026-05-20"))
-    taken = [o for c in by_cloud if (o := Path(out_dir).expanduser() / f"{c}.toml").exists()]
+    folder = Path(out_dir).expanduser()
+    if write and folder.exists() and not folder.is_dir():  # mkdir would say "exists": it is a file
+        raise FieldError("out_dir", "{out_dir} " + literal(f"{str(folder)!r}: is a file, not a folder "
+                                                           "(the folder the <cloud>.toml files go in)"))
+    taken = [o for c in by_cloud if (o := folder / f"{c}.toml").exists()]
     if write and not replace and taken:
         raise _exists(taken[0])
     reports = []
@@ -94,6 +98,9 @@ def import_skypilot(files: Sequence[Path | str], *, out_dir: Path | str, cloud: 
                 write_atomic(out, text, replace=replace)
             except FileExistsError:  # made by someone else while we read
                 raise _exists(out) from None
+            except OSError as exc:  # a folder that cannot be made or written (/proc, read-only)
+                raise FieldError("out_dir", "{out_dir} " + literal(
+                    f"{str(folder)!r}: cannot write {out.name} there ({exc.strerror or exc})")) from None
         report.out_path = out
         reports.append(report)
     return reports

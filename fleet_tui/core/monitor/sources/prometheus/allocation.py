@@ -13,10 +13,13 @@ utilization, SM activity and whether the fleet's idle rule (``aggregate.idle_exp
 - ``dev_sm``: the same of ``DCGM_FI_PROF_SM_ACTIVE`` (a 0..1 ratio), by node and gpu;
 - ``dev_idle``: the idle devices among them, by node and gpu.
 
-A device's answer is ~3 series of ~90 bytes: 4,096 nodes × 8 GPUs (every node busy with a job)
-is ~2.6 MB, under ``client.MAX_RESPONSE_BYTES`` (bench/bench_aggjobs.py, docs/head-node.md).
-``build_job_label_query`` asks the same for the devices whose ``hpc_job`` is one job (a report
-without Slurm). MIG instances (``GPU_I_ID``) of one GPU fold into the GPU.
+A device's answer is up to 3 series of ~100 bytes; ``read_node_devices`` asks ``CHUNK_NODES``
+nodes a query, 1.25 MB an answer at 8 GPUs a node (bench/bench_aggjobs.py, docs/head-node.md).
+``build_node_label_query`` asks the whole fleet for each node's ``hpc_job`` labels and how many GPUs
+carry each (one series per labelled node and label), so a caller can tell the nodes whose labels
+agree with Slurm from those to read device by device. ``build_job_label_query`` asks for the
+devices whose ``hpc_job`` is one job (a report without Slurm). MIG instances (``GPU_I_ID``) of one
+GPU fold into the GPU.
 """
 
 from __future__ import annotations
