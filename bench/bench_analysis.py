@@ -78,7 +78,7 @@ def engine_us_per_device(snaps, *, interval: float, warm: int, runs: int = 5) ->
     n_dev = len(snaps[0].devices)
     means, medians = [], []
     for _ in range(runs):
-        eng = MonitorEngine(None, interval=interval, alert_rules=None, usd_per_hour=98.32,
+        eng = MonitorEngine(None, interval_s=interval, alert_rules=None, usd_per_hour=98.32,
                             min_interval_s=min(interval, 0.25))
         for s in snaps[:warm]:
             eng.process(s)
@@ -123,7 +123,7 @@ def bench_engine(quick: bool) -> dict[str, float]:
     sim = [src.snapshot_at(k) for k in range(360 if quick else 660)]
     trace = load_trace("demo")
     nvml = nvml_snapshots(8, 240 if quick else 420)
-    eng = MonitorEngine(None, interval=1.0, alert_rules=None, usd_per_hour=98.32)
+    eng = MonitorEngine(None, interval_s=1.0, alert_rules=None, usd_per_hour=98.32)
     print(f"== engine's own work per device per tick (MonitorEngine.process: history + analysis + "
           f"{len(eng.alerts.rules)} alert rules + cost) ==")
     out = {}
@@ -164,7 +164,7 @@ def bench_target(engine: dict[str, float], quick: bool) -> None:
 
 async def _loop(interval: float, seconds: float, n_dev: int = 8) -> tuple[float, int]:
     src = SimSource(n=n_dev, interval_s=interval)
-    eng = MonitorEngine(src, interval=interval, usd_per_hour=98.32)
+    eng = MonitorEngine(src, interval_s=interval, usd_per_hour=98.32)
     count = max(2, int(seconds / interval))
     c0, w0 = time.process_time(), time.perf_counter()
     await eng.run(count=count)

@@ -114,7 +114,7 @@ def score_phases(path: str, expected: dict, analyses: list | None = None
 
 def live_ticks(snaps):
     """(snapshot, tick) of each reading replayed through the live engine, as the monitor runs."""
-    eng = MonitorEngine(None, interval=0.25, window_s=WINDOW_S, min_interval_s=0.1,
+    eng = MonitorEngine(None, interval_s=0.25, window_s=WINDOW_S, min_interval_s=0.1,
                         usd_per_hour=1.0, alert_rules=[])
     for s in snaps:
         yield s, eng.process(s)

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     gaps = [b.timestamp - a.timestamp for a, b in zip(snapshots, snapshots[1:])
             if b.timestamp > a.timestamp]
     interval = args.interval or (statistics.median(gaps) if gaps else 1.0)
-    engine = MonitorEngine(None, interval=interval, min_interval_s=min(interval, 0.1), price=False)
+    engine = MonitorEngine(None, interval_s=interval, min_interval_s=min(interval, 0.1), price=False)
     start, shown = snapshots[0].timestamp, {}
     for snap in snapshots:
         tick = engine.process(snap)

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from fleet_tui.commands._fleet_args import aggregate_flag
+from fleet_tui.commands._names import given_name
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
 from fleet_tui.core.errors import UserError
@@ -54,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--until", default="now", metavar="WHEN",
                    help="'summary': the period's end, in --since's forms (default now); each "
                         "job counts its GPU-hours inside the period only, as sreport does")
-    j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
-    j.add_argument("--account", default=None, metavar="A",
+    j.add_argument("--user", type=given_name, default=None, metavar="U", help="only jobs of user U")
+    j.add_argument("--account", type=given_name, default=None, metavar="A",
                    help="with --slurm: only jobs charged to Slurm account A")
     j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history behind each device's diagnosis (default 60)")
@@ -223,6 +224,8 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
         return _aggregated_jobs(args, read[0])  # the server's roll-ups by hpc_job label
     now = time.time()
     slurm_jobs, nodes, accounting, finished_note = _read_slurm(args, now)
+    if read is not None and read[0].aggregate is not None and not (slurm_jobs or words):
+        return _aggregated_jobs(args, read[0])  # Slurm runs nothing: the hpc_job roll-ups
     if read is not None and read[0].aggregate is not None:
         # the fleet is read as the server's roll-ups: the GPUs of the nodes Slurm's running jobs
         # hold (or, without Slurm, those the reported job's label names) are read on their own
@@ -446,12 +449,13 @@ def _limit(s: float | None) -> str:
 
 
 def _aggregated_jobs(args: argparse.Namespace, view) -> int:
-    """A fleet past --aggregate-above without --slurm: its jobs (``hpc_job``) as the server rolled
-    them up (with --slurm, ``_cmd_jobs`` reads the GPUs of Slurm's allocations instead)."""
+    """A fleet past --aggregate-above without --slurm (or where Slurm runs no job): its jobs
+    (``hpc_job``) as the server rolled them up (with Slurm's jobs, ``_cmd_jobs`` reads the GPUs of
+    Slurm's allocations instead)."""
     from fleet_tui.commands._output import print_json, print_table
 
     agg = view.to_dict(devices=False)["aggregate"]
-    if args.user is not None:
+    if args.user is not None and not args.slurm:
         print("fleet-tui: --user needs --slurm on an aggregated fleet (the hpc_job label names no "
               "user): no job kept", file=sys.stderr)
     jobs = view.jobs_dict((), user=args.user, account=args.account)
@@ -461,7 +465,7 @@ def _aggregated_jobs(args: argparse.Namespace, view) -> int:
                     "threshold_devices": agg["threshold_devices"], "devices": view.device_count,
                     "unattributed_devices": view.device_count - attributed,
                     "device_usd_per_hour": view.device_usd_per_hour, "jobs": jobs,
-                    "slurm": False, "errors": list(view.errors)})
+                    "slurm": bool(args.slurm), "errors": list(view.errors)})
         return 0
     print(f"{view.source}: {len(jobs)} jobs (hpc_job label) on {view.device_count} devices, "
           f"aggregated on the server (more than {agg['threshold_devices']} devices, "

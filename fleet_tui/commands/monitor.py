@@ -272,7 +272,7 @@ def _engine(args: argparse.Namespace, spec: str) -> tuple[MonitorEngine, Recorde
         from fleet_tui.core.monitor.recorder import Recorder
 
         recorder = Recorder(args.record)
-    engine = MonitorEngine(source, interval=interval, instance=instance, alert_rules=rules,
+    engine = MonitorEngine(source, interval_s=interval, instance=instance, alert_rules=rules,
                            recorder=recorder, catalog=catalog,
                            policy=policy_for(source.kind, args.window))
     return engine, recorder
@@ -373,7 +373,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     source = _open(spec, interval)
     new_file = not Path(db).expanduser().exists()
     recorder = Recorder(db, raw_retention_s=raw_s, rollup_retention_s=roll_s)
-    engine = MonitorEngine(source, interval=interval, alert_rules=[], recorder=recorder,
+    engine = MonitorEngine(source, interval_s=interval, alert_rules=[], recorder=recorder,
                            min_interval_s=0.01, price=False)
     started = time.monotonic()
     no_device: list = []  # the first tick's snapshot when it found no device

@@ -181,5 +181,21 @@ def test_a_node_held_whole_comes_from_the_roll_ups(slurm_cluster, plain_exporter
         rep_dev = _jobs(capsys, prom, 10_000, "--slurm", "report", run)
         rep_agg = _jobs(capsys, prom, 0, "--slurm", "report", run)
         assert _devices(rep_agg) == _devices(rep_dev) and len(_devices(rep_agg)) == 4
+        # ended (squeue still lists it): the report is its GPUs' history over its life, the same
+        # both ways
+        time.sleep(3)  # a few scrapes of its life
+        subprocess.run(["scancel", run], env=slurm_cluster.env, check=True, timeout=10)
+        reader = SlurmReader(env=slurm_cluster.env)
+        deadline = time.monotonic() + 30
+        while not any(j.job == run and j.state == "CANCELLED" for j in reader.jobs()):
+            assert time.monotonic() < deadline, "the job did not end"
+            time.sleep(0.2)
+        end_dev = _jobs(capsys, prom, 10_000, "--slurm", "report", run)
+        end_agg = _jobs(capsys, prom, 0, "--slurm", "report", run)
+        assert end_agg["history_note"] is None and end_agg["history"]["samples"] > 0
+        assert end_agg["slurm"]["state"] == end_dev["slurm"]["state"] == "CANCELLED"
+        assert [d[:3] for d in _devices(end_agg)] == [d[:3] for d in _devices(end_dev)]
+        assert len(_devices(end_agg)) == 4
+        assert end_agg["util_pct"] == pytest.approx(end_dev["util_pct"], abs=0.5)
     finally:
         subprocess.run(["scancel", run], env=slurm_cluster.env, check=False, timeout=10)

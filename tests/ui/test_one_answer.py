@@ -29,7 +29,7 @@ def _plain(line) -> str:
 
 def test_every_view_shows_the_same_primary_on_every_tick_of_a_replay(tmp_path):
     recorder = Recorder(tmp_path / "h.db")
-    eng = MonitorEngine(None, interval=0.2, min_interval_s=0.1, usd_per_hour=1.0,
+    eng = MonitorEngine(None, interval_s=0.2, min_interval_s=0.1, usd_per_hour=1.0,
                         alert_rules=[], recorder=recorder)
     views = FleetViews()
     collector = FleetCollector()

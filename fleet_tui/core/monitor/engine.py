@@ -7,7 +7,7 @@ panes (``ui/monitor_link``), ``monitor``/``record``, ``fleet`` and the fleet pan
 (``fleet.FleetViews``), and ``export`` (``exporter.FleetExporter``, which also reads the alert
 rules the engine holds)::
 
-    engine = MonitorEngine(open_source("sim:8"), interval=1.0, instance="p5.48xlarge")
+    engine = MonitorEngine(open_source("sim:8"), interval_s=1.0, instance="p5.48xlarge")
     engine.subscribe(lambda tick: print(tick.snapshot.timestamp, tick.primaries))
     await engine.run(count=10)
 
@@ -155,14 +155,14 @@ class MonitorEngine:
     ``policy``: ``WindowPolicy(seconds=window_s)`` unless given (``windowing.policy_for`` picks the
     fleet policy for a fleet source). Subscribers get every ``Tick``."""
 
-    def __init__(self, source: Source, interval: float = 1.0, window_s: float = 5.0,
+    def __init__(self, source: Source, interval_s: float = 1.0, window_s: float = 5.0,
                  instance: str | InstanceChoice | None = None,
                  alert_rules: Sequence[AlertRule] | None = None, recorder: Any = None, *,
-                 interval_s: float | None = None, history_s: float = DEFAULT_HISTORY_S,
+                 history_s: float = DEFAULT_HISTORY_S,
                  catalog: Any = None, growth_lookback_s: float = GROWTH_LOOKBACK_S * 5,
                  usd_per_hour: float | None = None, min_interval_s: float = MIN_INTERVAL_S,
                  price: bool = True, policy: Policy | None = None):
-        interval = float(interval_s if interval_s is not None else interval)
+        interval = float(interval_s)
         self.min_interval_s = float(min_interval_s)
         check_interval(interval, self.min_interval_s)
         if policy is None:

@@ -45,7 +45,7 @@ def trace():
 def test_process_replays_the_trace_with_diagnoses_alerts_and_cost(trace):
     rules = [AlertRule(name="starved", severity="warning", duration_s=3, cooldown_s=1000,
                        diagnosis="input_starved")]
-    eng = MonitorEngine(TraceSource(trace), interval=0.25, window_s=5, alert_rules=rules,
+    eng = MonitorEngine(TraceSource(trace), interval_s=0.25, window_s=5, alert_rules=rules,
                         usd_per_hour=32.0)
     ticks = [eng.process(s) for s in trace]
     by_phase = {}
@@ -74,7 +74,7 @@ def test_process_replays_the_trace_with_diagnoses_alerts_and_cost(trace):
 
 async def test_run_publishes_to_callbacks_and_queues_and_closes_source(trace):
     src = TraceSource(trace[:50])
-    eng = MonitorEngine(src, interval=0.25, alert_rules=[])
+    eng = MonitorEngine(src, interval_s=0.25, alert_rules=[])
     got, q = [], asyncio.Queue()
     eng.subscribe(got.append)
 
@@ -94,7 +94,7 @@ async def test_run_publishes_to_callbacks_and_queues_and_closes_source(trace):
 
 async def test_pause_resume_interval_and_stop(trace):
     src = TraceSource(trace)
-    eng = MonitorEngine(src, interval=10.0, alert_rules=[])
+    eng = MonitorEngine(src, interval_s=10.0, alert_rules=[])
     seen = asyncio.Queue()
     eng.subscribe(seen)
     task = asyncio.create_task(eng.run())
@@ -120,7 +120,7 @@ async def test_pause_resume_interval_and_stop(trace):
     with pytest.raises(UserError, match="0.25"):
         eng.set_interval(0.1)
     with pytest.raises(UserError):
-        MonitorEngine(src, interval=0.05)
+        MonitorEngine(src, interval_s=0.05)
 
 
 async def test_engine_with_sim_source_and_recorder(tmp_path):
@@ -128,7 +128,7 @@ async def test_engine_with_sim_source_and_recorder(tmp_path):
     from fleet_tui.core.monitor.sources import open_source
 
     rec = Recorder(tmp_path / "h.db")
-    eng = MonitorEngine(open_source("sim:3", interval_s=0.25), interval=0.25, alert_rules=[],
+    eng = MonitorEngine(open_source("sim:3", interval_s=0.25), interval_s=0.25, alert_rules=[],
                         recorder=rec, usd_per_hour=10.0)
     await eng.run(count=4)
     rec.close()
@@ -145,7 +145,7 @@ def test_simulated_behaviours_are_recognised():
     from fleet_tui.core.monitor.sources.sim import SimSource
 
     src = SimSource(n=10, interval_s=1.0, start_time=0.0, phase_ticks=40)
-    eng = MonitorEngine(src, interval=1.0, alert_rules=[], usd_per_hour=1.0)
+    eng = MonitorEngine(src, interval_s=1.0, alert_rules=[], usd_per_hour=1.0)
     hits, totals, kinds = Counter(), Counter(), Counter()
     for tick in range(200):
         t = eng.process(src.snapshot_at(tick))

@@ -61,7 +61,7 @@ def _replay_and_compare(snaps, *, interval=0.25, changes=None, every=0.0, **kw) 
     analysis, the very same object."""
     policy = WindowPolicy(seconds=WINDOW_S, analyze_every_s=every,
                           growth_lookback_s=kw.pop("growth_lookback_s", GROWTH_LOOKBACK_S * 5))
-    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0,
+    eng = MonitorEngine(None, interval_s=interval, min_interval_s=0.1, usd_per_hour=10.0,
                         policy=policy, **kw)
     compared = 0
     made: dict[str, tuple[float, tuple]] = {}  # key -> (timestamp analysed, expected then)
@@ -115,7 +115,7 @@ def test_engine_reanalyses_at_most_every_second_and_at_once_on_a_change(trace):
     reuses it unchanged; every other tick equals the analysis from scratch. An XID, an ECC error,
     a new throttle reason or a new phase is analysed on the tick it shows."""
     assert _replay_and_compare(trace, every=1.0) == len(trace)
-    eng = MonitorEngine(None, interval=0.25, min_interval_s=0.1, usd_per_hour=10.0,
+    eng = MonitorEngine(None, interval_s=0.25, min_interval_s=0.1, usd_per_hour=10.0,
                         policy=WindowPolicy(seconds=WINDOW_S))
     snaps = trace[:12]
     ends = [eng.process(s).analyses[s.devices[0].key].end for s in snaps]
@@ -133,7 +133,7 @@ def _analysed_per_tick(n: int, interval: float, ticks: int, jitter: float = 0.0)
     devices analysed or held on each tick): a tick that showed the last analysis while a change
     was in progress (``_held``) does not count in a gap."""
     src = SimSource(n, start_time=1000.0, interval_s=interval, phase_ticks=10_000)
-    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0)
+    eng = MonitorEngine(None, interval_s=interval, min_interval_s=0.1, usd_per_hour=10.0)
     counts, last, gaps, shown, covered = [], {}, set(), {}, []
     for t in range(ticks):
         snap = src.snapshot_at(t)
@@ -183,7 +183,7 @@ def test_a_jittery_clock_does_not_skip_an_analysis():
 def test_engine_windows_do_not_straddle_two_labelled_behaviours(trace):
     """The window restarts at a change point: after the detection delay, a window holds one
     behaviour (the labelled phases of the H200 trace; sizing phases are mixed by design)."""
-    eng = MonitorEngine(None, interval=0.25, min_interval_s=0.1, usd_per_hour=10.0)
+    eng = MonitorEngine(None, interval_s=0.25, min_interval_s=0.1, usd_per_hour=10.0)
     straddled = 0
     for snap in trace:
         tick = eng.process(snap)
@@ -269,7 +269,7 @@ def test_tick_findings_are_each_device_s_primary_then_its_other_non_ok_diagnoses
     """Each device's findings start with its primary (the row's line, even when "ok"), then its
     other non-"ok" diagnoses in the analysis's order; devices whose primary is worst first."""
     src = SimSource(n=6, interval_s=1.0, start_time=1_700_000_000.0)
-    eng = MonitorEngine(None, interval=1.0, usd_per_hour=10.0)
+    eng = MonitorEngine(None, interval_s=1.0, usd_per_hour=10.0)
     rank = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
     for k in range(120):
         tick = eng.process(src.snapshot_at(k))
@@ -345,7 +345,7 @@ def test_a_job_starting_and_ending_shows_no_third_diagnosis(interval):
     first samples after a job ended read it again)."""
     from fleet_tui.core.monitor.snapshot import Snapshot
 
-    eng = MonitorEngine(None, interval=interval, min_interval_s=0.1, usd_per_hour=10.0)
+    eng = MonitorEngine(None, interval_s=interval, min_interval_s=0.1, usd_per_hour=10.0)
     shown = []
     steps = int(36 / interval)
     for i in range(steps):
@@ -368,7 +368,7 @@ def test_the_first_sample_of_work_after_idle_ones_is_a_job_starting_not_starvati
     monitor keeps idle until the change is confirmed, then shows the job."""
     from fleet_tui.core.monitor.snapshot import Snapshot
 
-    eng = MonitorEngine(None, interval=0.5, min_interval_s=0.1, usd_per_hour=10.0)
+    eng = MonitorEngine(None, interval_s=0.5, min_interval_s=0.1, usd_per_hour=10.0)
     shown = []
     for i in range(48):
         t = 1000.0 + i * 0.5
