@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from fleet_tui.commands._fleet_args import aggregate_flag
+from fleet_tui.commands._names import given_name
 from fleet_tui.commands._numbers import finite_float, timeout_seconds
 from fleet_tui.commands._output import kind_words
 from fleet_tui.core.errors import UserError
@@ -54,8 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     j.add_argument("--until", default="now", metavar="WHEN",
                    help="'summary': the period's end, in --since's forms (default now); each "
                         "job counts its GPU-hours inside the period only, as sreport does")
-    j.add_argument("--user", default=None, metavar="U", help="only jobs of user U")
-    j.add_argument("--account", default=None, metavar="A",
+    j.add_argument("--user", type=given_name, default=None, metavar="U", help="only jobs of user U")
+    j.add_argument("--account", type=given_name, default=None, metavar="A",
                    help="with --slurm: only jobs charged to Slurm account A")
     j.add_argument("--window", type=finite_float, default=60.0, metavar="SECONDS",
                    help="history behind each device's diagnosis (default 60)")

@@ -67,6 +67,25 @@ DEFAULT_ENCODER_DECODER_ENGINE = "hf"
 DEFAULT_TRAIN_SEQ_LEN = 2048
 
 
+@record
+class EngineConfig:
+    """The serving engine and the knobs a user sets on it (inference), as one value: ``None`` is the
+    engine's own default (:mod:`fleet_tui.core.perf.engines`). A :class:`Workload` holds them as
+    fields of its own and hands them on together as :attr:`Workload.engine_config`."""
+
+    engine: Engine | None = None
+    kv_cache_dtype: KVCacheDtype = "auto"
+    gpu_memory_utilization: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    expert_parallel: bool = False
+    api_server_count: int | None = None
+
+
+#: The engine knobs' field names (on EngineConfig and on Workload), in the order errors name them.
+ENGINE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(EngineConfig))
+
+
 _HASHED_FIELDS = operator.attrgetter("kind", "params", "precision", "batch", "seq_len", "target_len", "prompt_len",
                                      "gen_len",
                                      "gpus", "sharding", "optimizer", "master_weights", "grad_checkpointing",
@@ -158,6 +177,14 @@ class Workload(Record):
         # (bench/bench_sizing.py).
         model = self.model
         return hash((_HASHED_FIELDS(self), model.id if model is not None else None))
+
+    @property
+    def engine_config(self) -> EngineConfig:
+        """The serving engine and its knobs, together."""
+        return EngineConfig(engine=self.engine, kv_cache_dtype=self.kv_cache_dtype,
+                            gpu_memory_utilization=self.gpu_memory_utilization,
+                            max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+                            expert_parallel=self.expert_parallel, api_server_count=self.api_server_count)
 
     @property
     def is_training(self) -> bool:
@@ -469,8 +496,7 @@ def _global_batch(d: dict, per_device: int, kind: str) -> int:
 def _serving_fields(d: dict, training: bool) -> dict:
     """The serving engine and its knobs (inference only)."""
     kw: dict = {}
-    given = [f for f in ("engine", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens",
-                         "max_num_seqs", "expert_parallel", "api_server_count") if d.get(f) not in (None, "", False)]
+    given = [f for f in ENGINE_FIELDS if d.get(f) not in (None, "", False)]
     if training and given:
         raise FieldError(given[0], f"{{{given[0]}}} describes a serving engine; it applies to {{workload}} "
                          "inference")

@@ -21,6 +21,8 @@ LLAMA = ["--model", "llama-3.1-8b"]
     (["recommend", *LLAMA, "--stack", ""], "--stack"),
     (["recommend", *LLAMA, "--current", ""], "--current"),
     (["plan", "--demand", "demand.csv", "--instance", ""], "--instance"),
+    (["jobs", "--source", "fleet-replay:demo", "--user", ""], "--user"),
+    (["jobs", "--source", "fleet-replay:demo", "--account", " "], "--account"),
 ])
 def test_an_empty_name_is_refused_by_its_flag(argv, flag, capsys):
     code, out, err = run(capsys, *argv)

@@ -94,3 +94,29 @@ def test_unsloth_preset_takes_8bit_adamw_unless_told(catalog):
     assert parse_workload(base, catalog).optimizer == "adamw8bit"  # optim="adamw_8bit" in its README
     assert parse_workload({**base, "optimizer": "adamw"}, catalog).optimizer == "adamw"
     assert parse_workload({**base, "framework": "hf"}, catalog).optimizer == "adamw"
+
+
+def test_engine_knobs_travel_as_one_engine_config(catalog):
+    from fleet_tui.core.workload import ENGINE_FIELDS, EngineConfig
+
+    w = parse_workload({"model": "mixtral-8x7b", "prompt_len": 512, "gen_len": 64, "gpus": 2, "engine": "sglang",
+                        "kv_cache_dtype": "fp8", "gpu_memory_utilization": "0.8", "max_num_batched_tokens": 4096,
+                        "max_num_seqs": 64, "expert_parallel": True}, catalog)
+    assert w.engine_config == EngineConfig(engine="sglang", kv_cache_dtype="fp8", gpu_memory_utilization=0.8,
+                                           max_num_batched_tokens=4096, max_num_seqs=64, expert_parallel=True)
+    # the workload keeps each knob as a field of its own, equal to the config's
+    assert all(getattr(w, f) == getattr(w.engine_config, f) for f in ENGINE_FIELDS)
+    defaults = parse_workload({"model": "llama-3.1-8b", "prompt_len": 512, "gen_len": 64}, catalog).engine_config
+    assert defaults.engine == "vllm" and defaults.max_num_seqs is None and defaults.gpu_memory_utilization is None
+
+
+def test_every_engine_knob_is_refused_for_training(catalog):
+    from fleet_tui.core.workload import ENGINE_FIELDS
+
+    values = {"engine": "vllm", "kv_cache_dtype": "fp8", "gpu_memory_utilization": 0.8,
+              "max_num_batched_tokens": 4096, "max_num_seqs": 8, "expert_parallel": True, "api_server_count": 2}
+    assert set(values) == set(ENGINE_FIELDS)
+    for field, value in values.items():
+        with pytest.raises(FieldError) as exc:
+            parse_workload({"model": "llama-3.1-8b", "workload": "training", "seq_len": 1024, field: value}, catalog)
+        assert exc.value.field == field

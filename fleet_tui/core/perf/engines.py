@@ -358,8 +358,9 @@ def _engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> En
         tp = 1
         weights = weight_bytes(w, pc) * (1 - expert_share(w) * (1 - 1 / gpus))
     act = activation_bytes(w)
-    chunk = w.max_num_batched_tokens or e.batched_tokens or seq_tokens
-    util = w.gpu_memory_utilization or e.memory_utilization
+    cfg = w.engine_config
+    chunk = cfg.max_num_batched_tokens or e.batched_tokens or seq_tokens
+    util = cfg.gpu_memory_utilization or e.memory_utilization
     # NVLink-class links get NCCL's NVLink channels and the engines' custom all-reduce IPC buffers;
     # PCIe boards without peer-to-peer (RTX 4090, T4, L40S) use neither: vLLM logs 0.25 GiB of
     # non-torch memory at TP 2 on 2×4090 (kv_capacity.toml, i13061)
@@ -367,7 +368,7 @@ def _engine_reserve(w: Workload, gpus: int, seq_tokens: int, fabric: bool) -> En
     non_torch = cal.SERVING_NON_TORCH_BYTES + (cal.COMM_BUFFERS_BYTES + e.tp_reserve_bytes if linked else 0)
     # seqs: the engines' own caps above 256 (TensorRT-LLM, SGLang: 1024) are admission limits, not
     # what their start-up profile samples
-    seqs = w.max_num_seqs or min(e.max_seqs, 256)
+    seqs = cfg.max_num_seqs or min(e.max_seqs, 256)
     activation = (profile_peak_bytes if e.profiles_peak else static_buffers_bytes)(arch, act, chunk, seqs, tp)
     rule = "static" if e.id == "sglang" else e.memory_rule
     return EngineReserve(weights=weights, non_torch=non_torch, activation_peak=activation,

@@ -108,11 +108,12 @@ def _workload_json(r: PlanReport) -> dict[str, Any]:
                   optimizer_in_backward=w.optimizer_in_backward, offload=list(w.offload), compile=w.compile,
                   selective_checkpointing=w.selective_checkpointing)
     else:
-        wd.update(engine=w.engine, kv_cache_dtype=w.kv_cache_dtype,
-                  gpu_memory_utilization=w.gpu_memory_utilization,
-                  max_num_batched_tokens=w.max_num_batched_tokens)
-        if w.api_server_count:
-            wd["api_server_count"] = w.api_server_count
+        cfg = w.engine_config
+        wd.update(engine=cfg.engine, kv_cache_dtype=cfg.kv_cache_dtype,
+                  gpu_memory_utilization=cfg.gpu_memory_utilization,
+                  max_num_batched_tokens=cfg.max_num_batched_tokens)
+        if cfg.api_server_count:
+            wd["api_server_count"] = cfg.api_server_count
     if w.is_adapter:
         wd.update(lora_rank=w.lora_rank, lora_targets=list(w.lora_targets))
     return wd
