@@ -83,7 +83,7 @@ def test_command_lists_match_what_each_module_registers():
 
 
 def test_a_run_builds_only_the_commands_it_names():
-    def commands(argv: list[str]) -> set[str]:
+    def commands(argv: list[str] | None) -> set[str]:
         parser = cli.build_parser(argv)
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         return set(sub.choices)

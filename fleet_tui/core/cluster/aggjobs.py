@@ -68,6 +68,10 @@ def allocated_nodes(slurm_jobs: Sequence[SlurmJob]) -> dict[str, list[SlurmJob]]
 
 
 def _indices(job: SlurmJob, node: str) -> tuple[int, ...]:
+    """The GRES indices ``job`` holds on ``node`` (a short name; Slurm's key may be longer)."""
+    found = job.gpu_indices.get(node)
+    if found is not None:
+        return found
     return next((v for k, v in job.gpu_indices.items() if short_node(k) == node), ())
 
 
