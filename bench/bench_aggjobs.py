@@ -153,7 +153,7 @@ def _slurm(n_nodes: int, gpus: int, now: float, shared: bool):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--refreshes", type=int, default=5)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from fleet_tui.core.errors import FieldError
@@ -31,6 +31,9 @@ from fleet_tui.core.monitor.alerts import AlertEvaluator
 from fleet_tui.core.monitor.analysis.evidence import evidence_values
 from fleet_tui.core.monitor.engine import MonitorEngine, Tick
 from fleet_tui.core.monitor.windowing import FleetWindowPolicy
+
+if TYPE_CHECKING:  # prometheus_client loads when the exporter runs, not when the CLI starts
+    from prometheus_client.core import GaugeMetricFamily
 
 PREFIX = "fleet_tui"
 DEVICE_LABELS = ("node", "gpu", "uuid", "name")
@@ -88,33 +91,39 @@ class FleetCollector:
     def describe(self) -> list:  # no describe-time work: metrics come and go with the fleet
         return []
 
-    def collect(self) -> Iterator[Any]:  # long: every metric family of a scrape, in exposition order
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    def collect(self) -> Iterator[Any]:
+        """The scrape: the exporter's own state, then the devices', the nodes' and the fleet's
+        metrics of the view published last, then the alerts held."""
+        from prometheus_client.core import CounterMetricFamily
 
         view = self.view
-
-        def g(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
-
-        up = g("source_up", "1 when the last refresh read the source without a source-level error")
+        up = _gauge("source_up", "1 when the last refresh read the source without a source-level error")
         up.add_metric([], 1.0 if view is not None and self.source_up else 0.0)
         yield up
         refreshes = CounterMetricFamily(f"{PREFIX}_refreshes", "Refreshes done since start")
         refreshes.add_metric([], float(self.refreshes))
         yield refreshes
         if self.refresh_seconds is not None:
-            dur = g("refresh_duration_seconds", "Wall time of the last refresh (query+parse+analysis)")
+            dur = _gauge("refresh_duration_seconds", "Wall time of the last refresh (query+parse+analysis)")
             dur.add_metric([], self.refresh_seconds)
             yield dur
         if view is None:
             return
-        errors = g("source_errors", "Problems the last refresh reported (nodes down, ...)")
+        errors = _gauge("source_errors", "Problems the last refresh reported (nodes down, ...)")
         errors.add_metric([], float(len(view.errors)))
         yield errors
-        last = g("last_refresh_timestamp_seconds", "When the shown data was read (unix time)")
+        last = _gauge("last_refresh_timestamp_seconds", "When the shown data was read (unix time)")
         last.add_metric([], view.timestamp)
         yield last
+        yield from self._device_families(view)
+        yield from self._node_families(view)
+        yield from self._fleet_families(view)
+        yield self._alert_family()
 
+    def _device_families(self, view: FleetView) -> Iterator[Any]:
+        """Per device: its diagnoses (kind, severity, confidence, the evidence of the primary and of
+        each risk), efficiency, cost, idleness, staleness and the age of its reading."""
+        g = _gauge
         diag = g("diagnosis", "1 for each active diagnosis kind of a device (see fleet-tui docs)",
                  (*DEVICE_LABELS, "kind", "severity"))
         conf = g("diagnosis_confidence", "Confidence 0-1 of each active diagnosis",
@@ -173,6 +182,9 @@ class FleetCollector:
         yield from (diag, conf, primary, *evidence.values(), eff, cost, idle_cost, waste, idle,
                     stale, age)
 
+    def _node_families(self, view: FleetView) -> Iterator[Any]:
+        """Per node: efficiency, cost, idle cost, waste, utilization, idle and stale devices."""
+        g = _gauge
         n_eff = g("node_efficiency_score", "Price-weighted efficiency of the node, 0-100", ("node",))
         n_cost = g("node_cost_usd_per_hour", "Instance price of the node", ("node",))
         n_idle = g("node_idle_cost_usd_per_hour", "Price of the node's idle devices", ("node",))
@@ -196,6 +208,11 @@ class FleetCollector:
             n_stale.add_metric(node, float(n.stale_devices))
         yield from (n_eff, n_cost, n_idle, n_waste, n_util, n_idle_dev, n_stale)
 
+    def _fleet_families(self, view: FleetView) -> Iterator[Any]:
+        """The fleet's totals, and the dollars spent on idle devices since the start."""
+        from prometheus_client.core import CounterMetricFamily
+
+        g = _gauge
         fleet = [
             ("fleet_devices", "Devices in the fleet", float(view.device_count)),
             ("fleet_nodes", "Nodes in the fleet", float(view.node_count)),
@@ -218,13 +235,23 @@ class FleetCollector:
         total.add_metric([], self.idle_usd_total)
         yield total
 
+    def _alert_family(self) -> GaugeMetricFamily:
+        """1 for each alert held now."""
+        g = _gauge
         alerts = g("alert_active", "1 for each alert whose condition holds now",
                    ("rule", "severity", "node", "gpu", "device_key"))
         for a in self.alerts:
             alerts.add_metric([a["rule"], a["severity"], self._node(a.get("node", "")),
                                "" if a.get("device") is None else str(a["device"]),
                                a["device_key"]], 1.0)
-        yield alerts
+        return alerts
+
+
+def _gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
+    """A gauge family named ``fleet_tui_<name>``."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=list(labels))
 
 
 def held_alerts(evaluator: AlertEvaluator, view: FleetView, now: float
