@@ -365,12 +365,18 @@ def _summary(args: argparse.Namespace) -> int:
     now = time.time()
     period = _period(args, now)
     since, until = as_sacct(period[0]), as_sacct(period[1])
+    from fleet_tui.core.cluster.slurm import SlurmError
+    from fleet_tui.core.errors import UserError
+
     reader = SlurmReader(timeout_s=args.timeout)
-    accounting = reader.sacct(since=since, until=until, user=args.user, account=args.account)
+    try:
+        accounting = reader.sacct(since=since, until=until, user=args.user, account=args.account)
+    except SlurmError as exc:  # the digest is Slurm's accounting: say where it must run
+        raise UserError(f"jobs summary reads Slurm's job accounting (sacct, with slurmdbd), which "
+                        f"this machine cannot give: {exc}. Run it on a Slurm head node; "
+                        f"'fleet-tui jobs' shows the jobs of a fleet or recording now") from None
     price = None
     if args.node_price is not None or _opt(args, "instance"):
-        from fleet_tui.core.cluster.slurm import SlurmError
-
         per_node = next(iter((_prices(args) or {}).values()))
         try:  # a node's price is shared by its GPUs (sinfo's GRES)
             gpus_per_node = max((n.gpus for n in reader.nodes() if n.gpus), default=0)

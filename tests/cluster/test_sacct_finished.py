@@ -68,3 +68,12 @@ def test_jobs_slurm_without_accounting_says_so(tmp_path, monkeypatch, capsys):
     doc = json.loads(captured.out)
     assert doc["finished"] is None and "accounting storage is disabled" in doc["finished_note"]
     assert "finished jobs not listed" in captured.err
+
+
+def test_jobs_summary_without_slurm_accounting_says_where_it_runs(tmp_path, monkeypatch, capsys):
+    # what sacct prints on a machine with the Slurm client but no configuration (status 1)
+    _fake_slurm(tmp_path, monkeypatch, 'echo "sacct: fatal: Could not establish a configuration source" >&2; exit 1')
+    assert main(["jobs", "summary", "--since", "7d"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs summary reads Slurm's job accounting" in err and "Could not establish" in err
+    assert "Traceback" not in err and "Slurm head node" in err
