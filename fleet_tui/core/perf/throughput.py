@@ -199,11 +199,64 @@ def _training(w: Workload, d: _Device, gpus: int) -> Throughput:
                       mfu=mfu)
 
 
-def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:  # long: prefill, then decode
+class _Prefill(NamedTuple):
+    """The prompt's pass: its seconds and tokens/s (None without a compute rate), the time to first
+    token, its compute and weight-streaming times, and the rate decode computes at."""
+
+    seconds: float | None
+    tokens_per_s: float | None
+    ttft: float | None
+    t_cmp: float | None
+    t_mem: float | None
+    tokens: int
+    flops_per_token: float
+    ctx: int
+    decode_rate: float | None
+
+
+def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughput:
     """Prefill (compute-bound, floored by streaming the weights) and decode (an optimized engine)."""
+    a, notes, peak_dense, b = w.arch, d.notes, d.peak_dense, w.batch
+    eng = engine_profile(w)
+    pre = _prefill(w, d, acc)
+    prefill_s, prefill_tok_s, ttft, t_cmp, t_mem = pre.seconds, pre.tokens_per_s, pre.ttft, pre.t_cmp, pre.t_mem
+    tpot, decode_tok_s, bound_dec, ctx = _decode(w, d, gpus, acc, pre.decode_rate)
+    if w.is_generation or w.seq_len is None:
+        notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
+                     + (" (experts the batch routes to)" if a.is_moe else "")
+                     + f" and KV streamed at {decode_efficiency(eng, acc):.0%} of peak bandwidth")
+        notes.insert(0, engine_statement(w))
+        if decode_tok_s is not None and pre.decode_rate is None:  # no compute rate: no decode compute term
+            notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
+                         "(no published peak), so at large batches this is an upper bound")
+        if prefill_tok_s is None:
+            notes.append("prefill speed and time to first token not estimated (no published peak)")
+        if w.engine != "hf":
+            notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
+        missing = "" if decode_tok_s is not None else "; ".join(
+            n for n in notes if n.startswith("no published"))
+        return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
+                          decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
+                          engine=eng.label, bound=bound_dec, assumptions=notes,
+                          time_to_first_token_s=ttft, unknown=missing)
+    notes.insert(0, f"one forward pass over {b}×{pre.ctx} tokens")
+    mfu = None
+    if prefill_s is not None and peak_dense:
+        mfu = pre.tokens * pre.flops_per_token / prefill_s / peak_dense / d.layout.model_split
+    missing = "" if prefill_tok_s is not None else "; ".join(
+        n for n in notes if n.startswith("no published"))
+    return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,
+                      decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=prefill_s,
+                      engine=ENGINE_FORWARD,
+                      bound="compute" if t_cmp is None or t_mem is None or t_cmp >= t_mem else "memory",
+                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu, unknown=missing)
+
+
+def _prefill(w: Workload, d: _Device, acc: Accelerator) -> _Prefill:
+    """The prompt's pass (compute-bound, floor: streaming the weights once), at the engine's own GEMM
+    rate when it serves."""
     a, pc = w.arch, d.params
-    rate, bw, notes, scale, peak_dense = d.rate, d.bandwidth, d.notes, d.scale, d.peak_dense
-    # inference: prefill (compute-bound, floor: streaming the weights once)
+    rate, bw, notes, scale = d.rate, d.bandwidth, d.notes, d.scale
     if w.seq_len is None and w.prompt_len is None:
         notes.append(f"no sequence or prompt length given: speeds assume {DEFAULT_PROMPT_TOKENS}-token "
                      f"prompts and {DEFAULT_GEN_TOKENS} generated tokens")
@@ -238,8 +291,17 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
         ttft = max(ctx_prefill * prefill_flops_tok / step_rate, t_mem or 0.0) / tp_div
         if t_mem is None:
             notes.append("prefill: the weight-streaming floor is not checked (memory bandwidth unknown)")
+    return _Prefill(prefill_s, prefill_tok_s, ttft, t_cmp, t_mem, prefill_tokens, prefill_flops_tok, ctx_prefill,
+                    decode_rate)
 
-    # decode, optimized engine: batch b sequences at the mean context
+
+def _decode(w: Workload, d: _Device, gpus: int, acc: Accelerator,
+            decode_rate: float | None) -> tuple[float | None, float | None, Literal["compute", "memory"], float]:
+    """(seconds per output token, tokens/s, what bounds it, the mean context) of decoding the batch
+    on an optimized engine, with the collectives of a split layout."""
+    a, pc, bw, notes, b = w.arch, d.params, d.bandwidth, d.notes, w.batch
+    eng = engine_profile(w)
+    # batch b sequences at the mean context
     prompt = w.prompt_len or w.seq_len or DEFAULT_PROMPT_TOKENS
     gen = w.gen_len or DEFAULT_GEN_TOKENS
     ctx = prompt + gen / 2
@@ -252,7 +314,7 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
     d_cmp = (per_gpu_b * (2 * pc.matmul_per_target_token + 2 * attn_flops_per_token(w, ctx)) / tp / decode_rate
              if decode_rate is not None else None)
     tpot = decode_tok_s = None
-    bound_dec = "memory"
+    bound_dec: Literal["compute", "memory"] = "memory"
     if bw is not None:
         kv_read = per_gpu_b * (ctx * kv_bytes_per_token(a, w, 1, ctx) + sequence_state_bytes(a, w))
         bytes_step = weight_stream_bytes(w, per_gpu_b, pc) + kv_read
@@ -271,32 +333,4 @@ def _inference(w: Workload, d: _Device, gpus: int, acc: Accelerator) -> Throughp
                          f"({d.links().describe(gpus)})")
         decode_tok_s = per_gpu_b / tpot * replicas
         bound_dec = "memory" if d_cmp is None or d_mem >= d_cmp else "compute"
-    if w.is_generation or w.seq_len is None:
-        notes.insert(0, f"decode at batch {b}, mean context {ctx:.0f} tokens; weights"
-                     + (" (experts the batch routes to)" if a.is_moe else "")
-                     + f" and KV streamed at {decode_efficiency(eng, acc):.0%} of peak bandwidth")
-        notes.insert(0, engine_statement(w))
-        if decode_tok_s is not None and d_cmp is None:
-            notes.append("decode: memory-bandwidth bound only; its compute limit is not checked "
-                         "(no published peak), so at large batches this is an upper bound")
-        if prefill_tok_s is None:
-            notes.append("prefill speed and time to first token not estimated (no published peak)")
-        if w.engine != "hf":
-            notes.append("Hugging Face eager generate is launch-bound and typically 5-20x slower")
-        missing = "" if decode_tok_s is not None else "; ".join(
-            n for n in notes if n.startswith("no published"))
-        return Throughput(tokens_per_s=decode_tok_s, phase="decode", prefill_tokens_per_s=prefill_tok_s,
-                          decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=tpot,
-                          engine=eng.label, bound=bound_dec, assumptions=notes,
-                          time_to_first_token_s=ttft, unknown=missing)
-    notes.insert(0, f"one forward pass over {b}×{ctx_prefill} tokens")
-    mfu = None
-    if prefill_s is not None and peak_dense:
-        mfu = prefill_tokens * prefill_flops_tok / prefill_s / peak_dense / d.layout.model_split
-    missing = "" if prefill_tok_s is not None else "; ".join(
-        n for n in notes if n.startswith("no published"))
-    return Throughput(tokens_per_s=prefill_tok_s, phase="prefill", prefill_tokens_per_s=prefill_tok_s,
-                      decode_tokens_per_s=decode_tok_s, time_per_output_token_s=tpot, step_s=prefill_s,
-                      engine=ENGINE_FORWARD,
-                      bound="compute" if t_cmp is None or t_mem is None or t_cmp >= t_mem else "memory",
-                      assumptions=notes, time_to_first_token_s=ttft, mfu=mfu, unknown=missing)
+    return tpot, decode_tok_s, bound_dec, ctx
