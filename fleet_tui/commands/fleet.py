@@ -199,6 +199,9 @@ def _usd(v) -> str:
 
 
 def _print_header(view) -> None:
+    from fleet_tui.core.fleet import PRICE_UNKNOWN
+
+    unknown = f" ({PRICE_UNKNOWN})" if view.usd_per_hour is None and view.idle_devices else ""
     cost = ""
     if view.usd_per_hour is not None:
         cost = (f", ${view.usd_per_hour:,.2f}/h, idle ${view.idle_usd_per_hour:,.2f}/h, "
@@ -206,7 +209,7 @@ def _print_header(view) -> None:
     eff = "N/A" if view.efficiency_pct is None else f"{view.efficiency_pct:.0f}"
     print(f"{view.source}: {view.node_count} nodes, {view.device_count} devices, "
           f"utilization {_pct(view.utilization_pct)}, efficiency {eff}/100, "
-          f"{view.idle_devices} idle, {view.stale_devices} stale{cost}")
+          f"{view.idle_devices} idle{unknown}, {view.stale_devices} stale{cost}")
     if view.aggregate is not None:
         agg = view.aggregate
         print(f"  aggregated on the server: more than {agg.threshold} devices (--aggregate-above), "

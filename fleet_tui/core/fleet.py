@@ -170,10 +170,20 @@ class FleetDevice:
             "confidence": _r(self.confidence, 3), "idle": self.idle,
             "efficiency_pct": _r(self.efficiency_pct, 1),
             "usd_per_hour": _r(self.usd_per_hour, 4),
-            "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+            "idle_usd_per_hour": _idle_usd(self.usd_per_hour, self.idle_usd_per_hour),
             "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
             "diagnoses": list(self.diagnoses),
         }
+
+
+#: What the front ends say in place of an idle cost when no price is known (no ``--instance``):
+#: the cost is unknown, not $0.
+PRICE_UNKNOWN = "price unknown: --instance TYPE"
+
+
+def _idle_usd(usd_per_hour: float | None, idle_usd_per_hour: float) -> float | None:
+    """The idle cost as JSON data: none when the price is unknown (idle devices would read $0)."""
+    return None if usd_per_hour is None else _r(idle_usd_per_hour, 4)
 
 
 def efficiency_of(d: DeviceSnapshot) -> float | None:
@@ -280,7 +290,7 @@ class NodeRollup:
             "worst_device": self.worst.key if self.worst else None,
             "idle_devices": self.idle_devices, "stale_devices": self.stale_devices,
             "usd_per_hour": _r(self.usd_per_hour, 4),
-            "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+            "idle_usd_per_hour": _idle_usd(self.usd_per_hour, self.idle_usd_per_hour),
             "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
             "efficiency_pct": _r(self.efficiency_pct, 1), "errors": list(self.errors),
         }
@@ -459,7 +469,7 @@ class FleetView:
                 "sm_active_pct": _r(self.sm_active_pct),
                 "efficiency_pct": _r(self.efficiency_pct, 1),
                 "usd_per_hour": _r(self.usd_per_hour, 4),
-                "idle_usd_per_hour": _r(self.idle_usd_per_hour, 4),
+                "idle_usd_per_hour": _idle_usd(self.usd_per_hour, self.idle_usd_per_hour),
                 "waste_usd_per_hour": _r(self.waste_usd_per_hour, 4),
                 "idle_devices": self.idle_devices, "stale_devices": self.stale_devices,
             },

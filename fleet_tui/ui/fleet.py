@@ -302,12 +302,15 @@ class FleetScreen(FleetViewPane):
 
 
 def summary_markup(fleet) -> str:
+    from fleet_tui.core.fleet import PRICE_UNKNOWN
     parts = [f"[b]{fleet.node_count}[/] nodes", f"[b]{fleet.device_count}[/] devices",
              f"util [b]{pct(fleet.utilization_pct)}[/]", f"SM active [b]{pct(fleet.sm_active_pct)}[/]",
              f"efficiency [b]{pct(fleet.efficiency_pct)}[/]"]
     if fleet.usd_per_hour is not None:
         parts.append(f"{usd(fleet.usd_per_hour)}/h")
-    parts.append(f"[$warning]idle {fleet.idle_devices} ({usd(fleet.idle_usd_per_hour)}/h)[/]")
+    idle_cost = (PRICE_UNKNOWN if fleet.usd_per_hour is None
+                 else f"{usd(fleet.idle_usd_per_hour)}/h")
+    parts.append(f"[$warning]idle {fleet.idle_devices} ({idle_cost})[/]")
     if fleet.waste_usd_per_hour is not None:
         parts.append(f"waste {usd(fleet.waste_usd_per_hour)}/h")
     if fleet.stale_devices:
@@ -330,7 +333,8 @@ def node_row(n) -> tuple[str, ...]:
     mem = n.mem_used_pct
     return (n.node or "(this host)", str(n.device_count), pct(n.mean_gpu_util_pct),
             pct(n.mean_sm_active_pct), pct(mem), f"{n.power_w:,.0f} W",
-            n.worst_kind.replace("_", " "), str(n.idle_devices), usd(n.idle_usd_per_hour),
+            n.worst_kind.replace("_", " "), str(n.idle_devices),
+            usd(n.idle_usd_per_hour if n.usd_per_hour is not None else None),
             usd(n.waste_usd_per_hour))
 
 
