@@ -182,7 +182,7 @@ def query_instances(
     limit: int | None = None,
     conditions: Sequence[Condition] = (),
     include_excluded: bool = True,
-) -> QueryResult:  # long: the checks, then one filtering pass and one sort over every row
+) -> QueryResult:
     """Offers matching every filter, sorted by ``sort`` (rows without that value last).
 
     ``region`` matches a region or its prefix ("us-east" matches us-east-1 and us-east4);
@@ -190,24 +190,7 @@ def query_instances(
     the start of the vendor name ("Intel" matches "Intel (Habana)"); ``min_memory_gib`` is per
     device; ``max_usd_per_hour`` drops rows without a usable price for ``pricing``.
     """
-    check_pricing(pricing)
-    sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
-    if sort_key not in INSTANCE_FIELDS:
-        import difflib  # only for an error (bench/bench_catalog.py: every ms of start-up counts)
-
-        near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
-        raise FieldError("sort", "{sort} " + literal(f"'{sort}': unknown field"
-                                                    + (f"; did you mean '{near[0]}'?" if near else "")
-                                                    + f" Fields: {', '.join(INSTANCE_FIELDS)}"))
-    if limit is not None and limit < 0:
-        raise FieldError("limit", f"{{limit}} {limit}: must be 0 or more")
-    for label, value, lowest, strict in (("minimum GiB per device", min_memory_gib, 0, False),
-                                         ("device count", count, 0, True),
-                                         ("maximum $/hour", max_usd_per_hour, 0, False)):
-        if value is not None and not (math.isfinite(value) and (value > lowest if strict
-                                                                 else value >= lowest)):
-            raise UserError(f"{label} {value:g}: must be {'more than' if strict else 'at least'} "
-                            f"{lowest} (leave it empty for any)")
+    sort_key = _check_query(pricing, sort, limit, min_memory_gib, count, max_usd_per_hour)
     clouds = {c.lower() for c in _text_values(cloud) or ()}
     regions = {r.lower() for r in _text_values(region) or ()}
     accs: set[str] = set()
@@ -245,6 +228,40 @@ def query_instances(
             continue
         rows.append(inst)
 
+    ordered = _sorted(rows, sort_key, pricing, catalog, descending)
+    total = len(ordered)
+    if limit is not None:
+        ordered = ordered[:limit]
+    return QueryResult(ordered, total)
+
+
+def _check_query(pricing: str, sort: str, limit: int | None, min_memory_gib: float | None,
+                 count: float | None, max_usd_per_hour: float | None) -> str:
+    """The field to sort by; a ``FieldError``/``UserError`` naming the first bad argument."""
+    check_pricing(pricing)
+    sort_key = FIELD_ALIASES.get(sort.strip().lower(), sort.strip().lower()) if sort else "price"
+    if sort_key not in INSTANCE_FIELDS:
+        import difflib  # only for an error (bench/bench_catalog.py: every ms of start-up counts)
+
+        near = difflib.get_close_matches(sort_key, list(INSTANCE_FIELDS), n=1)
+        raise FieldError("sort", "{sort} " + literal(f"'{sort}': unknown field"
+                                                    + (f"; did you mean '{near[0]}'?" if near else "")
+                                                    + f" Fields: {', '.join(INSTANCE_FIELDS)}"))
+    if limit is not None and limit < 0:
+        raise FieldError("limit", f"{{limit}} {limit}: must be 0 or more")
+    for label, value, lowest, strict in (("minimum GiB per device", min_memory_gib, 0, False),
+                                         ("device count", count, 0, True),
+                                         ("maximum $/hour", max_usd_per_hour, 0, False)):
+        if value is not None and not (math.isfinite(value) and (value > lowest if strict
+                                                                 else value >= lowest)):
+            raise UserError(f"{label} {value:g}: must be {'more than' if strict else 'at least'} "
+                            f"{lowest} (leave it empty for any)")
+    return sort_key
+
+
+def _sorted(rows: list[Instance], sort_key: str, pricing: str, catalog: Catalog,
+            descending: bool) -> list[Instance]:
+    """``rows`` by ``sort_key`` (then cloud, type, region), those without a value last."""
     getter, kind = INSTANCE_FIELDS[sort_key]
     present, missing = [], []
     for r in rows:
@@ -255,11 +272,7 @@ def query_instances(
     else:
         present.sort(key=lambda r: (str(getter(r, pricing, catalog)).lower(), r.cloud, r.instance_type, r.region),
                      reverse=descending)
-    ordered = present + missing
-    total = len(ordered)
-    if limit is not None:
-        ordered = ordered[:limit]
-    return QueryResult(ordered, total)
+    return present + missing
 
 
 def filter_rows(rows: Iterable[dict[str, Any]], conditions: Sequence[Condition]) -> list[dict[str, Any]]:
