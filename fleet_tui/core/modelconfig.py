@@ -24,6 +24,17 @@ from fleet_tui.core.records import validate
 #: fails at once instead of filling memory.
 MAX_CONFIG_BYTES = 4 * 2**20
 
+#: Bounds of the sizes read from a config.json (the largest published configs are far inside:
+#: vocabularies of ~262k, hidden sizes of ~25k, Llama 4 Scout's 10,485,760 positions).
+MAX_SIZE = 10_000_000
+MAX_POSITIONS = 1_000_000_000
+
+#: ModelArch's field names → the config.json keys they are read from, for pydantic's messages.
+CONFIG_KEYS = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+               "kv_heads": "num_key_value_heads", "vocab": "vocab_size",
+               "intermediate": "intermediate_size", "max_position": "max_position_embeddings",
+               "moe_intermediate": "moe_intermediate_size"}
+
 
 def _user_error(msg: str) -> UserError:
     return UserError(msg)
@@ -41,6 +52,29 @@ def _whole(v) -> bool:
         isinstance(v, float) and math.isfinite(v) and v > 0 and v.is_integer())
 
 
+def _size(cfg: dict, p: Path, hi: int, *keys: str) -> Any:  # a JSON value, checked
+    """The first of ``keys`` that the config sets, refused naming that key unless it is a whole
+    number from 1 to ``hi``; ``None`` when none is set."""
+    for key in keys:
+        v = cfg.get(key)
+        if v is not None:
+            if not _whole(v) or v > hi:
+                raise _user_error(f"{p}: {key} {v!r}: must be a whole number from 1 to {hi:,}")
+            return v
+    return None
+
+
+def _check_layer_types(cfg: dict, layers: int, p: Path, text: str) -> None:
+    """``layer_types`` must list one kind per layer (transformers' ``layer_type_validation``
+    checks the same), or which layers are sliding or linear is unknown."""
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) != layers:
+        line = next((i for i, row in enumerate(text.splitlines(), 1) if '"layer_types"' in row), None)
+        where = f"{p}:{line}" if line else str(p)
+        raise _user_error(f"{where}: layer_types lists {len(kinds)} kind(s) but num_hidden_layers is "
+                          f"{layers}: give one kind per layer")
+
+
 def load_model_config(path: str | os.PathLike) -> ModelArch:
     """Read a local Hugging Face ``config.json`` (offline) into a :class:`ModelArch`.
 
@@ -49,9 +83,11 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     that nest the language model under ``text_config``. Raises ``UserError`` naming the file and
     the missing or bad keys.
     """
-    p, cfg = _read_config(path)
+    p, cfg, text = _read_config(path)
     model_type = str(cfg.get("model_type", "")).lower()
     layers, hidden, heads, vocab, inter, gated = _dense_shape(cfg, model_type, p)
+    _check_layer_types(cfg, int(layers), p, text)
+    max_position = _size(cfg, p, MAX_POSITIONS, "max_position_embeddings", "n_positions", "seq_length")
     kv = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if kv is None:
         kv = 1 if cfg.get("multi_query") else heads
@@ -76,7 +112,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
             experts_per_token=int(per_tok) if experts else 0,
             moe_intermediate=moe_inter if experts else None,
             shared_experts=int(shared) if experts else 0,
-            max_position=_first(cfg, "max_position_embeddings", "n_positions", "seq_length"),
+            max_position=max_position,
             attention_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
             gated_mlp=gated,
             sliding_window=window, sliding_window_layers=window_layers,
@@ -91,15 +127,17 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
 
         if not isinstance(exc, ValidationError):
             raise
-        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
+        bad = "; ".join(f"{'.'.join(CONFIG_KEYS.get(str(x), str(x)) for x in e['loc']) or 'config'}: "
+                        f"{e['msg']}" for e in exc.errors())
         raise _user_error(f"{p}: {bad}") from None
     check_param_bounds(arch, str(p))
     return arch
 
 
-def _read_config(path: str | os.PathLike) -> tuple[Path, dict]:
-    """The file's path and its JSON object (a multimodal wrapper's ``text_config``, keeping the
-    wrapper's tying and name): bounded, UTF-8, an object, or a ``UserError`` naming the file."""
+def _read_config(path: str | os.PathLike) -> tuple[Path, dict, str]:
+    """The file's path, its JSON object (a multimodal wrapper's ``text_config``, keeping the
+    wrapper's tying and name) and its text: bounded, UTF-8, an object, or a ``UserError`` naming
+    the file."""
     p = Path(path).expanduser()
     if p.is_dir():
         p = p / "config.json"
@@ -135,22 +173,18 @@ def _read_config(path: str | os.PathLike) -> tuple[Path, dict]:
             if k in cfg and k not in inner:
                 inner[k] = cfg[k]
         cfg = inner
-    return p, cfg
+    return p, cfg, text
 
 
 def _dense_shape(cfg: dict, model_type: str, p: Path) -> tuple[Any, Any, Any, Any, Any, bool]:
     """Layers, hidden, heads, vocab, MLP width (GPT-2 style configs default it to 4 × hidden) and
     whether the MLP is gated; ``UserError`` on a missing or non-whole size or an encoder-decoder
     family that is not modelled."""
-    layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
-    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
-    vocab = _first(cfg, "vocab_size", "padded_vocab_size")
-    inter = _first(cfg, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
-    for key, v in (("num_hidden_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
-                   ("vocab_size", vocab), ("intermediate_size", inter)):
-        if v is not None and not _whole(v):
-            raise _user_error(f"{p}: {key} {v!r}: not a positive whole number")
+    layers = _size(cfg, p, MAX_SIZE, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    hidden = _size(cfg, p, MAX_SIZE, "hidden_size", "n_embd", "d_model", "dim")
+    heads = _size(cfg, p, MAX_SIZE, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = _size(cfg, p, MAX_SIZE, "vocab_size", "padded_vocab_size")
+    inter = _size(cfg, p, MAX_SIZE, "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", "d_ff")
     missing = [name for name, v in (("num_hidden_layers", layers), ("hidden_size", hidden),
                                     ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
     if cfg.get("is_encoder_decoder") and model_type not in ENCODER_DECODER_TYPES:

@@ -28,8 +28,7 @@ def test_one_kind_per_layer_is_read(tmp_path):
     assert arch.layers == 32
 
 
-@pytest.mark.xfail(strict=True, reason="core/modelconfig.py (h36split is splitting it): a "
-                   "layer_types list shorter than num_hidden_layers is accepted silently")
 def test_a_short_layer_types_list_is_refused_by_name(tmp_path):
-    with pytest.raises(UserError, match="layer_types"):
+    with pytest.raises(UserError, match=r"config\.json:\d+: layer_types lists 2 kind\(s\) but "
+                       r"num_hidden_layers is 32"):
         load_model_config(_write(tmp_path, layer_types=["sliding_attention", "full_attention"]))

@@ -166,7 +166,7 @@ def test_a_binary_config_is_not_utf8_text_with_file_and_line(tmp_path):
 
 def test_a_config_shape_outside_the_params_bounds_is_refused_like_params(tmp_path):
     with pytest.raises(FieldError) as exc:
-        load_model_config(_config(tmp_path, hidden_size=1e12))
+        load_model_config(_config(tmp_path, hidden_size=10_000_000))  # within its own bound
     assert exc.value.field == "model_config"
     assert "between 100M and 100T parameters" in str(exc.value)
     with pytest.raises(FieldError, match="between 100M and 100T parameters"):
@@ -177,10 +177,17 @@ def test_a_config_shape_outside_the_params_bounds_is_refused_like_params(tmp_pat
         load_model_config(_config(tmp_path, **tiny))
 
 
-@pytest.mark.parametrize("value", ["abc", -4, 1.5, float("inf")])
+@pytest.mark.parametrize("value", ["abc", -4, 1.5, float("inf"), 1e30])
 def test_a_non_number_shape_key_is_named(tmp_path, value):
-    with pytest.raises(UserError, match=r"config\.json: hidden_size .*not a positive whole number"):
+    with pytest.raises(UserError, match=r"config\.json: hidden_size .*: must be a whole number "
+                       r"from 1 to 10,000,000$"):
         load_model_config(_config(tmp_path, hidden_size=value))
+
+
+def test_a_nan_max_position_is_named_by_its_config_key(tmp_path):
+    with pytest.raises(UserError, match=r"config\.json: max_position_embeddings nan: must be a whole "
+                       r"number from 1 to 1,000,000,000$"):
+        load_model_config(_config(tmp_path, max_position_embeddings=float("nan")))
 
 
 @pytest.mark.parametrize("argv, expect", [
