@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 from fleet_tui.core import pricing
 from fleet_tui.core.perf.arrivals import Arrivals, burst, poisson
@@ -170,12 +171,61 @@ def _latency(r: SimResult, rate: float, mix: str) -> SimLatency:
                       preemptions=r.preemptions)
 
 
+def _api_server_floor(w: Workload, rate: float, gen: int, notes: list[str]) -> int:
+    """The fewest replicas whose API servers keep up with ``rate`` (noted), 0 when they cost nothing."""
+    fe = frontend(w)
+    work = fe.serial_s + fe.token_s * gen
+    if work <= 0:
+        return 0
+    # a replica's API server is one serial core: below full use it keeps up, at or above it the
+    # backlog grows without bound, however short a simulated run hides it
+    servers = w.api_server_count or 1
+    who = f"{servers} API servers take" if servers > 1 else "API server takes"
+    notes.append(f"one replica's {who} at most {1 / work:,.0f} req/s of {gen:,} output tokens "
+                 f"({fe.serial_s * servers * 1e3:g} ms per request + {fe.token_s * servers * 1e6:g} µs "
+                 "per output token of one core each)")
+    return math.floor(rate * work) + 1
+
+
+def _fewest_replicas(ok: Callable[[int], bool], n: int, min_replicas: int) -> int | None:
+    """The smallest count >= ``min_replicas`` that is ``ok``: doubling up from ``n`` (12 tries),
+    then bisection; None when none of the doublings is."""
+    lo, hi = min_replicas - 1, None  # lo fails (or is below the floor), hi passes
+    for _ in range(12):
+        if ok(n):
+            hi = n
+            break
+        lo, n = n, n * 2
+    if hi is None:
+        return None
+    if lo < min_replicas - 1 or (lo == min_replicas - 1 and hi > min_replicas):
+        lo = min_replicas - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid >= min_replicas and ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _simulated_note(sim: SimResult, per: float, mix: str, share: float) -> str:
+    """What the simulation of one replica at ``per`` req/s saw: latency percentiles, queue, KV use."""
+    return (f"simulated {sim.requests:,} requests per replica at {per:.3g} req/s (Poisson, "
+            f"{'lengths fixed' if mix == 'fixed' else mix + ' length mix'}): first token p50 "
+            f"{sim.ttft.p50 * 1e3:,.0f} / p95 {sim.ttft.p95 * 1e3:,.0f} / p99 {sim.ttft.p99 * 1e3:,.0f} ms, "
+            f"{sim.tpot.p50 * 1e3:,.1f} / {sim.tpot.p95 * 1e3:,.1f} / {sim.tpot.p99 * 1e3:,.1f} ms per token; "
+            f"{sim.running_mean * share:.1f} running and {sim.queue_mean * share:.1f} queued on average, KV "
+            f"pool {sim.kv_use_mean:.0%} used (peak {sim.kv_use_max:.0%})"
+            + (f", {sim.preemptions} preemptions" if sim.preemptions else ""))
+
+
 def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: int, *,
                   rate_rps: float | None = None, output_tokens_per_s: float | None = None,
                   ttft_ms: float | None = None, tpot_ms: float | None = None,
                   percentile: float = DEFAULT_SLO_PERCENTILE, mix: str = "fixed",
                   usd_per_device_hour: float | None = None, requests: int = PLAN_REQUESTS,
-                  max_requests: int = MAX_REQUESTS, min_replicas: int = 1) -> ServingPlan:  # long: one bisection
+                  max_requests: int = MAX_REQUESTS, min_replicas: int = 1) -> ServingPlan:
     """Replicas, devices and cost to serve the demand within the targets, from the simulation
     (see the module docstring): the smallest replica count that meets them, searched from the
     analytic plan's count (doubling up, then bisection)."""
@@ -194,17 +244,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
                            in_flight=None, ttft_s=None, tpot_s=None, meets_slo=False, notes=tuple(notes),
                            unknown=why)
 
-    fe = frontend(w)
-    work = fe.serial_s + fe.token_s * gen
-    if work > 0:
-        # a replica's API server is one serial core: below full use it keeps up, at or above it the
-        # backlog grows without bound, however short a simulated run hides it
-        min_replicas = max(min_replicas, math.floor(rate * work) + 1)
-        servers = w.api_server_count or 1
-        who = f"{servers} API servers take" if servers > 1 else "API server takes"
-        notes.append(f"one replica's {who} at most {1 / work:,.0f} req/s of {gen:,} output tokens "
-                     f"({fe.serial_s * servers * 1e3:g} ms per request + {fe.token_s * servers * 1e6:g} µs "
-                     "per output token of one core each)")
+    min_replicas = max(min_replicas, _api_server_floor(w, rate, gen, notes))
     alone = simulate_replica(w, acc, gpus, burst(1, prompt, gen))
     if alone is None or not alone.completed:
         cap = replica_capacity(w, acc, gpus, prompt, gen)
@@ -227,22 +267,9 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
 
     analytic = replica_capacity(w, acc, gpus, prompt, gen, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
     n = max(min_replicas, replicas_for(analytic, rate) or 1)
-    lo, hi = min_replicas - 1, None  # lo fails (or is below the floor), hi passes
-    for _ in range(12):
-        if ok(n):
-            hi = n
-            break
-        lo, n = n, n * 2
+    hi = _fewest_replicas(ok, n, min_replicas)
     if hi is None:
-        return unknown(f"no replica count up to {n // 2:,} keeps up with {rate:g} req/s in the simulation")
-    if lo < min_replicas - 1 or (lo == min_replicas - 1 and hi > min_replicas):
-        lo = min_replicas - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if mid >= min_replicas and ok(mid):
-            hi = mid
-        else:
-            lo = mid
+        return unknown(f"no replica count up to {n * 2 ** 11:,} keeps up with {rate:g} req/s in the simulation")
     replicas = hi
     sim = run(replicas)
     meets = possible and _meets(sim, ttft_ms, tpot_ms, percentile)
@@ -250,13 +277,7 @@ def plan_capacity(w: Workload, acc: Accelerator, gpus: int, prompt: int, gen: in
     if targets and not possible:
         notes.append("the latency targets cannot be met on this device even with one request at a time")
     per = rate / replicas
-    notes.append(f"simulated {sim.requests:,} requests per replica at {per:.3g} req/s (Poisson, "
-                 f"{'lengths fixed' if mix == 'fixed' else mix + ' length mix'}): first token p50 "
-                 f"{sim.ttft.p50 * 1e3:,.0f} / p95 {sim.ttft.p95 * 1e3:,.0f} / p99 {sim.ttft.p99 * 1e3:,.0f} ms, "
-                 f"{sim.tpot.p50 * 1e3:,.1f} / {sim.tpot.p95 * 1e3:,.1f} / {sim.tpot.p99 * 1e3:,.1f} ms per token; "
-                 f"{sim.running_mean * share:.1f} running and {sim.queue_mean * share:.1f} queued on average, KV "
-                 f"pool {sim.kv_use_mean:.0%} used (peak {sim.kv_use_max:.0%})"
-                 + (f", {sim.preemptions} preemptions" if sim.preemptions else ""))
+    notes.append(_simulated_note(sim, per, mix, share))
     usd_month = usd_million = None
     if usd_per_device_hour is not None:
         usd_h = usd_per_device_hour * devices
