@@ -22,7 +22,8 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number")
     if abs(value) > MAX_FLAG_NUMBER:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be within ±{MAX_FLAG_NUMBER:g}")
+        raise argparse.ArgumentTypeError(f"{text!r}: must be from -{MAX_FLAG_NUMBER:,.0f} to "
+                                         f"{MAX_FLAG_NUMBER:,.0f}")
     return value
 
 
@@ -31,7 +32,7 @@ def timeout_seconds(text: str) -> float:
     value = finite_float(text)
     if not 0 < value <= MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most "
-                                         f"{MAX_TIMEOUT_S:g} seconds")
+                                         f"{MAX_TIMEOUT_S:,.0f} seconds")
     return value
 
 
@@ -45,5 +46,6 @@ def whole_number(text: str) -> int:
         shown = repr(text) if len(text) <= 80 else f"a {len(text)}-character value"
         raise argparse.ArgumentTypeError(f"{shown} is not a whole number")
     if not 1 <= value <= MAX_FLAG_NUMBER:
-        raise argparse.ArgumentTypeError(f"{text}: must be a whole number 1-{MAX_FLAG_NUMBER:g}")
+        raise argparse.ArgumentTypeError(f"{text}: must be a whole number from 1 to "
+                                         f"{MAX_FLAG_NUMBER:,.0f}")
     return value

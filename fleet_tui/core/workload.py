@@ -310,7 +310,9 @@ def parse_count(text: str | int | None, field: str, lo: int = 1, hi: int = MAX_T
             raise FieldError(field, bad)
         value = int(value)
     if value < lo or value > hi:
-        raise FieldError(field, f"{{{field}}} {value}: out of range (allowed: {lo} to {hi:,})")
+        typed = str(text).strip()  # as typed: 1e30 as a whole number is 1000000000000000019884624838656
+        shown = typed if len(typed) <= 40 else f"{typed[:20]}… ({len(typed)} characters)"
+        raise FieldError(field, f"{{{field}}} {escape_braces(shown)}: out of range (allowed: {lo:,} to {hi:,})")
     return value
 
 

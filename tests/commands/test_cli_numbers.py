@@ -90,3 +90,23 @@ def test_refused_words_do_not_show_secrets(capsys):
     assert "unrecognized arguments: --prometheus http://127.0.0.1:9/?access_token=***" in err
     assert "--password=*** --api-key ***" in err
     assert not any(s in err for s in ("hunter2", "t0k", "s3cret", "k3y"))
+
+
+def test_a_count_bound_is_printed_as_people_read_it(capsys):
+    err = _refused(["queue", "simulate", "ok.csv", "--nodes", "2", "--gpus-per-node", "0"], capsys)
+    assert "--gpus-per-node: 0: must be a whole number from 1 to 1,000,000,000,000" in err
+    assert "e+" not in err
+
+
+def test_a_huge_price_bound_is_printed_as_people_read_it(capsys):
+    err = _refused(["fleet", "--source", "prometheus:http://127.0.0.1:9", "--node-price", "1e13"],
+                   capsys)
+    assert "must be from -1,000,000,000,000 to 1,000,000,000,000" in err and "e+" not in err
+
+
+def test_an_out_of_range_length_is_echoed_as_typed(capsys):
+    assert main(["size", "--model", "llama-3.1-8b", "--gpu", "H100", "--prompt-len", "100",
+                 "--gen-len", "1e30"]) == 2
+    err = capsys.readouterr().err
+    assert "--gen-len 1e30: out of range (allowed: 1 to 10,000,000)" in err
+    assert "19884624838656" not in err
