@@ -232,7 +232,61 @@ def _after_release(points: GrowthPoints, mem_total: float) -> int:
     return 0 if r is None else len(points) - 1 - r
 
 
-def memory_growth(st: WindowStats) -> Finding | None:  # long: early exits over one lookback, sharing its trimmed points
+def _imminent_oom(st: WindowStats, points: GrowthPoints, mem_total: float, fresh: FreshRate) -> Finding | None:
+    """Memory full within a minute at the freshest readings' rate, a steady ramp's or the current
+    run's: critical whatever the cause; None when none of them says so."""
+    if fresh.rises >= FRESH_MIN_RISES and fresh.rate_bytes_s > GROWTH_NOISE_BYTES:
+        # time to impact on the freshest readings: full within a minute is an OOM about to happen
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), None)
+        left = (OOM_CRITICAL_S + 1.0 if end_mem is None
+                else max(0.0, (mem_total - end_mem) / fresh.rate_bytes_s))
+        if (end_mem is not None and left <= OOM_CRITICAL_S
+                and fresh.rising_s >= OOM_MIN_RISING_S
+                and left <= OOM_EXTRAPOLATE * fresh.rising_s):
+            return _oom_imminent(st, end_mem, fresh, left)
+    if (fresh.ramp_rate_bytes_s > GROWTH_NOISE_BYTES
+            and not _copying(st, fresh.ramp_rate_bytes_s)):
+        # a steady ramp's first seconds: full within a minute at its rate, and no more free
+        # than the run has already allocated (it has only to do again what it has done)
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
+        free = mem_total - end_mem
+        left = max(0.0, free / fresh.ramp_rate_bytes_s)
+        if left <= OOM_CRITICAL_S:
+            return _oom_imminent(st, end_mem, fresh._replace(
+                rate_bytes_s=fresh.ramp_rate_bytes_s), left,
+                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)"
+                f"{_cause(st, fresh.ramp_rate_bytes_s)}", fresh.rising_s)
+    if fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
+        # Full at the current run's rate within a minute, and within 3x as long as the run has
+        # lasted, is critical whatever the cause: a leak's first allocations, a job's start and
+        # a load look alike, and one that goes on runs out of memory; a plateau drops it (above).
+        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
+        left = max(0.0, (mem_total - end_mem) / fresh.burst_rate_bytes_s)
+        if left <= min(OOM_CRITICAL_S, OOM_EXTRAPOLATE * fresh.burst_s):
+            return _oom_imminent(st, end_mem, fresh._replace(
+                rate_bytes_s=fresh.burst_rate_bytes_s), left,
+                f"over the last {fresh.burst_s:.1f} s{_cause(st, fresh.burst_rate_bytes_s)}"
+                ", if it goes on", fresh.burst_s)
+    return None
+
+
+def _last_run(points: GrowthPoints, steps: list[float], rise_t: list[float], times: list[float],
+              ) -> tuple[GrowthPoints, list[float], list[float], int, float]:
+    """The trend: the last run of rises no more than GROWTH_MAX_FLAT_S apart, from the reading
+    before its first rise (steps that ended before it, a model load then buffers, are not part of
+    it); its points, steps and rise times, its falls and its biggest step."""
+    first = len(rise_t) - 1
+    while first > 0 and rise_t[first] - rise_t[first - 1] <= GROWTH_MAX_FLAT_S:
+        first -= 1
+    run_start = rise_t[first]
+    i = next(compress(count(), map(le, repeat(run_start), times)))  # first at/after it
+    steps = steps[max(0, i - 1):]
+    return (points[max(0, i - 1):], steps, rise_t[first:],
+            sum(map(gt, repeat(_MINUS_NOISE), steps)),  # a - b > GROWTH_NOISE_BYTES
+            max(steps))
+
+
+def memory_growth(st: WindowStats) -> Finding | None:
     """Memory that keeps rising (``st.growth_points``, the growth lookback): a leak with rises
     that continue to the end of the window, or a device filling up (see ``thresholds``).
 
@@ -247,39 +301,10 @@ def memory_growth(st: WindowStats) -> Finding | None:  # long: early exits over 
         return None  # a plateau is not growth
     if st.engine is not None and points[-1][1] <= ENGINE_POOL_MAX_FRAC * mem_total:
         return None  # a serving engine loads its weights and reserves its pool (engine_pool)
-    if (fresh is not None and fresh.rises >= FRESH_MIN_RISES
-            and fresh.rate_bytes_s > GROWTH_NOISE_BYTES):
-        # time to impact on the freshest readings: full within a minute is an OOM about to happen
-        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), None)
-        left = (OOM_CRITICAL_S + 1.0 if end_mem is None
-                else max(0.0, (mem_total - end_mem) / fresh.rate_bytes_s))
-        if (end_mem is not None and left <= OOM_CRITICAL_S
-                and fresh.rising_s >= OOM_MIN_RISING_S
-                and left <= OOM_EXTRAPOLATE * fresh.rising_s):
-            return _oom_imminent(st, end_mem, fresh, left)
-    if (fresh is not None and fresh.ramp_rate_bytes_s > GROWTH_NOISE_BYTES
-            and not _copying(st, fresh.ramp_rate_bytes_s)):
-        # a steady ramp's first seconds: full within a minute at its rate, and no more free
-        # than the run has already allocated (it has only to do again what it has done)
-        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
-        free = mem_total - end_mem
-        left = max(0.0, free / fresh.ramp_rate_bytes_s)
-        if left <= OOM_CRITICAL_S:
-            return _oom_imminent(st, end_mem, fresh._replace(
-                rate_bytes_s=fresh.ramp_rate_bytes_s), left,
-                f"in a steady ramp (like rises for {fresh.rising_s:.1f} s)"
-                f"{_cause(st, fresh.ramp_rate_bytes_s)}", fresh.rising_s)
-    if fresh is not None and fresh.burst_rate_bytes_s > GROWTH_NOISE_BYTES:
-        # Full at the current run's rate within a minute, and within 3x as long as the run has
-        # lasted, is critical whatever the cause: a leak's first allocations, a job's start and
-        # a load look alike, and one that goes on runs out of memory; a plateau drops it (above).
-        end_mem = next((m for _, m in reversed(points) if m - m == 0.0), mem_total)
-        left = max(0.0, (mem_total - end_mem) / fresh.burst_rate_bytes_s)
-        if left <= min(OOM_CRITICAL_S, OOM_EXTRAPOLATE * fresh.burst_s):
-            return _oom_imminent(st, end_mem, fresh._replace(
-                rate_bytes_s=fresh.burst_rate_bytes_s), left,
-                f"over the last {fresh.burst_s:.1f} s{_cause(st, fresh.burst_rate_bytes_s)}"
-                ", if it goes on", fresh.burst_s)
+    if fresh is not None:
+        imminent = _imminent_oom(st, points, mem_total, fresh)
+        if imminent is not None:
+            return imminent
     # a quick no without reading the whole lookback (bench_analysis --lines: a phase's ~300
     # points): no rise among the readings of the last GROWTH_MAX_FLAT_S (+1 s, and the one
     # before them). Any rise the checks below would keep as recent is one of those.
@@ -314,18 +339,7 @@ def memory_growth(st: WindowStats) -> Finding | None:  # long: early exits over 
     slope = theil_sen_slope(recent) if filling else 0.0
     filling = filling and slope > GROWTH_NOISE_BYTES
     if not filling:
-        # the trend is the last run of rises no more than GROWTH_MAX_FLAT_S apart: steps that
-        # ended before it (a model load, then buffers) are not part of it
-        first = len(rise_t) - 1
-        while first > 0 and rise_t[first] - rise_t[first - 1] <= GROWTH_MAX_FLAT_S:
-            first -= 1
-        run_start = rise_t[first]
-        i = next(compress(count(), map(le, repeat(run_start), times)))  # first at/after it
-        points = points[max(0, i - 1):]  # from the reading before the run's first rise
-        steps = steps[max(0, i - 1):]
-        rise_t = rise_t[first:]
-        falls = sum(map(gt, repeat(_MINUS_NOISE), steps))  # a - b > GROWTH_NOISE_BYTES
-        biggest = max(steps)
+        points, steps, rise_t, falls, biggest = _last_run(points, steps, rise_t, times)
     rises = len(rise_t)
     span = end_t - points[0][0]
     growth = end_mem - points[0][1]
@@ -343,10 +357,8 @@ def memory_growth(st: WindowStats) -> Finding | None:  # long: early exits over 
     ev = {"slope_bytes_s": slope, "time_to_full_s": time_to_full, "rises": rises,
           "span_s": span, "mem_used_bytes": end_mem, "mem_total_bytes": mem_total,
           "mem_used_frac": frac, "filling": filling}
-    if filling:
-        conf = clamp(0.7 + 0.3 * frac)
-    else:
-        conf = clamp(0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
+    conf = clamp(0.7 + 0.3 * frac if filling
+                 else 0.5 + 0.05 * min(rises, 6) + (0.1 if time_to_full < 3600 else 0.0))
     how = (f"{frac:.0%} of the device in use and still rising" if filling
            else f"grew {gib(growth)} over {span:.0f} s ({rises} rises)")
     return Finding(conf, ev,
