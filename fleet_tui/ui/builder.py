@@ -46,7 +46,7 @@ LABELS = {
     "grad_checkpointing": "checkpointing", "master_weights": "master weights",
     "engine": "engine (infer)", "kv_cache_dtype": "KV cache dtype", "framework": "framework (train)",
     "rate": "demand req/s", "ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "slo_percentile": "at percentile",
-    "tokens_per_s": "demand req/s",
+    "tokens_per_s": "demand req/s", "gpu": "accelerator",
 }
 
 
@@ -109,7 +109,7 @@ class BuilderScreen(PaneScreen):
                                                  compact=True))
             yield Field(LABELS["model_config"], Input(placeholder="optional", id="b-config", compact=True))
             yield Field(LABELS["precision"], sel(PRECISIONS, "bf16", "b-precision"))
-            yield Field("accelerator", Select([], prompt="(best)", id="b-accel", compact=True))
+            yield Field(LABELS["gpu"], Select([], prompt="(best)", id="b-accel", compact=True))
             yield Field(LABELS["batch"], Input("1", id="b-batch", compact=True))
             yield Field(LABELS["seq_len"], Input("2048", id="b-seq", compact=True))
             yield Field(LABELS["gen_len"], Input("256", id="b-gen", compact=True))
@@ -433,7 +433,7 @@ def describe_report(report: PlanReport | None, choice: BuilderChoice | None = No
     word = "start" if v.status == "does_not_start" else "fit"
 
     def change(s) -> str:
-        return (f"  [$accent]→[/] {escape(s.render(label))} "
+        return (f"  [$accent]→[/] {escape(s.render_form(label, LABELS))} "
                 f"[$text-muted]({s.total_bytes / 2**30:,.1f} GiB/device on {s.gpus})[/]")
 
     if v.status == "unchecked":

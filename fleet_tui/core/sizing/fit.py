@@ -18,7 +18,8 @@ builder as its form labels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -34,6 +35,9 @@ from fleet_tui.core.sizing.memory import MemoryBreakdown, estimate_memory
 from fleet_tui.core.specs import Accelerator
 from fleet_tui.core.workload import Workload
 
+#: The input fields that set a parallel layout (``layout_flags`` writes them).
+LAYOUT_FIELDS = ("sharding", "tp", "pp", "zero", "cp", "vpp", "micro_batch")
+
 
 @record
 class FitSuggestion:
@@ -48,6 +52,25 @@ class FitSuggestion:
     def render(self, label: Callable[[str], str]) -> str:
         """The sentence with each input field shown as ``label(field)`` (a flag, a form label)."""
         return render_fields(self.template, label)
+
+    def render_form(self, label: Callable[[str], str], fields: Iterable[str]) -> str:
+        """The sentence for a form whose input fields are ``fields``: when it lacks a layout flag
+        the sentence sets (``{tp} 2``, ``{pp} 2``, ``{zero} 1``...), the layout flags are left out
+        and the form's sharding is left on auto instead, which chooses that layout for the devices
+        (``plan.build``)."""
+        have = set(fields)
+        pair = re.compile(r"\{(" + "|".join(LAYOUT_FIELDS) + r")\} [^\s{}()]+")
+        if all(m.group(1) in have for m in pair.finditer(self.template)) or "sharding" not in have:
+            return self.render(label)
+        first = True
+
+        def auto(_m: re.Match[str]) -> str:
+            nonlocal first
+            out, first = ("{sharding} auto" if first else ""), False
+            return out
+
+        template = re.sub(r" +", " ", pair.sub(auto, self.template)).replace(" )", ")")
+        return render_fields(template, label)
 
     @property
     def description(self) -> str:
