@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal
+from fleet_tui.core.catalog.models import Catalog, Instance, check_pricing, literal, unknown_message
 from fleet_tui.core.errors import FieldError, UserError
 from fleet_tui.core.records import record
 
@@ -166,6 +166,19 @@ def _text_values(value: str | Sequence[str] | None) -> list[str] | None:
     return vals or None
 
 
+def _filter_accelerator(catalog: Catalog, cnd: Condition) -> str:
+    """The accelerator id a ``--filter accelerator=NAME`` names; unknown: a ``FieldError`` naming
+    ``--filter`` with the nearest names."""
+    name = str(cnd.value)
+    acc_id = catalog.resolve_accelerator(name)
+    if acc_id is None:
+        known = [*catalog.accelerators, *(a for acc in catalog.accelerators.values() for a in acc.aliases)]
+        why = unknown_message("accelerator", name, known).replace(
+            f"unknown accelerator '{name}'", "unknown accelerator", 1)
+        raise _filter_error(f"{cnd.field}{cnd.op}{name}", why)
+    return acc_id
+
+
 def query_instances(
     catalog: Catalog,
     *,
@@ -200,8 +213,7 @@ def query_instances(
     conds = []
     for cnd in conditions:
         if cnd.field == "accelerator" and cnd.op in ("=", "!="):
-            acc_id = catalog.accelerator(str(cnd.value)).id  # unknown: raises with suggestions
-            cnd = Condition(cnd.field, cnd.op, acc_id)
+            cnd = Condition(cnd.field, cnd.op, _filter_accelerator(catalog, cnd))
         conds.append((INSTANCE_FIELDS[cnd.field][0], cnd.op, cnd.value))
 
     rows: list[Instance] = []

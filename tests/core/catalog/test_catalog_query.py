@@ -119,6 +119,13 @@ def test_query_errors(cat):
         query_instances(cat, conditions=[Condition("accelerator", "=", "Nope9")])
 
 
+def test_an_unknown_accelerator_in_a_filter_names_the_flag(capsys):
+    assert main(["catalog", "instances", "--filter", "accelerator=H10O"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleet-tui: error: --filter 'accelerator=H10O': unknown accelerator; "
+                          "did you mean H100")
+
+
 _NUMERIC = [k for k, (_, kind) in INSTANCE_FIELDS.items() if kind == "number"]
 
 
