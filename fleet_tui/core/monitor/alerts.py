@@ -405,11 +405,23 @@ class AlertEvaluator:
                     self._running.setdefault(key, set()).add(name)
         return idx
 
+    def _machine_hits(self, now: float, idx: _RuleIndex, machine: Mapping[str, float | None],
+                      ) -> list[tuple[int, int, Alert]]:
+        """The machine-wide rules that fire now, as (rule position, -1, alert)."""
+        hits: list[tuple[int, int, Alert]] = []
+        for pos, rule, metric in idx.machine:
+            v = machine.get(metric)
+            meets = v is not None and OPS[rule.op](v, rule.threshold)
+            a = self._check(rule, MACHINE_KEY, None, now, meets, v)
+            if a:
+                hits.append((pos, -1, a))
+        return hits
+
     def evaluate(self, now: float, devices: Sequence[DeviceSnapshot],
                  analyses: Mapping[str, DeviceAnalysis] | None = None,
                  machine: Mapping[str, float | None] | None = None, *,
                  keys: Sequence[str] | None = None,
-                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:  # long: rules x devices, inlined
+                 jobs: Mapping[str, Sequence[str]] | None = None) -> list[Alert]:
         """Alerts that fire now, in rule order, then device order, then job alerts. ``keys``: the
         devices' keys when the caller has them; ``jobs``: job id -> the keys of its devices, for
         the job rules (without it they are not evaluated)."""
@@ -419,15 +431,8 @@ class AlertEvaluator:
         if not idx.unique_names:  # rules sharing a name share timers: evaluate rule by rule
             return self._evaluate_by_rule(now, devices, analyses, machine) + job_alerts
         analyses = analyses or {}
-        machine = machine or {}
         state = self._state
-        hits: list[tuple[int, int, Alert]] = []  # (rule position, device position, alert)
-        for pos, rule, metric in idx.machine:
-            v = machine.get(metric)
-            meets = v is not None and OPS[rule.op](v, rule.threshold)
-            a = self._check(rule, MACHINE_KEY, None, now, meets, v)
-            if a:
-                hits.append((pos, -1, a))
+        hits = self._machine_hits(now, idx, machine or {})  # (rule position, device position, alert)
         by_kind = idx.by_kind
         running_by_key = self._running
         quiet_by_key = self._quiet
