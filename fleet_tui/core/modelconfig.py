@@ -64,6 +64,17 @@ def _size(cfg: dict, p: Path, hi: int, *keys: str) -> Any:  # a JSON value, chec
     return None
 
 
+def _count(cfg: dict, p: Path, hi: int, *keys: str) -> int:
+    """Like :func:`_size`, for counts a dense model sets to 0 (experts): 0 when none is set."""
+    for key in keys:
+        v = cfg.get(key)
+        if v is not None:
+            if v != 0 and (not _whole(v) or v > hi):
+                raise _user_error(f"{p}: {key} {v!r}: must be a whole number from 0 to {hi:,}")
+            return int(v)
+    return 0
+
+
 def _check_layer_types(cfg: dict, layers: int, p: Path, text: str) -> None:
     """``layer_types`` must list one kind per layer (transformers' ``layer_type_validation``
     checks the same), or which layers are sliding or linear is unknown."""
@@ -91,7 +102,7 @@ def load_model_config(path: str | os.PathLike) -> ModelArch:
     kv = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
     if kv is None:
         kv = 1 if cfg.get("multi_query") else heads
-    experts, per_tok, moe_inter, shared, inter = _experts(cfg, inter)
+    experts, per_tok, moe_inter, shared, inter = _experts(cfg, inter, p)
     window, window_layers = _sliding_window(cfg, model_type, int(layers))
     name = str(cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem) or "model")
     extra = _mla_and_hybrid(cfg, int(layers))
@@ -202,16 +213,16 @@ def _dense_shape(cfg: dict, model_type: str, p: Path) -> tuple[Any, Any, Any, An
     return layers, hidden, heads, vocab, inter, gated
 
 
-def _experts(cfg: dict, inter: Any) -> tuple[Any, Any, Any, Any, Any]:
+def _experts(cfg: dict, inter: Any, p: Path) -> tuple[Any, Any, Any, Any, Any]:
     """Experts, experts per token, expert MLP width, shared experts, and the dense MLP width (Qwen2-MoE's
     shared expert has a width of its own)."""
-    experts = _first(cfg, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") or 0
-    per_tok = _first(cfg, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k") or 0
-    moe_inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
-    shared = _first(cfg, "n_shared_experts", "num_shared_experts") or 0
+    experts = _count(cfg, p, MAX_SIZE, "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+    per_tok = _count(cfg, p, MAX_SIZE, "num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k")
+    moe_inter = _size(cfg, p, MAX_SIZE, "moe_intermediate_size", "expert_intermediate_size")
+    shared = _count(cfg, p, MAX_SIZE, "n_shared_experts", "num_shared_experts")
     if experts and not shared and cfg.get("shared_expert_intermediate_size"):
         shared = 1  # Qwen2-MoE: one shared expert of its own width
-        inter = cfg["shared_expert_intermediate_size"]
+        inter = _size(cfg, p, MAX_SIZE, "shared_expert_intermediate_size")
     return experts, per_tok, moe_inter, shared, inter
 
 
