@@ -127,6 +127,12 @@ def _ecc(doc: dict[str, Any]) -> dict[int, tuple[int, int]]:
     return ecc
 
 
+# One host's report: a trn2.48xlarge has 16 devices of 8 NeuronCores; these leave room for any
+# future instance while keeping a hostile count from building millions of devices.
+MAX_DEVICES = 1024
+MAX_CORES_PER_DEVICE = 64
+
+
 def map_document(
     doc: dict[str, Any], *, timestamp: float, resolver: ProcessResolver | None = None, age_s: float | None = None
 ) -> tuple[tuple[DeviceSnapshot, ...], HostSnapshot | None, list[str]]:
@@ -137,6 +143,9 @@ def map_document(
         problems.append(f"neuron_hardware_info: {hw['error']}")
     n_dev = int(hw.get("neuron_device_count") or 0)
     per_dev = max(1, int(hw.get("neuroncore_per_device_count") or 1))
+    if not 0 <= n_dev <= MAX_DEVICES or per_dev > MAX_CORES_PER_DEVICE:  # one host's report
+        raise ValueError(f"neuron_device_count {n_dev} or neuroncore_per_device_count {per_dev} is "
+                         f"beyond one host (at most {MAX_DEVICES} devices of {MAX_CORES_PER_DEVICE} cores)")
     mem_size = hw.get("neuron_device_memory_size")
     name = device_name(hw.get("neuron_device_type"))
 
@@ -317,8 +326,14 @@ class NeuronSource(Source):
             message = "waiting for neuron-monitor's first report"
             return Snapshot(timestamp=now, source="neuron", source_kind="live", message=message, errors=tuple(errors))
         received, doc = latest
-        devices, host, problems = map_document(doc, timestamp=received, resolver=self._resolver,
-                                               age_s=round(now - received, 3))
+        try:
+            devices, host, problems = map_document(doc, timestamp=received, resolver=self._resolver,
+                                                   age_s=round(now - received, 3))
+        except (AttributeError, TypeError, ValueError) as exc:  # a report not in neuron-monitor's shape
+            errors.append(f"neuron-monitor's report is not in the shape it documents ({exc}); "
+                          "its readings are left out")
+            return Snapshot(timestamp=now, source="neuron", source_kind="live", message=message,
+                            errors=tuple(errors))
         errors.extend(problems)
         if not devices:
             message = "neuron-monitor reports no Neuron device"

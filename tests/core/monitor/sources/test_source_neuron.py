@@ -108,3 +108,21 @@ async def test_default_run_passes_a_one_second_config_and_removes_it(tmp_path, m
     assert len(snap.devices) == 6
     assert json.loads(seen.read_text())["period"] == "1s"
     assert config_path and not Path(config_path).exists()
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["neuron_hardware_info"].update(neuron_device_count=10**12),  # would build 10^12 devices
+    lambda d: d["neuron_hardware_info"].update(neuroncore_per_device_count=10**9),
+    lambda d: d.update(neuron_runtime_data="not a list"),
+    lambda d: d["neuron_hardware_info"].update(neuron_device_count="many"),
+])
+async def test_a_report_out_of_shape_or_size_is_an_error_not_a_crash(tmp_path, edit):
+    doc = _docs()[0]
+    edit(doc)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(doc) + "\n")
+    src = NeuronSource(command=[sys.executable, str(FIX / "fake_neuron_monitor.py"), str(bad), "--period", "0.02"],
+                       first_report_timeout_s=5)
+    async with src:
+        snap = await src.sample()
+    assert snap.devices == () and any("not in the shape it documents" in e for e in snap.errors)
