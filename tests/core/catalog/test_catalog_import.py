@@ -309,3 +309,14 @@ def test_bundled_aws_catalog_covers_every_region_of_the_source():
     assert len({i.region for i in aws}) >= 20
     assert len(aws) > 800 and len(cat.find_instance("g6e.xlarge")) > 1
     assert all("00148f2" in i.source for i in aws)
+
+
+def test_a_fractional_gpu_without_a_count_in_the_source_is_imported_and_flagged(tmp_path):
+    # Azure's NV4as_v4 is an eighth of an MI25 whatever the source says, even when it says nothing
+    csv_file = tmp_path / "azure" / "vms.csv"
+    csv_file.parent.mkdir()
+    csv_file.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,"
+                        "Region,Generation\nStandard_NV4as_v4,MI25,,4,14,MI25,0.338,0.062462,australiaeast,V1\n")
+    import_skypilot([csv_file], out_dir=tmp_path / "out", catalog=load_catalog(include_user=False))
+    text = (tmp_path / "out" / "azure.toml").read_text()
+    assert "gets 0.125 of one GPU (source says nothing)" in text

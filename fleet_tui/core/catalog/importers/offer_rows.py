@@ -179,7 +179,8 @@ def _device_count(c: Cloud, itype: str, first: Row, flags: list[str]) -> float:
     fraction = c.fractional_gpus.get(itype.lower())
     if fraction is not None:
         count = fraction
-        flags.append(f"count-fix: {itype} gets {count:g} of one GPU (source says {first.acc_count:g})")
+        said = "nothing" if first.acc_count is None else f"{first.acc_count:g}"
+        flags.append(f"count-fix: {itype} gets {count:g} of one GPU (source says {said})")
     return count
 
 
