@@ -238,13 +238,7 @@ class JobsScreen(FleetViewPane):
         self.query_one("#jobs-summary", Static).update(
             aggregate_summary_markup(fleet, jobs, self._slurm_error))
         table = self.query_one("#jobs-table", DataTable)
-        rows = {j["job"]: aggregate_job_row(j) for j in jobs[:MAX_ROWS]}
-        cursor = table.cursor_row
-        table.clear()
-        for key, values in rows.items():
-            table.add_row(*values, key=key)
-        if rows:
-            table.move_cursor(row=min(cursor, len(rows) - 1))
+        _refill(table, {j["job"]: aggregate_job_row(j) for j in jobs[:MAX_ROWS]})
         if self.report_job is not None:
             self._draw_report()
         self.view_drawn(self.ViewDrawn(fleet))
@@ -270,12 +264,7 @@ class JobsScreen(FleetViewPane):
         table = self.query_one("#jobs-table", DataTable)
         rows = {j.job: job_row(j) for j in jobs.jobs[:MAX_ROWS]}
         if [str(k.value) for k in table.rows] != list(rows):  # jobs came, went or reordered
-            cursor = table.cursor_row
-            table.clear()
-            for key, values in rows.items():
-                table.add_row(*values, key=key)
-            if rows:
-                table.move_cursor(row=min(cursor, len(rows) - 1))
+            _refill(table, rows)
         else:  # same jobs in the same order: update changed cells in place
             columns = [key for key, _ in COLUMNS]
             for key, values in rows.items():
@@ -401,3 +390,13 @@ def slurm_summary(report) -> str:
                      f"held idle, {p.gpus_pending} asked by {p.pending_jobs} pending"
                      + (f", short {p.short_gpus}" if p.short_gpus else ""))
     return "\n".join(lines)
+
+
+def _refill(table: DataTable, rows: dict[str, tuple]) -> None:
+    """Replace the table's rows, the cursor kept on the same line (or the last one)."""
+    cursor = table.cursor_row
+    table.clear()
+    for key, values in rows.items():
+        table.add_row(*values, key=key)
+    if rows:
+        table.move_cursor(row=min(cursor, len(rows) - 1))
