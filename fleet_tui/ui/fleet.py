@@ -16,7 +16,8 @@ Each drawn view posts ``FleetScreen.ViewDrawn`` (what a script or test that wait
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from textual import on, work
@@ -91,6 +92,15 @@ class FleetViewPane(PaneScreen):
 
     def _build(self) -> None:
         raise NotImplementedError
+
+    @contextmanager
+    def _newest(self) -> Iterator[tuple[FleetViews, Tick] | None]:
+        """Inside the views' lock, for a ``_build`` worker: the views and the newest tick, or None
+        when a newer tick's worker took over or nothing has been drawn yet."""
+        worker = get_current_worker()
+        with self._lock:
+            views, tick = self._views, self._tick
+            yield None if worker.is_cancelled or tick is None or views is None else (views, tick)
 
     def view_drawn(self, message: Message) -> None:
         """A view is on screen: freeze what survived, post ``message``."""
@@ -167,11 +177,10 @@ class FleetScreen(FleetViewPane):
     def _build(self) -> None:
         """Off the loop: the view and every node's table row (512 rows at 4,096 GPUs)."""
         worker = get_current_worker()
-        with self._lock:
-            views = self._views  # made by redraw, with the first tick
-            if worker.is_cancelled or self._tick is None or views is None:  # a newer one took over
+        with self._newest() as newest:
+            if newest is None:
                 return
-            fleet = views.view(*self._tick)
+            fleet = newest[0].view(*newest[1])
         rows = [node_row(n) for n in fleet.nodes]
         drill = self.drill_node  # the texts as of now; _draw redoes them if the user drilled since
         texts = (drill, summary_markup(fleet), grid_markup(fleet, drill),

@@ -105,12 +105,12 @@ class JobsScreen(FleetViewPane):
           description="the jobs view")
     def _build(self) -> None:
         worker = get_current_worker()
-        with self._lock:
-            views = self._views  # made by redraw, with the first tick
-            if worker.is_cancelled or self._tick is None or views is None:  # a newer one took over
+        with self._newest() as newest:
+            if newest is None:
                 return
-            if self._tick[0].aggregate is not None:  # a fleet past the threshold
-                fleet = views.view(*self._tick)
+            views, tick = newest
+            if tick[0].aggregate is not None:  # a fleet past the threshold
+                fleet = views.view(*tick)
                 report = self._aggregated_report(fleet)
                 if report is not None:  # Slurm's allocations joined with the server's readings
                     if not worker.is_cancelled:
@@ -120,7 +120,7 @@ class JobsScreen(FleetViewPane):
                 if not worker.is_cancelled:
                     self.app.call_from_thread(self._draw_aggregate, fleet, rows)
                 return
-            report, alerts = self._jobs_of(views, *self._tick)
+            report, alerts = self._jobs_of(views, *tick)
         if not worker.is_cancelled:
             self.app.call_from_thread(self._draw_new, report)
         if alerts:  # events: shown even when a newer view superseded this one
