@@ -262,4 +262,4 @@ def test_jobs_passes_its_timeout_to_the_source(monkeypatch, capsys):
     assert made and made[0].timeout_s == 2.5  # it was always 5 s
     with pytest.raises(SystemExit) as refused:  # argparse: exit 2 with the flag named
         main(["jobs", "--source", "prometheus:http://127.0.0.1:9", "--timeout", "5000"])
-    assert refused.value.code == 2 and "at most 3600" in capsys.readouterr().err
+    assert refused.value.code == 2 and "at most 3,600 seconds" in capsys.readouterr().err
