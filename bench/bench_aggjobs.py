@@ -91,10 +91,7 @@ def _label_answer(n_nodes: int, gpus: int, shared: bool) -> str:
 
 
 def _serve(port_q, n_nodes: int, gpus: int, shared: bool) -> None:
-    import urllib.parse
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from bench_fleet import _aggregate_answers, _answer
+    from bench_fleet import _aggregate_answers, _answer, serve_queries
 
     from fleet_tui.core.monitor.sources.prometheus.aggregate import AGG_LABEL
 
@@ -106,25 +103,11 @@ def _serve(port_q, n_nodes: int, gpus: int, shared: bool) -> None:
     labels = _label_answer(n_nodes, gpus, shared)
     count = _answer([f'{{"metric":{{}},"value":[{TS_MARK},"{n_nodes * gpus}"]}}'])
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            form = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            query = urllib.parse.parse_qs(form.decode()).get("query", [""])[0]
-            text = (labels if '"node_label"' in query else allocation if '"dev_util"' in query
-                    else roll_ups if AGG_LABEL in query else count)
-            body = text.replace(TS_MARK, f"{time.time():.3f}").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(query: str) -> str:
+        return (labels if '"node_label"' in query else allocation if '"dev_util"' in query
+                else roll_ups if AGG_LABEL in query else count)
 
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    port_q.put(srv.server_address[1])
-    srv.serve_forever()
+    serve_queries(port_q, answer)
 
 
 def _slurm(n_nodes: int, gpus: int, now: float, shared: bool):

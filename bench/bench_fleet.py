@@ -400,28 +400,17 @@ def _aggregate_answers(n_nodes: int, gpus: int, worst: int, variants: int = 4) -
     return answers
 
 
-def _serve_aggregate(port_q, n_nodes: int, gpus: int, worst: int) -> None:
-    """Answer ``build_aggregate_query`` as Prometheus would for the canned fleet (a new variant,
-    fresh timestamps, each refresh)."""
+def serve_queries(port_q, answer) -> None:
+    """A stand-in Prometheus on 127.0.0.1: each POSTed query is answered with ``answer(query)``,
+    its timestamps made fresh; the port goes to ``port_q``."""
     import urllib.parse
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from fleet_tui.core.monitor.sources.prometheus.aggregate import AGG_LABEL
-
-    answers = _aggregate_answers(n_nodes, gpus, worst)
-    devices = _answer([f'{{"metric":{{}},"value":[{TS_MARK},"{n_nodes * gpus}"]}}'])
-    count = [0]
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802
             form = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             query = urllib.parse.parse_qs(form.decode()).get("query", [""])[0]
-            if AGG_LABEL in query:  # the roll-ups
-                count[0] += 1
-                text = answers[count[0] % len(answers)]
-            else:  # the device count (once a minute)
-                text = devices
-            body = text.replace(TS_MARK, f"{time.time():.3f}").encode()
+            body = answer(query).replace(TS_MARK, f"{time.time():.3f}").encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -434,6 +423,24 @@ def _serve_aggregate(port_q, n_nodes: int, gpus: int, worst: int) -> None:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     port_q.put(srv.server_address[1])
     srv.serve_forever()
+
+
+def _serve_aggregate(port_q, n_nodes: int, gpus: int, worst: int) -> None:
+    """Answer ``build_aggregate_query`` as Prometheus would for the canned fleet (a new variant,
+    fresh timestamps, each refresh)."""
+    from fleet_tui.core.monitor.sources.prometheus.aggregate import AGG_LABEL
+
+    answers = _aggregate_answers(n_nodes, gpus, worst)
+    devices = _answer([f'{{"metric":{{}},"value":[{TS_MARK},"{n_nodes * gpus}"]}}'])
+    count = [0]
+
+    def answer(query: str) -> str:
+        if AGG_LABEL in query:  # the roll-ups
+            count[0] += 1
+            return answers[count[0] % len(answers)]
+        return devices  # the device count (once a minute)
+
+    serve_queries(port_q, answer)
 
 
 def bench_aggregate(n_nodes: int, gpus: int, refreshes: int, worst: int = 50,
