@@ -218,12 +218,10 @@ def _best_layout(w: Workload, acc: Accelerator, gpus: int) -> Workload:
     return max(cands, key=per_gpu)
 
 
-def predict_serving(r: dict, file: str = "serving") -> Result:
-    """The row's figure as the product answers it: a burst (every request at once: rate inf,
-    offline max throughput, ``vllm bench serve`` without a rate) is ``size --burst N``'s simulation
-    (:func:`~fleet_tui.core.perf.sim_plan.burst_report`, split over the replicas as the plan splits
-    it); a Poisson rate or a closed loop of clients is the simulation the capacity plan runs. The
-    verdict is the engine's own (:func:`plan_workload`): a setup that does not start gives no number."""
+def _serving_setup(r: dict, file: str) -> Result | tuple[str, str, dict, Workload, int, int, Accelerator, int]:
+    """What every serving prediction starts from: the row's metric and kind, the result fields, the
+    workload, its lengths, the accelerator and the GPU count; or the Result of a row that gives no
+    number (no workload for it, an accelerator the catalog lacks)."""
     metric = r["metric"]
     kind = "latency" if metric in LATENCY_METRICS else "throughput"
     w, inp, out, why = _serving_workload(r)
@@ -234,7 +232,19 @@ def predict_serving(r: dict, file: str = "serving") -> Result:
         acc = catalog().accelerator(r["gpu"])
     except UserError:
         return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
-    gpus = int(r["gpu_count"])
+    return metric, kind, base, w, inp, out, acc, int(r["gpu_count"])
+
+
+def predict_serving(r: dict, file: str = "serving") -> Result:
+    """The row's figure as the product answers it: a burst (every request at once: rate inf,
+    offline max throughput, ``vllm bench serve`` without a rate) is ``size --burst N``'s simulation
+    (:func:`~fleet_tui.core.perf.sim_plan.burst_report`, split over the replicas as the plan splits
+    it); a Poisson rate or a closed loop of clients is the simulation the capacity plan runs. The
+    verdict is the engine's own (:func:`plan_workload`): a setup that does not start gives no number."""
+    setup = _serving_setup(r, file)
+    if isinstance(setup, Result):
+        return setup
+    metric, kind, base, w, inp, out, acc, gpus = setup
     if not r.get("tp") and not r.get("parallelism") and gpus > 1:
         w = _best_layout(w, acc, gpus)
     verdict = _planned(w, acc.id, None).verdict
@@ -287,22 +297,14 @@ def predict_serving(r: dict, file: str = "serving") -> Result:
 
 
 def predict_serving_analytic(r: dict) -> Result:
-    """The same row by the analytic model (``capacity.burst_speed`` / ``steady_state`` /
+    """The same row by the analytic model (``serving_plan.burst_speed`` / ``steady_state`` /
     ``engines.serving_speed``), which the product keeps for Hugging Face and ``--analytic-plan``:
     bench/bench_serving_latency.py prints it beside the simulation."""
-    metric = r["metric"]
-    kind = "latency" if metric in LATENCY_METRICS else "throughput"
-    w, inp, out, why = _serving_workload(r)
-    if w is not None:  # the analytic model takes the client's concurrency instead
-        w = w.derive(max_num_seqs=None)
-    base = dict(file="serving", id=r["id"], split=r["split"], kind=kind, measured=float(r["value"]))
-    if w is None:
-        return Result(predicted=None, reason=why, **base)
-    try:
-        acc = catalog().accelerator(r["gpu"])
-    except UserError:
-        return Result(predicted=None, reason=f"accelerator {r['gpu']} not in the catalog", **base)
-    gpus = int(r["gpu_count"])
+    setup = _serving_setup(r, "serving")
+    if isinstance(setup, Result):
+        return setup
+    metric, kind, base, w, inp, out, acc, gpus = setup
+    w = w.derive(max_num_seqs=None)  # the analytic model takes the client's concurrency instead
     if not r.get("tp") and not r.get("parallelism") and gpus > 1:
         # the source states no layout (MLPerf): take the tensor-parallel size the tool finds fastest
         w = max((w.derive(gpus=t, sharding="tensor" if t > 1 else "data") for t in (1, 2, 4, 8) if gpus % t == 0),
